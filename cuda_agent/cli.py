@@ -1,0 +1,109 @@
+"""The `cuda-agent` command line: thin commands that wire the library's parts together.
+
+Run `cuda-agent --help` for the list of commands. This module (with `recipes/`) is the only
+place that picks concrete classes and configures logging.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from cuda_agent.errors import Error
+
+
+def _catalog(args: argparse.Namespace):
+    from cuda_agent.tasks import Catalog
+
+    return Catalog(data_dir=args.data_dir)
+
+
+def cmd_tasks_list(args: argparse.Namespace) -> int:
+    tasks = _catalog(args).tasks(args.source)
+    if args.level is not None:
+        tasks = [t for t in tasks if t.level == args.level]
+    if args.json:
+        rows = [{"ref": t.ref, "name": t.name, "level": t.level, "source": t.source, **t.metadata} for t in tasks]
+        print(json.dumps(rows))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{args.source}: {len(tasks)} tasks")
+    for column in ("ref", "name", "level", "ops"):
+        table.add_column(column)
+    for t in tasks:
+        ops = ", ".join(t.metadata.get("ops", []))
+        table.add_row(t.ref, t.name, "" if t.level is None else str(t.level), ops)
+    Console().print(table)
+    return 0
+
+
+def cmd_tasks_show(args: argparse.Namespace) -> int:
+    from cuda_agent.tasks.inspection import inspect_task
+
+    task = _catalog(args).resolve(args.ref)
+    inspection = inspect_task(task, device=args.device) if args.inspect else None
+    if args.json:
+        payload = task.model_dump()
+        if inspection is not None:
+            payload["inspection"] = inspection.model_dump()
+        print(json.dumps(payload))
+        return 0
+    print(f"# {task.ref}  ({task.name})")
+    for key, value in task.metadata.items():
+        print(f"# {key}: {value}")
+    print(task.code.rstrip())
+    if inspection is not None:
+        print("\n# inspection")
+        _print_specs("init inputs", inspection.init_inputs)
+        _print_specs("inputs", inspection.inputs)
+        _print_specs("outputs", inspection.outputs)
+        print(f"parameters:    {inspection.parameter_count:,}")
+        print(f"deterministic: {inspection.deterministic}")
+        print(f"input-dependent: {inspection.input_dependent}")
+        print(f"eager forward: {inspection.forward_ms:.2f} ms on {inspection.device}")
+    return 0
+
+
+def _print_specs(label: str, specs: list) -> None:
+    parts = [f"{s.dtype.removeprefix('torch.')}{s.shape}" if s.kind == "tensor" else s.repr for s in specs]
+    print(f"{label + ':':<14} {', '.join(parts) if parts else '(none)'}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cuda-agent", description=__doc__.split("\n")[0])
+    parser.add_argument("--data-dir", type=Path, default=None, help="folder holding kernelbench/ and ops6k/ data")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    tasks = commands.add_parser("tasks", help="list and inspect problems").add_subparsers(dest="tasks", required=True)
+    listing = tasks.add_parser("list", help="list the tasks of a set")
+    listing.add_argument("source", nargs="?", default="kernelbench", help="kernelbench, ops6k, examples or a path")
+    listing.add_argument("--level", type=int, default=None, help="only this KernelBench level")
+    listing.add_argument("--json", action="store_true", help="print a JSON list")
+    listing.set_defaults(func=cmd_tasks_list)
+    show = tasks.add_parser("show", help="print one task, optionally running it in a child process")
+    show.add_argument("ref", help="kernelbench/L1/19, ops6k/123, examples/relu or a .py path")
+    show.add_argument("--inspect", action="store_true", help="run the task once and report shapes and dtypes")
+    show.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="device for --inspect")
+    show.add_argument("--json", action="store_true", help="print JSON")
+    show.set_defaults(func=cmd_tasks_show)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    try:
+        return args.func(args)
+    except Error as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

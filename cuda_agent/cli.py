@@ -69,6 +69,45 @@ def cmd_tasks_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_judge(args: argparse.Namespace) -> int:
+    from cuda_agent.judge import JudgeConfig, judge
+
+    task = _catalog(args).resolve(args.task)
+    overrides = {"device": args.device, "precision": args.precision, "time": not args.no_time}
+    if args.trials is not None:
+        overrides["trials"] = args.trials
+    config = JudgeConfig(**overrides)
+    verdict = judge(task, Path(args.solution), config)
+    if args.json:
+        print(verdict.model_dump_json())
+        return 0
+    _print_verdict(verdict)
+    return 0
+
+
+def _print_verdict(verdict) -> None:
+    colour = "green" if verdict.verdict == "pass" else "red"
+    from rich.console import Console
+
+    console = Console()
+    console.print(f"[bold {colour}]{verdict.verdict}[/] reward={verdict.reward}  {verdict.task} on {verdict.device}")
+    if verdict.message:
+        console.print(verdict.message, markup=False)
+    for v in verdict.violations:
+        console.print(f"  [{v.check}] {v.message}", markup=False)
+    if verdict.compile_log:
+        console.print(verdict.compile_log, markup=False)
+    t = verdict.timings_ms
+    if t.solution is not None:
+        parts = [f"solution {t.solution:.4g} ms", f"eager {t.eager:.4g} ms" if t.eager else "eager n/a",
+                 f"compile {t.compile:.4g} ms" if t.compile else "compile n/a"]
+        console.print("  " + ", ".join(parts))
+        if verdict.speedup_vs_eager:
+            console.print(f"  speedup: {verdict.speedup_vs_eager:.3f}x vs eager, "
+                          + (f"{verdict.speedup_vs_compile:.3f}x vs compile" if verdict.speedup_vs_compile else ""))
+    console.print("  stages: " + ", ".join(f"{k} {v:.1f}s" for k, v in verdict.stage_s.items()))
+
+
 def _print_specs(label: str, specs: list) -> None:
     parts = [f"{s.dtype.removeprefix('torch.')}{s.shape}" if s.kind == "tensor" else s.repr for s in specs]
     print(f"{label + ':':<14} {', '.join(parts) if parts else '(none)'}")
@@ -92,6 +131,16 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="device for --inspect")
     show.add_argument("--json", action="store_true", help="print JSON")
     show.set_defaults(func=cmd_tasks_show)
+
+    judge = commands.add_parser("judge", help="judge one candidate solution against a task")
+    judge.add_argument("task", help="task reference (kernelbench/L1/19, examples/relu, a .py path, ...)")
+    judge.add_argument("solution", help="a single-file ModelNew solution or a workspace folder")
+    judge.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"], help="where to run")
+    judge.add_argument("--precision", default="strict", choices=["strict", "paper"], help="precision mode")
+    judge.add_argument("--trials", type=int, default=None, help="correctness trials (default 5)")
+    judge.add_argument("--no-time", action="store_true", help="check correctness only")
+    judge.add_argument("--json", action="store_true", help="print exactly one JSON verdict")
+    judge.set_defaults(func=cmd_judge)
     return parser
 
 

@@ -14,7 +14,9 @@ from cuda_agent.errors import TaskError
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 
 
-def load_problem(code: str, filename: str, module_name: str = "cuda_agent_problem") -> types.ModuleType:
+def load_problem(
+    code: str, filename: str, module_name: str = "cuda_agent_problem", register: bool = True
+) -> types.ModuleType:
     """Compile and execute `code` as a fresh module and check it defines Model, get_inputs, get_init_inputs.
 
     Raises:
@@ -26,8 +28,10 @@ def load_problem(code: str, filename: str, module_name: str = "cuda_agent_proble
         raise TaskError(f"{filename}: syntax error at line {exc.lineno}: {exc.msg}") from None
     module = types.ModuleType(module_name)
     module.__file__ = filename
-    # Registered before exec so that dataclasses and pickling inside the problem can find it.
-    sys.modules[module_name] = module
+    # Registered before exec so that dataclasses and pickling inside the problem can find it; the
+    # judge's candidate process opts out, so candidate code cannot reach the reference by name.
+    if register:
+        sys.modules[module_name] = module
     try:
         exec(compiled, module.__dict__)
     except Exception as exc:

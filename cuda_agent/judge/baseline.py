@@ -1,0 +1,104 @@
+"""Eager and `torch.compile` baseline timings of a reference, measured in their own process.
+
+`python -m cuda_agent.judge.baseline REQUEST.json RESULT.json` times the reference with the same
+protocol (`timing.py`) and flags as the candidate. The grader caches results on disk, keyed by
+everything that changes a time: task source, device name, torch and CUDA versions, precision
+flags, compile mode and protocol version; a second judgement of a task re-times nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.judge.protocol import BaselineRequest, BaselineResult
+
+
+def cache_key(task_code: str, device_name: str, env: dict[str, Any], flags: dict[str, Any], mode: str | None) -> str:
+    """Hex key of one baseline measurement."""
+    material = json.dumps(
+        {
+            "task": hashlib.sha256(task_code.encode()).hexdigest(),
+            "device": device_name,
+            "torch": env.get("torch"),
+            "cuda": env.get("cuda"),
+            "protocol": env.get("protocol_version"),
+            "flags": flags,
+            "compile_mode": mode,
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(material.encode()).hexdigest()[:32]
+
+
+def _time_model(model: Any, problem: Any, req: BaselineRequest, clock: Any, flush: Any) -> dict[str, Any]:
+    import torch
+
+    from cuda_agent.judge.inputs import make_inputs, nbytes
+    from cuda_agent.judge.timing import time_phase
+
+    first = make_inputs(problem, req.task_name, req.timing_seed, req.device)
+    input_sets = [first]
+    if nbytes(first) < 256 * 2**20:
+        input_sets += [make_inputs(problem, req.task_name, req.timing_seed + i, req.device) for i in (1, 2)]
+
+    def call(inputs: list[Any]) -> Any:
+        with torch.no_grad():
+            return model(*inputs)
+
+    call(input_sets[0])  # the first call builds and autotunes; keep it out of the warm-up count
+    phase = time_phase(call, input_sets, clock, flush, req.device, warmup_reps=req.warmup_reps,
+                       min_reps=req.min_reps, max_reps=req.max_reps, target_phase_s=req.target_phase_s)
+    return phase.summary()
+
+
+def run(req: BaselineRequest) -> BaselineResult:
+    import torch
+
+    from cuda_agent.judge import env
+    from cuda_agent.judge.timing import Clock, make_flusher
+    from cuda_agent.tasks.problem import call_inputs, load_problem
+
+    flags = env.apply_precision_flags()
+    info = env.describe(req.device)
+    problem = load_problem(req.task_code, req.task_name)
+    init = call_inputs(problem, req.task_name, "get_init_inputs")
+    torch.manual_seed(0)
+    model = problem.Model(*init).to(req.device)
+    cuda = req.device == "cuda"
+    clock = Clock(time.perf_counter, torch.cuda.synchronize if cuda else None, torch.cuda.Event if cuda else None)
+    flush = make_flusher(req.device, info.get("l2_bytes"))
+    result = BaselineResult(flags=flags, env=info)
+    start = time.perf_counter()
+    result.eager = _time_model(model, problem, req, clock, flush)
+    result.eager["wall_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    try:
+        compiled = torch.compile(model, mode=req.compile_mode)
+        result.compile = _time_model(compiled, problem, req, clock, flush)
+        result.compile["wall_s"] = time.perf_counter() - start
+    except Exception as exc:  # a reference that torch.compile cannot handle: compare with eager only
+        result.compile_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]
+    return result
+
+
+def main(argv: list[str]) -> int:
+    from cuda_agent.errors import TaskError
+
+    req = BaselineRequest.model_validate_json(Path(argv[0]).read_text())
+    try:
+        result = run(req)
+    except TaskError as exc:
+        result = BaselineResult(error=str(exc))
+    except Exception as exc:
+        result = BaselineResult(error=f"reference failed while timed: {type(exc).__name__}: {exc}")
+    Path(argv[1]).write_text(result.model_dump_json())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,138 @@
+"""Build stage: compile a solution's extension in a child process, cached by content.
+
+The child (`python -m cuda_agent.judge.build SOLUTION EXT_DIR`) imports the solution file with
+`TORCH_EXTENSIONS_DIR` pointing at a folder keyed by the solution's bytes, the target
+architecture and the torch version; its `load_inline` calls compile there. The candidate process
+later imports the same file with the same folder and finds the build done. A marker file written
+after a successful build makes a repeat judgement skip the child entirely.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from cuda_agent.subproc import child_env, run_module
+
+_ERROR_LINE = re.compile(r"(error:|error\b.*:|: fatal error|undefined symbol|error [A-Z]\d+)", re.IGNORECASE)
+_NOISE = re.compile(r"^\[\d+/\d+\]|^ninja: |^FAILED: |^c\+\+ |^/usr/.*nvcc |^Traceback|^  File |^subprocess")
+OK_MARKER = ".cuda_agent_build_ok"
+COMPILE_FAILED = 3
+IMPORT_FAILED = 4
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """Outcome of the build stage."""
+
+    ok: bool
+    ext_dir: Path
+    log: str
+    wall_s: float
+    cached: bool = False
+    timed_out: bool = False
+
+
+def target_arch(device: str) -> str:
+    """TORCH_CUDA_ARCH_LIST for this machine: the visible GPU's capability, else Hopper (sm_90)."""
+    if device != "cuda":
+        return "cpu"
+    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return os.environ["TORCH_CUDA_ARCH_LIST"]
+    import torch
+
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        return f"{major}.{minor}"
+    return "9.0"
+
+
+def ext_dir_for(content_hash: str, device: str, cache_dir: Path) -> Path:
+    """Build folder of one solution on one architecture and torch version."""
+    import torch
+
+    arch = target_arch(device)
+    key = hashlib.sha256(f"{content_hash}|{arch}|{torch.__version__}|{sys.version_info[:2]}".encode()).hexdigest()
+    return cache_dir / "builds" / key[:24]
+
+
+def build_solution(solution_file: Path, content_hash: str, device: str, cache_dir: Path, timeout_s: float) -> BuildResult:
+    """Compile the extension(s) a solution file builds at import; reuse a finished build.
+
+    Args:
+        solution_file: the Python file defining ModelNew (its load_inline calls are the build).
+        content_hash: hash of every source byte of the solution (keys the cache).
+        device: 'cuda' or 'cpu' (sets the target architecture).
+        cache_dir: root of the build cache.
+        timeout_s: wall-clock limit; the compiler's process group is killed at the limit.
+    """
+    ext_dir = ext_dir_for(content_hash, device, cache_dir)
+    if (ext_dir / OK_MARKER).exists():
+        return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=0.0, cached=True)
+    ext_dir.mkdir(parents=True, exist_ok=True)
+    env = child_env({"TORCH_EXTENSIONS_DIR": str(ext_dir), "TORCH_CUDA_ARCH_LIST": target_arch(device)})
+    if device != "cuda":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    start = time.monotonic()
+    child = run_module(__name__, [str(solution_file), str(ext_dir)], timeout_s=timeout_s, env=env,
+                       cwd=solution_file.parent)
+    wall_s = time.monotonic() - start
+    if child.timed_out:
+        return BuildResult(ok=False, ext_dir=ext_dir, log=f"build exceeded {timeout_s:.0f} s", wall_s=wall_s,
+                           timed_out=True)
+    if child.returncode == IMPORT_FAILED:
+        # Python at the solution's top level failed, not the compiler: the run stage reports it.
+        return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=wall_s)
+    if child.returncode == COMPILE_FAILED:
+        return BuildResult(ok=False, ext_dir=ext_dir, log=trim_compile_log(child.stdout + "\n" + child.stderr),
+                           wall_s=wall_s)
+    if child.returncode != 0:
+        # Neither our exit code for a compiler error nor for a failed import: the process was
+        # killed or exited on its own; the run stage will meet the same and report it.
+        return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=wall_s)
+    (ext_dir / OK_MARKER).write_text(f"{wall_s:.1f}\n")
+    return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=wall_s)
+
+
+def trim_compile_log(log: str, context: int = 4, max_chars: int = 2500) -> str:
+    """The first compiler error with file:line and a few lines after it; else the log's tail.
+
+    Example:
+        >>> trim_compile_log("[1/2] c++ ...\\nk.cpp:3:5: error: 'y' was not declared\\n  3 | y;\\n")
+        "k.cpp:3:5: error: 'y' was not declared\\n  3 | y;"
+    """
+    lines = [line.rstrip() for line in log.splitlines()]
+    for i, line in enumerate(lines):
+        if _ERROR_LINE.search(line) and not _NOISE.search(line):
+            block = [line] + [ln for ln in lines[i + 1 : i + 1 + context] if ln and not _NOISE.search(ln)]
+            more = sum(1 for ln in lines[i + 1 :] if _ERROR_LINE.search(ln) and not _NOISE.search(ln))
+            text = "\n".join(block)
+            if more:
+                text += f"\n({more} more error lines)"
+            return text[:max_chars]
+    tail = [ln for ln in lines if ln.strip()][-15:]
+    return "\n".join(tail)[-max_chars:]
+
+
+def main(argv: list[str]) -> int:
+    import importlib.util
+
+    solution_file = Path(argv[0])
+    spec = importlib.util.spec_from_file_location("cuda_agent_candidate_build", solution_file)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        building = "Error building extension" in str(exc) or "ninja" in str(exc).lower()
+        return COMPILE_FAILED if building else IMPORT_FAILED
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,60 @@
+"""Settings of one judgement; every field has a default that follows the paper or KernelBench."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def default_cache_dir() -> Path:
+    """Where builds and baseline timings are cached: $CUDA_AGENT_CACHE or ~/.cache/cuda-agent."""
+    import os
+
+    return Path(os.environ.get("CUDA_AGENT_CACHE", Path.home() / ".cache" / "cuda-agent"))
+
+
+class JudgeConfig(BaseModel):
+    """How to judge a candidate."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    device: Literal["auto", "cuda", "cpu"] = "auto"
+    """'auto' picks cuda when a GPU is visible, else cpu."""
+    trials: int = Field(default=5, ge=1)
+    """Correctness trials, each with fresh inputs from get_inputs() under a new seed (paper: 5)."""
+    atol: float = 1e-2
+    """Elementwise absolute tolerance (paper: 1e-2)."""
+    rtol: float = 1e-2
+    """Elementwise relative tolerance (paper: 1e-2)."""
+    norm_rtol: float = 1e-2
+    """Bound on ||out - ref|| / ||ref||; fails outputs that pass allclose only because atol dwarfs them."""
+    precision: Literal["strict", "paper"] = "strict"
+    """'strict' rejects fp32 tasks computed at lower precision; 'paper' keeps only the tolerance checks."""
+    precision_factor: float = 16.0
+    """strict: the candidate's error against float64 may be at most this times eager fp32's error..."""
+    precision_floor: float = 5e-5
+    """...or this relative error, whichever is larger (calibrated on the H200, bench/results/)."""
+    robustness_trials: bool = True
+    """Add trials on sign-flipped and rescaled inputs where the reference stays finite (threat 12)."""
+    time: bool = True
+    """Time the candidate and the baselines (False: correctness only, reward at most 1)."""
+    compile_mode: str | None = None
+    """torch.compile mode of the compile baseline (None: the default mode)."""
+    min_reps: int = Field(default=10, ge=1)
+    """Fewest timed repetitions per phase."""
+    max_reps: int = Field(default=200, ge=1)
+    """Most timed repetitions per phase."""
+    target_phase_s: float = 1.0
+    """Repeat until a phase has spent this long (bounded by min/max reps)."""
+    warmup_reps: int = Field(default=3, ge=0)
+    """Untimed calls before timing (after the first call's build and autotune)."""
+    build_timeout_s: float = 600.0
+    """Time limit of the build stage."""
+    run_timeout_s: float = 600.0
+    """Time limit of the candidate's correctness-plus-timing process."""
+    baseline_timeout_s: float = 900.0
+    """Time limit of the baseline timing process (torch.compile included)."""
+    cache_dir: Path = Field(default_factory=default_cache_dir)
+    """Builds and baseline timings are cached below this folder."""

@@ -1,0 +1,140 @@
+"""Runtime defences that live inside the candidate's process.
+
+- `capture_integrity()` records the identity of every function the harness relies on (timer,
+  synchronisation, comparison, serialisation) before candidate code is imported;
+  `changed_functions()` reports any that were replaced since (threat 8).
+- `TorchOpTracer` is a dispatch mode that records every ATen operator reaching the dispatcher
+  while the candidate's forward runs, whether called from Python or from the extension's C++;
+  anything beyond allocation, views and metadata is torch doing the candidate's work (threat 1).
+- `poison_free_memory()` fills the caching allocator's free blocks with NaN bit patterns so an
+  output the candidate forgot to write (or memory left over from an earlier call) shows (10).
+
+What this does not protect against: native code that patches CPython or torch internals below
+the Python level, or that writes the harness's result file itself. The static policy forbids the
+means (file access, threads, dynamic code) and the sandbox layer adds OS isolation.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+_WATCHED = (
+    "time.perf_counter",
+    "time.monotonic",
+    "torch.cuda.synchronize",
+    "torch.cuda.Event",
+    "torch.cuda.Event.record",
+    "torch.cuda.Event.elapsed_time",
+    "torch.cuda.Event.synchronize",
+    "torch.allclose",
+    "torch.isclose",
+    "torch.equal",
+    "torch.save",
+    "torch.load",
+    "torch.manual_seed",
+    "torch.linalg.vector_norm",
+    "torch.Tensor.clone",
+    "torch.Tensor.copy_",
+    "torch.Tensor.to",
+    "torch.Tensor.cpu",
+    "torch.Tensor.double",
+    "torch.Tensor.__eq__",
+    "torch.Tensor.__sub__",
+    "torch.Tensor.abs",
+    "torch.Tensor.max",
+    "torch.nn.Module.__call__",
+    "torch.nn.Module._call_impl",
+    "json.dump",
+    "json.dumps",
+)
+
+# ATen operators a candidate's forward may reach: allocation, views and metadata, plus the copy
+# that `contiguous()` performs. Everything else means torch did the work.
+ALLOWED_ATEN = frozenset(
+    """
+    empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like new_zeros zero_
+    view _unsafe_view reshape _reshape_alias alias detach t transpose permute unsqueeze squeeze
+    expand as_strided slice select split unbind flatten unflatten contiguous clone copy_
+    sym_size sym_stride sym_numel sym_storage_offset is_contiguous lift_fresh _to_copy_noop
+    resize_ set_ record_stream
+    """.split()
+)
+
+
+def _resolve(dotted: str) -> Any:
+    import importlib
+
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(dotted)
+
+
+def capture_integrity() -> dict[str, int]:
+    """id() of every watched function, taken before candidate code runs."""
+    captured = {}
+    for dotted in _WATCHED:
+        try:
+            captured[dotted] = id(_resolve(dotted))
+        except (ImportError, AttributeError):
+            continue
+    return captured
+
+
+def changed_functions(captured: dict[str, int]) -> list[str]:
+    """Watched functions that are no longer the objects captured earlier."""
+    changed = []
+    for dotted, ident in captured.items():
+        try:
+            if id(_resolve(dotted)) != ident:
+                changed.append(dotted)
+        except (ImportError, AttributeError):
+            changed.append(dotted)
+    return changed
+
+
+def python_thread_count() -> int:
+    return threading.active_count()
+
+
+def make_tracer() -> Any:
+    """A TorchDispatchMode that collects the names of disallowed ATen ops it sees."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class TorchOpTracer(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.disallowed: dict[str, int] = {}
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            name = func.overloadpacket.__name__.removesuffix("_") if func._opname.endswith("_") else func._opname
+            if func._opname not in ALLOWED_ATEN and name not in ALLOWED_ATEN:
+                key = str(func.overloadpacket)
+                self.disallowed[key] = self.disallowed.get(key, 0) + 1
+            return func(*args, **(kwargs or {}))
+
+    return TorchOpTracer()
+
+
+def poison_free_memory(device: str) -> None:
+    """Fill the CUDA caching allocator's free memory with 0xFF bytes (NaN in every float type)."""
+    if device != "cuda":
+        return
+    import torch
+
+    free = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+    if free <= 0:
+        return
+    try:
+        block = torch.empty(free, dtype=torch.uint8, device="cuda")
+    except torch.OutOfMemoryError:
+        return
+    block.fill_(0xFF)
+    del block

@@ -1,0 +1,215 @@
+"""The judge: policy -> build -> run (correctness, runtime checks, timing) -> baselines -> Verdict.
+
+`judge()` is the library call behind `cuda-agent judge`. It runs in the grader's process and
+never executes candidate code there: the build, the candidate run and the baseline timings are
+child processes in their own process groups, killed at their time limits. A candidate fault of
+any kind comes back as a Verdict; only our own failures raise (JudgeInfraError).
+
+What this does not protect against (yet): a candidate process that escapes through the OS
+(network, files outside its folder, other users' processes). Static policy forbids the means;
+OS-level isolation (resource limits, namespaces, an unprivileged user) is the sandbox's job.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.errors import JudgeInfraError, TaskError
+from cuda_agent.judge import baseline as baseline_mod
+from cuda_agent.judge.build import build_solution
+from cuda_agent.judge.config import JudgeConfig
+from cuda_agent.judge.env import PROTOCOL_VERSION
+from cuda_agent.judge.policy import check_policy
+from cuda_agent.judge.protocol import BaselineRequest, BaselineResult, RunRequest, RunResult
+from cuda_agent.judge.solution import SolutionSource, read_solution
+from cuda_agent.reward import compute_reward
+from cuda_agent.subproc import child_env, run_module
+from cuda_agent.types import Task, Timings, Verdict
+
+SEEDS = (1001, 2002, 3003, 4004, 5005, 6006, 7007, 8008, 9009, 10010)
+
+
+def detect_device(requested: str) -> str:
+    """'auto' -> 'cuda' if a GPU is visible (asked of nvidia-smi, so the grader holds no CUDA context)."""
+    if requested != "auto":
+        return requested
+    if shutil.which("nvidia-smi") is None:
+        return "cpu"
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return "cpu"
+    return "cuda" if out.returncode == 0 and "GPU" in out.stdout else "cpu"
+
+
+def gpu_name() -> str:
+    out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else "cuda"
+
+
+class _Judgement:
+    """One judgement's working state; each method is one stage."""
+
+    def __init__(self, task: Task, solution: SolutionSource, config: JudgeConfig) -> None:
+        self.task, self.solution, self.cfg = task, solution, config
+        self.device = detect_device(config.device)
+        self.stage_s: dict[str, float] = {}
+        self.env: dict[str, Any] = {"protocol_version": PROTOCOL_VERSION, "precision_mode": config.precision}
+
+    def verdict(self, name: str, message: str = "", **fields: Any) -> Verdict:
+        timings = fields.pop("timings_ms", Timings())
+        correct = fields.pop("correct", False)
+        reward = compute_reward(name, timings.solution, timings.eager, timings.compile)
+        return Verdict(task=self.task.ref, verdict=name, reward=reward, correct=correct, message=message,
+                       timings_ms=timings, device=self.env.get("device_name", self.device), stage_s=self.stage_s,
+                       env=self.env, **fields)
+
+    def policy(self) -> Verdict | None:
+        start = time.monotonic()
+        violations = check_policy(self.solution, self.device)
+        self.stage_s["policy"] = time.monotonic() - start
+        if violations:
+            return self.verdict("rejected", f"static policy: {violations[0].message}", violations=violations)
+        return None
+
+    def build(self, solution_file: Path) -> tuple[Verdict | None, Path]:
+        result = build_solution(solution_file, self.solution.content_hash, self.device, self.cfg.cache_dir,
+                                self.cfg.build_timeout_s)
+        self.stage_s["build"] = result.wall_s
+        self.env["build_cached"] = result.cached
+        if result.timed_out:
+            return self.verdict("timeout", result.log, compile_log=result.log), result.ext_dir
+        if not result.ok:
+            return self.verdict("compile_error", "compilation failed", compile_log=result.log), result.ext_dir
+        return None, result.ext_dir
+
+    def run(self, solution_file: Path, ext_dir: Path, workdir: Path) -> RunResult | Verdict:
+        cfg = self.cfg
+        request = RunRequest(
+            task_code=self.task.code, task_name=self.task.name, solution_path=str(solution_file),
+            ext_dir=str(ext_dir), device=self.device, seeds=list(SEEDS[: cfg.trials]) if cfg.trials <= len(SEEDS)
+            else [1001 * (i + 1) for i in range(cfg.trials)], robustness=cfg.robustness_trials, time=cfg.time,
+            timing_seed=424242, recheck_seed=777, atol=cfg.atol, rtol=cfg.rtol, norm_rtol=cfg.norm_rtol,
+            strict_precision=cfg.precision == "strict", precision_factor=cfg.precision_factor,
+            precision_floor=cfg.precision_floor, warmup_reps=cfg.warmup_reps, min_reps=cfg.min_reps,
+            max_reps=cfg.max_reps, target_phase_s=cfg.target_phase_s,
+        )
+        payload = self._child("cuda_agent.judge.worker", request.model_dump_json(), workdir, cfg.run_timeout_s,
+                              {"TORCH_EXTENSIONS_DIR": str(ext_dir)}, stage="run")
+        if isinstance(payload, Verdict):
+            return payload
+        if "task_error" in payload:
+            raise TaskError(payload["task_error"])
+        return RunResult.model_validate(payload)
+
+    def _child(self, module: str, request_json: str, workdir: Path, timeout_s: float, extra_env: dict[str, str],
+               stage: str) -> dict[str, Any] | Verdict:
+        request_path, result_path = workdir / f"{stage}_request.json", workdir / f"{stage}_result.json"
+        request_path.write_text(request_json)
+        env = child_env(extra_env)
+        if self.device != "cuda":
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        start = time.monotonic()
+        child = run_module(module, [str(request_path), str(result_path)], timeout_s=timeout_s, env=env, cwd=workdir)
+        self.stage_s[stage] = time.monotonic() - start
+        if child.timed_out:
+            return self.verdict("timeout", f"the {stage} stage exceeded {timeout_s:.0f} s and was killed")
+        if not result_path.exists():
+            tail = "\n".join(child.stderr.strip().splitlines()[-8:])
+            return self.verdict("runtime_error", f"the {stage} process died (exit {child.returncode}): {tail}")
+        try:
+            return json.loads(result_path.read_text())
+        except json.JSONDecodeError as exc:
+            raise JudgeInfraError(f"{stage} result file is not JSON: {exc}") from exc
+
+    def baselines(self, workdir: Path) -> BaselineResult:
+        cfg = self.cfg
+        name = gpu_name() if self.device == "cuda" else "cpu"
+        import torch
+
+        key_env = {"torch": torch.__version__, "cuda": torch.version.cuda if self.device == "cuda" else None,
+                   "protocol_version": PROTOCOL_VERSION}
+        key = baseline_mod.cache_key(self.task.code, name, key_env, {"tf32": False}, cfg.compile_mode)
+        cache_file = cfg.cache_dir / "baselines" / f"{key}.json"
+        if cache_file.exists():
+            self.env["baseline_cached"] = True
+            return BaselineResult.model_validate_json(cache_file.read_text())
+        request = BaselineRequest(task_code=self.task.code, task_name=self.task.name, device=self.device,
+                                  timing_seed=424242, compile_mode=cfg.compile_mode, warmup_reps=cfg.warmup_reps,
+                                  min_reps=cfg.min_reps, max_reps=cfg.max_reps, target_phase_s=cfg.target_phase_s)
+        payload = self._child("cuda_agent.judge.baseline", request.model_dump_json(), workdir, cfg.baseline_timeout_s,
+                              {}, stage="baselines")
+        if isinstance(payload, Verdict):
+            raise JudgeInfraError(f"timing the reference failed: {payload.message}")
+        result = BaselineResult.model_validate(payload)
+        if result.error:
+            raise TaskError(f"{self.task.ref}: {result.error}")
+        self.env["baseline_cached"] = False
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache_file.with_suffix(".tmp")
+        tmp.write_text(result.model_dump_json())
+        tmp.replace(cache_file)  # atomic, so a concurrent reader never sees half a file
+        return result
+
+    def finish(self, run: RunResult, base: BaselineResult | None) -> Verdict:
+        self.env.update(run.env)
+        self.env["flags"] = run.flags
+        self.env["device_name"] = run.env.get("device_name", self.device)
+        if run.status != "ok":
+            verdict = {"incorrect": "incorrect", "rejected": "rejected"}.get(run.status, "runtime_error")
+            return self.verdict(verdict, run.message, violations=run.violations, checks=run.trials)
+        solution_ms = run.timing["median_ms"] if run.timing else None
+        eager_ms = base.eager["median_ms"] if base and base.eager else None
+        compile_ms = base.compile["median_ms"] if base and base.compile else None
+        if base is not None:
+            self.env["timing"] = {"solution": run.timing, "eager": base.eager, "compile": base.compile,
+                                  "compile_error": base.compile_error}
+        timings = Timings(solution=solution_ms, eager=eager_ms, compile=compile_ms)
+        return self.verdict(
+            "pass", "correct" + (" and timed" if solution_ms else ""), correct=True, timings_ms=timings,
+            checks=run.trials,
+            speedup_vs_eager=eager_ms / solution_ms if solution_ms and eager_ms else None,
+            speedup_vs_compile=compile_ms / solution_ms if solution_ms and compile_ms else None,
+        )
+
+
+def judge(task: Task, solution: SolutionSource | Path, config: JudgeConfig | None = None) -> Verdict:
+    """Judge one candidate against its task.
+
+    Args:
+        task: the reference problem.
+        solution: a SolutionSource, or a path to a single-file solution or a workspace folder.
+        config: judge settings (defaults follow the paper).
+
+    Returns:
+        The Verdict; a candidate's failure of any kind is a verdict, not an exception.
+
+    Raises:
+        SolutionError: the solution path cannot be read at all.
+        TaskError: the reference itself is broken.
+        JudgeInfraError: the judge failed for a reason that is not the candidate's.
+    """
+    config = config or JudgeConfig()
+    source = solution if isinstance(solution, SolutionSource) else read_solution(Path(solution))
+    j = _Judgement(task, source, config)
+    rejected = j.policy()
+    if rejected is not None:
+        return rejected
+    with tempfile.TemporaryDirectory(prefix="cuda-agent-judge-") as tmp:
+        workdir = Path(tmp)
+        solution_file = workdir / "solution.py"
+        solution_file.write_text(source.python)
+        failed, ext_dir = j.build(solution_file)
+        if failed is not None:
+            return failed
+        run = j.run(solution_file, ext_dir, workdir)
+        if isinstance(run, Verdict):
+            return run
+        base = j.baselines(workdir) if config.time and run.status == "ok" else None
+        return j.finish(run, base)

@@ -1,0 +1,84 @@
+"""Messages between the grader and its child processes (written as JSON files, never via stdout)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cuda_agent.types import Violation
+
+
+class RunRequest(BaseModel):
+    """What the candidate process must do."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_code: str
+    task_name: str
+    solution_path: str
+    ext_dir: str
+    device: Literal["cuda", "cpu"]
+    seeds: list[int] = Field(description="One correctness trial per seed.")
+    robustness: bool = Field(description="Add sign-flipped and rescaled input trials.")
+    time: bool
+    timing_seed: int
+    recheck_seed: int
+    atol: float
+    rtol: float
+    norm_rtol: float
+    strict_precision: bool
+    precision_factor: float
+    precision_floor: float
+    warmup_reps: int
+    min_reps: int
+    max_reps: int
+    target_phase_s: float
+
+
+Status = Literal["ok", "runtime_error", "incorrect", "rejected"]
+
+
+class RunResult(BaseModel):
+    """What the candidate process found; the grader turns it into a Verdict."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Status
+    message: str = ""
+    stage: str = Field(default="", description="Where it stopped: import, init, trial, timing, recheck.")
+    violations: list[Violation] = Field(default_factory=list)
+    trials: list[dict[str, Any]] = Field(default_factory=list)
+    timing: dict[str, Any] | None = None
+    flags: dict[str, Any] = Field(default_factory=dict)
+    env: dict[str, Any] = Field(default_factory=dict)
+    stage_s: dict[str, float] = Field(default_factory=dict)
+
+
+class BaselineRequest(BaseModel):
+    """What the baseline process must time (no candidate code is loaded there)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_code: str
+    task_name: str
+    device: Literal["cuda", "cpu"]
+    timing_seed: int
+    compile_mode: str | None
+    warmup_reps: int
+    min_reps: int
+    max_reps: int
+    target_phase_s: float
+
+
+class BaselineResult(BaseModel):
+    """Eager and torch.compile timings of a reference."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    eager: dict[str, Any] | None = None
+    compile: dict[str, Any] | None = None
+    compile_error: str | None = None
+    error: str | None = None
+    flags: dict[str, Any] = Field(default_factory=dict)
+    env: dict[str, Any] = Field(default_factory=dict)

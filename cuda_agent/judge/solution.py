@@ -1,0 +1,71 @@
+"""Read a candidate solution from disk into one record, in either of its two forms.
+
+1. A single Python file defining `class ModelNew` (KernelBench's form); its C++/CUDA code sits in
+   string literals passed to `load_inline`.
+2. A workspace folder (CUDA Agent's form): `model_new.py` plus `kernels/*.cu`, `kernels/*.cpp`,
+   `kernels/*_binding.cpp` and headers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cuda_agent.errors import SolutionError
+
+KERNEL_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp")
+
+
+@dataclass(frozen=True)
+class SolutionSource:
+    """A candidate's source files, read once so that every stage judges the same bytes."""
+
+    python: str
+    """Text of the Python file that defines ModelNew."""
+    python_name: str = "solution.py"
+    """Name used in messages (e.g. 'model_new.py')."""
+    sources: dict[str, str] = field(default_factory=dict)
+    """Workspace form only: path relative to the workspace -> text of each kernel file."""
+    root: Path | None = None
+    """Workspace folder, or None for a single file."""
+
+    @property
+    def content_hash(self) -> str:
+        """sha256 over every file's name and bytes; keys the build cache."""
+        digest = hashlib.sha256()
+        for name, text in sorted({self.python_name: self.python, **self.sources}.items()):
+            digest.update(name.encode() + b"\0" + text.encode() + b"\0")
+        return digest.hexdigest()
+
+
+def read_solution(path: Path) -> SolutionSource:
+    """Read a single-file solution or a workspace folder.
+
+    Raises:
+        SolutionError: the path does not exist, is not text, or a folder has no model_new.py.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise SolutionError(f"{path}: no such solution file or folder")
+    if path.is_file():
+        return SolutionSource(python=_read(path), python_name=path.name)
+    model_new = path / "model_new.py"
+    if not model_new.is_file():
+        raise SolutionError(f"{path}: a workspace solution needs model_new.py at its top level")
+    kernels = path / "kernels"
+    sources = {}
+    if kernels.is_dir():
+        for file in sorted(kernels.rglob("*")):
+            if file.is_file() and file.suffix in KERNEL_SUFFIXES:
+                sources[file.relative_to(path).as_posix()] = _read(file)
+    return SolutionSource(python=_read(model_new), python_name="model_new.py", sources=sources, root=path)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except UnicodeDecodeError:
+        raise SolutionError(f"{path}: not a text file") from None
+    except OSError as exc:
+        raise SolutionError(f"{path}: cannot read ({exc.strerror})") from None

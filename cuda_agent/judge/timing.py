@@ -1,0 +1,129 @@
+"""The timing protocol shared by the candidate and the eager/compile baselines.
+
+CUDA: warm-up outside the timed region; before every timed call the L2 cache is flushed by
+writing a buffer twice its size; the start event is recorded on the current stream, then the
+call runs, then the whole device is synchronised and only then the end event is recorded, so
+work left on any other stream lies inside the window (threat 5). The median of the repetitions
+is reported. CPU: the same structure with `perf_counter` and a last-level-cache-sized write.
+
+Callers pass the clock and synchronisation functions captured before any candidate code was
+imported (see `guards.py`); this module never looks them up itself after import.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+CPU_FLUSH_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Clock:
+    """Timer primitives captured before candidate code could patch them."""
+
+    perf_counter: Callable[[], float]
+    synchronize: Callable[[], None] | None
+    event_cls: Any | None
+
+
+@dataclass
+class PhaseTiming:
+    """Times of one timed phase, in milliseconds."""
+
+    times_ms: list[float] = field(default_factory=list)
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.times_ms)
+
+    @property
+    def spread(self) -> float:
+        """(p90 - p10) / median: how noisy the phase was."""
+        qs = statistics.quantiles(self.times_ms, n=10) if len(self.times_ms) >= 2 else [self.median_ms] * 9
+        return (qs[-1] - qs[0]) / self.median_ms if self.median_ms > 0 else 0.0
+
+    def summary(self) -> dict[str, float | int]:
+        return {
+            "median_ms": self.median_ms,
+            "min_ms": min(self.times_ms),
+            "spread": self.spread,
+            "reps": len(self.times_ms),
+        }
+
+
+def make_flusher(device: str, l2_bytes: int | None) -> Callable[[], None]:
+    """A function that evicts the cache by writing a buffer twice the cache's size."""
+    import torch
+
+    nbytes = 2 * l2_bytes if device == "cuda" and l2_bytes else CPU_FLUSH_BYTES
+    buffer = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
+
+    def flush() -> None:
+        buffer.fill_(0x5A5A5A5A)
+
+    return flush
+
+
+def time_phase(
+    call: Callable[[Sequence[Any]], Any],
+    input_sets: Sequence[Sequence[Any]],
+    clock: Clock,
+    flush: Callable[[], None],
+    device: str,
+    *,
+    warmup_reps: int,
+    min_reps: int,
+    max_reps: int,
+    target_phase_s: float,
+) -> PhaseTiming:
+    """Time `call(inputs)` over rotating input sets.
+
+    Args:
+        call: runs the model on one input set.
+        input_sets: one or more input sets made for this phase alone.
+        clock: captured timer primitives.
+        flush: cache flush, run before every timed call.
+        device: 'cuda' or 'cpu'.
+        warmup_reps: untimed calls first.
+        min_reps, max_reps: bounds on timed calls.
+        target_phase_s: stop after this much timed work once min_reps is reached.
+    """
+    for i in range(warmup_reps):
+        call(input_sets[i % len(input_sets)])
+    _sync(clock)
+    phase = PhaseTiming()
+    spent_s = 0.0
+    for i in range(max_reps):
+        inputs = input_sets[i % len(input_sets)]
+        flush()
+        ms = _time_cuda(call, inputs, clock) if device == "cuda" else _time_cpu(call, inputs, clock)
+        phase.times_ms.append(ms)
+        spent_s += ms / 1e3
+        if i + 1 >= min_reps and spent_s >= target_phase_s:
+            break
+    return phase
+
+
+def _sync(clock: Clock) -> None:
+    if clock.synchronize is not None:
+        clock.synchronize()
+
+
+def _time_cuda(call: Callable[[Sequence[Any]], Any], inputs: Sequence[Any], clock: Clock) -> float:
+    start, end = clock.event_cls(enable_timing=True), clock.event_cls(enable_timing=True)
+    clock.synchronize()
+    start.record()
+    call(inputs)
+    clock.synchronize()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def _time_cpu(call: Callable[[Sequence[Any]], Any], inputs: Sequence[Any], clock: Clock) -> float:
+    start = clock.perf_counter()
+    call(inputs)
+    return (clock.perf_counter() - start) * 1e3

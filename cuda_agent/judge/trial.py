@@ -1,0 +1,88 @@
+"""One correctness trial, after the candidate's call returned: compare with the reference.
+
+Called by `worker.py` inside the candidate's process, after the candidate's code for this
+trial has finished; the reference runs here, later than the candidate, on its own input copies.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from cuda_agent.judge.compare import check_output
+from cuda_agent.tasks.inspection import flatten_outputs
+
+
+def _same_tensor(a: Any, b: Any) -> bool:
+    import torch
+
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(torch.equal(a.isnan(), b.isnan())) and bool(torch.equal(a.nan_to_num(), b.nan_to_num()))
+    return bool(torch.equal(a, b))
+
+
+def _fail(trial: dict[str, Any], reason: str, violation: str | None = None) -> dict[str, Any]:
+    trial.update(ok=False, reason=reason)
+    if violation:
+        trial["violation"] = violation
+    return trial
+
+
+def _reference64(run: Any, inputs: list[Any]) -> list[Any] | None:
+    """The reference in float64, or None where it cannot run in float64 (the check is then skipped)."""
+    torch = run.torch
+    if run.reference64 is False:
+        return None
+    try:
+        if run.reference64 is None:
+            run.reference64 = copy.deepcopy(run.reference).double()
+        doubled = [x.double() if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x for x in inputs]
+        with torch.no_grad():
+            return flatten_outputs(run.reference64(*doubled))
+    except Exception:  # an operator without a float64 kernel: precision is then not checkable
+        run.reference64 = False
+        return None
+
+
+def judge_trial(run: Any, inputs: list[Any], given: list[Any], out: Any, seed: int, transform: str, label: str) -> dict:
+    """Check one trial's candidate output; returns a JSON-able record with ok/reason and figures."""
+    torch = run.torch
+    req = run.req
+    trial: dict[str, Any] = {"label": label, "seed": seed, "transform": transform, "ok": True, "reason": ""}
+    outputs = flatten_outputs(out)
+    for value in outputs:
+        if type(value) is not torch.Tensor:
+            return _fail(trial, f"output is {type(value).__name__}, not a plain torch.Tensor", "non_tensor_output")
+    snapshot = [o.detach().clone() for o in outputs]
+    for original, handed in zip(inputs, given, strict=True):
+        if isinstance(original, torch.Tensor) and not _same_tensor(original, handed):
+            return _fail(trial, "the solution modified its input tensors in place", "mutated_inputs")
+    with torch.no_grad():
+        reference = flatten_outputs(run.reference(*inputs))
+    run.sync()
+    if transform != "identity" and not all(bool(torch.isfinite(r).all()) for r in reference if r.is_floating_point()):
+        trial.update(skipped="reference is not finite on these inputs")
+        return trial
+    wants64 = req.strict_precision and any(r.dtype == torch.float32 for r in reference)
+    reference64 = _reference64(run, inputs) if wants64 else None
+    run.sync()
+    for late, early in zip(outputs, snapshot, strict=True):
+        if not _same_tensor(late, early):
+            return _fail(trial, "the output changed after forward returned (work left running)", "late_output_write")
+    if len(outputs) != len(reference):
+        return _fail(trial, f"forward returned {len(outputs)} outputs, the reference returns {len(reference)}")
+    checks = []
+    for i, (cand, ref) in enumerate(zip(snapshot, reference, strict=True)):
+        ref64 = reference64[i] if reference64 is not None and i < len(reference64) else None
+        check = check_output(cand, ref, ref64, atol=req.atol, rtol=req.rtol, norm_rtol=req.norm_rtol,
+                             strict_precision=req.strict_precision, precision_factor=req.precision_factor,
+                             precision_floor=req.precision_floor)
+        checks.append(check.as_dict())
+        if not check.ok:
+            trial.update(outputs=checks, precision=check.precision)
+            prefix = f"output {i}: " if len(reference) > 1 else ""
+            return _fail(trial, prefix + check.reason)
+    trial["outputs"] = checks
+    return trial

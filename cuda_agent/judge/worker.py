@@ -1,0 +1,230 @@
+"""The candidate's process: import the prebuilt solution, check it on fresh inputs, time it.
+
+Run as `python -m cuda_agent.judge.worker REQUEST.json RESULT.json` by the grader, never in the
+grader's own process. The order of events is the defence:
+1. precision flags pinned and every harness function captured before candidate code loads;
+2. the reference is loaded without registering it by name, and runs only after the candidate's
+   call for the same trial, on separate copies of the inputs, so the candidate can neither call
+   it nor reuse its freed output memory (threats 3, 10);
+3. per trial: new seed, new allocations, poisoned free memory, the candidate's forward traced for
+   ATen compute (1), outputs snapshotted right after a device-wide sync and compared again later
+   (5, 6), inputs compared with their copies (11), flags and functions re-checked (8, 15);
+4. timing on inputs made for that phase alone, then one more correctness trial (9).
+
+Not protected here: native code that rewrites this process's memory or the result file. See
+`guards.py` and the sandbox layer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.errors import TaskError
+from cuda_agent.judge import guards
+from cuda_agent.judge.protocol import RunRequest, RunResult
+from cuda_agent.types import Violation
+
+
+class _Stop(Exception):
+    """Ends the run early with a result (a candidate fault, reported as data)."""
+
+    def __init__(self, result: RunResult) -> None:
+        super().__init__(result.message)
+        self.result = result
+
+
+def _stop(status: str, stage: str, message: str, violations: list[Violation] | None = None) -> _Stop:
+    return _Stop(RunResult(status=status, stage=stage, message=message, violations=violations or []))
+
+
+class CandidateRun:
+    """State of one candidate process; methods are the steps, in order."""
+
+    def __init__(self, request: RunRequest) -> None:
+        import torch
+
+        from cuda_agent.judge import env
+        from cuda_agent.judge.timing import Clock
+
+        # Modules that rebind torch functions when first imported (dynamo wraps torch.manual_seed)
+        # load before the capture, so only the candidate's own changes show.
+        import torch._dynamo  # noqa: F401
+        import torch.utils._python_dispatch  # noqa: F401
+        import torch.utils.cpp_extension  # noqa: F401
+
+        self.req = request
+        self.torch = torch
+        self.device = request.device
+        self.flags = env.apply_precision_flags()
+        self.integrity = guards.capture_integrity()
+        cuda = self.device == "cuda"
+        self.clock = Clock(time.perf_counter, torch.cuda.synchronize if cuda else None, torch.cuda.Event if cuda else None)
+        self.trials: list[dict[str, Any]] = []
+        self.stage_s: dict[str, float] = {}
+        self.env = env.describe(self.device)
+
+    def sync(self) -> None:
+        if self.clock.synchronize is not None:
+            self.clock.synchronize()
+
+    def load_reference(self) -> None:
+        from cuda_agent.tasks.problem import call_inputs, load_problem
+
+        name = f"{self.req.task_name} (reference)"
+        self.problem = load_problem(self.req.task_code, name, module_name="_cuda_agent_reference", register=False)
+        self.init_args = call_inputs(self.problem, name, "get_init_inputs")
+        self.torch.manual_seed(0)
+        self.reference = self.problem.Model(*self.init_args).to(self.device)
+        self.reference64 = None
+        self.threads_before = guards.python_thread_count()
+
+    def import_candidate(self) -> None:
+        import importlib.util
+
+        start = time.perf_counter()
+        os.environ["TORCH_EXTENSIONS_DIR"] = self.req.ext_dir
+        spec = importlib.util.spec_from_file_location("cuda_agent_candidate", self.req.solution_path)
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise _stop("runtime_error", "import", f"importing the solution raised {type(exc).__name__}: {exc}")
+        model_cls = getattr(module, "ModelNew", None)
+        if model_cls is None:
+            raise _stop("runtime_error", "import", "the solution defines no ModelNew")
+        if isinstance(model_cls, type) and issubclass(model_cls, self.problem.Model):
+            raise _stop("rejected", "import", "ModelNew derives from the reference Model",
+                        [Violation(check="subclasses_reference", message="ModelNew must derive from nn.Module only")])
+        self.check_state("import")
+        try:
+            self.torch.manual_seed(0)
+            self.candidate = model_cls(*self.init_args).to(self.device)
+        except Exception as exc:
+            raise _stop("runtime_error", "init", f"ModelNew(*get_init_inputs()) raised {type(exc).__name__}: {exc}")
+        self.check_state("init")
+        self.stage_s["import"] = time.perf_counter() - start
+
+    def check_state(self, stage: str) -> None:
+        from cuda_agent.judge import env
+
+        violations = []
+        changed = guards.changed_functions(self.integrity)
+        if changed:
+            violations.append(Violation(check="patched_harness", message=f"replaced harness functions: {changed}"))
+        flags = env.precision_flags()
+        diff = {k: (self.flags[k], flags[k]) for k in self.flags if flags.get(k) != self.flags[k]}
+        if diff:
+            violations.append(Violation(check="global_state_changed", message=f"changed global flags {diff}"))
+        if guards.python_thread_count() > self.threads_before:
+            violations.append(Violation(check="background_thread", message="the solution started a Python thread"))
+        if violations:
+            raise _stop("rejected", stage, violations[0].message, violations)
+
+    def call_candidate(self, inputs: list[Any]) -> tuple[Any, dict[str, int]]:
+        tracer = guards.make_tracer()
+        try:
+            with self.torch.no_grad(), tracer:
+                out = self.candidate(*inputs)
+            self.sync()
+        except _Stop:
+            raise
+        except Exception as exc:
+            raise _stop("runtime_error", "trial", f"ModelNew.forward raised {type(exc).__name__}: {exc}")
+        return out, tracer.disallowed
+
+    def run_trial(self, seed: int, transform: str, label: str) -> None:
+        from cuda_agent.judge.inputs import clone_inputs, make_inputs
+        from cuda_agent.judge.trial import judge_trial
+
+        inputs = make_inputs(self.problem, self.req.task_name, seed, self.device, transform)
+        given = clone_inputs(inputs)
+        guards.poison_free_memory(self.device)
+        out, disallowed = self.call_candidate(given)
+        if disallowed:
+            ops = ", ".join(f"{k} x{v}" for k, v in sorted(disallowed.items()))
+            raise _stop("rejected", "trial", f"torch computed part of the output: {ops}",
+                        [Violation(check="torch_compute_at_runtime", message=f"ATen compute ops ran in forward: {ops}")])
+        self.check_state("trial")
+        trial = judge_trial(self, inputs, given, out, seed, transform, label)
+        self.trials.append(trial)
+        if not trial["ok"]:
+            check = "reduced_precision" if trial.get("precision") else trial.get("violation")
+            violations = [Violation(check=check, message=trial["reason"])] if check else []
+            raise _stop("rejected" if check else "incorrect", label, trial["reason"], violations)
+
+    def correctness(self) -> None:
+        start = time.perf_counter()
+        for seed in self.req.seeds:
+            self.run_trial(seed, "identity", "trial")
+        if self.req.robustness:
+            for transform in ("negate", "stretch"):
+                self.run_trial(self.req.seeds[0] + 7919, transform, "robustness")
+        self.stage_s["correctness"] = time.perf_counter() - start
+
+    def timing(self) -> dict[str, Any]:
+        from cuda_agent.judge.inputs import make_inputs, nbytes
+        from cuda_agent.judge.timing import make_flusher, time_phase
+
+        start = time.perf_counter()
+        first = make_inputs(self.problem, self.req.task_name, self.req.timing_seed, self.device)
+        input_sets = [first]
+        if nbytes(first) < 256 * 2**20:
+            input_sets += [make_inputs(self.problem, self.req.task_name, self.req.timing_seed + i, self.device)
+                           for i in (1, 2)]
+        flush = make_flusher(self.device, self.env.get("l2_bytes"))
+
+        def call(inputs: list[Any]) -> Any:
+            with self.torch.no_grad():
+                return self.candidate(*inputs)
+
+        try:
+            phase = time_phase(call, input_sets, self.clock, flush, self.device, warmup_reps=self.req.warmup_reps,
+                               min_reps=self.req.min_reps, max_reps=self.req.max_reps,
+                               target_phase_s=self.req.target_phase_s)
+        except Exception as exc:
+            raise _stop("runtime_error", "timing", f"ModelNew.forward raised while timed: {type(exc).__name__}: {exc}")
+        self.check_state("timing")
+        self.stage_s["timing"] = time.perf_counter() - start
+        del input_sets
+        self.run_trial(self.req.recheck_seed, "identity", "recheck")
+        return phase.summary()
+
+
+def run(request: RunRequest) -> RunResult:
+    """All steps in order; a candidate fault ends the run with a result, never an exception."""
+    state = None
+    try:
+        state = CandidateRun(request)
+        state.load_reference()
+        state.import_candidate()
+        state.correctness()
+        timing = state.timing() if request.time else None
+        return RunResult(status="ok", trials=state.trials, timing=timing, flags=state.flags, env=state.env,
+                         stage_s=state.stage_s)
+    except _Stop as stop:
+        result = stop.result
+        if state is not None:
+            result = result.model_copy(update={"trials": state.trials, "flags": state.flags, "env": state.env,
+                                               "stage_s": state.stage_s})
+        return result
+
+
+def main(argv: list[str]) -> int:
+    request = RunRequest.model_validate_json(Path(argv[0]).read_text())
+    try:
+        result = run(request)
+    except TaskError as exc:
+        # The reference itself is broken: not the candidate's fault. Exit code 3 tells the grader.
+        Path(argv[1]).write_text(json.dumps({"task_error": str(exc)}))
+        return 3
+    Path(argv[1]).write_text(result.model_dump_json())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -99,12 +99,17 @@ def _print_verdict(verdict) -> None:
         console.print(verdict.compile_log, markup=False)
     t = verdict.timings_ms
     if t.solution is not None:
-        parts = [f"solution {t.solution:.4g} ms", f"eager {t.eager:.4g} ms" if t.eager else "eager n/a",
-                 f"compile {t.compile:.4g} ms" if t.compile else "compile n/a"]
+        parts = [
+            f"solution {t.solution:.4g} ms",
+            f"eager {t.eager:.4g} ms" if t.eager else "eager n/a",
+            f"compile {t.compile:.4g} ms" if t.compile else "compile n/a",
+        ]
         console.print("  " + ", ".join(parts))
         if verdict.speedup_vs_eager:
-            console.print(f"  speedup: {verdict.speedup_vs_eager:.3f}x vs eager, "
-                          + (f"{verdict.speedup_vs_compile:.3f}x vs compile" if verdict.speedup_vs_compile else ""))
+            console.print(
+                f"  speedup: {verdict.speedup_vs_eager:.3f}x vs eager, "
+                + (f"{verdict.speedup_vs_compile:.3f}x vs compile" if verdict.speedup_vs_compile else "")
+            )
     console.print("  stages: " + ", ".join(f"{k} {v:.1f}s" for k, v in verdict.stage_s.items()))
 
 

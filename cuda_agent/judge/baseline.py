@@ -51,8 +51,17 @@ def _time_model(model: Any, problem: Any, req: BaselineRequest, clock: Any, flus
             return model(*inputs)
 
     call(input_sets[0])  # the first call builds and autotunes; keep it out of the warm-up count
-    phase = time_phase(call, input_sets, clock, flush, req.device, warmup_reps=req.warmup_reps,
-                       min_reps=req.min_reps, max_reps=req.max_reps, target_phase_s=req.target_phase_s)
+    phase = time_phase(
+        call,
+        input_sets,
+        clock,
+        flush,
+        req.device,
+        warmup_reps=req.warmup_reps,
+        min_reps=req.min_reps,
+        max_reps=req.max_reps,
+        target_phase_s=req.target_phase_s,
+    )
     return phase.summary()
 
 

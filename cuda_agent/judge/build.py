@@ -61,7 +61,9 @@ def ext_dir_for(content_hash: str, device: str, cache_dir: Path) -> Path:
     return cache_dir / "builds" / key[:24]
 
 
-def build_solution(solution_file: Path, content_hash: str, device: str, cache_dir: Path, timeout_s: float) -> BuildResult:
+def build_solution(
+    solution_file: Path, content_hash: str, device: str, cache_dir: Path, timeout_s: float
+) -> BuildResult:
     """Compile the extension(s) a solution file builds at import; reuse a finished build.
 
     Args:
@@ -79,18 +81,21 @@ def build_solution(solution_file: Path, content_hash: str, device: str, cache_di
     if device != "cuda":
         env["CUDA_VISIBLE_DEVICES"] = ""
     start = time.monotonic()
-    child = run_module(__name__, [str(solution_file), str(ext_dir)], timeout_s=timeout_s, env=env,
-                       cwd=solution_file.parent)
+    child = run_module(
+        __name__, [str(solution_file), str(ext_dir)], timeout_s=timeout_s, env=env, cwd=solution_file.parent
+    )
     wall_s = time.monotonic() - start
     if child.timed_out:
-        return BuildResult(ok=False, ext_dir=ext_dir, log=f"build exceeded {timeout_s:.0f} s", wall_s=wall_s,
-                           timed_out=True)
+        return BuildResult(
+            ok=False, ext_dir=ext_dir, log=f"build exceeded {timeout_s:.0f} s", wall_s=wall_s, timed_out=True
+        )
     if child.returncode == IMPORT_FAILED:
         # Python at the solution's top level failed, not the compiler: the run stage reports it.
         return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=wall_s)
     if child.returncode == COMPILE_FAILED:
-        return BuildResult(ok=False, ext_dir=ext_dir, log=trim_compile_log(child.stdout + "\n" + child.stderr),
-                           wall_s=wall_s)
+        return BuildResult(
+            ok=False, ext_dir=ext_dir, log=trim_compile_log(child.stdout + "\n" + child.stderr), wall_s=wall_s
+        )
     if child.returncode != 0:
         # Neither our exit code for a compiler error nor for a failed import: the process was
         # killed or exited on its own; the run stage will meet the same and report it.

@@ -89,7 +89,9 @@ def _driver_version() -> str | None:
 
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=10,
+            capture_output=True,
+            text=True,
+            timeout=10,
         )
         return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
     except (OSError, subprocess.SubprocessError):

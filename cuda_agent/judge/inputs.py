@@ -11,22 +11,16 @@ TRANSFORMS = ("identity", "negate", "stretch")
 
 
 def make_inputs(module: Any, filename: str, seed: int, device: str, transform: str = "identity") -> list[Any]:
-    """Seed torch, call get_inputs(), move tensors to `device` and apply a transform to float tensors."""
-    import torch
+    """Fresh inputs from the task's get_inputs() under `seed`, with a transform applied to float tensors."""
+    from cuda_agent.tasks.problem import draw_inputs
 
-    from cuda_agent.tasks.problem import call_inputs
-
-    torch.manual_seed(seed)
-    values = call_inputs(module, filename, "get_inputs")
-    out = []
-    for value in values:
-        if isinstance(value, torch.Tensor):
-            value = value.to(device)
-            if value.is_floating_point() and transform == "negate":
-                value = -value
-            elif value.is_floating_point() and transform == "stretch":
-                value = value * 3.0 - 1.0
-        out.append(value)
+    out = draw_inputs(module, filename, seed, device)
+    for i, value in enumerate(out):
+        if getattr(value, "is_floating_point", lambda: False)():
+            if transform == "negate":
+                out[i] = -value
+            elif transform == "stretch":
+                out[i] = value * 3.0 - 1.0
     return out
 
 

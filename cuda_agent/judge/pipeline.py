@@ -66,9 +66,18 @@ class _Judgement:
         timings = fields.pop("timings_ms", Timings())
         correct = fields.pop("correct", False)
         reward = compute_reward(name, timings.solution, timings.eager, timings.compile)
-        return Verdict(task=self.task.ref, verdict=name, reward=reward, correct=correct, message=message,
-                       timings_ms=timings, device=self.env.get("device_name", self.device), stage_s=self.stage_s,
-                       env=self.env, **fields)
+        return Verdict(
+            task=self.task.ref,
+            verdict=name,
+            reward=reward,
+            correct=correct,
+            message=message,
+            timings_ms=timings,
+            device=self.env.get("device_name", self.device),
+            stage_s=self.stage_s,
+            env=self.env,
+            **fields,
+        )
 
     def policy(self) -> Verdict | None:
         start = time.monotonic()
@@ -79,8 +88,9 @@ class _Judgement:
         return None
 
     def build(self, solution_file: Path) -> tuple[Verdict | None, Path]:
-        result = build_solution(solution_file, self.solution.content_hash, self.device, self.cfg.cache_dir,
-                                self.cfg.build_timeout_s)
+        result = build_solution(
+            solution_file, self.solution.content_hash, self.device, self.cfg.cache_dir, self.cfg.build_timeout_s
+        )
         self.stage_s["build"] = result.wall_s
         self.env["build_cached"] = result.cached
         if result.timed_out:
@@ -92,24 +102,46 @@ class _Judgement:
     def run(self, solution_file: Path, ext_dir: Path, workdir: Path) -> RunResult | Verdict:
         cfg = self.cfg
         request = RunRequest(
-            task_code=self.task.code, task_name=self.task.name, solution_path=str(solution_file),
-            ext_dir=str(ext_dir), device=self.device, seeds=list(SEEDS[: cfg.trials]) if cfg.trials <= len(SEEDS)
-            else [1001 * (i + 1) for i in range(cfg.trials)], robustness=cfg.robustness_trials, time=cfg.time,
-            timing_seed=424242, recheck_seed=777, atol=cfg.atol, rtol=cfg.rtol, norm_rtol=cfg.norm_rtol,
-            strict_precision=cfg.precision == "strict", precision_factor=cfg.precision_factor,
-            precision_floor=cfg.precision_floor, warmup_reps=cfg.warmup_reps, min_reps=cfg.min_reps,
-            max_reps=cfg.max_reps, target_phase_s=cfg.target_phase_s,
+            task_code=self.task.code,
+            task_name=self.task.name,
+            solution_path=str(solution_file),
+            ext_dir=str(ext_dir),
+            device=self.device,
+            seeds=list(SEEDS[: cfg.trials])
+            if cfg.trials <= len(SEEDS)
+            else [1001 * (i + 1) for i in range(cfg.trials)],
+            robustness=cfg.robustness_trials,
+            time=cfg.time,
+            timing_seed=424242,
+            recheck_seed=777,
+            atol=cfg.atol,
+            rtol=cfg.rtol,
+            norm_rtol=cfg.norm_rtol,
+            strict_precision=cfg.precision == "strict",
+            precision_factor=cfg.precision_factor,
+            precision_floor=cfg.precision_floor,
+            warmup_reps=cfg.warmup_reps,
+            min_reps=cfg.min_reps,
+            max_reps=cfg.max_reps,
+            target_phase_s=cfg.target_phase_s,
         )
-        payload = self._child("cuda_agent.judge.worker", request.model_dump_json(), workdir, cfg.run_timeout_s,
-                              {"TORCH_EXTENSIONS_DIR": str(ext_dir)}, stage="run")
+        payload = self._child(
+            "cuda_agent.judge.worker",
+            request.model_dump_json(),
+            workdir,
+            cfg.run_timeout_s,
+            {"TORCH_EXTENSIONS_DIR": str(ext_dir)},
+            stage="run",
+        )
         if isinstance(payload, Verdict):
             return payload
         if "task_error" in payload:
             raise TaskError(payload["task_error"])
         return RunResult.model_validate(payload)
 
-    def _child(self, module: str, request_json: str, workdir: Path, timeout_s: float, extra_env: dict[str, str],
-               stage: str) -> dict[str, Any] | Verdict:
+    def _child(
+        self, module: str, request_json: str, workdir: Path, timeout_s: float, extra_env: dict[str, str], stage: str
+    ) -> dict[str, Any] | Verdict:
         request_path, result_path = workdir / f"{stage}_request.json", workdir / f"{stage}_result.json"
         request_path.write_text(request_json)
         env = child_env(extra_env)
@@ -133,18 +165,35 @@ class _Judgement:
         name = gpu_name() if self.device == "cuda" else "cpu"
         import torch
 
-        key_env = {"torch": torch.__version__, "cuda": torch.version.cuda if self.device == "cuda" else None,
-                   "protocol_version": PROTOCOL_VERSION}
+        key_env = {
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda if self.device == "cuda" else None,
+            "protocol_version": PROTOCOL_VERSION,
+        }
         key = baseline_mod.cache_key(self.task.code, name, key_env, {"tf32": False}, cfg.compile_mode)
         cache_file = cfg.cache_dir / "baselines" / f"{key}.json"
         if cache_file.exists():
             self.env["baseline_cached"] = True
             return BaselineResult.model_validate_json(cache_file.read_text())
-        request = BaselineRequest(task_code=self.task.code, task_name=self.task.name, device=self.device,
-                                  timing_seed=424242, compile_mode=cfg.compile_mode, warmup_reps=cfg.warmup_reps,
-                                  min_reps=cfg.min_reps, max_reps=cfg.max_reps, target_phase_s=cfg.target_phase_s)
-        payload = self._child("cuda_agent.judge.baseline", request.model_dump_json(), workdir, cfg.baseline_timeout_s,
-                              {}, stage="baselines")
+        request = BaselineRequest(
+            task_code=self.task.code,
+            task_name=self.task.name,
+            device=self.device,
+            timing_seed=424242,
+            compile_mode=cfg.compile_mode,
+            warmup_reps=cfg.warmup_reps,
+            min_reps=cfg.min_reps,
+            max_reps=cfg.max_reps,
+            target_phase_s=cfg.target_phase_s,
+        )
+        payload = self._child(
+            "cuda_agent.judge.baseline",
+            request.model_dump_json(),
+            workdir,
+            cfg.baseline_timeout_s,
+            {},
+            stage="baselines",
+        )
         if isinstance(payload, Verdict):
             raise JudgeInfraError(f"timing the reference failed: {payload.message}")
         result = BaselineResult.model_validate(payload)
@@ -168,11 +217,18 @@ class _Judgement:
         eager_ms = base.eager["median_ms"] if base and base.eager else None
         compile_ms = base.compile["median_ms"] if base and base.compile else None
         if base is not None:
-            self.env["timing"] = {"solution": run.timing, "eager": base.eager, "compile": base.compile,
-                                  "compile_error": base.compile_error}
+            self.env["timing"] = {
+                "solution": run.timing,
+                "eager": base.eager,
+                "compile": base.compile,
+                "compile_error": base.compile_error,
+            }
         timings = Timings(solution=solution_ms, eager=eager_ms, compile=compile_ms)
         return self.verdict(
-            "pass", "correct" + (" and timed" if solution_ms else ""), correct=True, timings_ms=timings,
+            "pass",
+            "correct" + (" and timed" if solution_ms else ""),
+            correct=True,
+            timings_ms=timings,
             checks=run.trials,
             speedup_vs_eager=eager_ms / solution_ms if solution_ms and eager_ms else None,
             speedup_vs_compile=compile_ms / solution_ms if solution_ms and compile_ms else None,

@@ -76,9 +76,17 @@ def judge_trial(run: Any, inputs: list[Any], given: list[Any], out: Any, seed: i
     checks = []
     for i, (cand, ref) in enumerate(zip(snapshot, reference, strict=True)):
         ref64 = reference64[i] if reference64 is not None and i < len(reference64) else None
-        check = check_output(cand, ref, ref64, atol=req.atol, rtol=req.rtol, norm_rtol=req.norm_rtol,
-                             strict_precision=req.strict_precision, precision_factor=req.precision_factor,
-                             precision_floor=req.precision_floor)
+        check = check_output(
+            cand,
+            ref,
+            ref64,
+            atol=req.atol,
+            rtol=req.rtol,
+            norm_rtol=req.norm_rtol,
+            strict_precision=req.strict_precision,
+            precision_factor=req.precision_factor,
+            precision_floor=req.precision_floor,
+        )
         checks.append(check.as_dict())
         if not check.ok:
             trial.update(outputs=checks, precision=check.precision)

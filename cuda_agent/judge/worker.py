@@ -48,14 +48,14 @@ class CandidateRun:
     def __init__(self, request: RunRequest) -> None:
         import torch
 
-        from cuda_agent.judge import env
-        from cuda_agent.judge.timing import Clock
-
         # Modules that rebind torch functions when first imported (dynamo wraps torch.manual_seed)
         # load before the capture, so only the candidate's own changes show.
         import torch._dynamo  # noqa: F401
         import torch.utils._python_dispatch  # noqa: F401
         import torch.utils.cpp_extension  # noqa: F401
+
+        from cuda_agent.judge import env
+        from cuda_agent.judge.timing import Clock
 
         self.req = request
         self.torch = torch
@@ -63,7 +63,9 @@ class CandidateRun:
         self.flags = env.apply_precision_flags()
         self.integrity = guards.capture_integrity()
         cuda = self.device == "cuda"
-        self.clock = Clock(time.perf_counter, torch.cuda.synchronize if cuda else None, torch.cuda.Event if cuda else None)
+        self.clock = Clock(
+            time.perf_counter, torch.cuda.synchronize if cuda else None, torch.cuda.Event if cuda else None
+        )
         self.trials: list[dict[str, Any]] = []
         self.stage_s: dict[str, float] = {}
         self.env = env.describe(self.device)
@@ -93,19 +95,27 @@ class CandidateRun:
         try:
             spec.loader.exec_module(module)
         except Exception as exc:
-            raise _stop("runtime_error", "import", f"importing the solution raised {type(exc).__name__}: {exc}")
+            raise _stop(
+                "runtime_error", "import", f"importing the solution raised {type(exc).__name__}: {exc}"
+            ) from None
         model_cls = getattr(module, "ModelNew", None)
         if model_cls is None:
-            raise _stop("runtime_error", "import", "the solution defines no ModelNew")
+            raise _stop("runtime_error", "import", "the solution defines no ModelNew") from None
         if isinstance(model_cls, type) and issubclass(model_cls, self.problem.Model):
-            raise _stop("rejected", "import", "ModelNew derives from the reference Model",
-                        [Violation(check="subclasses_reference", message="ModelNew must derive from nn.Module only")])
+            raise _stop(
+                "rejected",
+                "import",
+                "ModelNew derives from the reference Model",
+                [Violation(check="subclasses_reference", message="ModelNew must derive from nn.Module only")],
+            )
         self.check_state("import")
         try:
             self.torch.manual_seed(0)
             self.candidate = model_cls(*self.init_args).to(self.device)
         except Exception as exc:
-            raise _stop("runtime_error", "init", f"ModelNew(*get_init_inputs()) raised {type(exc).__name__}: {exc}")
+            raise _stop(
+                "runtime_error", "init", f"ModelNew(*get_init_inputs()) raised {type(exc).__name__}: {exc}"
+            ) from None
         self.check_state("init")
         self.stage_s["import"] = time.perf_counter() - start
 
@@ -123,7 +133,7 @@ class CandidateRun:
         if guards.python_thread_count() > self.threads_before:
             violations.append(Violation(check="background_thread", message="the solution started a Python thread"))
         if violations:
-            raise _stop("rejected", stage, violations[0].message, violations)
+            raise _stop("rejected", stage, violations[0].message, violations) from None
 
     def call_candidate(self, inputs: list[Any]) -> tuple[Any, dict[str, int]]:
         tracer = guards.make_tracer()
@@ -134,7 +144,7 @@ class CandidateRun:
         except _Stop:
             raise
         except Exception as exc:
-            raise _stop("runtime_error", "trial", f"ModelNew.forward raised {type(exc).__name__}: {exc}")
+            raise _stop("runtime_error", "trial", f"ModelNew.forward raised {type(exc).__name__}: {exc}") from None
         return out, tracer.disallowed
 
     def run_trial(self, seed: int, transform: str, label: str) -> None:
@@ -147,15 +157,19 @@ class CandidateRun:
         out, disallowed = self.call_candidate(given)
         if disallowed:
             ops = ", ".join(f"{k} x{v}" for k, v in sorted(disallowed.items()))
-            raise _stop("rejected", "trial", f"torch computed part of the output: {ops}",
-                        [Violation(check="torch_compute_at_runtime", message=f"ATen compute ops ran in forward: {ops}")])
+            raise _stop(
+                "rejected",
+                "trial",
+                f"torch computed part of the output: {ops}",
+                [Violation(check="torch_compute_at_runtime", message=f"ATen compute ops ran in forward: {ops}")],
+            )
         self.check_state("trial")
         trial = judge_trial(self, inputs, given, out, seed, transform, label)
         self.trials.append(trial)
         if not trial["ok"]:
             check = "reduced_precision" if trial.get("precision") else trial.get("violation")
             violations = [Violation(check=check, message=trial["reason"])] if check else []
-            raise _stop("rejected" if check else "incorrect", label, trial["reason"], violations)
+            raise _stop("rejected" if check else "incorrect", label, trial["reason"], violations) from None
 
     def correctness(self) -> None:
         start = time.perf_counter()
@@ -174,8 +188,9 @@ class CandidateRun:
         first = make_inputs(self.problem, self.req.task_name, self.req.timing_seed, self.device)
         input_sets = [first]
         if nbytes(first) < 256 * 2**20:
-            input_sets += [make_inputs(self.problem, self.req.task_name, self.req.timing_seed + i, self.device)
-                           for i in (1, 2)]
+            input_sets += [
+                make_inputs(self.problem, self.req.task_name, self.req.timing_seed + i, self.device) for i in (1, 2)
+            ]
         flush = make_flusher(self.device, self.env.get("l2_bytes"))
 
         def call(inputs: list[Any]) -> Any:
@@ -183,11 +198,21 @@ class CandidateRun:
                 return self.candidate(*inputs)
 
         try:
-            phase = time_phase(call, input_sets, self.clock, flush, self.device, warmup_reps=self.req.warmup_reps,
-                               min_reps=self.req.min_reps, max_reps=self.req.max_reps,
-                               target_phase_s=self.req.target_phase_s)
+            phase = time_phase(
+                call,
+                input_sets,
+                self.clock,
+                flush,
+                self.device,
+                warmup_reps=self.req.warmup_reps,
+                min_reps=self.req.min_reps,
+                max_reps=self.req.max_reps,
+                target_phase_s=self.req.target_phase_s,
+            )
         except Exception as exc:
-            raise _stop("runtime_error", "timing", f"ModelNew.forward raised while timed: {type(exc).__name__}: {exc}")
+            raise _stop(
+                "runtime_error", "timing", f"ModelNew.forward raised while timed: {type(exc).__name__}: {exc}"
+            ) from None
         self.check_state("timing")
         self.stage_s["timing"] = time.perf_counter() - start
         del input_sets
@@ -204,13 +229,15 @@ def run(request: RunRequest) -> RunResult:
         state.import_candidate()
         state.correctness()
         timing = state.timing() if request.time else None
-        return RunResult(status="ok", trials=state.trials, timing=timing, flags=state.flags, env=state.env,
-                         stage_s=state.stage_s)
+        return RunResult(
+            status="ok", trials=state.trials, timing=timing, flags=state.flags, env=state.env, stage_s=state.stage_s
+        )
     except _Stop as stop:
         result = stop.result
         if state is not None:
-            result = result.model_copy(update={"trials": state.trials, "flags": state.flags, "env": state.env,
-                                               "stage_s": state.stage_s})
+            result = result.model_copy(
+                update={"trials": state.trials, "flags": state.flags, "env": state.env, "stage_s": state.stage_s}
+            )
         return result
 
 

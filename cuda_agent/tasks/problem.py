@@ -55,3 +55,12 @@ def call_inputs(module: types.ModuleType, filename: str, which: str) -> list:
     if not isinstance(value, list | tuple):
         raise TaskError(f"{filename}: {which}() returned {type(value).__name__}, expected a list")
     return list(value)
+
+
+def draw_inputs(module: types.ModuleType, filename: str, seed: int, device: str) -> list:
+    """Seed torch, call get_inputs() and move its tensors to `device` (new values, new allocations)."""
+    import torch
+
+    torch.manual_seed(seed)
+    values = call_inputs(module, filename, "get_inputs")
+    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]

@@ -73,7 +73,12 @@ def load_folder(path: Path, source: str | None = None) -> list[Task]:
     files = sorted(p for p in path.rglob("*.py") if p.is_file() and not p.name.startswith("_"))
     prefix = source or str(path)
     return [
-        Task(ref=f"{prefix}/{f.relative_to(path).with_suffix('').as_posix()}", name=f.stem, source="folder", code=_read(f))
+        Task(
+            ref=f"{prefix}/{f.relative_to(path).with_suffix('').as_posix()}",
+            name=f.stem,
+            source="folder",
+            code=_read(f),
+        )
         for f in files
     ]
 

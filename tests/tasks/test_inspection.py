@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.errors import TaskError
+from cuda_agent.tasks import Catalog
+from cuda_agent.tasks.inspection import inspect_task
+from cuda_agent.tasks.sources import load_file
+
+GOOD = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(n))
+
+    def forward(self, x):
+        return x * self.w, x.sum()
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+def get_init_inputs():
+    return [8]
+"""
+
+
+def _task(tmp_path: Path, code: str):
+    path = tmp_path / "problem.py"
+    path.write_text(code)
+    return load_file(path)
+
+
+def test_inspect_reports_shapes_parameters_and_determinism(tmp_path: Path) -> None:
+    result = inspect_task(_task(tmp_path, GOOD))
+    assert [s.shape for s in result.inputs] == [[4, 8]]
+    assert [(s.shape, s.dtype) for s in result.outputs] == [([4, 8], "torch.float32"), ([], "torch.float32")]
+    assert result.init_inputs[0].repr == "8"
+    assert result.parameter_count == 8
+    assert result.deterministic and result.input_dependent
+
+
+def test_inspect_real_kernelbench_task(shared_dir: Path) -> None:
+    result = inspect_task(Catalog(data_dir=shared_dir).resolve("kernelbench/L3/32"))
+    assert result.outputs[0].shape == [10, 1000]
+    assert result.parameter_count > 1_000_000
+
+
+def test_inspect_flags_stochastic_and_constant_outputs(tmp_path: Path) -> None:
+    code = GOOD.replace("return x * self.w, x.sum()", "return torch.rand_like(x), torch.zeros(3)")
+    result = inspect_task(_task(tmp_path, code))
+    assert not result.deterministic
+
+
+@pytest.mark.parametrize(
+    ("code", "cause"),
+    [
+        ("def broken(:\n", "syntax error at line 1"),
+        ("import torch\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n", "missing Model"),
+        (GOOD.replace("return [torch.randn(4, 8)]", "raise ValueError('bad shape')"), "get_inputs() raised ValueError"),
+        (GOOD.replace("return x * self.w, x.sum()", "return x @ x"), "Model.forward raised RuntimeError"),
+        ("import no_such_module_xyz\n", "ModuleNotFoundError"),
+    ],
+)
+def test_broken_problem_gives_one_line_error(tmp_path: Path, code: str, cause: str) -> None:
+    with pytest.raises(TaskError) as info:
+        inspect_task(_task(tmp_path, code))
+    message = str(info.value)
+    assert "problem.py" in message and cause in message
+    assert "\n" not in message

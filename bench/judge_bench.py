@@ -42,15 +42,39 @@ def bench_pair(catalog: Catalog, ref: str, solution: Path, config: JudgeConfig, 
     return summary
 
 
+def prebuild(solutions: list[Path], config: JudgeConfig) -> None:
+    """Compile all solutions concurrently (each build is mostly one single-threaded compiler)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cuda_agent.judge.build import build_solution
+    from cuda_agent.judge.pipeline import detect_device
+    from cuda_agent.judge.solution import read_solution
+
+    device = detect_device(config.device)
+    start = time.monotonic()
+
+    def one(path: Path) -> str:
+        result = build_solution(path.resolve(), read_solution(path).build_hash, device, config.cache_dir, 900)
+        return f"{path}: ok={result.ok} {result.wall_s:.1f}s {result.log[:200]}"
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for line in pool.map(one, sorted(set(solutions))):
+            print("prebuild", line, flush=True)
+    print(f"prebuild of {len(set(solutions))} solutions took {time.monotonic() - start:.1f}s", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("pairs", nargs="+", help="TASK=SOLUTION")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--prebuild", action="store_true", help="build every solution in parallel first")
     args = parser.parse_args()
     catalog = Catalog()
     config = JudgeConfig(device=args.device)
+    if args.prebuild:
+        prebuild([Path(p.split("=", 1)[1]) for p in args.pairs], config)
     results = []
     for pair in args.pairs:
         ref, solution = pair.split("=", 1)

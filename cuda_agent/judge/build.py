@@ -52,28 +52,26 @@ def target_arch(device: str) -> str:
     return "9.0"
 
 
-def ext_dir_for(content_hash: str, device: str, cache_dir: Path) -> Path:
+def ext_dir_for(build_hash: str, device: str, cache_dir: Path) -> Path:
     """Build folder of one solution on one architecture and torch version."""
     import torch
 
     arch = target_arch(device)
-    key = hashlib.sha256(f"{content_hash}|{arch}|{torch.__version__}|{sys.version_info[:2]}".encode()).hexdigest()
+    key = hashlib.sha256(f"{build_hash}|{arch}|{torch.__version__}|{sys.version_info[:2]}".encode()).hexdigest()
     return cache_dir / "builds" / key[:24]
 
 
-def build_solution(
-    solution_file: Path, content_hash: str, device: str, cache_dir: Path, timeout_s: float
-) -> BuildResult:
+def build_solution(solution_file: Path, build_hash: str, device: str, cache_dir: Path, timeout_s: float) -> BuildResult:
     """Compile the extension(s) a solution file builds at import; reuse a finished build.
 
     Args:
         solution_file: the Python file defining ModelNew (its load_inline calls are the build).
-        content_hash: hash of every source byte of the solution (keys the cache).
+        build_hash: hash of every source byte of the solution (keys the cache).
         device: 'cuda' or 'cpu' (sets the target architecture).
         cache_dir: root of the build cache.
         timeout_s: wall-clock limit; the compiler's process group is killed at the limit.
     """
-    ext_dir = ext_dir_for(content_hash, device, cache_dir)
+    ext_dir = ext_dir_for(build_hash, device, cache_dir)
     if (ext_dir / OK_MARKER).exists():
         return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=0.0, cached=True)
     ext_dir.mkdir(parents=True, exist_ok=True)

@@ -36,6 +36,8 @@ class JudgeConfig(BaseModel):
     """strict: the candidate's error against float64 may be at most this times eager fp32's error..."""
     precision_floor: float = 5e-5
     """...or this relative error, whichever is larger (calibrated on the H200, bench/results/)."""
+    static_policy: bool = True
+    """Run the static policy stage. False only to test the runtime defences on their own."""
     robustness_trials: bool = True
     """Add trials on sign-flipped and rescaled inputs where the reference stays finite (threat 12)."""
     time: bool = True

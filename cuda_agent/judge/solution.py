@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import ast
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,29 @@ class SolutionSource:
         """sha256 over every file's name and bytes; keys the build cache."""
         digest = hashlib.sha256()
         for name, text in sorted({self.python_name: self.python, **self.sources}.items()):
+            digest.update(name.encode() + b"\0" + text.encode() + b"\0")
+        return digest.hexdigest()
+
+    @property
+    def build_hash(self) -> str:
+        """Hash of what the build depends on: every file except the body of `class ModelNew`.
+
+        Two candidates that differ only in ModelNew (the usual case between agent turns, and
+        between our adversarial tests) share one build.
+        """
+        try:
+            tree = ast.parse(self.python)
+        except SyntaxError:
+            return self.content_hash
+        model_new = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew"]
+        tree.body = [node for node in tree.body if node not in model_new]
+        digest = hashlib.sha256(ast.dump(tree).encode())
+        # Strings inside ModelNew still count: a source built lazily in forward must not share a build.
+        for node in model_new:
+            for const in ast.walk(node):
+                if isinstance(const, ast.Constant) and isinstance(const.value, str | bytes):
+                    digest.update(repr(const.value).encode())
+        for name, text in sorted(self.sources.items()):
             digest.update(name.encode() + b"\0" + text.encode() + b"\0")
         return digest.hexdigest()
 

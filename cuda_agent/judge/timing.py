@@ -58,7 +58,10 @@ def make_flusher(device: str, l2_bytes: int | None) -> Callable[[], None]:
     """A function that evicts the cache by writing a buffer twice the cache's size."""
     import torch
 
-    nbytes = 2 * l2_bytes if device == "cuda" and l2_bytes else CPU_FLUSH_BYTES
+    if device == "cuda":
+        nbytes = 2 * l2_bytes if l2_bytes else 256 * 1024 * 1024
+    else:
+        nbytes = CPU_FLUSH_BYTES
     buffer = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
 
     def flush() -> None:

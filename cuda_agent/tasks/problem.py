@@ -58,9 +58,15 @@ def call_inputs(module: types.ModuleType, filename: str, which: str) -> list:
 
 
 def draw_inputs(module: types.ModuleType, filename: str, seed: int, device: str) -> list:
-    """Seed torch, call get_inputs() and move its tensors to `device` (new values, new allocations)."""
+    """Seed torch, call get_inputs() and move its tensors to `device` (new values, new allocations).
+
+    get_inputs() runs with `device` as torch's default device, so `torch.rand(...)` draws directly
+    on the GPU: drawing KernelBench's multi-GB inputs on the CPU takes seconds per trial. Values
+    then differ from a CPU draw under the same seed, but are the same for every party in a run.
+    """
     import torch
 
     torch.manual_seed(seed)
-    values = call_inputs(module, filename, "get_inputs")
+    with torch.device(device):
+        values = call_inputs(module, filename, "get_inputs")
     return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]

@@ -1,0 +1,43 @@
+"""Helpers for judge tests: bundled tasks and solution variants that share one build.
+
+Variants of a bundled solution that change only `class ModelNew` share the solution's build
+(the build cache is keyed by everything but ModelNew), so each test pays for at most one compile.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from cuda_agent.judge import JudgeConfig, judge
+from cuda_agent.tasks import Catalog
+from cuda_agent.types import Verdict
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "cuda_agent" / "tasks" / "examples"
+
+
+def example_solution(name: str, device: str = "cpu") -> str:
+    return (EXAMPLES / "solutions" / device / f"{name}.py").read_text()
+
+
+def replace_model_new(source: str, new_class: str) -> str:
+    """The solution with its `class ModelNew` (to the end of the file) replaced by `new_class`."""
+    start = source.index("class ModelNew")
+    return source[:start] + new_class.strip() + "\n"
+
+
+def with_forward_body(source: str, body: str) -> str:
+    """The solution with ModelNew.forward's body replaced (body indented by 8 spaces)."""
+    match = re.search(r"(    def forward\(self[^)]*\)[^:]*:\n)((?:        .*\n?|\n)+)", source)
+    assert match, "no forward found"
+    indented = "".join(f"        {line}\n" if line else "\n" for line in body.strip("\n").splitlines())
+    return source[: match.start(2)] + indented + source[match.end(2) :]
+
+
+def run_judge(tmp_path: Path, task_ref: str, source: str, device: str = "cpu", **config) -> Verdict:
+    path = tmp_path / "solution.py"
+    path.write_text(source)
+    task = Catalog().resolve(task_ref)
+    config.setdefault("time", False)
+    return judge(task, path, JudgeConfig(device=device, **config))

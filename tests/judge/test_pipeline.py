@@ -29,7 +29,7 @@ def test_timed_judgement_reports_times_and_reward(tmp_path: Path) -> None:
     assert verdict.speedup_vs_eager == pytest.approx(t.eager / t.solution)
     assert verdict.reward in (1, 2, 3)
     assert verdict.env["flags"]["matmul_allow_tf32"] is False
-    assert {"policy", "build", "run", "baselines"} <= verdict.stage_s.keys()
+    assert {"policy", "build", "run"} <= verdict.stage_s.keys()
     assert verdict.checks[-1]["label"] == "recheck"
     again = run_judge(tmp_path, "examples/relu", RELU, time=True, min_reps=3, max_reps=5, warmup_reps=1)
     assert again.env["baseline_cached"] is True and again.env["build_cached"] is True

@@ -1,0 +1,387 @@
+"""The judge's static policy stage: reject a candidate for what its source says, before anything runs.
+
+`check_policy(solution, device)` parses the Python file with `ast` and reads the C++/CUDA code as
+text: for a single-file solution, the strings it passes to `load_inline`; for a workspace, the
+files under `kernels/`. It returns one `Violation` per broken rule (see `RULES`); an empty list
+means the candidate may be built. No candidate code runs here.
+
+What it checks: that ModelNew is a plain nn.Module whose forward reaches only the compiled
+extension plus allocation and view helpers; that the file imports, patches, hooks, threads,
+streams, reads files or builds code only in allowed ways; that the C++ uses no torch compute,
+no libraries beyond cuBLAS (GEMM) and cuDNN (convolution), no side streams, background threads,
+persisting-L2 windows or process control; and, for float32 tasks, no reduced precision.
+
+What it does NOT protect against: anything decided by values at run time. A tensor reaching
+torch through a path the text rules cannot see, caching results across calls, reading the
+reference's freed memory, mutating inputs, partial or shape-specific computation, precision
+that is silently lost, and native code that patches the process below Python are the candidate
+worker's business (ATen dispatch tracing, fresh inputs and poisoned memory, snapshots after a
+device sync, integrity checks) and the sandbox's (OS isolation). This stage only turns the
+common spellings of those hacks into early, actionable rejections.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+
+from cuda_agent.judge import policy_build, policy_cpp, policy_forward
+from cuda_agent.judge.policy_facts import (
+    BUILDERS,
+    ModuleFacts,
+    assigned_targets,
+    collect_facts,
+    extension_attributes,
+    names_extension,
+)
+from cuda_agent.judge.solution import SolutionSource
+from cuda_agent.types import Violation
+
+RULES: dict[str, str] = {
+    "syntax_error": "The Python file does not parse.",
+    "missing_model_new": "There is no top-level `class ModelNew`, or the name is rebound after it.",
+    "subclasses_reference": "ModelNew derives from something other than nn.Module (e.g. the reference Model).",
+    "forbidden_override": "ModelNew overrides an nn.Module method or a special method other than __init__/forward.",
+    "forbidden_import": "An import outside torch, torch.nn, torch.utils.cpp_extension, math, typing and "
+    "cuda_extension (torch.nn.functional and the reference included).",
+    "dynamic_code": "eval/exec/compile/__import__, getattr/setattr with computed names, globals()/vars(), dunder "
+    "access, decorators, or C++ sources and flags that are not plain literals.",
+    "try_except": "A try statement, contextlib.suppress or an __exit__ method (a silent fallback).",
+    "torch_compute_in_forward": "forward (or a function it calls) calls torch or a submodule instead of the "
+    "compiled extension, or indexes tensors with tensors.",
+    "tensor_arithmetic_in_forward": "forward applies + - * / @ or comparisons to values that may be tensors.",
+    "forward_calls_no_kernel": "forward never calls a function of the compiled extension.",
+    "lazy_output_hooks": "Tensor subclasses, __torch_function__/__torch_dispatch__, module hooks or __del__.",
+    "global_state_change": "Changing process-wide state: torch.backends, torch.set_*, seeds, monkeypatching, "
+    "operator registration, device or OpenMP settings.",
+    "side_stream": "Work on a CUDA stream or graph other than the current stream.",
+    "background_thread": "Work left to a thread, callback or process that outlives the call.",
+    "cpp_torch_compute": "C++ that calls torch/ATen compute (ops, tensor methods, tensor operators) instead of "
+    "only allocating and checking.",
+    "forbidden_library": "Headers, libraries, linker or compiler flags outside the allow-list.",
+    "cublas_misuse": "cuBLAS calls other than GEMM, or cuDNN calls other than convolution.",
+    "l2_persistence": "Persisting-L2 access windows, limits or evict-last cache policies.",
+    "file_or_network_access": "Files, environment, network, sleeping or process control, in Python or C++.",
+    "precision_downcast": "fp16/bf16/tf32/fp8 types, flags or math modes in a float32 task.",
+}
+
+# What to do instead, appended to every message of a rule this module reports.
+_ADVICE = {
+    "missing_model_new": "define `class ModelNew(nn.Module)` once, at the top level",
+    "subclasses_reference": "derive ModelNew from nn.Module only and reimplement forward with your kernels",
+    "forbidden_override": "define only __init__, forward and your own helper methods on ModelNew",
+    "forbidden_import": "import only torch, torch.nn (not functional), torch.utils.cpp_extension (load_inline, "
+    "load, CUDA_HOME, include_paths, library_paths), math, typing and, in a workspace, cuda_extension",
+    "dynamic_code": "write code and C++ sources out as literals; use plain attribute access and calls, decorators "
+    "only @staticmethod/@classmethod/@torch.no_grad()",
+    "try_except": "let errors propagate; check preconditions with if/raise or TORCH_CHECK",
+    "lazy_output_hooks": "return ordinary tensors that your kernels have fully written",
+    "global_state_change": "leave torch's flags, seeds and functions as they are",
+    "side_stream": "launch on the current stream only",
+    "background_thread": "finish all work before forward returns",
+    "file_or_network_access": "compute from forward's arguments only",
+    "precision_downcast": "compute a float32 task in float32",
+    "forbidden_library": "load native code only by compiling your own sources with load_inline/load",
+}
+_ALLOWED_MODULES = {"torch", "torch.nn", "torch.utils.cpp_extension", "math", "typing", "__future__", "cuda_extension"}
+_ALLOWED_FROM: dict[str, frozenset[str] | None] = {
+    "torch": frozenset({"nn", "Tensor", "Size", "dtype", "device"}),
+    "torch.utils.cpp_extension": frozenset({"load_inline", "load", "CUDA_HOME", "include_paths", "library_paths"}),
+    "torch.utils": frozenset({"cpp_extension"}),
+    "torch.nn": None,  # anything but functional, checked below
+    "math": None,
+    "typing": None,
+    "__future__": None,
+    "cuda_extension": None,
+}
+_MODULE_METHODS = frozenset(
+    "to cuda cpu float double half bfloat16 type _apply apply eval train state_dict load_state_dict "
+    "_load_from_state_dict _save_to_state_dict parameters named_parameters buffers named_buffers children "
+    "named_children modules named_modules register_buffer register_parameter register_module add_module "
+    "get_submodule get_parameter get_buffer zero_grad requires_grad_ share_memory extra_repr _call_impl "
+    "_wrapped_call_impl _get_name".split()
+)
+_DECORATORS = frozenset({"staticmethod", "classmethod", "torch.no_grad", "torch.inference_mode"})
+_SAFE_DUNDERS = frozenset({"__init__", "__name__", "__doc__", "__qualname__"})
+
+# (pattern over an import-rooted dotted name, rule, what it does); strict-precision rules are marked.
+_QUALIFIED_RULES: list[tuple[re.Pattern[str], str, str]] = [
+    (re.compile(p), rule, what)
+    for p, rule, what in [
+        (
+            r"torch\.(cuda\.)?(Stream|stream|streams|ExternalStream|set_stream|graph|graphs|CUDAGraph"
+            r"|make_graphed_callables)(\..*)?",
+            "side_stream",
+            "uses a CUDA stream or graph",
+        ),
+        (
+            r"torch\.backends(\..*)?|torch\.(set_\w+|manual_seed|seed|use_deterministic_algorithms|random|library)(\..*)?"
+            r"|torch\.cuda\.(set_\w+|manual_seed\w*|seed\w*|memory\.set_\w+|tunable)(\..*)?|torch\._C\._set\w*",
+            "global_state_change",
+            "changes process-wide torch state",
+        ),
+        (
+            r"torch\.(multiprocessing|futures|distributed)(\..*)?|torch\.jit\._?fork",
+            "background_thread",
+            "starts work outside the call",
+        ),
+        (
+            r"torch\.(load|save|from_file|hub|utils\.model_zoo)(\..*)?",
+            "file_or_network_access",
+            "reads or writes files",
+        ),
+        (r"torch\.(overrides|utils\._python_dispatch)(\..*)?", "lazy_output_hooks", "intercepts torch calls"),
+        (r"torch\.(ops|classes)\.load_library", "forbidden_library", "loads a native library"),
+        (
+            r"torch\.utils\.cpp_extension\.(?!(load_inline|load|CUDA_HOME|include_paths|library_paths)$)\w+.*",
+            "forbidden_import",
+            "uses a private or unlisted part of torch.utils.cpp_extension",
+        ),
+    ]
+]
+_PRECISION_NAME = re.compile(
+    r"torch\.(float16|half|bfloat16|float8\w*|autocast|amp|set_float32_matmul_precision)(\..*)?|torch\.cuda\.amp(\..*)?"
+    r"|torch\.backends\..*allow_(tf32|fp16\w*|bf16\w*)"
+)
+_NAME_RULES = {
+    **dict.fromkeys(
+        "eval exec compile __import__ globals locals vars __builtins__ __builtin__ breakpoint importlib".split(),
+        "dynamic_code",
+    ),
+    **dict.fromkeys("open exit quit SystemExit KeyboardInterrupt".split(), "file_or_network_access"),
+    **dict.fromkeys("TorchDispatchMode TorchFunctionMode".split(), "lazy_output_hooks"),
+}
+_LAZY_ATTRIBUTES = re.compile(
+    r"register_\w*hook|_make_subclass|_make_wrapper_subclass|as_subclass"
+    r"|__torch_function__|__torch_dispatch__|__del__"
+)
+_REDUCED_DTYPES = re.compile(r"(torch\.)?(float16|half|bfloat16|float8\w*)")
+
+
+def check_policy(solution: SolutionSource, device: str, *, task_dtypes: set[str] | None = None) -> list[Violation]:
+    """Apply every static rule to a candidate; no candidate code runs.
+
+    Args:
+        solution: the candidate's source files.
+        device: 'cuda' or 'cpu', the device the candidate will be judged on; the rules are the same
+            for both (a CPU solution simply has no CUDA code to trip them) and messages name it.
+        task_dtypes: dtypes of the task's inputs and outputs (e.g. {'torch.float32'}); None means
+            float32. `precision_downcast` applies unless a reduced-precision float is among them.
+
+    Returns:
+        The violations in the order found, at most one per rule and location; empty when the
+        candidate may be built. A file that does not parse gives only `syntax_error`.
+    """
+    try:
+        tree = ast.parse(solution.python, filename=solution.python_name)
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None)
+        return [
+            _violation(
+                "syntax_error",
+                f"{solution.python_name}:{line or '?'}",
+                f"does not parse ({getattr(exc, 'msg', exc)})",
+                "fix the Python syntax",
+            )
+        ]
+    facts = collect_facts(tree, solution.python_name)
+    strict = task_dtypes is None or not any(_REDUCED_DTYPES.fullmatch(d) for d in task_dtypes)
+    found = _check_model_new(facts)
+    found += _check_imports(facts)
+    found += _check_nodes(facts, strict)
+    found += policy_build.check_builds(facts, solution, strict)
+    if facts.model_new is not None:
+        found += policy_forward.check_forward(facts, device)
+    headers = {path.rsplit("/", 1)[-1] for path in solution.sources} | {"binding_registry.h"}
+    for path, text in solution.sources.items():
+        found += policy_cpp.check_cpp(text, _file_where(path, text), strict_precision=strict, local_headers=headers)
+    # One finding per rule and place is enough to act on; nested expressions would repeat it.
+    return list({(v.check, v.message.split(": ", 1)[0]): v for v in reversed(found)}.values())[::-1]
+
+
+def _violation(rule: str, where: str, what: str, allowed: str | None = None) -> Violation:
+    return Violation(check=rule, message=f"{where}: {what}; {allowed or _ADVICE[rule]}.")
+
+
+def _file_where(path: str, text: str) -> policy_cpp.Where:
+    return lambda offset: f"{path}:{text.count(chr(10), 0, offset) + 1}"
+
+
+def _check_model_new(facts: ModuleFacts) -> list[Violation]:
+    cls = facts.model_new
+    if cls is None:
+        return [_violation("missing_model_new", f"{facts.name}:1", "there is no top-level class ModelNew")]
+    found = []
+    bindings = facts.bindings.get("ModelNew", [])
+    if len(bindings) > 1:
+        found.append(
+            _violation(
+                "missing_model_new",
+                facts.where(cls),
+                f"the name ModelNew is bound {len(bindings)} times (class statements, assignments or imports)",
+            )
+        )
+    if not cls.bases:
+        found.append(_violation("subclasses_reference", facts.where(cls), "ModelNew has no base class"))
+    for base in cls.bases:
+        if facts.qualname(base) != "torch.nn.Module":
+            found.append(
+                _violation("subclasses_reference", facts.where(base), f"ModelNew derives from `{ast.unparse(base)}`")
+            )
+    for keyword in cls.keywords:
+        found.append(
+            _violation(
+                "subclasses_reference", facts.where(keyword), f"ModelNew passes `{keyword.arg}=` to its class statement"
+            )
+        )
+    for stmt in cls.body:
+        names = [t.id for t, _ in assigned_targets(stmt) if isinstance(t, ast.Name)]
+        names += [stmt.name] if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) else []
+        for name in names:
+            if name in _MODULE_METHODS or (name.startswith("__") and name.endswith("__") and name != "__init__"):
+                found.append(_violation("forbidden_override", facts.where(stmt), f"ModelNew defines `{name}`"))
+    return found
+
+
+def _check_imports(facts: ModuleFacts) -> list[Violation]:
+    found = []
+    for node in ast.walk(facts.tree):
+        if isinstance(node, ast.Import):
+            bad = [alias.name for alias in node.names if alias.name not in _ALLOWED_MODULES]
+        elif isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            allowed = _ALLOWED_FROM.get(module, frozenset())
+            bad = [
+                f"{module}.{alias.name}"
+                for alias in node.names
+                if (allowed is not None and alias.name not in allowed) or alias.name in ("functional", "*")
+            ]
+        else:
+            continue
+        found += [_violation("forbidden_import", facts.where(node), f"imports `{name}`") for name in bad]
+    return found
+
+
+def _check_nodes(facts: ModuleFacts, strict: bool) -> list[Violation]:
+    """Rules that look at single nodes anywhere in the file."""
+    found = []
+    ext_attrs = extension_attributes(facts)
+    for node in ast.walk(facts.tree):
+        where = facts.where(node)
+        for rule, what in _node_findings(facts, node, strict, ext_attrs):
+            found.append(_violation(rule, where, what))
+    return found
+
+
+def _node_findings(
+    facts: ModuleFacts, node: ast.AST, strict: bool, ext_attrs: frozenset[str]
+) -> Iterator[tuple[str, str]]:
+    if isinstance(node, ast.Try | ast.TryStar):
+        yield "try_except", "uses a try statement"
+    elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        yield from _definition_findings(facts, node)
+    elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
+        targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
+        yield from _assignment_findings(facts, targets, ext_attrs)
+    elif isinstance(node, ast.Call):
+        yield from _call_findings(facts, node)
+    elif isinstance(node, ast.Name) and node.id in _NAME_RULES:
+        yield _NAME_RULES[node.id], f"uses `{node.id}`"
+    elif isinstance(node, ast.Attribute):
+        if _LAZY_ATTRIBUTES.fullmatch(node.attr):
+            yield "lazy_output_hooks", f"uses `.{node.attr}`"
+        elif node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in _SAFE_DUNDERS:
+            yield "dynamic_code", f"accesses `.{node.attr}`"
+        elif node.attr == "suppress":
+            yield "try_except", "uses `suppress`"
+        elif node.attr == "modules" and isinstance(node.value, ast.Name) and node.value.id == "sys":
+            yield "dynamic_code", "uses `sys.modules`"
+        elif strict and node.attr in ("half", "bfloat16"):
+            yield "precision_downcast", f"converts with `.{node.attr}()`"
+    if isinstance(node, ast.Name | ast.Attribute) and _is_outermost(facts, node):
+        yield from _reference_findings(facts, node, strict)
+
+
+def _definition_findings(
+    facts: ModuleFacts, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+) -> Iterator[tuple[str, str]]:
+    if node.name in ("__exit__", "__aexit__"):
+        yield "try_except", f"defines {node.name}, which can swallow exceptions"
+    if _LAZY_ATTRIBUTES.fullmatch(node.name):
+        yield "lazy_output_hooks", f"defines {node.name}"
+    for decorator in node.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        name = facts.qualname(target) or (target.id if isinstance(target, ast.Name) else None)
+        if name not in _DECORATORS:
+            yield "dynamic_code", f"decorates {node.name} with `@{ast.unparse(decorator)[:60]}`"
+    if isinstance(node, ast.ClassDef):
+        if any(
+            facts.qualname(base) in ("torch.Tensor", "torch._C.TensorBase", "torch._C._TensorBase")
+            for base in node.bases
+        ):
+            yield "lazy_output_hooks", f"class {node.name} subclasses torch.Tensor"
+        if node.name != "ModelNew" and node.keywords:
+            yield "dynamic_code", f"class {node.name} sets a metaclass or class keyword"
+
+
+def _assignment_findings(
+    facts: ModuleFacts, targets: list[ast.expr], ext_attrs: frozenset[str]
+) -> Iterator[tuple[str, str]]:
+    for target in targets:
+        for element in ast.walk(target):
+            if not isinstance(element, ast.Attribute | ast.Subscript):
+                continue
+            if names_extension(facts, element.value, ext_attrs):
+                yield "dynamic_code", f"replaces `{ast.unparse(element)[:60]}` of the compiled extension"
+                break
+            root = element
+            while isinstance(root, ast.Attribute | ast.Subscript):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in facts.aliases:
+                yield (
+                    "global_state_change",
+                    f"assigns to `{ast.unparse(element)[:60]}`, which patches an imported module",
+                )
+                break
+            if isinstance(root, ast.Name) and root.id == "ModelNew":
+                yield "forbidden_override", f"assigns `{ast.unparse(element)[:60]}` from outside the class"
+                break
+
+
+def _call_findings(facts: ModuleFacts, call: ast.Call) -> Iterator[tuple[str, str]]:
+    func = call.func
+    if not isinstance(func, ast.Name):
+        return
+    name_arg = call.args[1] if len(call.args) >= 2 else None
+    literal = isinstance(name_arg, ast.Constant) and isinstance(name_arg.value, str)
+    if func.id in ("setattr", "delattr"):
+        yield "dynamic_code", f"calls {func.id}; assign attributes with plain statements"
+        if call.args and facts.qualname(call.args[0]) is not None:
+            yield "global_state_change", f"calls {func.id} on `{ast.unparse(call.args[0])[:40]}`"
+    elif func.id in ("getattr", "hasattr") and not literal:
+        yield "dynamic_code", f"calls {func.id} with a computed attribute name"
+    elif func.id in ("getattr", "hasattr") and str(name_arg.value).startswith("__"):  # type: ignore[union-attr]
+        yield "dynamic_code", f"calls {func.id} for a special attribute"
+    elif func.id == "type" and len(call.args) == 3:
+        yield "dynamic_code", "creates a class with type(name, bases, namespace)"
+
+
+def _is_outermost(facts: ModuleFacts, node: ast.AST) -> bool:
+    parent = facts.parents.get(id(node))
+    return not (isinstance(parent, ast.Attribute) and parent.value is node)
+
+
+def _reference_findings(facts: ModuleFacts, node: ast.Name | ast.Attribute, strict: bool) -> Iterator[tuple[str, str]]:
+    qualname = facts.qualname(node)
+    if qualname is None:
+        return
+    for pattern, rule, what in _QUALIFIED_RULES:
+        if pattern.fullmatch(qualname):
+            yield rule, f"uses `{qualname}`, which {what}"
+    if strict and _PRECISION_NAME.fullmatch(qualname):
+        yield "precision_downcast", f"uses `{qualname}`"
+    parent = facts.parents.get(id(node))
+    is_called = isinstance(parent, ast.Call) and parent.func is node
+    if (qualname in BUILDERS and not is_called) or qualname == "torch.utils.cpp_extension":
+        yield "dynamic_code", f"passes `{qualname}` around instead of calling it directly"

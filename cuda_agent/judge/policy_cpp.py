@@ -1,0 +1,411 @@
+"""Static rules for a candidate's C++/CUDA text (the half of the judge's policy stage that reads kernels).
+
+`check_cpp` reads one translation unit (a kernel file of a workspace, or the sources a single-file
+solution passes to `load_inline`) as text: comments are blanked first, and string literals too
+for every rule except those that read inline PTX, so neither can trigger or hide a rule. Offsets
+are kept, so each finding names its line. `check_build_flags` reads the compiler and linker flags.
+
+What this does not protect against: C++ is matched as text, not compiled, so an author who
+builds names with the preprocessor in ways not listed here, calls ATen through a pointer the
+rules cannot see, or uses arithmetic operators on a tensor held in a container can get past it.
+The candidate worker's runtime checks (an ATen dispatch tracer, output snapshots after a device
+sync, integrity checks of the harness) are the defence for those; this stage only rejects the
+common spellings early, with a message the author can act on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from cuda_agent.types import Violation
+
+Where = Callable[[int], str]
+"""Maps an offset in the scanned text to a location such as 'kernels/relu.cu:12'."""
+
+ADVICE = {
+    "cpp_torch_compute": "C++ may only allocate (torch::empty, torch::empty_like, torch::empty_strided), "
+    "check (TORCH_CHECK) and read tensor metadata and data pointers; write the computation as your own loop or kernel",
+    "forbidden_library": "include only torch/extension.h-style headers, the CUDA runtime, cuBLAS (GEMM), cuDNN "
+    "(convolution), OpenMP and the C/C++ standard headers; link only -lcublas, -lcublasLt, -lcudnn, -fopenmp/-lgomp",
+    "cublas_misuse": "cuBLAS is allowed for GEMM calls (cublas*gemm*, cublasGemm*Ex, cublasLt*) and handle/stream "
+    "setup; cuDNN for convolution calls and descriptor setup",
+    "side_stream": "launch every kernel on the current stream (at::cuda::getCurrentCUDAStream()) without graphs",
+    "background_thread": "finish all work before the bound function returns; OpenMP (#pragma omp) and "
+    "at::parallel_for are allowed because they join before returning",
+    "l2_persistence": "use ordinary loads and stores; persisting-L2 windows and evict-last policies are not allowed",
+    "file_or_network_access": "kernels compute from their tensor arguments only: no files, environment, network, "
+    "sleeping or process control",
+    "global_state_change": "leave process-wide settings (torch context, device flags, OpenMP thread count, "
+    "operator registrations for aten) as they are",
+    "precision_downcast": "compute a float32 task in float32: no fp16/bf16/tf32/fp8 types, conversions, "
+    "tensor-core math modes or PTX",
+    "dynamic_code": "spell every name out and stay in C++: no token pasting (##), macros that build member names, "
+    "or calls back into Python (py::module_::import, .attr())",
+}
+
+_STANDARD_HEADERS = """
+vector cmath math.h algorithm cstdint stdint.h cstddef stddef.h omp.h limits climits limits.h cfloat float.h
+type_traits utility array cstdio stdio.h cassert assert.h cstring string.h string tuple initializer_list numeric
+functional iostream sstream iomanip stdexcept optional cstdlib stdlib.h memory unordered_map map set unordered_set
+mutex atomic new iterator complex bit immintrin.h x86intrin.h xmmintrin.h emmintrin.h pmmintrin.h smmintrin.h
+arm_neon.h
+""".split()
+
+_ALLOWED_INCLUDE = re.compile(
+    r"torch/(extension|types|library)\.h|torch/csrc/utils/pybind\.h|pybind11/\w+\.h"
+    r"|ATen/(ATen|Dispatch|Parallel|OpMathType|AccumulateType|TensorAccessor)\.h|ATen/core/Tensor\.h"
+    r"|ATen/cuda/(CUDAContext|Exceptions)\.h|c10/(cuda|util|core|macros)/\w+\.h"
+    r"|cuda(_runtime|_runtime_api|_fp16|_bf16)?\.h|device_launch_parameters\.h|vector_(types|functions)\.h"
+    r"|math_constants\.h|mma\.h|cuda_pipeline(_primitives)?\.h|cuda/(pipeline|barrier|std/\w+)"
+    r"|cooperative_groups(\.h|/\w+\.h)?|cublas_v2\.h|cublasLt\.h|cudnn\.h"
+)
+
+# torch::/at::/c10:: names that allocate, check, describe or launch, and never compute.
+_ALLOWED_TORCH_NAME = re.compile(
+    r"(torch|at)::(Tensor|TensorBase|TensorOptions|ScalarType(::\w+)?|Scalar|Device|DeviceType|Layout"
+    r"|MemoryFormat(::\w+)?|IntArrayRef|ArrayRef|OptionalIntArrayRef|DimVector|IntList|Half|BFloat16|Dtype|dtype"
+    r"|device|k[A-Z]\w*|empty|empty_like|empty_strided|(Generic)?(Packed)?TensorAccessor(32|64)?"
+    r"|RestrictPtrTraits|DefaultPtrTraits|opmath_type|acc_type|optional|nullopt|parallel_for|get_num_threads"
+    r"|get_thread_num|in_parallel_region|irange|DeviceGuard|OptionalDeviceGuard|ceil_div)"
+    r"|at::cuda::(getCurrentCUDAStream|getDefaultCUDAStream|getStreamFromPool|setCurrentCUDAStream|CUDAStream"
+    r"|CUDAStreamGuard|CUDAGuard|OptionalCUDAGuard|getCurrentDeviceProperties|getDeviceProperties"
+    r"|getCurrentCUDABlasHandle|getCurrentCUDABlasLtHandle|current_device|device_count)"
+    r"|c10::(?!.*(Dispatcher|OperatorHandle|KernelFunction|CachingAllocator|impl\b)).*"
+)
+_TORCH_NAME = re.compile(r"(?<![\w:])(?:::\s*)?((?:torch|at|c10|caffe2|aten)(?:\s*::\s*~?\w+)+)")
+_FORBIDDEN_NAMESPACE = re.compile(r"(?<![\w:])(cub|thrust|cutlass|cute|cudnn_frontend|Eigen|dnnl|mkldnn|oneapi)\s*::")
+_FORBIDDEN_LIB_CALL = re.compile(
+    r"\b(cusparse\w*|cufft\w*|curand\w*|cusolver\w*|nccl\w*|cblas_\w+|mkl_\w+|MKL_\w+|LAPACKE_\w+|npp\w+|[sdcz]gemm_)\s*\("
+)
+
+_TENSOR_METHODS = """
+add add_ sub sub_ mul mul_ div div_ true_divide floor_divide fmod remainder matmul mm bmm addmm addmm_ baddbmm addbmm
+addmv mv dot vdot outer ger einsum tensordot relu relu_ relu6 sigmoid sigmoid_ tanh tanh_ exp exp_ exp2 expm1 log
+log_ log2 log10 log1p sum nansum mean max min amax amin aminmax argmax argmin softmax log_softmax conv1d conv2d
+conv3d conv_transpose1d conv_transpose2d conv_transpose3d convolution linear clamp clamp_ clamp_min clamp_max clip
+pow pow_ sqrt sqrt_ rsqrt abs abs_ neg neg_ reciprocal copy_ fill_ zero_ clone to type_as cpu cuda half bfloat16
+index_select index_put index_put_ index_add index_copy gather scatter scatter_ scatter_add
+scatter_reduce where masked_fill masked_fill_ masked_select masked_scatter cat stack norm layer_norm batch_norm
+group_norm instance_norm gelu silu elu selu celu leaky_relu hardtanh softplus softsign mish hardswish hardsigmoid
+logsumexp cumsum cumprod cummax cummin prod var std var_mean std_mean sort topk kthvalue median mode argsort unique
+repeat repeat_interleave tile flip roll triu tril diag diagonal_scatter cross erf erfc erfinv sin cos tan asin acos
+atan atan2 sinh cosh floor ceil round trunc frac sign maximum minimum fmax fmin lerp addcmul addcdiv dropout
+max_pool1d max_pool2d max_pool3d avg_pool1d avg_pool2d avg_pool3d adaptive_avg_pool1d adaptive_avg_pool2d
+adaptive_avg_pool3d adaptive_max_pool2d upsample_nearest2d upsample_bilinear2d interpolate pad constant_pad_nd
+embedding cross_entropy nll_loss mse_loss l1_loss smooth_l1_loss kl_div binary_cross_entropy cosine_similarity
+pairwise_distance cdist eq ne gt lt ge le logical_and logical_or logical_not logical_xor bitwise_and bitwise_or
+bitwise_xor bitwise_not equal allclose isclose isnan isinf nonzero bincount histc normal_ uniform_ random_
+bernoulli bernoulli_ multinomial fill_diagonal_ masked_fill scaled_dot_product_attention
+""".split()
+_TENSOR_METHOD_CALL = re.compile(
+    r"(?:\.|->)\s*(" + "|".join(sorted(set(_TENSOR_METHODS), key=len, reverse=True)) + r")\s*(?:<[^<>;()]*>)?\s*\("
+)
+
+_ALLOWED_CUBLAS = re.compile(
+    r"cublas([SDCZH]?gemm\w*|Gemm\w*|Lt\w*|(Create|Destroy|SetStream|GetStream|SetMathMode|GetMathMode|SetWorkspace"
+    r"|SetPointerMode|GetPointerMode|GetStatusString|GetStatusName|GetVersion|GetProperty)(_v2)?|\w*_t)"
+)
+_ALLOWED_CUDNN = re.compile(
+    r"cudnn((Create|Destroy)(\w*Descriptor)?|(Set|Get)\w*Descriptor\w*|\w*Convolution\w*|SetStream|GetStream"
+    r"|GetErrorString|GetVersion|GetCudartVersion|\w*_t)"
+)
+
+# (rule, pattern); each pattern is searched in the code with comments and string literals blanked.
+_TOKEN_RULES: list[tuple[str, str]] = [
+    (
+        "side_stream",
+        r"\b(cudaStreamCreate\w*|cuStreamCreate\w*|cudaStreamNonBlocking|getStreamFromPool"
+        r"|getStreamFromExternal|setCurrentCUDAStream|CUDAStreamGuard|cudaStreamBeginCapture\w*|cudaStreamPerThread"
+        r"|cudaGraph\w*|cuGraph\w*)\b",
+    ),
+    (
+        "background_thread",
+        r"\bstd\s*::\s*(thread|jthread|async)\b|\bpthread_create\b|(\.|->)\s*detach\s*\("
+        r"|(?<![\w:.])j?thread\s+\w+\s*[({]|\blaunch\s*::\s*async\b"
+        r"|\bcudaLaunchHostFunc\b|\bcudaStreamAddCallback\b|\bat\s*::\s*launch\b",
+    ),
+    (
+        "l2_persistence",
+        r"\b(cudaLimitPersistingL2CacheSize|accessPolicyWindow|cudaAccessPropertyPersisting"
+        r"|cudaStreamSetAttribute|cudaCtxResetPersistingL2Cache|cudaDeviceSetLimit|cuCtxSetLimit|cudaStreamAttrValue"
+        r"|CU_LIMIT_PERSISTING_L2_CACHE_SIZE|\w*AccessPolicyWindow|annotated_ptr|access_property)\b",
+    ),
+    (
+        "file_or_network_access",
+        r"(?<![\w.>])(fopen|freopen|fdopen|popen|system|socket|connect|dlopen|dlsym|getenv"
+        r"|setenv|putenv|fork|vfork|kill|raise|exit|_exit|_Exit|quick_exit|abort|terminate|execl|execlp|execle|execv"
+        r"|execvp|execve|unlink|mmap|syscall|ptrace|open|creat|sleep|usleep)\s*\("
+        r"|\bstd\s*::\s*(ifstream|ofstream|fstream|filebuf|filesystem)\b|\bFILE\s*\*",
+    ),
+    (
+        "global_state_change",
+        r"\b(globalContext|cudaDeviceReset|cudaSetDevice|cudaSetDeviceFlags|cudaDeviceSetCacheConfig"
+        r"|cudaDeviceSetSharedMemConfig|cudaDeviceSetMemPool|cudaProfilerStart|cudaProfilerStop|omp_set_num_threads"
+        r"|omp_set_dynamic|omp_set_max_active_levels|set_num_threads|set_num_interop_threads|TORCH_LIBRARY_IMPL"
+        r"|TORCH_LIBRARY_FRAGMENT)\b",
+    ),
+    (
+        "dynamic_code",
+        r"##|\bnamespace\s+\w+\s*=\s*(::\s*)?std\s*;|\b(py|pybind11)\s*::\s*(module_?\s*::\s*import|eval\w*|exec|globals|import)\b"
+        r"|\bPy(Import|Run|Eval|Object_Call|Object_GetAttr)\w*|(\.|->)\s*attr\s*\(",
+    ),
+]
+_PRECISION_TOKENS = re.compile(
+    r"\b(__half2?|half2|__nv_bfloat162?|nv_bfloat162?|__float2half\w*|__floats2half2\w*|__float22half2\w*"
+    r"|__half2float|__float2bfloat16\w*|__nv_fp8\w*|__float_to_tf32|CUBLAS_COMPUTE_32F_FAST_\w+"
+    r"|CUBLAS_TF32_TENSOR_OP_MATH|CUBLAS_TENSOR_OP_MATH|CUBLAS_COMPUTE_16F\w*|CUDA_R_16F|CUDA_R_16BF|CUDA_R_8F\w*"
+    r"|CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION|CUDNN_DATA_HALF|CUDNN_DATA_BFLOAT16|CUDNN_DATA_FP8\w*|cublasHgemm\w*"
+    r"|kHalf|kBFloat16|kFloat16|Float8\w*)\b"
+    r"|\b(at|c10|torch)\s*::\s*(Half|BFloat16)\b|\bScalarType\s*::\s*(Half|BFloat16)\b|\bprecision\s*::\s*tf32\b"
+    r"|[<,]\s*half\s*[,>]|\bhalf\s*[*&]|\(\s*half\s*\)|\bhalf\s+[A-Za-z_]\w*\s*[=;,)\[]"
+)
+# Inline PTX lives in string literals, so these two read the text with only comments removed.
+_PTX_PRECISION = re.compile(r"\b(?:w?gmma|mma|cvt)(?:\.[\w:]+)*?\.(f16|bf16|tf32|e4m3|e5m2)\b")
+_PTX_L2 = re.compile(r"\b(evict_last|createpolicy|applypriority)\b")
+
+_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*([<\"])([^>\"\n]*)[>\"]", re.M)
+_ODD_INCLUDE = re.compile(r"^[ \t]*#[ \t]*(include_next|import)\b|^[ \t]*#[ \t]*include[ \t]*(?![ \t<\"])", re.M)
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)(\(([^)]*)\))?(.*(?:\\\n.*)*)", re.M)
+_NAMESPACE_ALIAS = re.compile(
+    r"\bnamespace\s+\w+\s*=\s*(::\s*)?(torch|at|c10)\s*;|\busing\s+namespace\s+(::\s*)?"
+    r"(torch|at|c10)\b"
+)
+_LITERAL_OR_COMMENT = re.compile(
+    r"(?P<comment>//[^\n]*|/\*.*?\*/)"
+    r"|(?P<literal>R\"(?P<delim>[^()\\\s]{0,16})\(.*?\)(?P=delim)\"|\"(?:\\.|[^\"\\\n])*\"|(?<!\w)'(?:\\.|[^'\\\n]){1,8}')",
+    re.S,
+)
+
+
+def blank_comments_and_literals(text: str) -> tuple[str, str]:
+    """Return (text with comments blanked, text with comments and literals blanked); offsets are kept."""
+    keep_literals, code = [], []
+    last = 0
+    for match in _LITERAL_OR_COMMENT.finditer(text):
+        before = text[last : match.start()]
+        blank = re.sub(r"[^\n]", " ", match.group(0))
+        keep_literals += [before, blank if match.group("comment") else match.group(0)]
+        code += [before, blank]
+        last = match.end()
+    keep_literals.append(text[last:])
+    code.append(text[last:])
+    return "".join(keep_literals), "".join(code)
+
+
+def check_cpp(text: str, where: Where, *, strict_precision: bool, local_headers: set[str]) -> list[Violation]:
+    """Apply every C++/CUDA rule to one source text.
+
+    Args:
+        text: the C++ or CUDA source, as the compiler would read it.
+        where: maps an offset in `text` to a location for messages.
+        strict_precision: the task is float32, so fp16/bf16/tf32/fp8 use is a violation.
+        local_headers: file names the solution itself provides, which quoted includes may name.
+
+    Returns:
+        One Violation per finding, in rule order.
+    """
+    with_literals, code = blank_comments_and_literals(text)
+    found = _check_includes(with_literals, where, local_headers)
+    code = _INCLUDE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), code)  # header names are not calls
+    found += _check_torch_names(code, where)
+    found += _check_tensor_methods(code, where)
+    found += _check_tensor_operators(code, where)
+    found += _check_macros(code, where)
+    found += _check_libraries(code, where)
+    for rule, pattern in _TOKEN_RULES:
+        for m in re.finditer(pattern, code):
+            found.append(_found(rule, where(m.start()), f"uses `{m.group(0).rstrip('({ ').strip()}`"))
+    for m in _PTX_L2.finditer(with_literals):
+        found.append(_found("l2_persistence", where(m.start()), f"uses the PTX cache policy `{m.group(0)}`"))
+    if strict_precision:
+        found += [
+            _found("precision_downcast", where(m.start()), f"uses `{m.group(0).strip()}`")
+            for m in _PRECISION_TOKENS.finditer(code)
+        ]
+        found += [
+            _found("precision_downcast", where(m.start()), f"uses the PTX instruction `{m.group(0)}`")
+            for m in _PTX_PRECISION.finditer(with_literals)
+        ]
+    return found
+
+
+def check_build_flags(flags: list[tuple[str, str, str]]) -> list[Violation]:
+    """Check compiler and linker flags given as (flag, argument name, location) triples.
+
+    A flag can define macros or pull in libraries and headers, so only a known-harmless set is
+    allowed; a `-DNAME=VALUE` macro is read by the C++ macro rules as well.
+    """
+    found = []
+    for flag, argument, where in flags:
+        pattern = _LDFLAG if argument == "extra_ldflags" else _CFLAG
+        if flag.strip() and not pattern.fullmatch(flag.strip()):
+            found.append(_found("forbidden_library", where, f"passes the flag {flag!r} in {argument}"))
+        elif flag.startswith("-D"):
+            name, _, value = flag[2:].partition("=")
+            found += _check_macros(f"#define {name} {value}\n", lambda _offset, w=where: w)
+    return found
+
+
+_CFLAG = re.compile(
+    r"-O[0-3s]?|--?use_fast_math|-ffast-math|--?std=(c|gnu)\+\+\d\d|-fopenmp|-march=native|-mtune=native"
+    r"|-m(avx\w*|fma|sse\w*|f16c)|-funroll-loops|-fPIC|-g|-w|-v|-Wno-[\w-]+|-W(all|extra)|-lineinfo|--generate-line-info"
+    r"|--expt-relaxed-constexpr|--expt-extended-lambda|-arch=sm_\d+a?|-gencode|(-gencode=)?arch=compute_\d+a?,code="
+    r"\[?(s[mp]|compute)_\d+a?(,(s[mp]|compute)_\d+a?)*\]?|-rdc=(true|false)|--resource-usage|--ptxas-options=-v"
+    r"|-Xptxas(=-v|=-O[0-3]|=--warn-spills)?|-Xcompiler([= ](-fopenmp|-O[0-3]|-march=native|-ffast-math|-fPIC))?"
+    r"|--?maxrregcount=\d+|-D\w+(=[\w.]+)?|-U\w+"
+)
+_LDFLAG = re.compile(
+    r"-l(cublas|cublasLt|cudnn|gomp|cuda|cudart|m)|-fopenmp|-L\S*(cuda|CUDA)\S*"
+    r"|-Wl,-rpath,\S*(cuda|CUDA)\S*"
+)
+
+
+def _found(rule: str, where: str, what: str) -> Violation:
+    return Violation(check=rule, message=f"{where}: {what}; {ADVICE[rule]}.")
+
+
+def _check_includes(text: str, where: Where, local_headers: set[str]) -> list[Violation]:
+    found = []
+    for m in _INCLUDE.finditer(text):
+        header = m.group(2).strip()
+        local = m.group(1) == '"' and header.rsplit("/", 1)[-1] in local_headers
+        if not (local or header in _STANDARD_HEADERS or _ALLOWED_INCLUDE.fullmatch(header)):
+            found.append(_found("forbidden_library", where(m.start()), f"includes <{header}>"))
+    for m in _ODD_INCLUDE.finditer(text):
+        found.append(_found("forbidden_library", where(m.start()), "includes a file through a macro or #import"))
+    return found
+
+
+def _check_torch_names(code: str, where: Where) -> list[Violation]:
+    found = []
+    for m in _TORCH_NAME.finditer(code):
+        name = re.sub(r"\s+", "", m.group(1))
+        if not _ALLOWED_TORCH_NAME.fullmatch(name):
+            found.append(_found("cpp_torch_compute", where(m.start()), f"uses `{name}`"))
+    for m in _NAMESPACE_ALIAS.finditer(code):
+        found.append(
+            _found(
+                "cpp_torch_compute",
+                where(m.start()),
+                "aliases a torch namespace (`using namespace`, `namespace X = at`), which hides torch calls",
+            )
+        )
+    return found
+
+
+def _check_tensor_methods(code: str, where: Where) -> list[Violation]:
+    return [
+        _found("cpp_torch_compute", where(m.start()), f"calls the tensor method `.{m.group(1)}()`")
+        for m in _TENSOR_METHOD_CALL.finditer(code)
+    ]
+
+
+def _check_libraries(code: str, where: Where) -> list[Violation]:
+    found = []
+    for m in _FORBIDDEN_NAMESPACE.finditer(code):
+        found.append(_found("forbidden_library", where(m.start()), f"uses the library namespace `{m.group(1)}::`"))
+    for m in _FORBIDDEN_LIB_CALL.finditer(code):
+        found.append(_found("forbidden_library", where(m.start()), f"calls the library function `{m.group(1)}`"))
+    for m in re.finditer(r"\bcublas\w+", code):
+        if not _ALLOWED_CUBLAS.fullmatch(m.group(0)):
+            found.append(_found("cublas_misuse", where(m.start()), f"calls `{m.group(0)}`, which is not a GEMM"))
+    for m in re.finditer(r"\bcudnn\w+", code):
+        if not _ALLOWED_CUDNN.fullmatch(m.group(0)):
+            found.append(_found("cublas_misuse", where(m.start()), f"calls `{m.group(0)}`, which is not a convolution"))
+    return found
+
+
+def _check_macros(code: str, where: Where) -> list[Violation]:
+    """Macros that assemble a forbidden method call the other rules would not see spelled out."""
+    found = []
+    methods = set(_TENSOR_METHODS)
+    for m in _DEFINE.finditer(code):
+        params = [p.strip() for p in (m.group(3) or "").split(",") if p.strip()]
+        body = m.group(4).strip()
+        if m.group(2) is None and body in methods:
+            found.append(
+                _found("cpp_torch_compute", where(m.start()), f"defines a macro for the tensor method `{body}`")
+            )
+        for param in params:
+            if re.search(r"(\.|->|::)\s*" + re.escape(param) + r"\b", body):
+                found.append(
+                    _found(
+                        "dynamic_code",
+                        where(m.start()),
+                        f"macro {m.group(1)} builds a member name from its argument {param}",
+                    )
+                )
+    return found
+
+
+_TENSOR_DECL = re.compile(r"(?<![\w:])(?:(?:torch|at)\s*::\s*)?Tensor\b\s*(?:&&?|\*)?\s*(\w+)\s*(?=[,)=;\[])")
+_AUTO_DECL = re.compile(r"\bauto\s*&?\s*(\w+)\s*=\s*([^;]*);")
+_TENSOR_RESULT = re.compile(
+    r"\s*(?:(?:torch|at)\s*::\s*(?!cuda\b)\w+\s*\(|(\w+)\s*(?:;|$|\.\s*(?:contiguous|view|reshape"
+    r"|permute|transpose|unsqueeze|squeeze|flatten|expand|narrow|select|slice|t|clone|to|detach"
+    r"|as_strided)\s*\())"
+)
+
+
+def _check_tensor_operators(code: str, where: Where) -> list[Violation]:
+    """Arithmetic operators applied to a variable declared as a tensor run ATen kernels (`a + b`)."""
+    decls = [(m.group(1), m.end(1)) for m in _TENSOR_DECL.finditer(code)]
+    names = {name for name, _ in decls}
+    for m in _AUTO_DECL.finditer(code):
+        result = _TENSOR_RESULT.match(m.group(2))
+        if result and (result.group(1) is None or result.group(1) in names):
+            decls.append((m.group(1), m.end(1)))
+            names.add(m.group(1))
+    found, seen = [], set()
+    for name, start in decls:
+        operand = rf"(?<![\w.>:]){re.escape(name)}(?!\w)"
+        pattern = re.compile(
+            rf"{operand}\s*(?:[-+*/%^|](?![->+=|])|[-+*/%^|]=)|(?<![-+])[-+*/%~]\s*{operand}"
+            rf"(?!\s*(?:\.|->|\[|\())"
+        )
+        for m in pattern.finditer(code, start, _scope_end(code, start)):
+            if m.start() not in seen:
+                seen.add(m.start())
+                found.append(
+                    _found(
+                        "cpp_torch_compute",
+                        where(m.start()),
+                        f"applies an arithmetic operator to the tensor `{name}` (ATen does the work)",
+                    )
+                )
+    return found
+
+
+def _scope_end(code: str, pos: int) -> int:
+    """Offset where a declaration at `pos` goes out of scope: its block's end, or its function's."""
+    is_parameter = _inside_parentheses(code, pos)
+    depth = 0
+    for i in range(pos, len(code)):
+        char = code[i]
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            if depth == 0:
+                return i
+            depth -= 1
+            if is_parameter and depth == 0:
+                return i
+        elif char == ";" and is_parameter and depth == 0:
+            return i
+    return len(code)
+
+
+def _inside_parentheses(code: str, pos: int) -> bool:
+    depth = 0
+    for i in range(pos - 1, -1, -1):
+        char = code[i]
+        if char in ";{}":
+            return False
+        if char == ")":
+            depth += 1
+        elif char == "(":
+            if depth == 0:
+                return True
+            depth -= 1
+    return False

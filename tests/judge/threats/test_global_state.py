@@ -1,0 +1,103 @@
+"""Threat 15: changing process-wide state (backend flags, seeds, thread counts, operator registrations).
+
+These are the static policy's cases; runtime defences are tested with the judge pipeline.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cuda_agent.judge.policy import check_policy
+from cuda_agent.judge.solution import SolutionSource
+
+TEMPLATE = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+PRELUDE
+cuda_source = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+HEADERS
+__global__ void relu_kernel(const float* x, float* y, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+
+torch::Tensor relu_forward(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    const int64_t n = x.numel();
+    cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    LAUNCH
+    return y;
+}
+"""
+
+ext = load_inline(
+    name="relu",
+    cpp_sources="torch::Tensor relu_forward(torch::Tensor x);",
+    cuda_sources=cuda_source,
+    functions=["relu_forward"],
+)
+
+
+class ModelNew(nn.Module):
+    INIT
+    def forward(self, x):
+        FORWARD
+'''
+LAUNCH = "relu_kernel<<<(n + 255) / 256, 256, 0, stream>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);"
+
+
+def solution(prelude: str = "", headers: str = "", launch: str = LAUNCH, init: str = "", forward: str = "") -> str:
+    """The template with its placeholders filled; multi-line `init`/`forward` bodies use 4/8-space indents."""
+    forward = forward or "return ext.relu_forward(x.contiguous())"
+    return (
+        TEMPLATE.replace("PRELUDE", prelude)
+        .replace("HEADERS", headers)
+        .replace("LAUNCH", launch)
+        .replace("INIT", init.replace("\n", "\n    "))
+        .replace("FORWARD", forward.replace("\n", "\n        "))
+    )
+
+
+def checks(source: str, device: str = "cuda", **kwargs) -> set[str]:
+    return {v.check for v in check_policy(SolutionSource(python=source), device, **kwargs)}
+
+
+def test_template_is_legit() -> None:
+    assert checks(solution()) == set()
+
+
+@pytest.mark.parametrize(
+    "prelude",
+    [
+        "torch.backends.cudnn.benchmark = True",
+        "torch.manual_seed(0)",
+        "torch.set_num_threads(1)",
+        "torch.set_default_dtype(torch.float64)",
+        "torch.use_deterministic_algorithms(False)",
+        "torch.cuda.set_per_process_memory_fraction(0.5)",
+        "torch.random.manual_seed(1)",
+        "lib = torch.library.Library('aten', 'IMPL')",
+    ],
+    ids=["cudnn_benchmark", "seed", "threads", "default_dtype", "deterministic", "memory", "random", "library"],
+)
+def test_rejects_global_state_in_python(prelude: str) -> None:
+    assert checks(solution(prelude=prelude)) == {"global_state_change"}
+
+
+@pytest.mark.parametrize(
+    "launch", ["omp_set_num_threads(1);", "cudaDeviceReset();", "cudaDeviceSetCacheConfig(cudaFuncCachePreferL1);"]
+)
+def test_rejects_global_state_in_cpp(launch: str) -> None:
+    assert checks(solution(launch=launch)) == {"global_state_change"}
+
+
+def test_rejects_torch_context_flags_in_cpp() -> None:
+    source = solution(launch="at::globalContext().setAllowTF32CuBLAS(true);")
+    assert checks(source) == {"global_state_change", "cpp_torch_compute"}
+
+
+def test_rejects_overriding_aten_kernels() -> None:
+    assert checks(solution(headers="TORCH_LIBRARY_IMPL(aten, CUDA, m) { }")) == {"global_state_change"}

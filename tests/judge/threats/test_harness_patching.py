@@ -1,0 +1,169 @@
+"""Threat 8: patching the timer, synchronisation or comparison functions, or reaching them dynamically.
+
+These are the static policy's cases; runtime defences are tested with the judge pipeline.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cuda_agent.judge.policy import check_policy
+from cuda_agent.judge.solution import SolutionSource
+
+TEMPLATE = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+PRELUDE
+cuda_source = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+HEADERS
+__global__ void relu_kernel(const float* x, float* y, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+
+torch::Tensor relu_forward(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    const int64_t n = x.numel();
+    cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    LAUNCH
+    return y;
+}
+"""
+
+ext = load_inline(
+    name="relu",
+    cpp_sources="torch::Tensor relu_forward(torch::Tensor x);",
+    cuda_sources=cuda_source,
+    functions=["relu_forward"],
+)
+
+
+class ModelNew(nn.Module):
+    INIT
+    def forward(self, x):
+        FORWARD
+'''
+LAUNCH = "relu_kernel<<<(n + 255) / 256, 256, 0, stream>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);"
+
+
+def solution(prelude: str = "", headers: str = "", launch: str = LAUNCH, init: str = "", forward: str = "") -> str:
+    """The template with its placeholders filled; multi-line `init`/`forward` bodies use 4/8-space indents."""
+    forward = forward or "return ext.relu_forward(x.contiguous())"
+    return (
+        TEMPLATE.replace("PRELUDE", prelude)
+        .replace("HEADERS", headers)
+        .replace("LAUNCH", launch)
+        .replace("INIT", init.replace("\n", "\n    "))
+        .replace("FORWARD", forward.replace("\n", "\n        "))
+    )
+
+
+def checks(source: str, device: str = "cuda", **kwargs) -> set[str]:
+    return {v.check for v in check_policy(SolutionSource(python=source), device, **kwargs)}
+
+
+def test_template_is_legit() -> None:
+    assert checks(solution()) == set()
+
+
+@pytest.mark.parametrize(
+    ("prelude", "expected"),
+    [
+        ("torch.cuda.synchronize = lambda *a: None", {"global_state_change"}),
+        ("torch.allclose = lambda *a, **k: True", {"global_state_change"}),
+        ("torch.Tensor.__eq__ = lambda a, b: True", {"global_state_change", "dynamic_code"}),
+        ("nn.Module.__call__ = lambda self, *a: a[0]", {"global_state_change", "dynamic_code"}),
+        ("setattr(torch, 'allclose', lambda *a, **k: True)", {"global_state_change", "dynamic_code"}),
+    ],
+    ids=["synchronize", "allclose", "tensor_eq", "module_call", "setattr"],
+)
+def test_rejects_monkeypatching(prelude: str, expected: set[str]) -> None:
+    assert checks(solution(prelude=prelude)) == expected
+
+
+@pytest.mark.parametrize(
+    "prelude",
+    [
+        "eval('1')",
+        "exec('x = 1')",
+        "__import__('time')",
+        "globals()['torch'] = None",
+        "name = 'all' + 'close'\ngetattr(torch, name)",
+        "vars(torch)",
+        "Fake = type('Fake', (), {})",
+        "x = torch.__dict__",
+    ],
+    ids=["eval", "exec", "dunder_import", "globals", "computed_getattr", "vars", "type3", "dunder_dict"],
+)
+def test_rejects_dynamic_code(prelude: str) -> None:
+    assert checks(solution(prelude=prelude)) == {"dynamic_code"}
+
+
+def test_rejects_sys_modules() -> None:
+    source = solution(prelude="import sys\nsys.modules['torch'].allclose = None")
+    assert checks(source) == {"forbidden_import", "dynamic_code", "global_state_change"}
+
+
+def test_rejects_decorators_that_replace_forward() -> None:
+    assert checks(solution(init="@torch.compile\ndef _unused(self, x):\n    return x\n")) == {"dynamic_code"}
+
+
+def test_rejects_cpp_sources_built_at_import_time() -> None:
+    source = solution().replace("cuda_sources=cuda_source,", "cuda_sources=cuda_source.replace('relu', 'relu'),")
+    assert checks(source) == {"dynamic_code"}
+
+
+def test_rejects_cpp_source_fstring_with_a_variable() -> None:
+    source = solution(prelude="op = input()").replace('cpp_sources="torch', 'cpp_sources=f"// {op}\\ntorch')
+    assert checks(source) == {"dynamic_code"}
+
+
+def test_rejects_builder_passed_around() -> None:
+    source = solution(prelude="build = load_inline").replace("ext = load_inline(", "ext = build(")
+    assert checks(source) == {"dynamic_code", "forward_calls_no_kernel", "torch_compute_in_forward"}
+
+
+def test_rejects_kwargs_to_the_builder() -> None:
+    source = solution(prelude="opts = {}")
+    source = source.replace('functions=["relu_forward"],', 'functions=["relu_forward"], **opts,')
+    assert checks(source) == {"dynamic_code"}
+
+
+def test_rejects_replacing_a_function_of_the_extension() -> None:
+    assert checks(solution(prelude="") + "\next.relu_forward = torch.relu\n") == {"dynamic_code"}
+    init = "def __init__(self):\n    super().__init__()\n    self.ext = ext\n    self.ext.relu_forward = torch.relu\n"
+    assert checks(solution(init=init, forward="return self.ext.relu_forward(x)")) == {"dynamic_code"}
+
+
+def test_rejects_rebinding_the_extension_name() -> None:
+    source = solution().replace("class ModelNew", "if True:\n    ext = torch\n\n\nclass ModelNew")
+    assert checks(source) == {"forward_calls_no_kernel", "torch_compute_in_forward"}
+
+
+def test_rejects_shadowing_the_extension_inside_forward() -> None:
+    forward = "ext = torch\nreturn ext.relu(x)"
+    assert checks(solution(forward=forward)) == {"forward_calls_no_kernel", "torch_compute_in_forward"}
+
+
+def test_rejects_instance_attribute_that_shadows_a_method() -> None:
+    init = (
+        "def __init__(self):\n    super().__init__()\n    self._run = torch.relu\n\n"
+        "def _run(self, t):\n    return ext.relu_forward(t)\n"
+    )
+    assert checks(solution(init=init, forward="return self._run(x)")) == {
+        "forward_calls_no_kernel",
+        "torch_compute_in_forward",
+    }
+
+
+def test_rejects_setattr_on_the_model() -> None:
+    init = "def __init__(self):\n    super().__init__()\n    setattr(self, 'ext', torch)\n"
+    assert checks(solution(init=init)) == {"dynamic_code"}
+
+
+def test_rejects_cpp_that_calls_back_into_python() -> None:
+    launch = 'y = pybind11::module_::import("torch").attr("relu")(x).cast<torch::Tensor>();'
+    assert checks(solution(launch=launch)) == {"dynamic_code"}

@@ -1,0 +1,136 @@
+"""Threat 1 (libraries): third-party libraries or non-GEMM/non-convolution cuBLAS/cuDNN do the work (static policy)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cuda_agent.judge.policy import check_policy
+from cuda_agent.judge.solution import SolutionSource
+
+TEMPLATE = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+PRELUDE
+cuda_source = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+HEADERS
+__global__ void relu_kernel(const float* x, float* y, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+
+torch::Tensor relu_forward(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    const int64_t n = x.numel();
+    cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    LAUNCH
+    return y;
+}
+"""
+
+ext = load_inline(
+    name="relu",
+    cpp_sources="torch::Tensor relu_forward(torch::Tensor x);",
+    cuda_sources=cuda_source,
+    functions=["relu_forward"],
+)
+
+
+class ModelNew(nn.Module):
+    INIT
+    def forward(self, x):
+        FORWARD
+'''
+LAUNCH = "relu_kernel<<<(n + 255) / 256, 256, 0, stream>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);"
+
+
+def solution(prelude: str = "", headers: str = "", launch: str = LAUNCH, init: str = "", forward: str = "") -> str:
+    """The template with its placeholders filled; multi-line `init`/`forward` bodies use 4/8-space indents."""
+    forward = forward or "return ext.relu_forward(x.contiguous())"
+    return (
+        TEMPLATE.replace("PRELUDE", prelude)
+        .replace("HEADERS", headers)
+        .replace("LAUNCH", launch)
+        .replace("INIT", init.replace("\n", "\n    "))
+        .replace("FORWARD", forward.replace("\n", "\n        "))
+    )
+
+
+def checks(source: str, device: str = "cuda", **kwargs) -> set[str]:
+    return {v.check for v in check_policy(SolutionSource(python=source), device, **kwargs)}
+
+
+def test_template_is_legit() -> None:
+    assert checks(solution()) == set()
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "#include <cub/cub.cuh>",
+        "#include <thrust/transform.h>",
+        "#include <cutlass/gemm/device/gemm.h>",
+        "#include <ATen/native/Activation.h>",
+        "#include <ATen/ops/relu.h>",
+        "#include <torch/nn/functional.h>",
+        "#include <curand_kernel.h>",
+        '#include "/usr/include/x.h"',
+    ],
+)
+def test_rejects_forbidden_header(header: str) -> None:
+    assert checks(solution(headers=header)) == {"forbidden_library"}
+
+
+def test_rejects_library_namespaces_without_include() -> None:
+    assert checks(solution(launch="cub::DeviceReduce::Sum(nullptr, bytes, a, b, n);")) == {"forbidden_library"}
+
+
+def test_rejects_cpu_blas_symbols() -> None:
+    launch = "cblas_sgemm(101, 111, 111, 1, 1, 1, 1.f, a, 1, b, 1, 0.f, c, 1);"
+    assert checks(solution(launch=launch)) == {"forbidden_library"}
+
+
+@pytest.mark.parametrize(
+    "launch",
+    [
+        "cublasSaxpy(handle, n, &one, x.data_ptr<float>(), 1, y.data_ptr<float>(), 1);",
+        "cublasSgeam(handle, CUBLAS_OP_T, CUBLAS_OP_N, m, n, &one, a, m, &zero, b, n, c, n);",
+        "cudnnActivationForward(h, act, &one, xd, a, &zero, yd, b);",
+        "cudnnSoftmaxForward(h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &one, xd, a, &zero, yd, b);",
+    ],
+    ids=["cublas_axpy", "cublas_geam", "cudnn_activation", "cudnn_softmax"],
+)
+def test_rejects_non_gemm_cublas_and_non_convolution_cudnn(launch: str) -> None:
+    assert checks(solution(headers="#include <cublas_v2.h>\n#include <cudnn.h>", launch=launch)) == {"cublas_misuse"}
+
+
+def test_accepts_cublas_gemm() -> None:
+    launch = "cublasSgemm(at::cuda::getCurrentCUDABlasHandle(), CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &a, p, 1, p, 1, &b, q, 1);"
+    assert checks(solution(headers="#include <cublas_v2.h>", launch=launch)) == set()
+
+
+@pytest.mark.parametrize(
+    ("argument", "flag"),
+    [
+        ("extra_ldflags", "-lcurand"),
+        ("extra_ldflags", "-L/tmp/mylibs"),
+        ("extra_cflags", "-include/tmp/hack.h"),
+        ("extra_cuda_cflags", "-DMM=torch::matmul"),
+        ("extra_cuda_cflags", "--default-stream=per-thread"),
+    ],
+)
+def test_rejects_forbidden_build_flags(argument: str, flag: str) -> None:
+    source = solution().replace('functions=["relu_forward"],', f'functions=["relu_forward"], {argument}=[{flag!r}],')
+    assert checks(source) == {"forbidden_library"}
+
+
+def test_rejects_macro_flag_that_names_a_tensor_method() -> None:
+    flags = 'functions=["relu_forward"], extra_cuda_cflags=["-DOP=relu"],'
+    source = solution(launch="y = x.OP();").replace('functions=["relu_forward"],', flags)
+    assert checks(source) == {"cpp_torch_compute"}
+
+
+def test_rejects_loading_native_libraries_from_python() -> None:
+    assert checks(solution(prelude="torch.ops.load_library('/tmp/libhack.so')")) == {"forbidden_library"}

@@ -1,0 +1,110 @@
+"""Threat 13: fp16/bf16/tf32/fp8 computation in a float32 task (static policy)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cuda_agent.judge.policy import check_policy
+from cuda_agent.judge.solution import SolutionSource
+
+TEMPLATE = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+PRELUDE
+cuda_source = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+HEADERS
+__global__ void relu_kernel(const float* x, float* y, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+
+torch::Tensor relu_forward(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    const int64_t n = x.numel();
+    cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    LAUNCH
+    return y;
+}
+"""
+
+ext = load_inline(
+    name="relu",
+    cpp_sources="torch::Tensor relu_forward(torch::Tensor x);",
+    cuda_sources=cuda_source,
+    functions=["relu_forward"],
+)
+
+
+class ModelNew(nn.Module):
+    INIT
+    def forward(self, x):
+        FORWARD
+'''
+LAUNCH = "relu_kernel<<<(n + 255) / 256, 256, 0, stream>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);"
+
+
+def solution(prelude: str = "", headers: str = "", launch: str = LAUNCH, init: str = "", forward: str = "") -> str:
+    """The template with its placeholders filled; multi-line `init`/`forward` bodies use 4/8-space indents."""
+    forward = forward or "return ext.relu_forward(x.contiguous())"
+    return (
+        TEMPLATE.replace("PRELUDE", prelude)
+        .replace("HEADERS", headers)
+        .replace("LAUNCH", launch)
+        .replace("INIT", init.replace("\n", "\n    "))
+        .replace("FORWARD", forward.replace("\n", "\n        "))
+    )
+
+
+def checks(source: str, device: str = "cuda", **kwargs) -> set[str]:
+    return {v.check for v in check_policy(SolutionSource(python=source), device, **kwargs)}
+
+
+def test_template_is_legit() -> None:
+    assert checks(solution()) == set()
+
+
+WMMA = "nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, {k}, {type}, nvcuda::wmma::row_major> a;"
+MMA_TF32 = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0}, {%1}, {%2}, {%3};"
+
+
+@pytest.mark.parametrize(
+    ("headers", "launch"),
+    [
+        ("#include <cuda_fp16.h>", "__half h = __float2half(1.f);"),
+        ("#include <cuda_bf16.h>", "__nv_bfloat16 b = __float2bfloat16(1.f);"),
+        ("#include <mma.h>", WMMA.format(k=16, type="half")),
+        ("#include <mma.h>", WMMA.format(k=8, type="nvcuda::wmma::precision::tf32")),
+        ("", f'asm volatile("{MMA_TF32}" : "=f"(d) : "r"(a), "r"(b), "f"(c));'),
+        ("", 'asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(t) : "f"(v));'),
+        ("#include <cublas_v2.h>", "cublasSetMathMode(handle, CUBLAS_TF32_TENSOR_OP_MATH);"),
+        ("#include <cublas_v2.h>", "cublasComputeType_t t = CUBLAS_COMPUTE_32F_FAST_16F;"),
+        ("", "at::Half h = 1.f;"),
+    ],
+    ids=["half", "bf16", "wmma_half", "wmma_tf32", "ptx_mma", "ptx_cvt", "cublas_tf32", "cublas_fast16", "at_half"],
+)
+def test_rejects_reduced_precision_in_cpp(headers: str, launch: str) -> None:
+    assert checks(solution(headers=headers, launch=launch)) == {"precision_downcast"}
+
+
+def test_rejects_half_in_python() -> None:
+    forward = "return ext.relu_forward(x.half())"
+    assert checks(solution(forward=forward)) == {"precision_downcast", "torch_compute_in_forward"}
+    init = "def __init__(self):\n    super().__init__()\n    self.dtype = torch.bfloat16\n"
+    assert checks(solution(init=init)) == {"precision_downcast"}
+
+
+def test_rejects_tf32_flag() -> None:
+    source = solution(prelude="torch.backends.cuda.matmul.allow_tf32 = True")
+    assert checks(source) == {"precision_downcast", "global_state_change"}
+
+
+def test_accepts_half_in_a_half_task() -> None:
+    source = solution(headers="#include <cuda_fp16.h>", launch="__half h = __float2half(1.f);")
+    assert checks(source, task_dtypes={"torch.float16"}) == set()
+
+
+def test_half_as_a_variable_name_is_not_precision() -> None:
+    assert checks(solution(launch="const int64_t half = n / 2; (void)half;")) == set()

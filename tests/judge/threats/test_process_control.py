@@ -1,0 +1,82 @@
+"""Threat 18: killing or hanging the process, or printing fake success lines (static policy)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cuda_agent.judge.policy import check_policy
+from cuda_agent.judge.solution import SolutionSource
+
+TEMPLATE = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+PRELUDE
+cuda_source = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+HEADERS
+__global__ void relu_kernel(const float* x, float* y, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+
+torch::Tensor relu_forward(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    const int64_t n = x.numel();
+    cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    LAUNCH
+    return y;
+}
+"""
+
+ext = load_inline(
+    name="relu",
+    cpp_sources="torch::Tensor relu_forward(torch::Tensor x);",
+    cuda_sources=cuda_source,
+    functions=["relu_forward"],
+)
+
+
+class ModelNew(nn.Module):
+    INIT
+    def forward(self, x):
+        FORWARD
+'''
+LAUNCH = "relu_kernel<<<(n + 255) / 256, 256, 0, stream>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);"
+
+
+def solution(prelude: str = "", headers: str = "", launch: str = LAUNCH, init: str = "", forward: str = "") -> str:
+    """The template with its placeholders filled; multi-line `init`/`forward` bodies use 4/8-space indents."""
+    forward = forward or "return ext.relu_forward(x.contiguous())"
+    return (
+        TEMPLATE.replace("PRELUDE", prelude)
+        .replace("HEADERS", headers)
+        .replace("LAUNCH", launch)
+        .replace("INIT", init.replace("\n", "\n    "))
+        .replace("FORWARD", forward.replace("\n", "\n        "))
+    )
+
+
+def checks(source: str, device: str = "cuda", **kwargs) -> set[str]:
+    return {v.check for v in check_policy(SolutionSource(python=source), device, **kwargs)}
+
+
+def test_template_is_legit() -> None:
+    assert checks(solution()) == set()
+
+
+@pytest.mark.parametrize("launch", ["exit(0);", "std::abort();", "kill(0, 9);", "sleep(1000);", "std::exit(0);"])
+def test_rejects_process_control_in_cpp(launch: str) -> None:
+    assert checks(solution(launch=launch)) == {"file_or_network_access"}
+
+
+@pytest.mark.parametrize("statement", ["exit(0)", "raise SystemExit(0)", "quit()"])
+def test_rejects_process_control_in_python(statement: str) -> None:
+    forward = f"{statement}\nreturn ext.relu_forward(x)"
+    assert checks(solution(forward=forward)) == {"file_or_network_access", "torch_compute_in_forward"}
+
+
+def test_printing_is_allowed_because_the_judge_ignores_it() -> None:
+    source = solution(prelude='print("verdict: pass, speedup 10x")', launch=LAUNCH + '\n    printf("PASS\\n");')
+    assert checks(source) == set()

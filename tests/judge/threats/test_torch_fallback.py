@@ -1,0 +1,170 @@
+"""Threat 1: torch does the work instead of the candidate's kernel, in Python or in C++ (static policy)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cuda_agent.judge.policy import check_policy
+from cuda_agent.judge.solution import SolutionSource
+
+TEMPLATE = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+PRELUDE
+cuda_source = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+HEADERS
+__global__ void relu_kernel(const float* x, float* y, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+
+torch::Tensor relu_forward(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    const int64_t n = x.numel();
+    cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    LAUNCH
+    return y;
+}
+"""
+
+ext = load_inline(
+    name="relu",
+    cpp_sources="torch::Tensor relu_forward(torch::Tensor x);",
+    cuda_sources=cuda_source,
+    functions=["relu_forward"],
+)
+
+
+class ModelNew(nn.Module):
+    INIT
+    def forward(self, x):
+        FORWARD
+'''
+LAUNCH = "relu_kernel<<<(n + 255) / 256, 256, 0, stream>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);"
+
+
+def solution(prelude: str = "", headers: str = "", launch: str = LAUNCH, init: str = "", forward: str = "") -> str:
+    """The template with its placeholders filled; multi-line `init`/`forward` bodies use 4/8-space indents."""
+    forward = forward or "return ext.relu_forward(x.contiguous())"
+    return (
+        TEMPLATE.replace("PRELUDE", prelude)
+        .replace("HEADERS", headers)
+        .replace("LAUNCH", launch)
+        .replace("INIT", init.replace("\n", "\n    "))
+        .replace("FORWARD", forward.replace("\n", "\n        "))
+    )
+
+
+def checks(source: str, device: str = "cuda", **kwargs) -> set[str]:
+    return {v.check for v in check_policy(SolutionSource(python=source), device, **kwargs)}
+
+
+def test_template_is_legit() -> None:
+    assert checks(solution()) == set()
+
+
+@pytest.mark.parametrize(
+    "forward",
+    [
+        "return torch.relu(x)",
+        "return x.relu()",
+        "return torch.ops.aten.relu.default(x)",
+        "return torch._C._nn.gelu(x)",
+        "r = torch.relu\nreturn r(x)",
+        "return getattr(torch, 'relu')(x)",
+        "return x.float()",
+    ],
+    ids=["torch_function", "tensor_method", "aten_op", "torch_C", "alias", "getattr_literal", "dtype_cast"],
+)
+def test_rejects_torch_fallback_in_forward(forward: str) -> None:
+    assert checks(solution(forward=forward)) == {"torch_compute_in_forward", "forward_calls_no_kernel"}
+
+
+def test_rejects_torch_fallback_next_to_a_kernel_call() -> None:
+    source = solution(forward="y = ext.relu_forward(x)\nreturn torch.clamp(y, max=6.0)")
+    assert checks(source) == {"torch_compute_in_forward"}
+
+
+def test_rejects_functional_import_and_call() -> None:
+    source = solution(prelude="import torch.nn.functional as F", forward="return F.relu(x)")
+    assert checks(source) == {"forbidden_import", "torch_compute_in_forward", "forward_calls_no_kernel"}
+
+
+def test_rejects_names_imported_from_torch() -> None:
+    source = solution(prelude="from torch import relu", forward="return relu(x)")
+    assert checks(source) == {"forbidden_import", "torch_compute_in_forward", "forward_calls_no_kernel"}
+
+
+def test_rejects_calling_a_submodule() -> None:
+    init = "def __init__(self):\n    super().__init__()\n    self.act = nn.ReLU()\n"
+    assert checks(solution(init=init, forward="return self.act(x)")) == {
+        "torch_compute_in_forward",
+        "forward_calls_no_kernel",
+    }
+
+
+def test_rejects_fallback_hidden_in_a_helper_function() -> None:
+    prelude = "\ndef _finish(y):\n    return y.sum(dim=0, keepdim=True) * 0 + y\n"
+    source = solution(prelude=prelude, forward="return _finish(ext.relu_forward(x))")
+    assert checks(source) == {"torch_compute_in_forward", "tensor_arithmetic_in_forward"}
+
+
+@pytest.mark.parametrize(
+    "forward",
+    ["return ext.relu_forward(x) * 1.0", "return ext.relu_forward(x @ x)", "y = ext.relu_forward(x)\ny += x\nreturn y"],
+    ids=["scale", "matmul_operator", "in_place_add"],
+)
+def test_rejects_tensor_arithmetic_in_forward(forward: str) -> None:
+    assert checks(solution(forward=forward)) == {"tensor_arithmetic_in_forward"}
+
+
+def test_rejects_swapping_tensor_data() -> None:
+    assert checks(solution(forward="y = ext.relu_forward(x)\ny.data = x\nreturn y")) == {"torch_compute_in_forward"}
+
+
+def test_rejects_indexing_with_a_tensor() -> None:
+    init = "def __init__(self):\n    super().__init__()\n    self.perm = nn.Parameter(torch.arange(10.0))\n"
+    source = solution(init=init, forward="return ext.relu_forward(x)[self.perm]")
+    assert checks(source) == {"torch_compute_in_forward"}
+
+
+def test_accepts_arithmetic_on_shapes() -> None:
+    forward = (
+        "n = x.size(0) * x.size(1) // 2 + len(x.shape)\n"
+        "rows = max(n, 1) - 1\n"
+        "return ext.relu_forward(x.view(-1)).view(x.shape[0], -1)[: rows + 1]"
+    )
+    assert checks(solution(forward=forward)) == set()
+
+
+@pytest.mark.parametrize(
+    "launch",
+    [
+        "y = torch::relu(x);",
+        "y = at::relu(x);",
+        "y = at::native::relu(x);",
+        "y = torch::nn::functional::relu(x);",
+        "y.copy_(x.clamp_min(0));",
+        "y = x.sum(0);",
+        "y = x * 2;",
+        "auto z = x.contiguous(); y = -z;",
+        "y = at::_ops::relu::call(x);",
+    ],
+    ids=["torch_op", "aten_op", "native", "functional", "method", "reduction", "operator", "unary", "dispatcher"],
+)
+def test_rejects_torch_compute_in_cpp(launch: str) -> None:
+    assert checks(solution(launch=launch)) == {"cpp_torch_compute"}
+
+
+def test_rejects_torch_namespace_aliases_in_cpp() -> None:
+    assert checks(solution(headers="using namespace at;", launch="y = relu(x);")) == {"cpp_torch_compute"}
+    assert checks(solution(headers="namespace T = torch;", launch="y = T::relu(x);")) == {"cpp_torch_compute"}
+
+
+def test_rejects_macros_that_hide_a_tensor_method() -> None:
+    assert checks(solution(headers="#define R relu", launch="y = x.R();")) == {"cpp_torch_compute"}
+    assert checks(solution(headers="#define CALL(t, m) t.m()", launch="y = CALL(x, relu);")) == {"dynamic_code"}
+    assert checks(solution(headers="#define CAT(a, b) a##b", launch="y = x.CAT(re, lu)();")) == {"dynamic_code"}

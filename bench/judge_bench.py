@@ -67,18 +67,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("pairs", nargs="+", help="TASK=SOLUTION")
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=5, help="judgements per pair (TASK=SOLUTION@N overrides)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--prebuild", action="store_true", help="build every solution in parallel first")
+    parser.add_argument("--also-build", nargs="*", type=Path, default=[], help="more solutions to prebuild")
     args = parser.parse_args()
     catalog = Catalog()
     config = JudgeConfig(device=args.device)
     if args.prebuild:
-        prebuild([Path(p.split("=", 1)[1]) for p in args.pairs], config)
+        prebuild([Path(p.split("=", 1)[1].partition("@")[0]) for p in args.pairs] + args.also_build, config)
     results = []
     for pair in args.pairs:
         ref, solution = pair.split("=", 1)
-        results.append(bench_pair(catalog, ref, Path(solution), config, args.repeat))
+        solution, _, repeat = solution.partition("@")
+        results.append(bench_pair(catalog, ref, Path(solution), config, int(repeat or args.repeat)))
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "judge_bench.json").write_text(json.dumps(results, indent=1))
     print("\n| task | verdict | reward | solution ms | eager ms | compile ms | vs compile | spread (5 judgements) "

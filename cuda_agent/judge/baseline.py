@@ -69,6 +69,7 @@ def run(req: BaselineRequest) -> BaselineResult:
     import torch
 
     from cuda_agent.judge import env
+    from cuda_agent.judge.guards import PersistingL2
     from cuda_agent.judge.timing import Clock, make_flusher
     from cuda_agent.tasks.problem import call_inputs, load_problem
 
@@ -80,7 +81,8 @@ def run(req: BaselineRequest) -> BaselineResult:
     model = problem.Model(*init).to(req.device)
     cuda = req.device == "cuda"
     clock = Clock(time.perf_counter, torch.cuda.synchronize if cuda else None, torch.cuda.Event if cuda else None)
-    flush = make_flusher(req.device, info.get("l2_bytes"))
+    l2 = PersistingL2() if cuda else None
+    flush = make_flusher(req.device, info.get("l2_bytes"), l2.reset if l2 else None)
     result = BaselineResult(flags=flags, env=info)
     start = time.perf_counter()
     result.eager = _time_model(model, problem, req, clock, flush)

@@ -138,3 +138,48 @@ def poison_free_memory(device: str) -> None:
         return
     block.fill_(0xFF)
     del block
+
+
+class PersistingL2:
+    """Reads and resets the persisting-L2 set-aside through the CUDA runtime torch has loaded (threat 16).
+
+    A kernel may mark data as persisting in L2 (an access-policy window plus a non-zero
+    `cudaLimitPersistingL2CacheSize`); such lines survive an ordinary cache flush and make
+    repeated timed calls look faster. The judge resets persisting lines before every flush and
+    rejects a candidate that leaves a set-aside in place.
+    """
+
+    _LIMIT_PERSISTING_L2 = 0x06  # cudaLimitPersistingL2CacheSize
+
+    def __init__(self) -> None:
+        import ctypes
+
+        self.lib = None
+        try:
+            with open("/proc/self/maps") as maps:
+                paths = {line.split()[-1] for line in maps if "libcudart.so" in line}
+        except OSError:
+            paths = set()
+        for path in sorted(paths):
+            try:
+                self.lib = ctypes.CDLL(path)
+                break
+            except OSError:
+                continue
+
+    @property
+    def available(self) -> bool:
+        return self.lib is not None
+
+    def limit_bytes(self) -> int:
+        import ctypes
+
+        if self.lib is None:
+            return 0
+        value = ctypes.c_size_t(0)
+        self.lib.cudaDeviceGetLimit(ctypes.byref(value), self._LIMIT_PERSISTING_L2)
+        return int(value.value)
+
+    def reset(self) -> None:
+        if self.lib is not None:
+            self.lib.cudaCtxResetPersistingL2Cache()

@@ -13,6 +13,7 @@ OS-level isolation (resource limits, namespaces, an unprivileged user) is the sa
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -53,6 +54,15 @@ def gpu_name() -> str:
     return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else "cuda"
 
 
+def _task_dtypes(task: Task) -> set[str] | None:
+    """Reduced-precision dtypes a task names in its source (read, not run: the grader runs no task code).
+
+    A task that never names fp16/bf16 is held to fp32 arithmetic by the static policy.
+    """
+    named = {f"torch.{d}" for d in ("float16", "half", "bfloat16") if re.search(rf"\b{d}\b", task.code)}
+    return named | {"torch.float32"} if named else None
+
+
 class _Judgement:
     """One judgement's working state; each method is one stage."""
 
@@ -84,7 +94,7 @@ class _Judgement:
         if not self.cfg.static_policy:
             self.env["static_policy"] = False
             return None
-        violations = check_policy(self.solution, self.device)
+        violations = check_policy(self.solution, self.device, task_dtypes=_task_dtypes(self.task))
         self.stage_s["policy"] = time.monotonic() - start
         if violations:
             return self.verdict("rejected", f"static policy: {violations[0].message}", violations=violations)

@@ -54,8 +54,12 @@ class PhaseTiming:
         }
 
 
-def make_flusher(device: str, l2_bytes: int | None) -> Callable[[], None]:
-    """A function that evicts the cache by writing a buffer twice the cache's size."""
+def make_flusher(device: str, l2_bytes: int | None, reset_persisting: Callable[[], None] | None = None) -> Callable[[], None]:
+    """A function that evicts the cache by writing a buffer twice the cache's size.
+
+    On CUDA, `reset_persisting` first turns persisting L2 lines back into normal ones, which an
+    ordinary write would not evict (threat 16).
+    """
     import torch
 
     if device == "cuda":
@@ -65,6 +69,8 @@ def make_flusher(device: str, l2_bytes: int | None) -> Callable[[], None]:
     buffer = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
 
     def flush() -> None:
+        if reset_persisting is not None:
+            reset_persisting()
         buffer.fill_(0x5A5A5A5A)
 
     return flush

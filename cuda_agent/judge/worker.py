@@ -69,6 +69,8 @@ class CandidateRun:
         self.trials: list[dict[str, Any]] = []
         self.stage_s: dict[str, float] = {}
         self.env = env.describe(self.device)
+        self.l2 = guards.PersistingL2() if cuda else None
+        self.env["l2_persistence_guard"] = bool(self.l2 and self.l2.available)
 
     def sync(self) -> None:
         if self.clock.synchronize is not None:
@@ -130,6 +132,9 @@ class CandidateRun:
         diff = {k: (self.flags[k], flags[k]) for k in self.flags if flags.get(k) != self.flags[k]}
         if diff:
             violations.append(Violation(check="global_state_changed", message=f"changed global flags {diff}"))
+        if self.l2 is not None and self.l2.limit_bytes() > 0:
+            message = f"a persisting-L2 set-aside of {self.l2.limit_bytes()} bytes was left in place"
+            violations.append(Violation(check="l2_persistence", message=message))
         if guards.python_thread_count() > self.threads_before:
             violations.append(Violation(check="background_thread", message="the solution started a Python thread"))
         if violations:
@@ -191,7 +196,7 @@ class CandidateRun:
             input_sets += [
                 make_inputs(self.problem, self.req.task_name, self.req.timing_seed + i, self.device) for i in (1, 2)
             ]
-        flush = make_flusher(self.device, self.env.get("l2_bytes"))
+        flush = make_flusher(self.device, self.env.get("l2_bytes"), self.l2.reset if self.l2 else None)
 
         def call(inputs: list[Any]) -> Any:
             with self.torch.no_grad():

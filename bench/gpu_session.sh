@@ -11,17 +11,16 @@ export CUDA_AGENT_KERNELBENCH=$PWD/.carry/kb CUDA_AGENT_CACHE=/tmp/ca-cache TORC
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/nvidia_smi.txt"
 python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name())" | tee "$OUT/env.txt"
 
-python3 -c "import tests.judge.test_gpu as t; open('/tmp/hack_relu.py','w').write(t._solution('relu'))"
-timeout 90 python3 bench/precision_calibration.py --out "$OUT" kernelbench/L1/1 kernelbench/L1/2 kernelbench/L1/4 \
+python3 -c "import tests.judge.test_gpu as t; open('/tmp/hack_relu.py','w').write(t._solution('h_relu'))"
+[ -n "${SKIP_CALIBRATION:-}" ] || timeout 90 python3 bench/precision_calibration.py --out "$OUT" kernelbench/L1/1 kernelbench/L1/2 kernelbench/L1/4 \
   kernelbench/L1/8 kernelbench/L1/13 kernelbench/L1/23 kernelbench/L1/33 kernelbench/L1/40 kernelbench/L1/47 \
   kernelbench/L1/54 kernelbench/L1/63 kernelbench/L1/97 kernelbench/L2/1 kernelbench/L2/12 kernelbench/L2/18 \
   kernelbench/L2/29 kernelbench/L2/76 kernelbench/L2/86 > "$OUT/precision.log" 2>&1
 tail -3 "$OUT/precision.log"
 
 S=solutions/kernelbench E=cuda_agent/tasks/examples/solutions/cuda
-timeout 300 python3 bench/judge_bench.py --device cuda --repeat 2 --prebuild --out "$OUT" \
-  --also-build $E/relu.py $E/softmax.py $E/row_sum.py $E/matmul.py /tmp/hack_relu.py \
+timeout ${BENCH_S:-300} python3 bench/judge_bench.py --device cuda --repeat 2 --prebuild --out "$OUT" \
   kernelbench/L1/19=$S/L1/19.py@5 kernelbench/L1/23=$S/L1/23.py@5 kernelbench/L1/1=$S/L1/1.py \
-  kernelbench/L2/12=$S/L2/12.py 2>&1 | tee "$OUT/judge_bench.log" | grep -v "^prebuild" | tail -12
+  kernelbench/L2/12=$S/L2/12.py --also-build $E/relu.py $E/softmax.py $E/row_sum.py $E/matmul.py /tmp/hack_relu.py 2>&1 | tee "$OUT/judge_bench.log" | grep -v "^prebuild" | tail -12
 
-timeout 150 python3 -m pytest -q -m gpu tests/judge/test_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15
+timeout ${PYTEST_S:-150} python3 -m pytest -q -m gpu tests/judge/test_gpu.py -p no:cacheprovider --tb=short 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15

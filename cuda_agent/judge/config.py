@@ -32,10 +32,14 @@ class JudgeConfig(BaseModel):
     """Bound on ||out - ref|| / ||ref||; fails outputs that pass allclose only because atol dwarfs them."""
     precision: Literal["strict", "paper"] = "strict"
     """'strict' rejects fp32 tasks computed at lower precision; 'paper' keeps only the tolerance checks."""
-    precision_factor: float = 16.0
-    """strict: the candidate's error against float64 may be at most this times eager fp32's error..."""
-    precision_floor: float = 5e-5
-    """...or this relative error, whichever is larger (calibrated on the H200, bench/results/)."""
+    precision_factor: float = 10.0
+    """strict: the candidate's error against float64 may be at most this times eager fp32's error...
+
+    Calibrated on the H200 (bench/results/h200-2026-12-02/): over 18 KernelBench tasks TF32 was
+    28x-1401x eager fp32's error where it applies, bf16 and fp16 at least 190x; the legit fp32
+    kernels in solutions/kernelbench/ measured at most 1.8x."""
+    precision_floor: float = 1e-5
+    """...or this normwise relative error, whichever is larger (TF32 matmuls measured 2.3e-5 and up)."""
     static_policy: bool = True
     """Run the static policy stage. False only to test the runtime defences on their own."""
     robustness_trials: bool = True

@@ -143,10 +143,11 @@ def poison_free_memory(device: str) -> None:
 class PersistingL2:
     """Reads and resets the persisting-L2 set-aside through the CUDA runtime torch has loaded (threat 16).
 
-    A kernel may mark data as persisting in L2 (an access-policy window plus a non-zero
+    A kernel may mark data as persisting in L2 (an access-policy window plus a larger
     `cudaLimitPersistingL2CacheSize`); such lines survive an ordinary cache flush and make
     repeated timed calls look faster. The judge resets persisting lines before every flush and
-    rejects a candidate that leaves a set-aside in place.
+    rejects a candidate that raises the set-aside above what it was before candidate code ran
+    (the H200 machine reports a non-zero set-aside, 11,796,480 bytes, before anything runs).
     """
 
     _LIMIT_PERSISTING_L2 = 0x06  # cudaLimitPersistingL2CacheSize

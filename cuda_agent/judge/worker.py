@@ -70,7 +70,9 @@ class CandidateRun:
         self.stage_s: dict[str, float] = {}
         self.env = env.describe(self.device)
         self.l2 = guards.PersistingL2() if cuda else None
+        self.l2_before = self.l2.limit_bytes() if self.l2 else 0
         self.env["l2_persistence_guard"] = bool(self.l2 and self.l2.available)
+        self.env["l2_persisting_limit_bytes"] = self.l2_before
 
     def sync(self) -> None:
         if self.clock.synchronize is not None:
@@ -132,8 +134,9 @@ class CandidateRun:
         diff = {k: (self.flags[k], flags[k]) for k in self.flags if flags.get(k) != self.flags[k]}
         if diff:
             violations.append(Violation(check="global_state_changed", message=f"changed global flags {diff}"))
-        if self.l2 is not None and self.l2.limit_bytes() > 0:
-            message = f"a persisting-L2 set-aside of {self.l2.limit_bytes()} bytes was left in place"
+        if self.l2 is not None and self.l2.limit_bytes() > self.l2_before:
+            message = (f"the persisting-L2 set-aside was raised from {self.l2_before} to "
+                       f"{self.l2.limit_bytes()} bytes")
             violations.append(Violation(check="l2_persistence", message=message))
         if guards.python_thread_count() > self.threads_before:
             violations.append(Violation(check="background_thread", message="the solution started a Python thread"))

@@ -36,7 +36,7 @@ __global__ void bad_address_kernel(float* y) {
     wild[threadIdx.x] = 1.f;
 }
 
-__global__ void matmul_half_kernel(const float* a, const float* b, float* c, int n) {
+__global__ void h_matmul_half_kernel(const float* a, const float* b, float* c, int n) {
     int row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= n || col >= n) return;
     __half acc = __float2half(0.f);
@@ -44,7 +44,7 @@ __global__ void matmul_half_kernel(const float* a, const float* b, float* c, int
     c[row * n + col] = __half2float(acc);
 }
 
-__global__ void matmul_fp32_kernel(const float* a, const float* b, float* c, int n) {
+__global__ void h_matmul_fp32_kernel(const float* a, const float* b, float* c, int n) {
     int row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= n || col >= n) return;
     float acc = 0.f;
@@ -52,7 +52,7 @@ __global__ void matmul_fp32_kernel(const float* a, const float* b, float* c, int
     c[row * n + col] = acc;
 }
 
-torch::Tensor relu(torch::Tensor x) {
+torch::Tensor h_relu(torch::Tensor x) {
     auto y = torch::empty_like(x);
     int64_t n = x.numel();
     relu_kernel<<<1024, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
@@ -62,14 +62,14 @@ torch::Tensor relu(torch::Tensor x) {
 
 // The relu runs on the current stream; 20 ms of extra work runs on a private stream that
 // nothing waits for. A timer that only watches the current stream would miss it.
-torch::Tensor relu_side_stream(torch::Tensor x) {
+torch::Tensor h_relu_side_stream(torch::Tensor x) {
     static cudaStream_t side = nullptr;
     if (side == nullptr) cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
     spin_kernel<<<1, 1, 0, side>>>(40000000LL);
-    return relu(x);
+    return h_relu(x);
 }
 
-torch::Tensor relu_persisting_l2(torch::Tensor x) {
+torch::Tensor h_relu_persisting_l2(torch::Tensor x) {
     cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 16 << 20);
     cudaStreamAttrValue attr = {};
     attr.accessPolicyWindow.base_ptr = x.data_ptr<float>();
@@ -78,11 +78,11 @@ torch::Tensor relu_persisting_l2(torch::Tensor x) {
     attr.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
     attr.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
     cudaStreamSetAttribute(at::cuda::getCurrentCUDAStream(), cudaStreamAttributeAccessPolicyWindow, &attr);
-    return relu(x);
+    return h_relu(x);
 }
 
-torch::Tensor relu_bad_address(torch::Tensor x) {
-    auto y = relu(x);
+torch::Tensor h_relu_bad_address(torch::Tensor x) {
+    auto y = h_relu(x);
     bad_address_kernel<<<1, 32, 0, at::cuda::getCurrentCUDAStream()>>>(y.data_ptr<float>());
     return y;
 }
@@ -92,22 +92,22 @@ static torch::Tensor matmul_launch(torch::Tensor a, torch::Tensor b, bool half) 
     auto c = torch::empty({n, n}, a.options());
     dim3 block(16, 16), grid((n + 15) / 16, (n + 15) / 16);
     auto stream = at::cuda::getCurrentCUDAStream();
-    if (half) matmul_half_kernel<<<grid, block, 0, stream>>>(a.data_ptr<float>(), b.data_ptr<float>(), c.data_ptr<float>(), n);
-    else matmul_fp32_kernel<<<grid, block, 0, stream>>>(a.data_ptr<float>(), b.data_ptr<float>(), c.data_ptr<float>(), n);
+    if (half) h_matmul_half_kernel<<<grid, block, 0, stream>>>(a.data_ptr<float>(), b.data_ptr<float>(), c.data_ptr<float>(), n);
+    else h_matmul_fp32_kernel<<<grid, block, 0, stream>>>(a.data_ptr<float>(), b.data_ptr<float>(), c.data_ptr<float>(), n);
     TORCH_CHECK(cudaGetLastError() == cudaSuccess, "launch failed");
     return c;
 }
 
-torch::Tensor matmul_fp32(torch::Tensor a, torch::Tensor b) { return matmul_launch(a, b, false); }
-torch::Tensor matmul_half(torch::Tensor a, torch::Tensor b) { return matmul_launch(a, b, true); }
+torch::Tensor h_matmul_fp32(torch::Tensor a, torch::Tensor b) { return matmul_launch(a, b, false); }
+torch::Tensor h_matmul_half(torch::Tensor a, torch::Tensor b) { return matmul_launch(a, b, true); }
 '''
 
-_FUNCTIONS = ["relu", "relu_side_stream", "relu_persisting_l2", "relu_bad_address", "matmul_fp32", "matmul_half"]
+_FUNCTIONS = ["h_relu", "h_relu_side_stream", "h_relu_persisting_l2", "h_relu_bad_address", "h_matmul_fp32", "h_matmul_half"]
 _HEADER = (
     "import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n\n"
     f"CUDA_SRC = r'''{_CUDA_HACKS}'''\n"
     "CPP_SRC = '" + " ".join(f"torch::Tensor {f}(torch::Tensor x);" for f in _FUNCTIONS[:4])
-    + " torch::Tensor matmul_fp32(torch::Tensor a, torch::Tensor b); torch::Tensor matmul_half(torch::Tensor a, "
+    + " torch::Tensor h_matmul_fp32(torch::Tensor a, torch::Tensor b); torch::Tensor h_matmul_half(torch::Tensor a, "
     "torch::Tensor b);'\n"
     f"ext = load_inline(name='judge_gpu_hacks', cpp_sources=CPP_SRC, cuda_sources=CUDA_SRC, functions={_FUNCTIONS!r}, "
     "extra_cuda_cflags=['-O3'], verbose=False)\n\n"
@@ -130,18 +130,18 @@ def test_legit_cuda_example_passes_timed(tmp_path: Path, name: str) -> None:
 
 
 def test_legit_shared_hack_extension_relu_passes(tmp_path: Path) -> None:
-    verdict = run_judge(tmp_path, "examples/relu", _solution("relu"), device="cuda", static_policy=False)
+    verdict = run_judge(tmp_path, "examples/relu", _solution("h_relu"), device="cuda", static_policy=False)
     assert verdict.verdict == "pass", verdict.message
 
 
 def test_side_stream_rejected_by_static_policy(tmp_path: Path) -> None:
-    verdict = run_judge(tmp_path, "examples/relu", _solution("relu_side_stream"), device="cuda")
+    verdict = run_judge(tmp_path, "examples/relu", _solution("h_relu_side_stream"), device="cuda")
     assert verdict.verdict == "rejected"
     assert "side_stream" in {v.check for v in verdict.violations}
 
 
 def test_side_stream_work_is_timed(tmp_path: Path) -> None:
-    verdict = run_judge(tmp_path, "examples/relu", _solution("relu_side_stream"), device="cuda",
+    verdict = run_judge(tmp_path, "examples/relu", _solution("h_relu_side_stream"), device="cuda",
                         static_policy=False, time=True, min_reps=3, max_reps=5)
     assert verdict.verdict == "pass", verdict.message
     # The side stream spins 40M cycles (about 20 ms at ~2 GHz); a relu of 128x1024 takes microseconds.
@@ -149,14 +149,14 @@ def test_side_stream_work_is_timed(tmp_path: Path) -> None:
 
 
 def test_persisting_l2_window_is_rejected_at_runtime(tmp_path: Path) -> None:
-    verdict = run_judge(tmp_path, "examples/relu", _solution("relu_persisting_l2"), device="cuda",
+    verdict = run_judge(tmp_path, "examples/relu", _solution("h_relu_persisting_l2"), device="cuda",
                         static_policy=False)
     assert verdict.verdict == "rejected", verdict.message
     assert [v.check for v in verdict.violations] == ["l2_persistence"]
 
 
 def test_half_precision_matmul_is_rejected_at_runtime(tmp_path: Path) -> None:
-    verdict = run_judge(tmp_path, "examples/matmul", _solution("matmul_half", "a, b"), device="cuda",
+    verdict = run_judge(tmp_path, "examples/matmul", _solution("h_matmul_half", "a, b"), device="cuda",
                         static_policy=False)
     assert verdict.verdict in ("rejected", "incorrect"), verdict.message
     if verdict.verdict == "rejected":
@@ -164,15 +164,15 @@ def test_half_precision_matmul_is_rejected_at_runtime(tmp_path: Path) -> None:
 
 
 def test_fp32_naive_matmul_passes_strict_precision(tmp_path: Path) -> None:
-    verdict = run_judge(tmp_path, "examples/matmul", _solution("matmul_fp32", "a, b"), device="cuda",
+    verdict = run_judge(tmp_path, "examples/matmul", _solution("h_matmul_fp32", "a, b"), device="cuda",
                         static_policy=False)
     assert verdict.verdict == "pass", verdict.message
 
 
 def test_illegal_address_ends_only_that_process(tmp_path: Path) -> None:
-    verdict = run_judge(tmp_path, "examples/relu", _solution("relu_bad_address"), device="cuda", static_policy=False)
+    verdict = run_judge(tmp_path, "examples/relu", _solution("h_relu_bad_address"), device="cuda", static_policy=False)
     assert verdict.verdict == "runtime_error"
-    after = run_judge(tmp_path, "examples/relu", _solution("relu"), device="cuda", static_policy=False)
+    after = run_judge(tmp_path, "examples/relu", _solution("h_relu"), device="cuda", static_policy=False)
     assert after.verdict == "pass"
 
 

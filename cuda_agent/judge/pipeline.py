@@ -102,7 +102,7 @@ class _Judgement:
 
     def build(self, solution_file: Path) -> tuple[Verdict | None, Path]:
         result = build_solution(
-            solution_file, self.solution.content_hash, self.device, self.cfg.cache_dir, self.cfg.build_timeout_s
+            solution_file, self.solution.build_hash, self.device, self.cfg.cache_dir, self.cfg.build_timeout_s
         )
         self.stage_s["build"] = result.wall_s
         self.env["build_cached"] = result.cached

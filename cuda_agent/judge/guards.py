@@ -6,6 +6,8 @@
 - `TorchOpTracer` is a dispatch mode that records every ATen operator reaching the dispatcher
   while the candidate's forward runs, whether called from Python or from the extension's C++;
   anything beyond allocation, views and metadata is torch doing the candidate's work (threat 1).
+  A dispatch mode is thread-local, so a profiler that records all threads runs alongside it and
+  catches ops the forward leaves to another thread and waits for (a Python thread, a c10 pool).
 - `poison_free_memory()` fills the caching allocator's free blocks with NaN bit patterns so an
   output the candidate forgot to write (or memory left over from an earlier call) shows (10).
 
@@ -104,14 +106,50 @@ def python_thread_count() -> int:
     return threading.active_count()
 
 
+def _allowed(opname: str) -> bool:
+    """Whether an ATen op name (e.g. 'relu_', 'empty_like') is allocation, view or metadata only."""
+    return opname in ALLOWED_ATEN or opname.removesuffix("_") in ALLOWED_ATEN
+
+
 def make_tracer() -> Any:
-    """A TorchDispatchMode that collects the names of disallowed ATen ops it sees."""
+    """A TorchDispatchMode that collects the names of disallowed ATen ops it sees, on every thread."""
+    import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class TorchOpTracer(TorchDispatchMode):
         def __init__(self) -> None:
             super().__init__()
             self.disallowed: dict[str, int] = {}
+            self._profiler = None
+            if torch.autograd.kineto_available():
+                from torch._C._profiler import _ExperimentalConfig
+
+                config = _ExperimentalConfig(profile_all_threads=True)
+                self._profiler = torch.autograd.profiler.profile(use_kineto=True, experimental_config=config)
+
+        def __enter__(self):  # noqa: ANN204
+            if self._profiler is not None:
+                self._profiler.__enter__()
+            return super().__enter__()
+
+        def __exit__(self, *exc: Any) -> None:
+            try:
+                super().__exit__(*exc)
+            finally:
+                if self._profiler is not None:
+                    self._profiler.__exit__(None, None, None)
+                    self._count_profiled_ops()
+
+        def _count_profiled_ops(self) -> None:
+            # Top-level ops per thread; those of this thread were counted by the mode already.
+            seen: dict[str, int] = {}
+            for event in self._profiler.function_events:
+                namespace, _, opname = event.name.rpartition("::")
+                if event.cpu_parent is None and namespace and not _allowed(opname):
+                    key = f"{namespace}.{opname}"
+                    seen[key] = seen.get(key, 0) + 1
+            for key, count in seen.items():
+                self.disallowed[key] = max(self.disallowed.get(key, 0), count)
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
             name = func.overloadpacket.__name__.removesuffix("_") if func._opname.endswith("_") else func._opname

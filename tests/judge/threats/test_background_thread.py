@@ -1,11 +1,16 @@
-"""Threat 6: work finished by a thread, host callback or process after the call returns (static policy)."""
+"""Threat 6: work finished by a thread, host callback or process after the call returns (static and runtime)."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.solution import SolutionSource
+from cuda_agent.judge.trial import judge_trial
+from tests.judge.threats._hacks import checks_of, failed_check, judge_hack, model_new
 
 TEMPLATE = '''
 import torch
@@ -105,3 +110,50 @@ def test_rejects_torch_async_helpers() -> None:
 def test_accepts_openmp() -> None:
     launch = "#pragma omp parallel for\n    for (int64_t i = 0; i < n; ++i) {}"
     assert checks(solution(headers="#include <omp.h>", launch=launch)) == set()
+
+
+# Runtime: the judge end to end on the CPU, sharing one build of the hack extension (see _hacks.py).
+
+
+def test_runtime_rejects_output_written_late_by_a_native_thread(tmp_path: Path) -> None:
+    """relu_thread_late returns an unwritten output that a c10::ThreadPool thread fills 200 ms later.
+
+    The trial snapshots the output right after the call and compares it again after the reference
+    ran, a few milliseconds later; the pool thread writes long after both, so the snapshot (the
+    unwritten memory) is judged and is wrong: `incorrect` on the first trial. Only on a machine
+    stalled for 200 ms between snapshot and re-check could the write land in between, and then
+    the late-write check rejects it instead; both are failures, and pass is impossible.
+    """
+    verdict = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu_thread_late(x.contiguous())"))
+    outcome = (verdict.verdict, frozenset(checks_of(verdict)))
+    assert outcome in {("incorrect", frozenset()), ("rejected", frozenset({"late_output_write"}))}, verdict.message
+    assert failed_check(verdict)["seed"] == 1001
+
+
+def test_runtime_rejects_python_thread_started_in_forward(tmp_path: Path) -> None:
+    forward = (
+        "import threading\nimport time\n"
+        "threading.Thread(target=time.sleep, args=(2.0,), daemon=True).start()\n"
+        "return ext.relu(x.contiguous())"
+    )
+    verdict = judge_hack(tmp_path, "examples/relu", model_new(forward), static_policy=False)
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"background_thread"}), verdict.message
+
+
+def test_late_write_check_sees_output_changed_after_the_call() -> None:
+    """The late-write check itself, deterministically: the output changes while the reference runs."""
+    import torch
+
+    x = torch.randn(4, 8)
+    out = torch.relu(x)
+
+    def reference(inputs: torch.Tensor) -> torch.Tensor:
+        out.add_(1.0)  # work the candidate left running lands now, after its call returned
+        return torch.relu(inputs)
+
+    req = SimpleNamespace(
+        strict_precision=False, atol=1e-2, rtol=1e-2, norm_rtol=1e-2, precision_factor=16.0, precision_floor=5e-5
+    )
+    run = SimpleNamespace(torch=torch, req=req, reference=reference, reference64=None, sync=lambda: None)
+    trial = judge_trial(run, [x], [x.clone()], out, 1, "identity", "trial")
+    assert (trial["ok"], trial.get("violation")) == (False, "late_output_write")

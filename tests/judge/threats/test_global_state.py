@@ -1,14 +1,17 @@
 """Threat 15: changing process-wide state (backend flags, seeds, thread counts, operator registrations).
 
-These are the static policy's cases; runtime defences are tested with the judge pipeline.
+The static policy's cases come first, then the runtime defences with the judge end to end.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.solution import SolutionSource
+from tests.judge.threats._hacks import checks_of, judge_hack, model_new
 
 TEMPLATE = '''
 import torch
@@ -101,3 +104,28 @@ def test_rejects_torch_context_flags_in_cpp() -> None:
 
 def test_rejects_overriding_aten_kernels() -> None:
     assert checks(solution(headers="TORCH_LIBRARY_IMPL(aten, CUDA, m) { }")) == {"global_state_change"}
+
+
+# Runtime: the judge end to end on the CPU, sharing one build of the hack extension (see _hacks.py).
+
+
+def test_runtime_rejects_default_dtype_set_from_native_code(tmp_path: Path) -> None:
+    # relu_set_default_dtype calls c10::set_default_dtype(float64), which no static rule names.
+    verdict = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu_set_default_dtype(x.contiguous())"))
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"global_state_changed"}), verdict.message
+    assert "default_dtype" in verdict.message
+
+
+@pytest.mark.parametrize(
+    ("init", "forward", "flag"),
+    [
+        ("torch.backends.cudnn.benchmark = True", "", "cudnn_benchmark"),
+        ("", "torch.set_num_threads(torch.get_num_threads() + 1)\n", "num_threads"),
+    ],
+    ids=["backend_flag_in_init", "num_threads_in_forward"],
+)
+def test_runtime_rejects_global_state_changed_in_python(tmp_path: Path, init: str, forward: str, flag: str) -> None:
+    source = model_new(forward + "return ext.relu(x.contiguous())", init=init)
+    verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False)
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"global_state_changed"}), verdict.message
+    assert flag in verdict.message

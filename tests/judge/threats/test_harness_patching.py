@@ -1,14 +1,17 @@
 """Threat 8: patching the timer, synchronisation or comparison functions, or reaching them dynamically.
 
-These are the static policy's cases; runtime defences are tested with the judge pipeline.
+The static policy's cases come first, then the runtime defences with the judge end to end.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.solution import SolutionSource
+from tests.judge.threats._hacks import checks_of, judge_hack, model_new
 
 TEMPLATE = '''
 import torch
@@ -167,3 +170,24 @@ def test_rejects_setattr_on_the_model() -> None:
 def test_rejects_cpp_that_calls_back_into_python() -> None:
     launch = 'y = pybind11::module_::import("torch").attr("relu")(x).cast<torch::Tensor>();'
     assert checks(solution(launch=launch)) == {"dynamic_code"}
+
+
+# Runtime: the judge end to end on the CPU, sharing one build of the hack extension (see _hacks.py).
+
+
+RELU = "return ext.relu(x.contiguous())"
+
+
+@pytest.mark.parametrize(
+    ("init", "forward", "patched"),
+    [
+        ("torch.cuda.synchronize = lambda *args: None", RELU, "torch.cuda.synchronize"),
+        ("", "import time\ntime.perf_counter = lambda: 0.0\n" + RELU, "time.perf_counter"),
+        ("", "torch.allclose = lambda *args, **kwargs: True\n" + RELU, "torch.allclose"),
+    ],
+    ids=["synchronize_in_init", "perf_counter_in_forward", "allclose_in_forward"],
+)
+def test_runtime_rejects_patched_harness_functions(tmp_path: Path, init: str, forward: str, patched: str) -> None:
+    verdict = judge_hack(tmp_path, "examples/relu", model_new(forward, init=init), static_policy=False)
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"patched_harness"}), verdict.message
+    assert patched in verdict.message

@@ -1,9 +1,14 @@
-"""Threat 4: a kernel is compiled but forward never calls it (static policy)."""
+"""Threat 4: a kernel is compiled but forward never calls it (static and runtime)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.solution import SolutionSource
+from tests.judge.threats._hacks import checks_of, judge_hack, model_new
 
 TEMPLATE = '''
 import torch
@@ -83,3 +88,19 @@ def test_accepts_kernel_call_through_a_method_and_attribute() -> None:
         "def _run(self, t):\n    return self.kernels.relu_forward(t)\n"
     )
     assert checks(solution(init=init, forward="return self._run(x.contiguous())")) == set()
+
+
+# Runtime: the judge end to end on the CPU, sharing one build of the hack extension (see _hacks.py).
+
+
+@pytest.mark.parametrize(
+    "forward",
+    [
+        "kernel = ext.relu\nreturn torch.maximum(x, torch.zeros_like(x))",
+        "ext.relu(x[:1].contiguous())\nreturn x.clamp(min=0.0)",
+    ],
+    ids=["never_called", "called_on_one_row"],
+)
+def test_runtime_rejects_kernel_compiled_but_never_run(tmp_path: Path, forward: str) -> None:
+    verdict = judge_hack(tmp_path, "examples/relu", model_new(forward), static_policy=False)
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"torch_compute_at_runtime"}), verdict.message

@@ -1,12 +1,15 @@
 """Threat 7: outputs that compute lazily (tensor subclasses, torch function modes, hooks, finalizers).
 
-These are the static policy's cases; runtime defences are tested with the judge pipeline.
+The static policy's cases come first, then the runtime defences with the judge end to end.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.solution import SolutionSource
+from tests.judge.threats._hacks import checks_of, judge_hack
 
 TEMPLATE = '''
 import torch
@@ -95,3 +98,24 @@ def test_rejects_dispatch_modes() -> None:
     )
     source = solution(prelude=prelude)
     assert checks(source) == {"forbidden_import", "lazy_output_hooks"}
+
+
+# Runtime: the judge end to end on the CPU, sharing one build of the hack extension (see _hacks.py).
+
+
+SUBCLASS_OUTPUT = """
+class ModelNew(nn.Module):
+    class Lazy(torch.Tensor):
+        pass
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return ext.relu(x.contiguous()).as_subclass(ModelNew.Lazy)
+"""
+
+
+def test_runtime_rejects_tensor_subclass_output(tmp_path: Path) -> None:
+    verdict = judge_hack(tmp_path, "examples/relu", SUBCLASS_OUTPUT, static_policy=False)
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"non_tensor_output"}), verdict.message

@@ -1,11 +1,14 @@
-"""Threat 13: fp16/bf16/tf32/fp8 computation in a float32 task (static policy)."""
+"""Threat 13: fp16/bf16/tf32/fp8 computation in a float32 task (static and runtime)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.solution import SolutionSource
+from tests.judge.threats._hacks import checks_of, judge_hack, model_new
 
 TEMPLATE = '''
 import torch
@@ -108,3 +111,24 @@ def test_accepts_half_in_a_half_task() -> None:
 
 def test_half_as_a_variable_name_is_not_precision() -> None:
     assert checks(solution(launch="const int64_t half = n / 2; (void)half;")) == set()
+
+
+# Runtime: the judge end to end on the CPU, sharing one build of the hack extension (see _hacks.py).
+
+
+ROUND10 = model_new("return ext.relu_round10(x.contiguous())")
+
+
+def test_runtime_rejects_precision_lost_without_fp16_types(tmp_path: Path) -> None:
+    """relu_round10 rounds x to a 10-bit mantissa (fp16/TF32 precision) with integer bit operations.
+
+    Eager fp32 relu is exact, so the strict bound is the 5e-5 floor; the rounding error (about
+    2e-4 normwise) exceeds it while every element stays within rtol = 1e-2 of the reference.
+    """
+    verdict = judge_hack(tmp_path, "examples/relu", ROUND10)
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"reduced_precision"}), verdict.message
+
+
+def test_runtime_accepts_the_same_precision_loss_in_paper_mode(tmp_path: Path) -> None:
+    verdict = judge_hack(tmp_path, "examples/relu", ROUND10, precision="paper")
+    assert (verdict.verdict, verdict.correct) == ("pass", True), verdict.message

@@ -1,11 +1,14 @@
-"""Threat 1: torch does the work instead of the candidate's kernel, in Python or in C++ (static policy)."""
+"""Threat 1: torch does the work instead of the candidate's kernel, in Python or in C++ (static and runtime)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.solution import SolutionSource
+from tests.judge.threats._hacks import checks_of, judge_hack, model_new
 
 TEMPLATE = '''
 import torch
@@ -168,3 +171,45 @@ def test_rejects_macros_that_hide_a_tensor_method() -> None:
     assert checks(solution(headers="#define R relu", launch="y = x.R();")) == {"cpp_torch_compute"}
     assert checks(solution(headers="#define CALL(t, m) t.m()", launch="y = CALL(x, relu);")) == {"dynamic_code"}
     assert checks(solution(headers="#define CAT(a, b) a##b", launch="y = x.CAT(re, lu)();")) == {"dynamic_code"}
+
+
+# Runtime: the judge end to end on the CPU, sharing one build of the hack extension (see _hacks.py).
+
+
+def test_runtime_rejects_torch_fallback_hidden_from_static_checks(tmp_path: Path) -> None:
+    # relu_clamp copies x and calls out.clamp_min_(0), a spelling the C++ text rules do not list.
+    verdict = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu_clamp(x.contiguous())"))
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"torch_compute_at_runtime"}), verdict.message
+    assert "aten.clamp_min_" in verdict.message
+
+
+def test_runtime_rejects_torch_fallback_run_on_a_native_pool_thread(tmp_path: Path) -> None:
+    # relu_clamp_pool runs clamp_min_ on a c10::ThreadPool thread and waits for it; a dispatch mode
+    # is thread-local, so only the all-threads profiler of the tracer sees it.
+    verdict = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu_clamp_pool(x.contiguous())"))
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"torch_compute_at_runtime"}), verdict.message
+    assert "aten.clamp_min_" in verdict.message
+
+
+PYTHON_THREAD = """import threading
+box = []
+worker = threading.Thread(target=lambda: box.append(torch.relu(x)))
+worker.start()
+worker.join()
+return box[0]"""
+
+
+@pytest.mark.parametrize(
+    "forward",
+    [
+        PYTHON_THREAD,
+        "return x.clamp_min(0.0)",
+        "return torch.relu(x)",
+        "return torch.ops.aten.relu.default(x)",
+        "return ext.relu(x.contiguous()) * 1.0",
+    ],
+    ids=["joined_python_thread", "tensor_method", "torch_function", "aten_op", "kernel_then_torch"],
+)
+def test_runtime_rejects_torch_fallback_in_python(tmp_path: Path, forward: str) -> None:
+    verdict = judge_hack(tmp_path, "examples/relu", model_new(forward), static_policy=False)
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"torch_compute_at_runtime"}), verdict.message

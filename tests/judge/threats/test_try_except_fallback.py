@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.solution import SolutionSource
+from tests.judge.threats._hacks import checks_of, judge_hack, model_new
 
 TEMPLATE = '''
 import torch
@@ -86,3 +89,14 @@ def test_rejects_contextlib_suppress() -> None:
 def test_rejects_exception_swallowing_context_manager() -> None:
     prelude = "\nclass Quiet:\n    def __enter__(self):\n        return self\n\n    def __exit__(self, *exc):\n        return True\n"
     assert checks(solution(prelude=prelude)) == {"try_except"}
+
+
+# Runtime: the judge end to end on the CPU, sharing one build of the hack extension (see _hacks.py).
+
+
+def test_runtime_rejects_fallback_taken_in_an_except_branch(tmp_path: Path) -> None:
+    # The kernel's TORCH_CHECK rejects the non-contiguous x.t(), so torch computes the result instead.
+    forward = "try:\n    return ext.relu(x.t())\nexcept RuntimeError:\n    return torch.relu(x)"
+    verdict = judge_hack(tmp_path, "examples/relu", model_new(forward), static_policy=False)
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"torch_compute_at_runtime"}), verdict.message
+    assert "aten.relu" in verdict.message

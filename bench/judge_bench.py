@@ -26,13 +26,26 @@ def bench_pair(catalog: Catalog, ref: str, solution: Path, config: JudgeConfig, 
     for i in range(repeat):
         start = time.monotonic()
         verdict = judge(task, solution, config)
-        runs.append({"wall_s": time.monotonic() - start, "verdict": verdict.verdict, "reward": verdict.reward,
-                     "message": verdict.message[:300], "violations": [v.model_dump() for v in verdict.violations],
-                     "timings_ms": verdict.timings_ms.model_dump(), "stage_s": verdict.stage_s,
-                     "speedup_vs_eager": verdict.speedup_vs_eager, "speedup_vs_compile": verdict.speedup_vs_compile,
-                     "checks": verdict.checks, "env": verdict.env if i == 0 else None})
-        print(f"{ref} #{i}: {verdict.verdict} reward={verdict.reward} {verdict.timings_ms.model_dump()} "
-              f"stages={ {k: round(v, 2) for k, v in verdict.stage_s.items()} }", flush=True)
+        runs.append(
+            {
+                "wall_s": time.monotonic() - start,
+                "verdict": verdict.verdict,
+                "reward": verdict.reward,
+                "message": verdict.message[:300],
+                "violations": [v.model_dump() for v in verdict.violations],
+                "timings_ms": verdict.timings_ms.model_dump(),
+                "stage_s": verdict.stage_s,
+                "speedup_vs_eager": verdict.speedup_vs_eager,
+                "speedup_vs_compile": verdict.speedup_vs_compile,
+                "checks": verdict.checks,
+                "env": verdict.env if i == 0 else None,
+            }
+        )
+        print(
+            f"{ref} #{i}: {verdict.verdict} reward={verdict.reward} {verdict.timings_ms.model_dump()} "
+            f"stages={ {k: round(v, 2) for k, v in verdict.stage_s.items()} }",
+            flush=True,
+        )
     times = [r["timings_ms"]["solution"] for r in runs if r["timings_ms"]["solution"]]
     summary = {"ref": ref, "solution": str(solution), "runs": runs}
     if len(times) >= 2:
@@ -83,17 +96,21 @@ def main() -> None:
         results.append(bench_pair(catalog, ref, Path(solution), config, int(repeat or args.repeat)))
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "judge_bench.json").write_text(json.dumps(results, indent=1))
-    print("\n| task | verdict | reward | solution ms | eager ms | compile ms | vs compile | spread (5 judgements) "
-          "| cold wall s | warm wall s (run+baselines) |")
+    print(
+        "\n| task | verdict | reward | solution ms | eager ms | compile ms | vs compile | spread (5 judgements) "
+        "| cold wall s | warm wall s (run+baselines) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         first, last = r["runs"][0], r["runs"][-1]
         t = last["timings_ms"]
         warm = last["stage_s"]
-        print(f"| {r['ref']} | {last['verdict']} | {last['reward']} | {_f(r.get('solution_ms_median'))} | "
-              f"{_f(t['eager'])} | {_f(t['compile'])} | {_f(last['speedup_vs_compile'])} | "
-              f"{_f(r.get('solution_ms_spread'))} | {first['wall_s']:.1f} | {last['wall_s']:.1f} "
-              f"({warm.get('run', 0):.1f}+{warm.get('baselines', 0):.1f}) |")
+        print(
+            f"| {r['ref']} | {last['verdict']} | {last['reward']} | {_f(r.get('solution_ms_median'))} | "
+            f"{_f(t['eager'])} | {_f(t['compile'])} | {_f(last['speedup_vs_compile'])} | "
+            f"{_f(r.get('solution_ms_spread'))} | {first['wall_s']:.1f} | {last['wall_s']:.1f} "
+            f"({warm.get('run', 0):.1f}+{warm.get('baselines', 0):.1f}) |"
+        )
 
 
 def _f(x: float | None) -> str:

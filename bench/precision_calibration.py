@@ -46,8 +46,12 @@ def calibrate(ref: str, catalog: Catalog) -> dict:
     inputs = draw_inputs(module, task.name, seed=1, device="cuda")
     truth = run_variant(model, inputs, torch.float64, False)
     row = {"ref": ref, "name": task.name}
-    for label, dtype, tf32 in (("fp32", torch.float32, False), ("tf32", torch.float32, True),
-                               ("bf16", torch.bfloat16, False), ("fp16", torch.float16, False)):
+    for label, dtype, tf32 in (
+        ("fp32", torch.float32, False),
+        ("tf32", torch.float32, True),
+        ("bf16", torch.bfloat16, False),
+        ("fp16", torch.float16, False),
+    ):
         try:
             outs = run_variant(model, inputs, dtype, tf32)
             row[label] = max(norm_rel(o, t) for o, t in zip(outs, truth, strict=True))

@@ -54,7 +54,9 @@ class PhaseTiming:
         }
 
 
-def make_flusher(device: str, l2_bytes: int | None, reset_persisting: Callable[[], None] | None = None) -> Callable[[], None]:
+def make_flusher(
+    device: str, l2_bytes: int | None, reset_persisting: Callable[[], None] | None = None
+) -> Callable[[], None]:
     """A function that evicts the cache by writing a buffer twice the cache's size.
 
     On CUDA, `reset_persisting` first turns persisting L2 lines back into normal ones, which an

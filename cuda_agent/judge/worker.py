@@ -135,8 +135,7 @@ class CandidateRun:
         if diff:
             violations.append(Violation(check="global_state_changed", message=f"changed global flags {diff}"))
         if self.l2 is not None and self.l2.limit_bytes() > self.l2_before:
-            message = (f"the persisting-L2 set-aside was raised from {self.l2_before} to "
-                       f"{self.l2.limit_bytes()} bytes")
+            message = f"the persisting-L2 set-aside was raised from {self.l2_before} to {self.l2.limit_bytes()} bytes"
             violations.append(Violation(check="l2_persistence", message=message))
         if guards.python_thread_count() > self.threads_before:
             violations.append(Violation(check="background_thread", message="the solution started a Python thread"))

@@ -6,8 +6,14 @@ import torch
 
 from cuda_agent.judge.compare import check_output
 
-STRICT = {"atol": 1e-2, "rtol": 1e-2, "norm_rtol": 1e-2, "strict_precision": True, "precision_factor": 10.0,
-          "precision_floor": 1e-5}
+STRICT = {
+    "atol": 1e-2,
+    "rtol": 1e-2,
+    "norm_rtol": 1e-2,
+    "strict_precision": True,
+    "precision_factor": 10.0,
+    "precision_floor": 1e-5,
+}
 
 
 def test_zeros_for_wide_softmax_pass_allclose_but_fail_normwise() -> None:

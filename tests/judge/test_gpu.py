@@ -13,7 +13,7 @@ from tests.judge.helpers import ROOT, example_solution, run_judge
 
 pytestmark = pytest.mark.gpu
 
-_CUDA_HACKS = r'''
+_CUDA_HACKS = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <cuda_runtime.h>
@@ -100,13 +100,21 @@ static torch::Tensor matmul_launch(torch::Tensor a, torch::Tensor b, bool half) 
 
 torch::Tensor h_matmul_fp32(torch::Tensor a, torch::Tensor b) { return matmul_launch(a, b, false); }
 torch::Tensor h_matmul_half(torch::Tensor a, torch::Tensor b) { return matmul_launch(a, b, true); }
-'''
+"""
 
-_FUNCTIONS = ["h_relu", "h_relu_side_stream", "h_relu_persisting_l2", "h_relu_bad_address", "h_matmul_fp32", "h_matmul_half"]
+_FUNCTIONS = [
+    "h_relu",
+    "h_relu_side_stream",
+    "h_relu_persisting_l2",
+    "h_relu_bad_address",
+    "h_matmul_fp32",
+    "h_matmul_half",
+]
 _HEADER = (
     "import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n\n"
     f"CUDA_SRC = r'''{_CUDA_HACKS}'''\n"
-    "CPP_SRC = '" + " ".join(f"torch::Tensor {f}(torch::Tensor x);" for f in _FUNCTIONS[:4])
+    "CPP_SRC = '"
+    + " ".join(f"torch::Tensor {f}(torch::Tensor x);" for f in _FUNCTIONS[:4])
     + " torch::Tensor h_matmul_fp32(torch::Tensor a, torch::Tensor b); torch::Tensor h_matmul_half(torch::Tensor a, "
     "torch::Tensor b);'\n"
     f"ext = load_inline(name='judge_gpu_hacks', cpp_sources=CPP_SRC, cuda_sources=CUDA_SRC, functions={_FUNCTIONS!r}, "
@@ -141,31 +149,42 @@ def test_side_stream_rejected_by_static_policy(tmp_path: Path) -> None:
 
 
 def test_side_stream_work_is_timed(tmp_path: Path) -> None:
-    verdict = run_judge(tmp_path, "examples/relu", _solution("h_relu_side_stream"), device="cuda",
-                        static_policy=False, time=True, min_reps=3, max_reps=5)
+    verdict = run_judge(
+        tmp_path,
+        "examples/relu",
+        _solution("h_relu_side_stream"),
+        device="cuda",
+        static_policy=False,
+        time=True,
+        min_reps=3,
+        max_reps=5,
+    )
     assert verdict.verdict == "pass", verdict.message
     # The side stream spins 40M cycles (about 20 ms at ~2 GHz); a relu of 128x1024 takes microseconds.
     assert verdict.timings_ms.solution > 5.0
 
 
 def test_persisting_l2_window_is_rejected_at_runtime(tmp_path: Path) -> None:
-    verdict = run_judge(tmp_path, "examples/relu", _solution("h_relu_persisting_l2"), device="cuda",
-                        static_policy=False)
+    verdict = run_judge(
+        tmp_path, "examples/relu", _solution("h_relu_persisting_l2"), device="cuda", static_policy=False
+    )
     assert verdict.verdict == "rejected", verdict.message
     assert [v.check for v in verdict.violations] == ["l2_persistence"]
 
 
 def test_half_precision_matmul_is_rejected_at_runtime(tmp_path: Path) -> None:
-    verdict = run_judge(tmp_path, "examples/matmul", _solution("h_matmul_half", "a, b"), device="cuda",
-                        static_policy=False)
+    verdict = run_judge(
+        tmp_path, "examples/matmul", _solution("h_matmul_half", "a, b"), device="cuda", static_policy=False
+    )
     assert verdict.verdict in ("rejected", "incorrect"), verdict.message
     if verdict.verdict == "rejected":
         assert [v.check for v in verdict.violations] == ["reduced_precision"]
 
 
 def test_fp32_naive_matmul_passes_strict_precision(tmp_path: Path) -> None:
-    verdict = run_judge(tmp_path, "examples/matmul", _solution("h_matmul_fp32", "a, b"), device="cuda",
-                        static_policy=False)
+    verdict = run_judge(
+        tmp_path, "examples/matmul", _solution("h_matmul_fp32", "a, b"), device="cuda", static_policy=False
+    )
     assert verdict.verdict == "pass", verdict.message
 
 

@@ -38,13 +38,10 @@ def cache_key(task_code: str, device_name: str, env: dict[str, Any], flags: dict
 def _time_model(model: Any, problem: Any, req: BaselineRequest, clock: Any, flush: Any) -> dict[str, Any]:
     import torch
 
-    from cuda_agent.judge.inputs import make_inputs, nbytes
+    from cuda_agent.judge.inputs import timing_input_sets
     from cuda_agent.judge.timing import time_phase
 
-    first = make_inputs(problem, req.task_name, req.timing_seed, req.device)
-    input_sets = [first]
-    if nbytes(first) < 256 * 2**20:
-        input_sets += [make_inputs(problem, req.task_name, req.timing_seed + i, req.device) for i in (1, 2)]
+    input_sets = timing_input_sets(problem, req.task_name, req.timing_seed, req.device)
 
     def call(inputs: list[Any]) -> Any:
         with torch.no_grad():

@@ -12,6 +12,7 @@ OS-level isolation (resource limits, namespaces, an unprivileged user) is the sa
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -36,6 +37,7 @@ from cuda_agent.types import Task, Timings, Verdict
 SEEDS = (1001, 2002, 3003, 4004, 5005, 6006, 7007, 8008, 9009, 10010)
 
 
+@functools.cache
 def detect_device(requested: str) -> str:
     """'auto' -> 'cuda' if a GPU is visible (asked of nvidia-smi, so the grader holds no CUDA context)."""
     if requested != "auto":
@@ -49,6 +51,7 @@ def detect_device(requested: str) -> str:
     return "cuda" if out.returncode == 0 and "GPU" in out.stdout else "cpu"
 
 
+@functools.cache
 def gpu_name() -> str:
     out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)
     return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else "cuda"

@@ -188,16 +188,11 @@ class CandidateRun:
         self.stage_s["correctness"] = time.perf_counter() - start
 
     def timing(self) -> dict[str, Any]:
-        from cuda_agent.judge.inputs import make_inputs, nbytes
+        from cuda_agent.judge.inputs import timing_input_sets
         from cuda_agent.judge.timing import make_flusher, time_phase
 
         start = time.perf_counter()
-        first = make_inputs(self.problem, self.req.task_name, self.req.timing_seed, self.device)
-        input_sets = [first]
-        if nbytes(first) < 256 * 2**20:
-            input_sets += [
-                make_inputs(self.problem, self.req.task_name, self.req.timing_seed + i, self.device) for i in (1, 2)
-            ]
+        input_sets = timing_input_sets(self.problem, self.req.task_name, self.req.timing_seed, self.device)
         flush = make_flusher(self.device, self.env.get("l2_bytes"), self.l2.reset if self.l2 else None)
 
         def call(inputs: list[Any]) -> Any:

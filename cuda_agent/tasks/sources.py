@@ -108,7 +108,7 @@ def _kernelbench_task(source: str, level: int, number: int, name: str, code: str
     return Task(
         ref=f"{source}/L{int(level)}/{int(number)}",
         name=name,
-        source="kernelbench" if source == "kernelbench" else source,
+        source=source,
         level=int(level),
         problem_id=int(number),
         code=code,

@@ -101,10 +101,9 @@ def test_cli_json_prints_one_object(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert keys | {"device", "env"} <= payload.keys()
 
 
-@pytest.mark.parametrize(("solution", "message"), [("missing.py", "no such solution"), ("", "no such")])
-def test_cli_unreadable_solution_exits_2(tmp_path: Path, capsys, solution: str, message: str) -> None:
-    assert main(["judge", "examples/relu", str(tmp_path / solution) if solution else "/nonexistent/x"]) == 2
-    assert message in capsys.readouterr().err
+def test_cli_missing_solution_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["judge", "examples/relu", str(tmp_path / "missing.py")]) == 2
+    assert "no such solution" in capsys.readouterr().err
 
 
 def test_cli_binary_solution_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

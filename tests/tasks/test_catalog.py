@@ -85,7 +85,7 @@ def test_kernelbench_checkout_layout(shared_dir: Path, tmp_path: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{row['name']}.py").write_text(row["code"])
     tasks = load_path(tmp_path)
-    assert [t.ref.split("/", 1)[1] if False else (t.level, t.problem_id) for t in tasks] == [(1, 1), (1, 2), (2, 1)]
+    assert [(t.level, t.problem_id) for t in tasks] == [(1, 1), (1, 2), (2, 1)]
     assert Catalog().resolve(f"{tmp_path}::L2/1").name == rows[100]["name"]
 
 

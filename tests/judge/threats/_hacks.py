@@ -2,8 +2,8 @@
 
 `solution(model_new)` is a full single-file solution: a fixed header (imports and one `load_inline`
 of `HACK_CPP`) plus the given `class ModelNew`. Builds are keyed by everything but ModelNew
-(`SolutionSource.build_hash`, see `_SharedBuildSource` below), so every runtime test pays for at most one compile of `HACK_CPP` (25-45 s on two cores); each
-judgement then costs one worker process. ModelNew bodies passed here must hold no string constants,
+(`SolutionSource.build_hash`), so every runtime test pays for at most one compile of `HACK_CPP`
+(25-45 s on two cores); each judgement then costs one worker process. ModelNew bodies passed here must hold no string constants,
 because strings inside ModelNew count in the build key.
 
 `HACK_CPP` passes the static policy on purpose (`test_hack_source_passes_the_static_policy` checks
@@ -36,7 +36,6 @@ Functions (each takes and returns float32 CPU tensors; relu-shaped unless said o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from cuda_agent.judge import JudgeConfig, judge
@@ -301,21 +300,6 @@ def solution(model_new_class_source: str) -> str:
     return HEADER + "\n" + model_new_class_source.strip() + "\n"
 
 
-@dataclass(frozen=True)
-class _SharedBuildSource(SolutionSource):
-    """A solution whose build is looked up by `build_hash` (everything but ModelNew).
-
-    `pipeline.judge` currently passes `content_hash` to the build stage, so every ModelNew variant
-    would compile the whole extension again; keying by `build_hash` is what the build cache is
-    documented to do (SolutionSource.build_hash). Once the pipeline uses `build_hash` this
-    override changes nothing.
-    """
-
-    @property
-    def content_hash(self) -> str:
-        return self.build_hash
-
-
 def task_file(tmp_path: Path, name: str, code: str) -> str:
     """Write a problem file into tmp_path and return its path as a task reference."""
     path = tmp_path / f"{name}.py"
@@ -329,7 +313,7 @@ def judge_hack(tmp_path: Path, task_ref: str, model_new_class_source: str, **con
     (tmp_path / "solution.py").write_text(source)  # kept beside the test for a reader
     config.setdefault("time", False)
     task = Catalog().resolve(task_ref)
-    return judge(task, _SharedBuildSource(python=source), JudgeConfig(device="cpu", **config))
+    return judge(task, SolutionSource(python=source), JudgeConfig(device="cpu", **config))
 
 
 def failed_check(verdict: Verdict) -> dict:

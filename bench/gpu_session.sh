@@ -23,4 +23,4 @@ timeout ${BENCH_S:-300} python3 bench/judge_bench.py --device cuda --repeat 2 --
   kernelbench/L1/19=$S/L1/19.py@5 kernelbench/L1/23=$S/L1/23.py@5 kernelbench/L1/1=$S/L1/1.py \
   kernelbench/L2/12=$S/L2/12.py --also-build $E/relu.py $E/softmax.py $E/row_sum.py $E/matmul.py /tmp/hack_relu.py 2>&1 | tee "$OUT/judge_bench.log" | grep -v "^prebuild" | tail -12
 
-timeout ${PYTEST_S:-150} python3 -m pytest -q -m gpu tests/judge/test_gpu.py -p no:cacheprovider --tb=short 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15
+timeout ${PYTEST_S:-150} python3 -m pytest -v -m gpu tests/judge/test_gpu.py -p no:cacheprovider --tb=short --durations=0 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15

@@ -223,6 +223,8 @@ class _Judgement:
         return result
 
     def finish(self, run: RunResult, base: BaselineResult | None) -> Verdict:
+        # The candidate process's own steps, so a slow judgement shows where its time went.
+        self.stage_s.update({f"run.{step}": seconds for step, seconds in run.stage_s.items()})
         self.env.update(run.env)
         self.env["flags"] = run.flags
         self.env["device_name"] = run.env.get("device_name", self.device)

@@ -226,8 +226,10 @@ def run(request: RunRequest) -> RunResult:
     """All steps in order; a candidate fault ends the run with a result, never an exception."""
     state = None
     try:
+        start = time.perf_counter()
         state = CandidateRun(request)
         state.load_reference()
+        state.stage_s["setup"] = time.perf_counter() - start
         state.import_candidate()
         state.correctness()
         timing = state.timing() if request.time else None
@@ -256,4 +258,9 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    # The result is on disk: skip interpreter teardown, which can hang in a CUDA context that a
+    # faulting kernel left broken (or in the candidate's own atexit hooks).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -253,6 +253,26 @@ class _Judgement:
         )
 
 
+def prepare(task: Task, solution: SolutionSource | Path, config: JudgeConfig | None = None) -> Verdict | None:
+    """The CPU half of a judgement: static policy and build, without running the candidate.
+
+    A scheduler runs this on a build worker and then `judge()` on a timing worker, which finds
+    the build in the content-keyed cache. Returns the failing Verdict (rejected, compile_error,
+    timeout), or None when the candidate may go on to run. Raises as `judge()` does.
+    """
+    config = config or JudgeConfig()
+    source = solution if isinstance(solution, SolutionSource) else read_solution(Path(solution))
+    j = _Judgement(task, source, config)
+    rejected = j.policy()
+    if rejected is not None:
+        return rejected
+    with tempfile.TemporaryDirectory(prefix="cuda-agent-build-") as tmp:
+        solution_file = Path(tmp) / "solution.py"
+        solution_file.write_text(source.python)
+        failed, _ext_dir = j.build(solution_file)
+    return failed
+
+
 def judge(task: Task, solution: SolutionSource | Path, config: JudgeConfig | None = None) -> Verdict:
     """Judge one candidate against its task.
 

@@ -1,0 +1,219 @@
+"""Run one stage of one job in a fresh, hardened runner process and turn how it ended into a result.
+
+Shared by the local pool (worker threads) and the Ray pool (actors): whatever the runner does,
+crash, hang, fork without end or exit early, this returns exactly one outcome and leaves no
+process of the job behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cuda_agent.sandbox.jobs import CommandJob, CommandResult, JudgeJob
+from cuda_agent.sandbox.limits import SandboxLimits, create_pids_cgroup, kill_cgroup
+from cuda_agent.sandbox.runner import Phase, RunnerOutcome, RunnerSpec
+from cuda_agent.subproc import child_env, kill_group
+from cuda_agent.types import Verdict
+
+KILL_MARGIN_S = 60.0
+
+
+@dataclass
+class StageHandle:
+    """Lets another thread cancel a running stage: the stage's processes are killed at once."""
+
+    cancelled: bool = False
+    _proc: subprocess.Popen | None = None
+    _cgroup: Path | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            if self._proc is not None:
+                kill_group(self._proc.pid)
+            if self._cgroup is not None:
+                kill_cgroup(self._cgroup, timeout_s=2.0)
+
+
+@dataclass(frozen=True)
+class StageOutcome:
+    """How one runner ended."""
+
+    outcome: RunnerOutcome | None
+    """What the runner wrote; None if it died first."""
+    returncode: int | None
+    timed_out: bool
+    cancelled: bool
+    wall_s: float
+    stdout: str
+    stderr: str
+    tampered: list[str]
+
+
+def run_stage(
+    job: JudgeJob | CommandJob,
+    phase: Phase,
+    limits: SandboxLimits,
+    device: str,
+    timeout_s: float,
+    extra_env: dict[str, str],
+    handle: StageHandle | None = None,
+) -> StageOutcome:
+    """Start a runner for `phase` of `job`, wait up to `timeout_s`, kill everything it left."""
+    handle = handle or StageHandle()
+    output_cap = job.output_cap if isinstance(job, CommandJob) else 8000
+    with tempfile.TemporaryDirectory(prefix=f"cuda-agent-job-{job.id[:8]}-") as tmp:
+        workdir = Path(tmp)
+        workdir.chmod(0o755)  # the unprivileged user must be able to enter its own folder
+        cgroup = create_pids_cgroup(f"{job.id}-{phase}", limits.max_pids) if limits.max_pids else None
+        spec = RunnerSpec(
+            job=job, phase=phase, limits=limits, device=device, workdir=tmp, cgroup=cgroup and str(cgroup)
+        )
+        (workdir / "spec.json").write_text(spec.model_dump_json())
+        snapshot = _protect(job) if isinstance(job, CommandJob) else {}
+        env = child_env(extra_env)
+        if device != "cuda":
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        start = time.monotonic()
+        try:
+            returncode, timed_out = _run_runner(workdir, env, timeout_s, handle, cgroup)
+        finally:
+            if cgroup is not None:
+                kill_cgroup(cgroup)
+            tampered = _restore(job, snapshot) if snapshot else []
+        wall_s = time.monotonic() - start
+        outcome_file = workdir / "outcome.json"
+        outcome = RunnerOutcome.model_validate_json(outcome_file.read_text()) if outcome_file.exists() else None
+        return StageOutcome(
+            outcome=outcome,
+            returncode=returncode,
+            timed_out=timed_out,
+            cancelled=handle.cancelled,
+            wall_s=wall_s,
+            stdout=trim(_read(workdir / "stdout.txt"), output_cap),
+            stderr=trim(_read(workdir / "stderr.txt"), output_cap),
+            tampered=tampered,
+        )
+
+
+def _run_runner(
+    workdir: Path, env: dict[str, str], timeout_s: float, handle: StageHandle, cgroup: Path | None
+) -> tuple[int | None, bool]:
+    args = [
+        sys.executable,
+        "-m",
+        "cuda_agent.sandbox.runner",
+        str(workdir / "spec.json"),
+        str(workdir / "outcome.json"),
+    ]
+    with open(workdir / "stdout.txt", "wb") as out, open(workdir / "stderr.txt", "wb") as err:
+        with handle._lock:
+            if handle.cancelled:
+                return None, False
+            proc = subprocess.Popen(
+                args, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
+            )
+            handle._proc, handle._cgroup = proc, cgroup
+        try:
+            return proc.wait(timeout=timeout_s), False
+        except subprocess.TimeoutExpired:
+            kill_group(proc.pid)
+            proc.wait()
+            return None, True
+        finally:
+            kill_group(proc.pid)
+            with handle._lock:
+                handle._proc = handle._cgroup = None
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def trim(text: str, cap: int) -> str:
+    """Head and tail of `text` within `cap` characters, with a note of what was cut."""
+    if len(text) <= cap:
+        return text
+    half = cap // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
+
+
+def _protect(job: CommandJob) -> dict[Path, bytes]:
+    """Snapshot the protected files and make them read-only (a real barrier once the user is dropped)."""
+    snapshot = {}
+    for rel in job.protected:
+        root = Path(job.cwd) / rel
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        for path in files:
+            snapshot[path] = path.read_bytes()
+            path.chmod(path.stat().st_mode & ~0o222)
+    return snapshot
+
+
+def _restore(job: CommandJob, snapshot: dict[Path, bytes]) -> list[str]:
+    """Put back any protected file the command changed or removed; the changed paths, for the record."""
+    tampered = []
+    for path, data in snapshot.items():
+        current = path.read_bytes() if path.is_file() else None
+        if current is None or hashlib.sha256(current).digest() != hashlib.sha256(data).digest():
+            tampered.append(str(path.relative_to(job.cwd)))
+            if path.is_dir() or path.is_symlink():
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            path.chmod(0o444)
+    return tampered
+
+
+def command_result(stage: StageOutcome) -> CommandResult:
+    return CommandResult(
+        exit_code=stage.returncode,
+        stdout=stage.stdout,
+        stderr=stage.stderr,
+        wall_s=stage.wall_s,
+        timed_out=stage.timed_out,
+        tampered=stage.tampered,
+    )
+
+
+def stage_timeout_s(job: JudgeJob, phase: Phase) -> float:
+    """Wall limit of one judge stage: the judge's own limits plus a margin, so the judge kills first."""
+    if job.timeout_s is not None:
+        return job.timeout_s
+    from cuda_agent.judge import JudgeConfig
+
+    cfg = JudgeConfig(**{k: v for k, v in job.config.items() if k != "cache_dir"})
+    if phase == "prepare":
+        return cfg.build_timeout_s + KILL_MARGIN_S
+    return cfg.build_timeout_s + cfg.run_timeout_s + cfg.baseline_timeout_s + KILL_MARGIN_S
+
+
+def killed_verdict(job: JudgeJob, stage: StageOutcome) -> Verdict | None:
+    """A verdict for a judge stage whose runner produced none: a timeout is the candidate's; a crash is ours."""
+    if not stage.timed_out:
+        return None
+    task = job.task if "\n" not in job.task else "inline"
+    return Verdict(
+        task=task,
+        verdict="timeout",
+        reward=-1,
+        correct=False,
+        message=f"the sandbox killed the job after {stage.wall_s:.0f} s (its time limit)",
+    )
+
+
+def died_message(stage: StageOutcome) -> str:
+    tail = "\n".join(stage.stderr.strip().splitlines()[-8:])
+    return (
+        f"the sandbox runner died (exit {stage.returncode}) before reporting: {tail or 'no output'}. "
+        "This is a fault of the sandbox, not of the candidate: retry the job, and report it if it repeats."
+    )

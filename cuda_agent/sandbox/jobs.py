@@ -1,0 +1,99 @@
+"""Records of the sandbox interface: the jobs a pool runs and the one result each job gets.
+
+Every record is a pydantic model that round-trips through JSON, so the same jobs and results
+travel to a child process, a Ray actor or an HTTP client unchanged.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cuda_agent.types import Verdict
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def new_job_id() -> str:
+    return uuid.uuid4().hex
+
+
+class JudgeJob(_Record):
+    """Judge one candidate: the judge's Verdict comes back in `JobResult.verdict`."""
+
+    kind: Literal["judge"] = "judge"
+    id: str = Field(default_factory=new_job_id, description="Unique per pool; the result carries the same id.")
+    task: str = Field(description="A task reference ('examples/relu', 'kernelbench/L1/19', a .py path) or task source.")
+    solution: str = Field(description="Single-file solution source, or a path to a solution file or workspace folder.")
+    config: dict[str, Any] = Field(default_factory=dict, description="JudgeConfig fields; unset ones keep defaults.")
+    timeout_s: float | None = Field(
+        default=None, description="Wall limit of the whole job; None: the judge's own stage limits plus a margin."
+    )
+
+
+class CommandJob(_Record):
+    """Run one command (e.g. `bash utils/compile.sh`) in a workspace folder."""
+
+    kind: Literal["command"] = "command"
+    id: str = Field(default_factory=new_job_id, description="Unique per pool; the result carries the same id.")
+    argv: list[str] = Field(min_length=1, description="Program and arguments; no shell unless argv says 'bash -c'.")
+    cwd: str = Field(description="Working folder, usually a workspace; must exist.")
+    timeout_s: float = Field(default=600.0, gt=0, description="Wall limit; the whole process group is killed then.")
+    output_cap: int = Field(default=20_000, ge=256, description="Most characters kept of stdout and of stderr each.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")
+    timing: bool = Field(
+        default=False, description="Needs an exclusive timing slot (a GPU), e.g. `python -m utils.profiling`."
+    )
+    protected: list[str] = Field(
+        default_factory=list,
+        description="Paths under cwd the command must not change; made read-only, checked and restored after.",
+    )
+
+
+Job = Annotated[JudgeJob | CommandJob, Field(discriminator="kind")]
+
+
+class CommandResult(_Record):
+    """How a command ended."""
+
+    exit_code: int | None = Field(description="Exit status; negative for a signal; None if killed at the time limit.")
+    stdout: str = Field(description="Standard output, trimmed to the job's output_cap (head and tail).")
+    stderr: str = Field(description="Standard error, trimmed the same way.")
+    wall_s: float = Field(description="Wall time of the command in seconds.")
+    timed_out: bool = Field(default=False, description="Killed at the job's time limit.")
+    tampered: list[str] = Field(default_factory=list, description="Protected paths it changed (restored since).")
+
+
+JobStatus = Literal["done", "failed", "cancelled"]
+
+
+class JobResult(_Record):
+    """The one result of one job. `done` carries a verdict or a command result; `failed` an error of ours."""
+
+    job_id: str = Field(description="Id of the job this answers.")
+    kind: Literal["judge", "command"] = Field(description="Kind of the job.")
+    status: JobStatus = Field(description="done, failed (our fault or bad input: see error) or cancelled.")
+    verdict: Verdict | None = Field(default=None, description="The judge's verdict (judge jobs that are done).")
+    command: CommandResult | None = Field(default=None, description="The command's outcome (command jobs).")
+    error: str | None = Field(default=None, description="Why the job failed, in words that say what to do.")
+    queued_s: float = Field(default=0.0, description="Seconds between submit and the first stage starting.")
+    run_s: float = Field(default=0.0, description="Seconds spent running (all stages).")
+    worker: str = Field(default="", description="Which worker or slot ran the last stage, e.g. 'build-1', 'timing-0'.")
+    hardening: dict[str, Any] = Field(default_factory=dict, description="Limits applied and isolation warnings.")
+
+
+class PoolMetrics(_Record):
+    """A pool's counters since it started."""
+
+    queue_depth: int = Field(description="Jobs submitted and not yet started.")
+    running: int = Field(description="Jobs running now.")
+    submitted: int = Field(description="Jobs accepted.")
+    completed: int = Field(description="Jobs answered (any status).")
+    by_status: dict[str, int] = Field(description="Answered jobs per status.")
+    by_verdict: dict[str, int] = Field(description="Judge jobs per verdict.")
+    latency_s: dict[str, float] = Field(description="p50 / p90 / p99 / max of submit-to-result seconds.")
+    workers: dict[str, int] = Field(description="Worker counts per kind, e.g. {'build': 2, 'timing': 1}.")

@@ -1,0 +1,260 @@
+"""The local pool, the embedded default: build workers on the CPUs, one timing worker per GPU.
+
+A judge job first runs its policy and build stage on a build worker; if it needs timing (it
+times, or runs on a GPU) it then queues for a timing slot, which it holds alone while its
+correctness and timing stage runs, so no other job's build or kernel disturbs its timings. On a
+machine without a GPU, `cpu_timing_slots` slots (default 1) play that part. Command jobs run
+on a build worker, or on a timing slot when they ask for one.
+
+Every stage runs in a fresh runner process (execution.py): a crashed, hung or hostile candidate
+ends with its process, and the next job starts clean. Back-pressure: `submit` raises
+PoolFullError when `max_pending` jobs are waiting, rather than blocking a caller (an HTTP
+handler, a trainer step) for an unknown time; callers retry later.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from concurrent.futures import Future
+
+from cuda_agent.errors import SandboxError
+from cuda_agent.sandbox.execution import (
+    StageHandle,
+    command_result,
+    died_message,
+    killed_verdict,
+    run_stage,
+    stage_timeout_s,
+)
+from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, PoolMetrics
+from cuda_agent.sandbox.limits import SandboxLimits
+from cuda_agent.sandbox.stats import PoolStats, detect_gpus
+
+log = logging.getLogger(__name__)
+_STOP = object()
+
+
+class PoolFullError(SandboxError):
+    """The pool's queue is full; retry after some results have come back."""
+
+
+class _Entry:
+    """A job in flight: its future, its cancel handle and when it was submitted."""
+
+    def __init__(self, job: JudgeJob | CommandJob) -> None:
+        self.job = job
+        self.future: Future[JobResult] = Future()
+        self.handle = StageHandle()
+        self.submitted = time.monotonic()
+        self.started: float | None = None
+        self.device = "cpu"
+
+
+class LocalPool:
+    """Runs jobs on this machine. Use as a context manager, or call `close()`."""
+
+    def __init__(
+        self,
+        build_workers: int | None = None,
+        gpus: list[int] | None = None,
+        cpu_timing_slots: int = 1,
+        max_pending: int = 256,
+        limits: SandboxLimits | None = None,
+    ) -> None:
+        """
+        Args:
+            build_workers: parallel build/CPU workers (default: the CPU count).
+            gpus: GPU indices to time on, one exclusive worker each (default: all visible GPUs).
+            cpu_timing_slots: timing workers when there is no GPU (they never overlap each other).
+            max_pending: most jobs waiting to start; `submit` raises PoolFullError past it.
+            limits: resource limits of every job's processes.
+        """
+        import os
+
+        self.limits = limits or SandboxLimits()
+        self.gpus = detect_gpus() if gpus is None else gpus
+        self.max_pending = max_pending
+        n_build = build_workers or os.cpu_count() or 1
+        n_timing = len(self.gpus) or cpu_timing_slots
+        self._build_q: queue.Queue = queue.Queue()
+        self._timing_q: queue.Queue = queue.Queue()
+        self._entries: dict[str, _Entry] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self.stats = PoolStats(workers={"build": n_build, "timing": n_timing})
+        self._threads = [
+            threading.Thread(target=self._build_loop, args=(f"build-{i}",), daemon=True) for i in range(n_build)
+        ] + [threading.Thread(target=self._timing_loop, args=(i,), daemon=True) for i in range(n_timing)]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, job: JudgeJob | CommandJob) -> Future[JobResult]:
+        """Queue a job; its future resolves to exactly one JobResult.
+
+        Raises:
+            PoolFullError: `max_pending` jobs are already waiting.
+            SandboxError: the pool is closed, or a job with this id is still in flight.
+        """
+        with self._lock:
+            if self._closed:
+                raise SandboxError("the pool is closed: create a new pool to submit more jobs")
+            if job.id in self._entries:
+                raise SandboxError(f"job {job.id} is already in flight: give each job a new id")
+            if self.stats.pending >= self.max_pending:
+                raise PoolFullError(
+                    f"the sandbox queue is full ({self.max_pending} jobs waiting): retry after results come back, "
+                    "or start the pool with a larger max_pending"
+                )
+            entry = _Entry(job)
+            entry.device = self._device_of(job)
+            self._entries[job.id] = entry
+            self.stats.on_submit()
+        first = self._timing_q if isinstance(job, CommandJob) and job.timing else self._build_q
+        first.put(entry)
+        return entry.future
+
+    def run(self, job: JudgeJob | CommandJob) -> JobResult:
+        """Submit and wait for the result."""
+        return self.submit(job).result()
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel a job that is waiting or running; its result has status 'cancelled'. False if unknown or done."""
+        with self._lock:
+            entry = self._entries.get(job_id)
+        if entry is None:
+            return False
+        entry.handle.cancel()
+        return True
+
+    def metrics(self) -> PoolMetrics:
+        return self.stats.snapshot()
+
+    def close(self, wait: bool = True) -> None:
+        """Stop accepting jobs; cancel those in flight; stop the workers."""
+        with self._lock:
+            self._closed = True
+            entries = list(self._entries.values())
+        for entry in entries:
+            entry.handle.cancel()
+        for _ in self._threads:
+            self._build_q.put(_STOP)
+            self._timing_q.put(_STOP)
+        if not wait:
+            return
+        for thread in self._threads:
+            thread.join(timeout=30)
+        with self._lock:
+            stranded = list(self._entries.values())
+        for entry in stranded:  # queued behind a stopped worker: answered all the same
+            self._finish(entry, self._result(entry, "closed", status="cancelled"))
+
+    def __enter__(self) -> LocalPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _device_of(self, job: JudgeJob | CommandJob) -> str:
+        requested = job.config.get("device", "auto") if isinstance(job, JudgeJob) else "auto"
+        if requested == "auto":
+            return "cuda" if self.gpus else "cpu"
+        return requested
+
+    def _build_loop(self, name: str) -> None:
+        while (entry := self._build_q.get()) is not _STOP:
+            self._guarded(entry, name, lambda e=entry: self._build_stage(e, name))
+
+    def _timing_loop(self, slot: int) -> None:
+        name = f"timing-{slot}"
+        env = {"CUDA_VISIBLE_DEVICES": str(self.gpus[slot])} if self.gpus else {}
+        while (entry := self._timing_q.get()) is not _STOP:
+            self._guarded(entry, name, lambda e=entry: self._final_stage(e, name, env))
+
+    def _guarded(self, entry: _Entry, worker: str, step) -> None:
+        """Run one step of a job; whatever goes wrong in our code still answers the job once."""
+        try:
+            if entry.started is None:
+                if not entry.future.set_running_or_notify_cancel():
+                    self._forget(entry)
+                    return
+                entry.started = time.monotonic()
+                self.stats.on_start()
+            if entry.handle.cancelled:
+                self._finish(entry, self._result(entry, worker, status="cancelled"))
+                return
+            result = step()
+            if result is not None:
+                self._finish(entry, result)
+        except Exception as exc:  # a bug of ours must not leave a caller waiting forever
+            log.exception("sandbox worker %s failed on job %s", worker, entry.job.id)
+            self._finish(entry, self._result(entry, worker, status="failed", error=f"sandbox error: {exc!r}"))
+
+    def _build_stage(self, entry: _Entry, worker: str) -> JobResult | None:
+        job = entry.job
+        if isinstance(job, CommandJob):
+            return self._final_stage(entry, worker, {})
+        stage = run_stage(job, "prepare", self.limits, entry.device, stage_timeout_s(job, "prepare"), {}, entry.handle)
+        done = self._judge_result(entry, worker, stage)
+        if done is not None:
+            return done
+        if entry.device == "cuda" or job.config.get("time", True):
+            self._timing_q.put(entry)
+            return None
+        return self._final_stage(entry, worker, {})
+
+    def _final_stage(self, entry: _Entry, worker: str, env: dict[str, str]) -> JobResult:
+        job = entry.job
+        if isinstance(job, CommandJob):
+            stage = run_stage(job, "command", self.limits, entry.device, job.timeout_s, env, entry.handle)
+            if stage.cancelled:
+                return self._result(entry, worker, status="cancelled")
+            hardening = stage.outcome.hardening.model_dump() if stage.outcome else {}
+            return self._result(entry, worker, command=command_result(stage), hardening=hardening)
+        stage = run_stage(job, "judge", self.limits, entry.device, stage_timeout_s(job, "judge"), env, entry.handle)
+        result = self._judge_result(entry, worker, stage)
+        return result or self._result(entry, worker, status="failed", error="the judge stage reported no verdict")
+
+    def _judge_result(self, entry: _Entry, worker: str, stage) -> JobResult | None:
+        """The job's result if this stage ended it (verdict, error, kill, cancel); None to go on."""
+        hardening = stage.outcome.hardening.model_dump() if stage.outcome else {}
+        if stage.cancelled:
+            return self._result(entry, worker, status="cancelled")
+        if stage.outcome is None:
+            verdict = killed_verdict(entry.job, stage)
+            if verdict is not None:
+                return self._result(entry, worker, verdict=verdict)
+            return self._result(entry, worker, status="failed", error=died_message(stage))
+        if stage.outcome.error:
+            return self._result(entry, worker, status="failed", error=stage.outcome.error, hardening=hardening)
+        if stage.outcome.verdict is not None:
+            return self._result(entry, worker, verdict=stage.outcome.verdict, hardening=hardening)
+        return None
+
+    def _result(self, entry: _Entry, worker: str, status: str = "done", **fields) -> JobResult:
+        now = time.monotonic()
+        started = entry.started or now
+        return JobResult(
+            job_id=entry.job.id,
+            kind=entry.job.kind,
+            status=status,
+            queued_s=started - entry.submitted,
+            run_s=now - started,
+            worker=worker,
+            **fields,
+        )
+
+    def _finish(self, entry: _Entry, result: JobResult) -> None:
+        with self._lock:
+            if self._entries.pop(entry.job.id, None) is None:
+                log.error("job %s answered twice; the second answer is dropped", entry.job.id)
+                return
+        self.stats.on_finish(result, time.monotonic() - entry.submitted)
+        entry.future.set_result(result)
+
+    def _forget(self, entry: _Entry) -> None:
+        with self._lock:
+            self._entries.pop(entry.job.id, None)
+        self.stats.on_forget()

@@ -1,0 +1,175 @@
+"""The child process that runs one stage of one job: `python -m cuda_agent.sandbox.runner SPEC OUT`.
+
+A pool starts a fresh runner for every stage of every job, in a new session, so a fault of any
+kind ends with that process. The runner hardens itself first (limits.py) and only then runs the
+judge or replaces itself with the job's command, so every candidate process inherits the limits.
+It writes one JSON outcome to OUT (for a command: before exec, the hardening it applied).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from cuda_agent.errors import Error
+from cuda_agent.sandbox.jobs import CommandJob, Job, JudgeJob
+from cuda_agent.sandbox.limits import (
+    Hardening,
+    SandboxLimits,
+    apply_rlimits,
+    drop_privileges,
+    isolate_network,
+    join_cgroup,
+    rlimits_for,
+    unprivileged_user,
+)
+from cuda_agent.types import Task, Verdict
+
+Phase = Literal["prepare", "judge", "command"]
+
+
+class RunnerSpec(BaseModel):
+    """What one runner does."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job: Job
+    phase: Phase
+    limits: SandboxLimits
+    device: str
+    """Resolved device ('cpu' or 'cuda') of the job."""
+    workdir: str
+    """Private folder of this stage (HOME and TMPDIR point here)."""
+    cgroup: str | None = None
+
+
+class RunnerOutcome(BaseModel):
+    """What a runner reports."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Verdict | None = None
+    """prepare: the failing verdict, or None to go on; judge: the verdict."""
+    error: str | None = None
+    """Our failure or bad input (unknown task, unreadable solution), never the candidate's."""
+    hardening: Hardening = Hardening()
+
+
+def harden(spec: RunnerSpec, program: Path) -> Hardening:
+    """Apply the job's limits to this process; returns what was applied and what was not."""
+    report = Hardening()
+    if spec.cgroup:
+        try:
+            join_cgroup(Path(spec.cgroup))
+            report.cgroup = spec.cgroup
+        except OSError as exc:
+            report.warnings.append(f"could not join the pids cgroup ({exc}); a fork bomb is bounded only by nproc")
+    rlimits, notes = rlimits_for(spec.limits, spec.device)
+    report.warnings += notes
+    if spec.limits.max_pids is not None and os.geteuid() != 0:
+        rlimits["RLIMIT_NPROC"] = spec.limits.max_pids
+    apply_rlimits(rlimits)
+    report.rlimits = rlimits
+    if not spec.limits.network:
+        why_not = isolate_network()
+        report.network_isolated = why_not is None
+        if why_not:
+            report.warnings.append(why_not)
+    if spec.phase == "command":
+        user, why_not = unprivileged_user(spec.limits, [program, Path(spec.job.cwd)])
+        if why_not:
+            report.warnings.append(why_not)
+        if user is not None:
+            _hand_over(spec, user.pw_uid, user.pw_gid)
+            drop_privileges(user)
+            report.user = user.pw_name
+    elif os.geteuid() == 0:
+        report.warnings.append("judge jobs run as root: they write the shared build cache")
+    return report
+
+
+def _hand_over(spec: RunnerSpec, uid: int, gid: int) -> None:
+    """Give the unprivileged user the workspace and private folder, except the protected files."""
+    assert isinstance(spec.job, CommandJob)
+    protected = {(Path(spec.job.cwd) / p).resolve() for p in spec.job.protected}
+    for root in (Path(spec.job.cwd), Path(spec.workdir)):
+        for path in [root, *root.rglob("*")]:
+            if path.resolve() in protected or any(parent in protected for parent in path.resolve().parents):
+                continue
+            os.chown(path, uid, gid, follow_symlinks=False)
+
+
+def resolve_task(ref_or_source: str) -> Task:
+    """A task reference, or task source (anything defining `class Model`) as an inline task."""
+    if "class Model" in ref_or_source and "\n" in ref_or_source:
+        digest = hashlib.sha256(ref_or_source.encode()).hexdigest()[:12]
+        return Task(ref=f"inline/{digest}", name=f"inline_{digest}", source="inline", code=ref_or_source)
+    from cuda_agent.tasks import Catalog
+
+    return Catalog().resolve(ref_or_source)
+
+
+def solution_path(solution: str, workdir: Path) -> Path:
+    """A solution given as a path is used in place; one given as source is written to the workdir."""
+    if "\n" not in solution and len(solution) < 4096 and Path(solution).expanduser().exists():
+        return Path(solution).expanduser()
+    path = workdir / "solution.py"
+    path.write_text(solution)
+    return path
+
+
+def run_judge_phase(spec: RunnerSpec) -> RunnerOutcome:
+    from cuda_agent.judge import JudgeConfig
+    from cuda_agent.judge.pipeline import judge, prepare
+
+    job = spec.job
+    assert isinstance(job, JudgeJob)
+    try:
+        config = JudgeConfig(**{"device": spec.device, **job.config})
+        task = resolve_task(job.task)
+        solution = solution_path(job.solution, Path(spec.workdir))
+        step = prepare if spec.phase == "prepare" else judge
+        return RunnerOutcome(verdict=step(task, solution, config))
+    except Error as exc:
+        return RunnerOutcome(error=f"{type(exc).__name__}: {exc}")
+    except ValueError as exc:  # pydantic's ValidationError of a bad config field
+        return RunnerOutcome(error=f"invalid judge config: {exc}")
+
+
+def main(argv: list[str]) -> int:
+    spec = RunnerSpec.model_validate_json(Path(argv[0]).read_text())
+    out = Path(argv[1])
+    workdir = Path(spec.workdir)
+    os.environ.update({"HOME": str(workdir), "TMPDIR": str(workdir)})
+    if spec.phase == "command":
+        job = spec.job
+        assert isinstance(job, CommandJob)
+        program = _which(job.argv[0], job.env.get("PATH", os.environ.get("PATH", "")))
+        report = harden(spec, program or Path(sys.executable))
+        out.write_text(RunnerOutcome(hardening=report).model_dump_json())
+        os.chdir(job.cwd)
+        os.execvpe(job.argv[0], job.argv, {**os.environ, **job.env})
+    report = harden(spec, Path(sys.executable))
+    outcome = run_judge_phase(spec)
+    outcome.hardening = report
+    out.write_text(outcome.model_dump_json())
+    return 0
+
+
+def _which(program: str, path: str) -> Path | None:
+    if "/" in program:
+        return Path(program).resolve() if Path(program).exists() else None
+    for folder in path.split(os.pathsep):
+        candidate = Path(folder) / program
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate.resolve()
+    return None
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

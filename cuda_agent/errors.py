@@ -32,3 +32,11 @@ class SandboxError(Error):
 
 class JudgeInfraError(Error):
     """The judge itself failed (not the candidate); the judgement must be retried, never scored."""
+
+
+class ModelError(Error):
+    """A model backend failed: the server refused or broke, a local model cannot load, a replay diverged."""
+
+
+class ContextLengthError(ModelError):
+    """The conversation no longer fits the model's context; the episode must end (it is not retried)."""

@@ -92,3 +92,90 @@ class Verdict(_Record):
     checks: list[dict[str, Any]] = Field(default_factory=list, description="Per-trial correctness figures.")
     stage_s: dict[str, float] = Field(default_factory=dict, description="Wall time per judge stage, in seconds.")
     env: dict[str, Any] = Field(default_factory=dict, description="torch, CUDA, driver, flags, protocol version.")
+
+
+class ToolCall(_Record):
+    """One tool call as the model emitted it; `arguments` is kept as raw text, even when malformed."""
+
+    id: str = Field(description="Call id that the tool message answers, e.g. 'call_0'.")
+    name: str = Field(description="Tool name the model asked for (may be unknown to the tool set).")
+    arguments: str = Field(default="{}", description="Arguments as JSON text, exactly as the model produced them.")
+    error: str | None = Field(
+        default=None, description="Why the backend could not parse this call from the model's text, if it could not."
+    )
+
+
+class ToolResult(_Record):
+    """What one tool call returned to the model."""
+
+    tool_call_id: str = Field(description="Id of the ToolCall this answers.")
+    name: str = Field(description="Tool name of the call.")
+    output: str = Field(description="Text sent back to the model (already capped).")
+    is_error: bool = Field(default=False, description="The call failed (bad arguments, refused, non-zero exit, ...).")
+    truncated: bool = Field(default=False, description="Output was cut to fit the cap.")
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description="Tool facts for readers, e.g. 'path', 'diff', 'exit_code', 'timed_out'."
+    )
+    duration_s: float = Field(default=0.0, description="Wall time of the tool call, in seconds.")
+
+    def to_message(self) -> dict[str, Any]:
+        """The OpenAI-style `tool` message that answers the call."""
+        return {"role": "tool", "tool_call_id": self.tool_call_id, "content": self.output}
+
+
+class Turn(_Record):
+    """One assistant turn of an episode: the model's message, the tool calls it made and their results."""
+
+    index: int = Field(description="0-based turn number.")
+    content: str = Field(default="", description="Assistant text (reasoning and prose) of this turn.")
+    tool_calls: list[ToolCall] = Field(default_factory=list, description="Tool calls of this turn, in order.")
+    tool_results: list[ToolResult] = Field(default_factory=list, description="One result per tool call, in order.")
+    extra_messages: list[dict[str, Any]] = Field(
+        default_factory=list, description="Messages the loop appended after the tool results (e.g. a format nudge)."
+    )
+    finish_reason: str | None = Field(
+        default=None, description="Backend finish reason: 'stop', 'tool_calls', 'length'."
+    )
+    prompt_tokens: int | None = Field(default=None, description="Context tokens the backend counted for this call.")
+    completion_tokens: int | None = Field(default=None, description="Tokens the model generated in this turn.")
+    token_ids: list[int] | None = Field(default=None, description="Generated token ids, where the backend gives them.")
+    logprobs: list[float] | None = Field(default=None, description="Log-probability of each generated token.")
+    model_s: float = Field(default=0.0, description="Wall time waiting for the model, in seconds.")
+    tools_s: float = Field(default=0.0, description="Wall time running this turn's tools, in seconds.")
+    verdicts: list[dict[str, Any]] = Field(
+        default_factory=list, description="Verdict-compatible dicts of judgements made during this turn, if any."
+    )
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The OpenAI-style messages this turn added to the conversation, in order."""
+        assistant: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            assistant["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in self.tool_calls
+            ]
+        return [assistant, *(r.to_message() for r in self.tool_results), *self.extra_messages]
+
+
+class Trajectory(_Record):
+    """One agent episode: the prompt, every turn, and how it ended. Stored as JSONL (agent/trajectory.py)."""
+
+    task: str = Field(description="Reference of the task, e.g. 'examples/relu'.")
+    model: str = Field(description="Model spec or name that produced the turns.")
+    prompt: list[dict[str, Any]] = Field(description="The messages before the first turn (system and user).")
+    tools: list[dict[str, Any]] = Field(default_factory=list, description="Tool schemas offered to the model.")
+    started_at: str = Field(default="", description="ISO 8601 UTC time the episode started.")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Config, workspace path, seeds, versions.")
+    turns: list[Turn] = Field(default_factory=list, description="The assistant turns, in order.")
+    verdict: dict[str, Any] | None = Field(default=None, description="Final Verdict-compatible dict, if judged.")
+    reward: float | None = Field(default=None, description="Episode reward (the judge's), if scored.")
+    exit_status: str | None = Field(
+        default=None, description="Class name of what ended the episode (e.g. 'Submitted'); None if it never ended."
+    )
+    terminated: bool = Field(default=False, description="The episode reached a natural end (the model finished).")
+    truncated: bool = Field(default=False, description="The episode was cut by a turn, token or time limit.")
+    complete: bool = Field(default=False, description="The final line was written (False after a crash).")
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The whole conversation as OpenAI-style messages."""
+        return [*self.prompt, *(m for turn in self.turns for m in turn.messages())]

@@ -85,6 +85,26 @@ def cmd_judge(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_workspace_create(args: argparse.Namespace) -> int:
+    from cuda_agent.judge.pipeline import detect_device
+    from cuda_agent.workspace import create_workspace
+
+    task = _catalog(args).resolve(args.task)
+    device = detect_device(args.device)
+    root = create_workspace(task, Path(args.dir), device=device, force=args.force)
+    print(f"workspace for {task.ref} ({device}) at {root}")
+    print(f"next: cd {root} && cat SKILL.md; bash utils/compile.sh; python -m utils.verification")
+    return 0
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    from cuda_agent.agent.view import write_view
+
+    output = args.output or args.trajectory.with_suffix(".html")
+    print(write_view(args.trajectory, output))
+    return 0
+
+
 def _print_verdict(verdict) -> None:
     colour = "green" if verdict.verdict == "pass" else "red"
     from rich.console import Console
@@ -146,6 +166,21 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument("--no-time", action="store_true", help="check correctness only")
     judge.add_argument("--json", action="store_true", help="print exactly one JSON verdict")
     judge.set_defaults(func=cmd_judge)
+
+    view = commands.add_parser("view", help="render a trajectory as a self-contained HTML page")
+    view.add_argument("trajectory", type=Path, help="trajectory .jsonl file written by an episode")
+    view.add_argument("-o", "--output", type=Path, default=None, help="HTML file to write (default: beside it)")
+    view.set_defaults(func=cmd_view)
+
+    workspace = commands.add_parser("workspace", help="the agent's workspace").add_subparsers(
+        dest="workspace", required=True
+    )
+    create = workspace.add_parser("create", help="lay out a workspace for a task")
+    create.add_argument("task", help="task reference (kernelbench/L1/19, examples/relu, a .py path, ...)")
+    create.add_argument("dir", help="folder to create")
+    create.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"], help="CUDA or CPU kernels")
+    create.add_argument("--force", action="store_true", help="replace the folder's contents")
+    create.set_defaults(func=cmd_workspace_create)
     return parser
 
 

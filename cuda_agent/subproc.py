@@ -38,9 +38,23 @@ def run_module(
 ) -> ChildResult:
     """Run `python -m module *args` in a new session; kill its whole process group at `timeout_s`.
 
+    Args: as `run_command`, with the module's dotted name and its command-line arguments.
+    """
+    return run_command([sys.executable, "-m", module, *args], timeout_s, cwd, env, stdin_text, output_cap)
+
+
+def run_command(
+    argv: list[str],
+    timeout_s: float,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    stdin_text: str | None = None,
+    output_cap: int = 200_000,
+) -> ChildResult:
+    """Run `argv` in a new session; kill its whole process group at `timeout_s`.
+
     Args:
-        module: dotted module name to run with `-m`.
-        args: its command-line arguments.
+        argv: the program and its arguments.
         timeout_s: wall-clock limit in seconds.
         cwd: working directory (defaults to the caller's).
         env: full environment; defaults to ours.
@@ -49,7 +63,7 @@ def run_module(
     """
     start = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", module, *args],
+        argv,
         cwd=cwd,
         env=env,
         stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,

@@ -14,6 +14,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,24 +62,46 @@ def ext_dir_for(build_hash: str, device: str, cache_dir: Path) -> Path:
     return cache_dir / "builds" / key[:24]
 
 
-def build_solution(solution_file: Path, build_hash: str, device: str, cache_dir: Path, timeout_s: float) -> BuildResult:
-    """Compile the extension(s) a solution file builds at import; reuse a finished build.
+def build_solution(
+    solution_file: Path,
+    build_hash: str,
+    device: str,
+    cache_dir: Path,
+    timeout_s: float,
+    kernels: Callable[[Path], tuple[bool, str]] | None = None,
+    import_needed: bool = True,
+    python_path: list[str] | None = None,
+) -> BuildResult:
+    """Compile a solution's extension(s); reuse a finished build.
 
     Args:
-        solution_file: the Python file defining ModelNew (its load_inline calls are the build).
+        solution_file: the Python file defining ModelNew (its load_inline calls are a build).
         build_hash: hash of every source byte of the solution (keys the cache).
         device: 'cuda' or 'cpu' (sets the target architecture).
         cache_dir: root of the build cache.
         timeout_s: wall-clock limit; the compiler's process group is killed at the limit.
+        kernels: a workspace's kernel build, called with the build folder first; returns (ok, log).
+        import_needed: import the solution in a child to run its load_inline/load builds.
+        python_path: folders the importing child needs on sys.path (a workspace's built module).
     """
     ext_dir = ext_dir_for(build_hash, device, cache_dir)
     if (ext_dir / OK_MARKER).exists():
         return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=0.0, cached=True)
     ext_dir.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    if kernels is not None:
+        ok, log = kernels(ext_dir)
+        if not ok:
+            timed_out = log.startswith("build exceeded")
+            log = log if timed_out else trim_compile_log(log)
+            return BuildResult(ok=False, ext_dir=ext_dir, log=log, wall_s=time.monotonic() - start, timed_out=timed_out)
+    if not import_needed:
+        (ext_dir / OK_MARKER).write_text(f"{time.monotonic() - start:.1f}\n")
+        return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=time.monotonic() - start)
     env = child_env({"TORCH_EXTENSIONS_DIR": str(ext_dir), "TORCH_CUDA_ARCH_LIST": target_arch(device)})
+    env["PYTHONPATH"] = os.pathsep.join([*(python_path or []), env["PYTHONPATH"]])
     if device != "cuda":
         env["CUDA_VISIBLE_DEVICES"] = ""
-    start = time.monotonic()
     child = run_module(
         __name__, [str(solution_file), str(ext_dir)], timeout_s=timeout_s, env=env, cwd=solution_file.parent
     )

@@ -29,6 +29,8 @@ class OutputCheck:
     norm_rel_err: float | None = None
     err_vs_fp64: float | None = None
     eager_err_vs_fp64: float | None = None
+    first_mismatch: str = ""
+    """Where the first element outside the tolerance is, e.g. 'at [3, 17]: got 0.5, expected 1.25'."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -42,6 +44,15 @@ def _norm_rel(a: Any, b: Any) -> float:
     if ref == 0:
         return 0.0 if diff == 0 else math.inf
     return float(diff / ref)
+
+
+def _first_mismatch(out: Any, ref: Any, good: Any) -> str:
+    bad = (~good).nonzero()
+    if bad.numel() == 0:
+        return ""
+    index = [int(i) for i in bad[0]]
+    at = tuple(index)
+    return f"at {index}: got {float(out[at]):.6g}, expected {float(ref[at]):.6g}"
 
 
 def check_output(
@@ -80,6 +91,7 @@ def check_output(
     check = OutputCheck(True, "", max_abs_err=max_abs, mismatch_fraction=mismatch, norm_rel_err=norm_err)
     if mismatch > 0 or not bool(finite.all()):
         check.ok, check.reason = False, f"{mismatch:.2%} of elements differ beyond atol={atol}, rtol={rtol}"
+        check.first_mismatch = _first_mismatch(out, ref, close & finite)
     elif norm_err > norm_rtol:
         check.ok = False
         check.reason = f"normwise relative error {norm_err:.3g} > {norm_rtol} (values are small next to atol)"

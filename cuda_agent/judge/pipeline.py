@@ -24,7 +24,7 @@ from typing import Any
 
 from cuda_agent.errors import JudgeInfraError, TaskError
 from cuda_agent.judge import baseline as baseline_mod
-from cuda_agent.judge.build import build_solution
+from cuda_agent.judge.build import build_solution, ext_dir_for
 from cuda_agent.judge.config import JudgeConfig
 from cuda_agent.judge.env import PROTOCOL_VERSION
 from cuda_agent.judge.policy import check_policy
@@ -32,9 +32,16 @@ from cuda_agent.judge.protocol import BaselineRequest, BaselineResult, RunReques
 from cuda_agent.judge.solution import SolutionSource, read_solution
 from cuda_agent.reward import compute_reward
 from cuda_agent.subproc import child_env, run_module
-from cuda_agent.types import Task, Timings, Verdict
+from cuda_agent.types import Task, Timings, Verdict, Violation
+from cuda_agent.workspace.build import BUILD_DIR, build_tree, glue_hash
+from cuda_agent.workspace.layout import tampered_files
 
 SEEDS = (1001, 2002, 3003, 4004, 5005, 6006, 7007, 8008, 9009, 10010)
+
+
+def _builds_inline(python: str) -> bool:
+    """Whether a workspace's model_new.py also compiles code itself (load_inline/load), so its import builds."""
+    return re.search(r"\bload(_inline)?\s*\(", python) is not None
 
 
 @functools.cache
@@ -103,9 +110,31 @@ class _Judgement:
             return self.verdict("rejected", f"static policy: {violations[0].message}", violations=violations)
         return None
 
+    def protected_files(self) -> Verdict | None:
+        """A workspace whose read-only files differ from the package's copies is rejected."""
+        if self.solution.root is None:
+            return None
+        changed = tampered_files(self.solution.root, self.task)
+        if not changed:
+            return None
+        message = f"read-only workspace files were changed: {', '.join(changed)}"
+        return self.verdict(
+            "rejected", message, violations=[Violation(check="protected_file_modified", message=message)]
+        )
+
     def build(self, solution_file: Path) -> tuple[Verdict | None, Path]:
+        build_hash = self.solution.build_hash
+        if self.solution.root is not None:
+            build_hash = f"{build_hash}|workspace|{glue_hash()}"
         result = build_solution(
-            solution_file, self.solution.build_hash, self.device, self.cfg.cache_dir, self.cfg.build_timeout_s
+            solution_file,
+            build_hash,
+            self.device,
+            self.cfg.cache_dir,
+            self.cfg.build_timeout_s,
+            kernels=self.build_workspace_kernels if self.solution.root is not None else None,
+            import_needed=self.solution.root is None or _builds_inline(self.solution.python),
+            python_path=self.module_path(ext_dir_for(build_hash, self.device, self.cfg.cache_dir)),
         )
         self.stage_s["build"] = result.wall_s
         self.env["build_cached"] = result.cached
@@ -115,9 +144,28 @@ class _Judgement:
             return self.verdict("compile_error", "compilation failed", compile_log=result.log), result.ext_dir
         return None, result.ext_dir
 
+    def module_path(self, ext_dir: Path) -> list[str]:
+        """Where a workspace solution's `cuda_extension` is built (none for a single file)."""
+        return [str(ext_dir / "src" / BUILD_DIR)] if self.solution.root is not None else []
+
+    def build_workspace_kernels(self, ext_dir: Path) -> tuple[bool, str]:
+        """Compile a workspace's kernels/ (the judged bytes, copied) with the package's fixed glue."""
+        src = ext_dir / "src"
+        kernels = src / "kernels"
+        kernels.mkdir(parents=True, exist_ok=True)
+        for name, text in self.solution.sources.items():
+            path = src / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        outcome = build_tree(src, self.device, timeout_s=self.cfg.build_timeout_s)
+        if outcome.timed_out:
+            return False, outcome.log
+        return outcome.ok, outcome.log
+
     def run(self, solution_file: Path, ext_dir: Path, workdir: Path) -> RunResult | Verdict:
         cfg = self.cfg
         request = RunRequest(
+            python_path=self.module_path(ext_dir),
             task_code=self.task.code,
             task_name=self.task.name,
             solution_path=str(solution_file),
@@ -263,7 +311,7 @@ def prepare(task: Task, solution: SolutionSource | Path, config: JudgeConfig | N
     config = config or JudgeConfig()
     source = solution if isinstance(solution, SolutionSource) else read_solution(Path(solution))
     j = _Judgement(task, source, config)
-    rejected = j.policy()
+    rejected = j.policy() or j.protected_files()
     if rejected is not None:
         return rejected
     with tempfile.TemporaryDirectory(prefix="cuda-agent-build-") as tmp:
@@ -292,7 +340,7 @@ def judge(task: Task, solution: SolutionSource | Path, config: JudgeConfig | Non
     config = config or JudgeConfig()
     source = solution if isinstance(solution, SolutionSource) else read_solution(Path(solution))
     j = _Judgement(task, source, config)
-    rejected = j.policy()
+    rejected = j.policy() or j.protected_files()
     if rejected is not None:
         return rejected
     with tempfile.TemporaryDirectory(prefix="cuda-agent-judge-") as tmp:
@@ -307,3 +355,15 @@ def judge(task: Task, solution: SolutionSource | Path, config: JudgeConfig | Non
             return run
         base = j.baselines(workdir) if config.time and run.status == "ok" else None
         return j.finish(run, base)
+
+
+def reference_timings(task: Task, config: JudgeConfig | None = None) -> BaselineResult:
+    """Eager and torch.compile timings of the task's reference (cached on disk like a judgement's).
+
+    Raises:
+        TaskError: the reference fails when run.
+        JudgeInfraError: the timing process itself failed.
+    """
+    j = _Judgement(task, SolutionSource(python=""), config or JudgeConfig())
+    with tempfile.TemporaryDirectory(prefix="cuda-agent-baseline-") as tmp:
+        return j.baselines(Path(tmp))

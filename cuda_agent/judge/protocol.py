@@ -18,6 +18,9 @@ class RunRequest(BaseModel):
     task_name: str
     solution_path: str
     ext_dir: str
+    python_path: list[str] = Field(
+        default_factory=list, description="Folders put first on sys.path (a workspace's built module)."
+    )
     device: Literal["cuda", "cpu"]
     seeds: list[int] = Field(description="One correctness trial per seed.")
     robustness: bool = Field(description="Add sign-flipped and rescaled input trials.")

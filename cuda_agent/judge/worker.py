@@ -94,6 +94,7 @@ class CandidateRun:
 
         start = time.perf_counter()
         os.environ["TORCH_EXTENSIONS_DIR"] = self.req.ext_dir
+        sys.path[:0] = self.req.python_path
         spec = importlib.util.spec_from_file_location("cuda_agent_candidate", self.req.solution_path)
         module = importlib.util.module_from_spec(spec)
         try:

@@ -1,0 +1,146 @@
+"""The workspace's protected tools: `bash utils/compile.sh`, `python -m utils.verification`,
+`python -m utils.profiling`. The files in `utils/` are two-line shims; the logic lives here.
+
+Each runs in the workspace folder, reads the task from the record `create_workspace` wrote, and
+trusts nothing else there: read-only files are compared with the package's copies first (a
+change is reported as `rejected`), builds use the package's glue, and verification and
+profiling are the judge itself on the workspace as a solution. Output is short and plain, for a
+model to read: one line per check, the first error or mismatch, no tracebacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from cuda_agent.errors import Error
+from cuda_agent.judge.build import trim_compile_log
+from cuda_agent.judge.config import JudgeConfig
+from cuda_agent.judge.pipeline import judge, reference_timings
+from cuda_agent.types import Task, Verdict
+from cuda_agent.workspace import build_tree, read_task_record, tampered_files
+
+
+def _load(root: Path, tool: str) -> tuple[Task, str] | None:
+    try:
+        task, device = read_task_record(root)
+    except Error as exc:
+        print(f"{tool}: {exc}")
+        return None
+    changed = tampered_files(root, task)
+    if changed:
+        print(f"{tool}: REJECTED: read-only files were changed: {', '.join(changed)}")
+        print("Restore them (the judge rejects any change); edit only model_new.py and kernels/.")
+        return None
+    return task, device
+
+
+def compile_command(argv: list[str], root: Path | None = None) -> int:
+    """Build kernels/ incrementally; print 'compile: OK ...' or the first compiler error."""
+    argparse.ArgumentParser(prog="bash utils/compile.sh", description="build kernels/").parse_args(argv)
+    root = root or Path.cwd()
+    loaded = _load(root, "compile")
+    if loaded is None:
+        return 1
+    _, device = loaded
+    outcome = build_tree(root, device)
+    if outcome.ok:
+        print(
+            f"compile: OK in {outcome.wall_s:.1f} s ({outcome.compiled} of {outcome.units} files recompiled); "
+            "`import cuda_extension` now finds your functions"
+        )
+        return 0
+    print("compile: TIMEOUT" if outcome.timed_out else "compile: FAILED")
+    print(outcome.log if outcome.timed_out else trim_compile_log(outcome.log))
+    return 1
+
+
+def _print_checks(verdict: Verdict) -> None:
+    if verdict.compile_log:
+        print("[FAIL] build")
+        print(verdict.compile_log)
+        return
+    if "build" in verdict.stage_s:
+        print("[pass] static rules")
+        took = "cached" if verdict.env.get("build_cached") else f"{verdict.stage_s['build']:.1f} s"
+        print(f"[pass] build ({took})")
+    for check in verdict.checks:
+        name = f"{check.get('label', 'trial')} seed={check.get('seed')} ({check.get('transform', 'identity')})"
+        if check.get("skipped"):
+            print(f"[skip] {name}: {check['skipped']}")
+            continue
+        outputs = check.get("outputs") or []
+        errs = [o.get("max_abs_err") for o in outputs if o.get("max_abs_err") is not None]
+        figure = f", max abs err {max(errs):.3g}" if errs else ""
+        if check.get("ok"):
+            print(f"[pass] {name}{figure}")
+            continue
+        print(f"[FAIL] {name}: {check.get('reason', '')}")
+        for output in outputs:
+            if output.get("first_mismatch"):
+                print(f"       first mismatch {output['first_mismatch']}")
+                break
+
+
+def _print_verdict(tool: str, verdict: Verdict) -> None:
+    _print_checks(verdict)
+    for violation in verdict.violations:
+        print(f"[FAIL] rule {violation.check}: {violation.message}")
+    state = "PASS" if verdict.correct else verdict.verdict.upper()
+    detail = "" if verdict.correct or verdict.violations or verdict.compile_log else f": {verdict.message}"
+    print(f"{tool}: {state}{detail}")
+
+
+def verification_command(argv: list[str], root: Path | None = None) -> int:
+    """Static rules, build, and every correctness trial of the judge; exit 0 only on PASS."""
+    parser = argparse.ArgumentParser(prog="python -m utils.verification", description="check the solution")
+    parser.parse_args(argv)
+    root = root or Path.cwd()
+    loaded = _load(root, "verification")
+    if loaded is None:
+        return 1
+    task, device = loaded
+    verdict = judge(task, root, JudgeConfig(device=device, time=False))
+    _print_verdict("verification", verdict)
+    return 0 if verdict.correct else 1
+
+
+def profiling_command(argv: list[str], root: Path | None = None) -> int:
+    """Time the solution (after verifying it) against eager and torch.compile; print speedups and reward."""
+    parser = argparse.ArgumentParser(prog="python -m utils.profiling", description="time the solution")
+    parser.add_argument("--reference", action="store_true", help="time only the reference (eager, torch.compile)")
+    args = parser.parse_args(argv)
+    root = root or Path.cwd()
+    loaded = _load(root, "profiling")
+    if loaded is None:
+        return 1
+    task, device = loaded
+    config = JudgeConfig(device=device)
+    if args.reference:
+        base = reference_timings(task, config)
+        eager = base.eager["median_ms"] if base.eager else None
+        compiled = base.compile["median_ms"] if base.compile else None
+        print(f"profiling: reference on {device}: eager {_ms(eager)}, torch.compile {_ms(compiled)}")
+        if base.compile_error:
+            print(f"torch.compile failed here, so eager is the bar: {base.compile_error[:300]}")
+        return 0
+    verdict = judge(task, root, config)
+    if verdict.verdict != "pass":
+        _print_verdict("profiling", verdict)
+        return 1
+    t = verdict.timings_ms
+    print(
+        f"solution {_ms(t.solution)} | eager {_ms(t.eager)} ({_x(verdict.speedup_vs_eager)}) | "
+        f"torch.compile {_ms(t.compile)} ({_x(verdict.speedup_vs_compile)})"
+    )
+    goal = "goal reached" if verdict.reward == 3 else "goal: more than 5% faster than torch.compile (reward 3)"
+    print(f"profiling: reward {verdict.reward} ({goal})")
+    return 0
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g} ms"
+
+
+def _x(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}x"

@@ -1,0 +1,16 @@
+"""The agent's workspace: lay one out for a task, know what may be edited, build its kernels fast."""
+
+from cuda_agent.workspace.build import BuildOutcome, build_tree
+from cuda_agent.workspace.create import create_workspace, read_task_record
+from cuda_agent.workspace.layout import EDITABLE, EXTENSION_NAME, is_editable, tampered_files
+
+__all__ = [
+    "EDITABLE",
+    "EXTENSION_NAME",
+    "BuildOutcome",
+    "build_tree",
+    "create_workspace",
+    "is_editable",
+    "read_task_record",
+    "tampered_files",
+]

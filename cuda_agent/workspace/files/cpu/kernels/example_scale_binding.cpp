@@ -1,0 +1,17 @@
+// Worked example: the Python-facing side of example_scale.cpp.
+#include "binding_registry.h"
+
+void example_scale_launch(const float* x, float* y, float alpha, int64_t n);
+
+static at::Tensor example_scale(const at::Tensor& x, double alpha) {
+    TORCH_CHECK(x.device().is_cpu(), "example_scale: x must be a CPU tensor");
+    TORCH_CHECK(x.scalar_type() == at::kFloat, "example_scale: x must be float32");
+    TORCH_CHECK(x.is_contiguous(), "example_scale: x must be contiguous");
+    at::Tensor y = at::empty_like(x);
+    example_scale_launch(x.data_ptr<float>(), y.data_ptr<float>(), static_cast<float>(alpha), x.numel());
+    return y;
+}
+
+REGISTER_BINDING(example_scale, [](pybind11::module_& m) {
+    m.def("example_scale", &example_scale, "y = alpha * x (worked example)");
+});

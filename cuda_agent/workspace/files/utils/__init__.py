@@ -1,0 +1,1 @@
+"""Protected tools of a cuda-agent workspace (read-only; see SKILL.md)."""

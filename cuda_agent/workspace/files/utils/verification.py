@@ -1,0 +1,8 @@
+"""`python -m utils.verification`: every rule and correctness check of the judge (read-only file)."""
+
+import sys
+
+from cuda_agent.judge.workspace_commands import verification_command
+
+if __name__ == "__main__":
+    sys.exit(verification_command(sys.argv[1:]))

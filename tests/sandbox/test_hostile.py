@@ -1,0 +1,122 @@
+"""Hostile candidates: each yields exactly one clear result, and the pool judges a good solution after.
+
+The static policy is switched off where it would reject the hostile code before it runs: these
+tests are about what the sandbox does to a process that misbehaves, not about the policy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.sandbox.jobs import CommandJob, JudgeJob
+from cuda_agent.sandbox.limits import SandboxLimits
+from cuda_agent.sandbox.local import LocalPool
+from tests.sandbox.helpers import FAST, RELU, assert_still_judges, hostile_forward
+
+RUNTIME_ONLY = {**FAST, "static_policy": False}
+
+
+@pytest.fixture(scope="module")
+def pool():
+    # 4 GiB of address space: a memory hog stops there instead of filling this 24 GiB machine.
+    with LocalPool(build_workers=2, limits=SandboxLimits(address_space_bytes=4 * 2**30, max_pids=128)) as pool:
+        yield pool
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    tmp_path.chmod(0o755)
+    return tmp_path
+
+
+def _pids_bounded(pool: LocalPool, folder: Path) -> bool:
+    probe = pool.run(CommandJob(argv=["true"], cwd=str(folder), timeout_s=10))
+    return bool(probe.hardening.get("cgroup")) or probe.hardening.get("user") is not None
+
+
+def test_fork_bomb_command_is_contained(pool: LocalPool, folder: Path) -> None:
+    if not _pids_bounded(pool, folder):
+        pytest.skip("neither a pids cgroup nor an unprivileged user is available: a fork bomb would hit the host")
+    result = pool.run(CommandJob(argv=["bash", "-c", "f() { f | f & }; f; sleep 30"], cwd=str(folder), timeout_s=5))
+    assert result.status == "done"
+    assert result.command.timed_out and result.command.exit_code is None
+    assert "fork" in result.command.stderr or "Resource temporarily unavailable" in result.command.stderr
+    assert not Path(result.hardening["cgroup"]).exists()  # every process of the job is gone
+    assert_still_judges(pool)
+
+
+def test_fork_bomb_in_solution_is_contained(pool: LocalPool) -> None:
+    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    config = {**RUNTIME_ONLY, "build_timeout_s": 8.0}
+    result = pool.run(JudgeJob(task="examples/relu", solution=bomb + RELU, config=config))
+    assert result.status == "done", result.error
+    assert result.verdict.verdict == "timeout" and result.verdict.reward == -1
+    assert_still_judges(pool)
+
+
+def test_memory_hog_command_gets_memory_error(pool: LocalPool, folder: Path) -> None:
+    hog = "chunks = []\nwhile True:\n    chunks.append(bytearray(2**28))"
+    result = pool.run(CommandJob(argv=["python", "-c", hog], cwd=str(folder), timeout_s=60))
+    assert result.status == "done"
+    assert result.command.exit_code == 1 and "MemoryError" in result.command.stderr
+    assert result.hardening["rlimits"]["RLIMIT_AS"] == 4 * 2**30
+
+
+def test_memory_hog_in_forward_is_runtime_error(pool: LocalPool) -> None:
+    source = hostile_forward("hog = [bytearray(2**28) for _ in range(64)]\nreturn relu_ext.relu_forward(x)")
+    result = pool.run(JudgeJob(task="examples/relu", solution=source, config=RUNTIME_ONLY))
+    assert result.status == "done", result.error
+    assert result.verdict.verdict == "runtime_error" and "MemoryError" in result.verdict.message
+    assert_still_judges(pool)
+
+
+def test_infinite_loop_in_forward_times_out(pool: LocalPool) -> None:
+    source = hostile_forward("while True:\n    pass")
+    result = pool.run(JudgeJob(task="examples/relu", solution=source, config={**RUNTIME_ONLY, "run_timeout_s": 8.0}))
+    assert result.status == "done", result.error
+    assert result.verdict.verdict == "timeout" and "killed" in result.verdict.message
+    assert_still_judges(pool)
+
+
+def test_os_exit_in_forward_is_runtime_error(pool: LocalPool) -> None:
+    source = hostile_forward("import os\nos._exit(0)")
+    result = pool.run(JudgeJob(task="examples/relu", solution=source, config=RUNTIME_ONLY))
+    assert result.status == "done", result.error
+    assert result.verdict.verdict == "runtime_error" and "died" in result.verdict.message
+    assert_still_judges(pool)
+
+
+def test_hung_kernel_is_killed_at_the_job_limit(pool: LocalPool) -> None:
+    # A hang that outlasts the judge's own limits (as a hung GPU kernel can): the pool's kill is the backstop.
+    source = hostile_forward("import time\ntime.sleep(10**6)")
+    job = JudgeJob(task="examples/relu", solution=source, config=RUNTIME_ONLY, timeout_s=20.0)
+    result = pool.run(job)
+    assert result.status == "done", result.error
+    assert result.verdict.verdict == "timeout" and "sandbox killed" in result.verdict.message
+    assert_still_judges(pool)
+
+
+def test_network_is_unreachable(pool: LocalPool, folder: Path) -> None:
+    probe = "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=5)"
+    result = pool.run(CommandJob(argv=["python", "-c", probe], cwd=str(folder), timeout_s=30))
+    if not result.hardening["network_isolated"]:
+        pytest.skip(f"no network namespace here: {result.hardening['warnings']}")
+    assert result.command.exit_code == 1
+    assert "Network is unreachable" in result.command.stderr
+
+
+def test_protected_file_change_is_restored_and_reported(pool: LocalPool, folder: Path) -> None:
+    (folder / "utils").mkdir()
+    (folder / "utils" / "verification.py").write_text("print('real check')\n")
+    (folder / "model_new.py").write_text("# editable\n")
+    script = "echo 'print(\"PASS\")' > utils/verification.py; echo edited >> model_new.py; true"
+    job = CommandJob(argv=["bash", "-c", script], cwd=str(folder), timeout_s=10, protected=["utils"])
+    result = pool.run(job)
+    assert (folder / "utils" / "verification.py").read_text() == "print('real check')\n"
+    assert (folder / "model_new.py").read_text() == "# editable\nedited\n"
+    if result.hardening.get("user"):
+        assert "Permission denied" in result.command.stderr  # dropped user: the write itself failed
+    else:
+        assert result.command.tampered == ["utils/verification.py"]  # root: written, then put back

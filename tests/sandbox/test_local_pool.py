@@ -1,0 +1,102 @@
+"""The local pool's contract: one result per job, output capping, cancellation, back-pressure, timing exclusivity."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.errors import SandboxError
+from cuda_agent.sandbox.jobs import CommandJob, JudgeJob
+from cuda_agent.sandbox.local import LocalPool, PoolFullError
+from tests.sandbox.helpers import FAST, RELU, good_job
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    tmp_path.chmod(0o755)
+    return tmp_path
+
+
+def test_command_reports_exit_code_output_and_time(folder: Path) -> None:
+    with LocalPool(build_workers=1) as pool:
+        result = pool.run(CommandJob(argv=["bash", "-c", "echo out; echo err >&2; exit 3"], cwd=str(folder)))
+    assert (result.status, result.kind) == ("done", "command")
+    assert (result.command.exit_code, result.command.stdout, result.command.stderr) == (3, "out\n", "err\n")
+    assert 0 < result.command.wall_s < 10 and not result.command.timed_out
+
+
+def test_long_output_is_trimmed_to_head_and_tail(folder: Path) -> None:
+    job = CommandJob(argv=["python", "-c", "print('a' * 100000 + 'END')"], cwd=str(folder), output_cap=1000)
+    with LocalPool(build_workers=1) as pool:
+        out = pool.run(job).command.stdout
+    assert len(out) < 1100 and out.startswith("aaa") and out.rstrip().endswith("END") and "characters cut" in out
+
+
+def test_command_killed_at_time_limit(folder: Path) -> None:
+    with LocalPool(build_workers=1) as pool:
+        start = time.monotonic()
+        result = pool.run(CommandJob(argv=["sleep", "60"], cwd=str(folder), timeout_s=1.5))
+    assert result.command.timed_out and result.command.exit_code is None
+    assert time.monotonic() - start < 10
+
+
+def test_cancel_running_and_waiting_jobs(folder: Path) -> None:
+    with LocalPool(build_workers=1) as pool:
+        running, waiting = (CommandJob(argv=["sleep", "60"], cwd=str(folder)) for _ in range(2))
+        futures = [pool.submit(running), pool.submit(waiting)]
+        time.sleep(1.0)
+        assert pool.cancel(running.id) and pool.cancel(waiting.id)
+        assert [f.result(timeout=20).status for f in futures] == ["cancelled", "cancelled"]
+        assert pool.metrics().by_status == {"cancelled": 2}
+        assert not pool.cancel(running.id)  # answered: nothing left to cancel
+
+
+def test_full_queue_raises_and_duplicate_id_is_refused(folder: Path) -> None:
+    with LocalPool(build_workers=1, max_pending=2) as pool:
+        first = CommandJob(argv=["sleep", "60"], cwd=str(folder))
+        pool.submit(first)
+        time.sleep(0.5)  # the first has started; two may wait
+        pool.submit(CommandJob(argv=["true"], cwd=str(folder)))
+        pool.submit(CommandJob(argv=["true"], cwd=str(folder)))
+        with pytest.raises(PoolFullError, match="queue is full"):
+            pool.submit(CommandJob(argv=["true"], cwd=str(folder)))
+        with pytest.raises(SandboxError, match="already in flight"):
+            pool.submit(first)
+        pool.cancel(first.id)
+
+
+def test_timing_slot_is_never_shared(folder: Path) -> None:
+    script = "import json, sys, time; s = time.time(); time.sleep(1); print(json.dumps([s, time.time()]))"
+    with LocalPool(build_workers=2, gpus=[], cpu_timing_slots=1) as pool:
+        futures = [
+            pool.submit(CommandJob(argv=["python", "-c", script], cwd=str(folder), timing=True)) for _ in range(3)
+        ]
+        spans = sorted(json.loads(f.result().command.stdout) for f in futures)
+    assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:], strict=False))
+
+
+def test_every_job_is_answered_once_by_id(folder: Path) -> None:
+    jobs = [CommandJob(argv=["bash", "-c", f"exit {i % 3}"], cwd=str(folder), timeout_s=10) for i in range(12)]
+    with LocalPool(build_workers=2) as pool:
+        futures = {job.id: pool.submit(job) for job in jobs}
+        results = {job_id: f.result(timeout=60) for job_id, f in futures.items()}
+        metrics = pool.metrics()
+    assert all(r.job_id == job_id for job_id, r in results.items())
+    assert [results[j.id].command.exit_code for j in jobs] == [i % 3 for i in range(12)]
+    assert (metrics.submitted, metrics.completed, metrics.queue_depth, metrics.running) == (12, 12, 0, 0)
+
+
+def test_judge_jobs_split_build_and_timing(folder: Path) -> None:
+    broken = RELU.replace("dst[i] = v < 0.0f ? 0.0f : v;", "dst[i] = undeclared_name;")
+    with LocalPool(build_workers=2, gpus=[], cpu_timing_slots=1) as pool:
+        good, bad = pool.submit(good_job()), pool.submit(JudgeJob(task="examples/relu", solution=broken, config=FAST))
+        unknown = pool.submit(JudgeJob(task="examples/no_such_task", solution=RELU, config=FAST))
+        good, bad, unknown = good.result(), bad.result(), unknown.result()
+        metrics = pool.metrics()
+    assert good.verdict.verdict == "pass" and good.worker.startswith("build")  # untimed CPU job: no timing slot
+    assert bad.verdict.verdict == "compile_error" and "undeclared_name" in bad.verdict.compile_log
+    assert unknown.status == "failed" and "no task" in unknown.error
+    assert metrics.by_verdict == {"pass": 1, "compile_error": 1} and metrics.by_status == {"done": 2, "failed": 1}

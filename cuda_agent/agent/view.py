@@ -1,0 +1,137 @@
+"""An episode as one self-contained HTML page: prompt, turns, tool calls, kernel diffs, verdicts.
+
+Run: `cuda-agent view TRAJ.jsonl -o FILE.html`. The page has no scripts and loads nothing from
+outside; every string from the trajectory is HTML-escaped, since model output is untrusted.
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.agent.trajectory import read_trajectory
+from cuda_agent.types import ToolCall, ToolResult, Trajectory, Turn
+
+_CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:1em;color:#222;background:#fafafa}
+h1{font-size:1.4em} h2{font-size:1.1em;margin:0 0 .4em}
+pre{white-space:pre-wrap;word-break:break-word;background:#fff;border:1px solid #ddd;padding:.5em;margin:.3em 0;
+ max-height:40em;overflow:auto;font:12px/1.35 ui-monospace,monospace}
+.turn{background:#fff;border:1px solid #ccc;border-radius:6px;padding:.8em;margin:1em 0}
+.call{border-left:3px solid #4a7;padding-left:.6em;margin:.6em 0} .call.error{border-color:#c44}
+.tag{display:inline-block;border-radius:3px;padding:0 .4em;font-size:.85em;background:#eee;margin-right:.3em}
+.tag.error{background:#fdd;color:#900} .tag.pass{background:#dfd;color:#060}
+.add{color:#060;background:#efe;display:block} .del{color:#900;background:#fee;display:block}
+.hunk{color:#55a;display:block} table{border-collapse:collapse} td,th{border:1px solid #ddd;padding:.2em .5em}
+.meta{color:#666;font-size:.9em}
+"""
+
+
+def _pre(text: str, css_class: str = "") -> str:
+    return f'<pre class="{css_class}">{escape(text)}</pre>' if css_class else f"<pre>{escape(text)}</pre>"
+
+
+def _diff(diff: str) -> str:
+    lines = []
+    for line in diff.splitlines():
+        if line.startswith(("+++", "---", "@@")):
+            kind = "hunk"
+        else:
+            kind = "add" if line.startswith("+") else "del" if line.startswith("-") else ""
+        lines.append(f'<span class="{kind}">{escape(line)}</span>' if kind else escape(line))
+    return '<pre class="diff">' + "\n".join(lines) + "</pre>"
+
+
+def _verdict(verdict: dict[str, Any]) -> str:
+    name = str(verdict.get("verdict", "?"))
+    timings = verdict.get("timings_ms") or {}
+    rows = [
+        ("verdict", f'<span class="tag {"pass" if name == "pass" else "error"}">{escape(name)}</span>'),
+        ("reward", escape(str(verdict.get("reward")))),
+        ("speedup vs eager", escape(str(verdict.get("speedup_vs_eager")))),
+        ("speedup vs compile", escape(str(verdict.get("speedup_vs_compile")))),
+        ("timings (ms)", escape(json.dumps(timings))),
+        ("device", escape(str(verdict.get("device", "")))),
+    ]
+    table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
+    extra = _pre(verdict["message"]) if verdict.get("message") else ""
+    for violation in verdict.get("violations") or []:
+        extra += _pre(f"[{violation.get('check')}] {violation.get('message')}", "error")
+    if verdict.get("compile_log"):
+        extra += _pre(verdict["compile_log"])
+    return f'<div class="verdict"><table>{table}</table>{extra}</div>'
+
+
+def _arguments(call: ToolCall) -> str:
+    try:
+        return json.dumps(json.loads(call.arguments), indent=2, ensure_ascii=False)
+    except json.JSONDecodeError:
+        return call.arguments
+
+
+def _call(call: ToolCall, result: ToolResult | None) -> str:
+    failed = result is not None and result.is_error
+    tags = f'<span class="tag">{escape(call.name or "(no name)")}</span>'
+    if failed:
+        tags += '<span class="tag error">error</span>'
+    if result is not None and result.truncated:
+        tags += '<span class="tag">truncated</span>'
+    if result is not None:
+        tags += f'<span class="meta">{result.duration_s:.2f} s</span>'
+    parts = [f'<div class="call{" error" if failed else ""}">{tags}', _pre(_arguments(call))]
+    if call.error:
+        parts.append(_pre(f"parse error: {call.error}", "error"))
+    if result is not None:
+        diff = result.metadata.get("diff")
+        parts.append(_diff(diff) if isinstance(diff, str) and diff else "")
+        parts.append(_pre(result.output, "output"))
+    return "".join(parts) + "</div>"
+
+
+def _turn(turn: Turn) -> str:
+    results = {r.tool_call_id: r for r in turn.tool_results}
+    tokens = "" if turn.completion_tokens is None else f", {turn.completion_tokens} tokens"
+    head = (
+        f'<h2>Turn {turn.index + 1}</h2><div class="meta">model {turn.model_s:.1f} s, tools {turn.tools_s:.1f} s'
+        f"{tokens}, finish: {escape(str(turn.finish_reason))}</div>"
+    )
+    body = [head, _pre(turn.content) if turn.content else ""]
+    body += [_call(call, results.get(call.id)) for call in turn.tool_calls]
+    body += [_pre(f"{m.get('role')}: {m.get('content')}") for m in turn.extra_messages]
+    body += [_verdict(v) for v in turn.verdicts]
+    return f'<section class="turn" id="turn-{turn.index}">' + "".join(body) + "</section>"
+
+
+def render_html(trajectory: Trajectory) -> str:
+    """The whole page for one trajectory."""
+    t = trajectory
+    status = t.exit_status or ("(still running or crashed)" if not t.complete else "(none)")
+    summary = (
+        f'<p class="meta">model {escape(t.model)} · started {escape(t.started_at)} · {len(t.turns)} turns · '
+        f"exit {escape(status)} · terminated {t.terminated} · truncated {t.truncated} · "
+        f"reward <b>{escape(str(t.reward))}</b></p>"
+    )
+    prompt = "".join(f"<h2>{escape(str(m.get('role')))}</h2>{_pre(str(m.get('content') or ''))}" for m in t.prompt)
+    parts = [
+        f"<h1>Episode: {escape(t.task)}</h1>",
+        summary,
+        f'<details class="prompt"><summary>Prompt ({len(t.prompt)} messages)</summary>{prompt}</details>',
+        *(_turn(turn) for turn in t.turns),
+        '<section class="final"><h2>Final verdict</h2>' + (_verdict(t.verdict) if t.verdict else "<p>none</p>"),
+        "</section>",
+    ]
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(t.task)} · cuda-agent</title>'
+        f"<style>{_CSS}</style></head><body>{''.join(parts)}</body></html>\n"
+    )
+
+
+def write_view(trajectory_path: Path, output_path: Path) -> Path:
+    """Read a trajectory JSONL file and write its HTML page; returns the page's path."""
+    html = render_html(read_trajectory(trajectory_path))
+    output_path = Path(output_path)
+    output_path.parent.mkdir(parents=True, exist_ok=True)
+    output_path.write_text(html, encoding="utf-8")
+    return output_path

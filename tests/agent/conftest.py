@@ -7,17 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from cuda_agent.workspace import is_editable
 from tests.agent.fake_openai import FakeOpenAI
 
-EDITABLE_SUFFIXES = (".cu", ".cuh", ".cpp", ".h")
-
-
-def is_editable(relative: str) -> bool:
-    """The workspace rule: model_new.py and kernel sources directly under kernels/."""
-    parts = relative.split("/")
-    return relative == "model_new.py" or (
-        len(parts) == 2 and parts[0] == "kernels" and relative.endswith(EDITABLE_SUFFIXES)
-    )
+__all__ = ["is_editable"]
 
 
 @pytest.fixture

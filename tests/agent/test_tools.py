@@ -182,6 +182,12 @@ def test_bash_environment_has_no_secrets(workspace: Path, monkeypatch: pytest.Mo
     assert "should-not-leak" not in env and "PATH=" in env
 
 
+def test_bash_recovers_when_its_folder_is_removed(tools: ToolSet, workspace: Path) -> None:
+    call(tools, "Bash", command="mkdir -p kernels/tmp && cd kernels/tmp")
+    call(tools, "Bash", command="rm -rf ../tmp; sleep 5", timeout=0.5)
+    assert call(tools, "Bash", command="pwd").output == str(workspace.resolve())
+
+
 def test_bash_syntax_error_runs_nothing(tools: ToolSet, workspace: Path) -> None:
     result = call(tools, "Bash", command="touch made.txt; echo 'unclosed")
     assert result.is_error and "syntax error" in result.output

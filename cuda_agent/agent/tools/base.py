@@ -19,7 +19,7 @@ EditablePredicate = Callable[[str], bool]
 
 
 DEFAULT_EDITABLE_HINT = (
-    "You may create and change only model_new.py and source files under kernels/ (.cu, .cuh, .cpp, .h)."
+    "You may create and change only model_new.py and source files under kernels/ (.cu, .cuh, .cpp, .h, .hpp)."
 )
 
 

@@ -110,6 +110,8 @@ class PersistentShell:
 
     def _start(self) -> subprocess.Popen[bytes]:
         self._marker = f"__CUDA_AGENT_DONE_{secrets.token_hex(8)}__"
+        if not self.cwd.is_dir():  # the model removed the folder it was in; a shell cannot start there
+            self.cwd = self.root
         self._proc = subprocess.Popen(
             ["bash", "--noprofile", "--norc"],
             stdin=subprocess.PIPE,

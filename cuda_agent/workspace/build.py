@@ -77,7 +77,7 @@ def _flags(device: str) -> dict[str, str]:
     import torch
     import torch.utils.cpp_extension as cpp_ext
 
-    includes = list(cpp_ext.include_paths("cuda" if device == "cuda" else "cpu"))
+    includes = list(cpp_ext.include_paths("cpu"))
     includes.append(sysconfig.get_paths()["include"])
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
     defines = f"-DTORCH_EXTENSION_NAME={EXTENSION_NAME} -DTORCH_API_INCLUDE_EXTENSION_H -D_GLIBCXX_USE_CXX11_ABI={abi}"
@@ -89,7 +89,7 @@ def _flags(device: str) -> dict[str, str]:
     ldflags = f"-shared -L{torch_lib} -lc10 -ltorch_cpu -ltorch -ltorch_python"
     if device == "cpu":
         return {"cflags": cflags + " -fopenmp", "cuda_cflags": "", "ldflags": ldflags + " -fopenmp"}
-    cuda_home = cpp_ext.CUDA_HOME or "/usr/local/cuda"
+    cuda_home = cuda_home_dir()
     arch = cuda_arch()
     cuda_cflags = (
         f"-O3 -std=c++17 -gencode arch=compute_{arch},code=sm_{arch} --expt-relaxed-constexpr "
@@ -97,6 +97,16 @@ def _flags(device: str) -> dict[str, str]:
     )
     ldflags += f" -lc10_cuda -ltorch_cuda -L{cuda_home}/lib64 -lcudart -lcublas"
     return {"cflags": cflags + f" -isystem {cuda_home}/include", "cuda_cflags": cuda_cflags, "ldflags": ldflags}
+
+
+def cuda_home_dir() -> str:
+    """The CUDA toolkit: $CUDA_HOME, else /usr/local/cuda, else the folder above the `nvcc` on PATH."""
+    if os.environ.get("CUDA_HOME"):
+        return os.environ["CUDA_HOME"]
+    if Path("/usr/local/cuda/bin/nvcc").exists():
+        return "/usr/local/cuda"
+    nvcc = shutil.which("nvcc")
+    return str(Path(nvcc).resolve().parent.parent) if nvcc else "/usr/local/cuda"
 
 
 def _ccache() -> str | None:
@@ -118,9 +128,7 @@ def _ninja_file(root: Path, device: str, out_name: str) -> tuple[str, int]:
     flags = _flags(device)
     cc = _ccache()
     wrap = f"{cc} " if cc else ""
-    nvcc = str(Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc")
-    if not Path(nvcc).exists():
-        nvcc = shutil.which("nvcc") or "nvcc"
+    nvcc = str(Path(cuda_home_dir()) / "bin" / "nvcc")
     cxx = os.environ.get("CXX", "c++")
     lines = [
         "ninja_required_version = 1.3",

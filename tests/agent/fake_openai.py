@@ -84,7 +84,7 @@ class FakeOpenAI:
 
     @contextmanager
     def running(self) -> Iterator[FakeOpenAI]:
-        thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         thread.start()
         try:
             yield self

@@ -52,15 +52,23 @@ def test_malformed_tool_calls_come_back_as_errors_the_model_can_read(fake_openai
                 {"name": "Edit", "arguments": '{"path": "model_new.py", "old_string": '},
                 {"name": "rm_rf", "arguments": "{}"},
             ],
-        )
+        ),
+        completion("I will fix the call."),
     ]
-    turn = fast_model(fake_openai.url, model="m").complete(PROMPT, [])
+    model = fast_model(fake_openai.url, model="m")
+    turn = model.complete(PROMPT, [])
     assert [c.name for c in turn.tool_calls] == ["Edit", "rm_rf"]
     with build_toolset(workspace, is_editable) as tools:
         bad_json, unknown = (tools.execute(c) for c in turn.tool_calls)
     assert bad_json.is_error and "not valid JSON" in bad_json.output and "Bash, Read" in bad_json.output
     assert unknown.is_error and "no tool named 'rm_rf'" in unknown.output
     assert bad_json.to_message()["tool_call_id"] == "call_0"
+    history = [*PROMPT, turn.message(), bad_json.to_message(), unknown.to_message()]
+    assert model.complete(history, []).content == "I will fix the call."
+    sent = fake_openai.requests[-1]["messages"][2]["tool_calls"]
+    assert json.loads(sent[0]["function"]["arguments"]) == {"invalid_json": '{"path": "model_new.py", "old_string": '}
+    assert sent[1]["function"]["arguments"] == "{}"
+    assert fake_openai.requests[-1]["messages"][3] == bad_json.to_message()
 
 
 def test_tool_calls_written_in_text_are_parsed(fake_openai: FakeOpenAI) -> None:

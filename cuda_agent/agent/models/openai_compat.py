@@ -94,7 +94,7 @@ class OpenAIModel:
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema]) -> ModelTurn:
         """One chat-completions call; see `Model.complete`."""
-        body: dict[str, Any] = {"model": self.model, "messages": list(messages)}
+        body: dict[str, Any] = {"model": self.model, "messages": sendable_messages(messages)}
         if tools:
             body["tools"] = list(tools)
         body.update({k: v for k, v in self.sampling.items() if v is not None})
@@ -166,6 +166,33 @@ class OpenAIModel:
             name=function["name"],
             arguments=arguments if isinstance(arguments, str) else json.dumps(arguments),
         )
+
+
+def sendable_messages(messages: Sequence[Message]) -> list[Message]:
+    """Messages with malformed tool-call arguments wrapped as {"invalid_json": text}.
+
+    Servers such as vLLM parse the arguments of earlier tool calls to render the chat template and
+    answer 400 to invalid JSON, which would end the episode on the model's first malformed call;
+    the wrapped text still shows the model what it wrote.
+    """
+    result = []
+    for message in messages:
+        calls = message.get("tool_calls")
+        if calls:
+            message = {**message, "tool_calls": [_sendable_call(call) for call in calls]}
+        result.append(message)
+    return result
+
+
+def _sendable_call(call: dict[str, Any]) -> dict[str, Any]:
+    function = call.get("function") or {}
+    arguments = function.get("arguments")
+    try:
+        if isinstance(json.loads(arguments), dict):
+            return call
+    except (TypeError, json.JSONDecodeError):
+        pass
+    return {**call, "function": {**function, "arguments": json.dumps({"invalid_json": arguments})}}
 
 
 def _json(response: httpx.Response, url: str) -> dict[str, Any]:

@@ -56,6 +56,10 @@ class JudgeConfig(BaseModel):
     """Repeat until a phase has spent this long (bounded by min/max reps)."""
     warmup_reps: int = Field(default=3, ge=0)
     """Untimed calls before timing (after the first call's build and autotune)."""
+    cpu_threads: int = Field(default=1, ge=1)
+    """CPU device only: threads for the candidate and the baselines alike (OMP/MKL and torch). One by
+    default: on a shared machine, multi-threaded timings swing by 10-100x with other load (an OpenMP
+    barrier waits for a descheduled thread), and a baseline cached in such a moment would stick."""
     build_timeout_s: float = 600.0
     """Time limit of the build stage."""
     run_timeout_s: float = 600.0

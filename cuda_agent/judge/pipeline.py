@@ -211,6 +211,8 @@ class _Judgement:
         env = child_env(extra_env)
         if self.device != "cuda":
             env["CUDA_VISIBLE_DEVICES"] = ""
+            threads = str(self.cfg.cpu_threads)
+            env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
         start = time.monotonic()
         child = run_module(module, [str(request_path), str(result_path)], timeout_s=timeout_s, env=env, cwd=workdir)
         self.stage_s[stage] = time.monotonic() - start
@@ -233,6 +235,7 @@ class _Judgement:
             "torch": torch.__version__,
             "cuda": torch.version.cuda if self.device == "cuda" else None,
             "protocol_version": PROTOCOL_VERSION,
+            "cpu_threads": cfg.cpu_threads if self.device != "cuda" else None,
         }
         key = baseline_mod.cache_key(self.task.code, name, key_env, {"tf32": False}, cfg.compile_mode)
         cache_file = cfg.cache_dir / "baselines" / f"{key}.json"

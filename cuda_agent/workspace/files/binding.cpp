@@ -2,7 +2,7 @@
 // Creates the Python module `cuda_extension` from every REGISTER_BINDING in kernels/.
 #include "binding_registry.h"
 
-PYBIND11_MODULE(cuda_extension, m) {
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {  // cuda_extension, defined by the build
     m.doc() = "kernels of this workspace, registered in kernels/*_binding.cpp";
     for (auto& entry : cuda_agent::binding_registry()) entry.second(m);
 }

@@ -217,3 +217,43 @@ def died_message(stage: StageOutcome) -> str:
         f"the sandbox runner died (exit {stage.returncode}) before reporting: {tail or 'no output'}. "
         "This is a fault of the sandbox, not of the candidate: retry the job, and report it if it repeats."
     )
+
+
+def stage_fields(job: JudgeJob | CommandJob, stage: StageOutcome) -> dict | None:
+    """JobResult fields if this stage ends the job (verdict, error, kill, cancel, command); None to go on."""
+    hardening = stage.outcome.hardening.model_dump() if stage.outcome else {}
+    if stage.cancelled:
+        return {"status": "cancelled", "hardening": hardening}
+    if isinstance(job, CommandJob):
+        return {"status": "done", "command": command_result(stage), "hardening": hardening}
+    if stage.outcome is None:
+        verdict = killed_verdict(job, stage)
+        if verdict is not None:
+            return {"status": "done", "verdict": verdict}
+        return {"status": "failed", "error": died_message(stage)}
+    if stage.outcome.error:
+        return {"status": "failed", "error": stage.outcome.error, "hardening": hardening}
+    if stage.outcome.verdict is not None:
+        return {"status": "done", "verdict": stage.outcome.verdict, "hardening": hardening}
+    return None
+
+
+def needs_timing(job: JudgeJob | CommandJob, device: str) -> bool:
+    """Whether the job's last stage must hold a timing slot (a GPU, or the CPU timing slot when it times)."""
+    if isinstance(job, CommandJob):
+        return job.timing
+    return device == "cuda" or bool(job.config.get("time", True))
+
+
+def run_job(
+    job: JudgeJob | CommandJob, limits: SandboxLimits, device: str, env: dict[str, str], handle: StageHandle
+) -> dict:
+    """Every stage of a job in sequence on one worker (the Ray actor's way); JobResult fields."""
+    if isinstance(job, CommandJob):
+        return stage_fields(job, run_stage(job, "command", limits, device, job.timeout_s, env, handle))
+    for phase in ("prepare", "judge"):
+        stage = run_stage(job, phase, limits, device, stage_timeout_s(job, phase), env, handle)
+        fields = stage_fields(job, stage)
+        if fields is not None:
+            return fields
+    return {"status": "failed", "error": "the judge stage reported no verdict"}

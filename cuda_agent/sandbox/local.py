@@ -21,14 +21,7 @@ import time
 from concurrent.futures import Future
 
 from cuda_agent.errors import SandboxError
-from cuda_agent.sandbox.execution import (
-    StageHandle,
-    command_result,
-    died_message,
-    killed_verdict,
-    run_stage,
-    stage_timeout_s,
-)
+from cuda_agent.sandbox.execution import StageHandle, needs_timing, run_stage, stage_fields, stage_timeout_s
 from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, PoolMetrics
 from cuda_agent.sandbox.limits import SandboxLimits
 from cuda_agent.sandbox.stats import PoolStats, detect_gpus
@@ -197,41 +190,21 @@ class LocalPool:
         if isinstance(job, CommandJob):
             return self._final_stage(entry, worker, {})
         stage = run_stage(job, "prepare", self.limits, entry.device, stage_timeout_s(job, "prepare"), {}, entry.handle)
-        done = self._judge_result(entry, worker, stage)
-        if done is not None:
-            return done
-        if entry.device == "cuda" or job.config.get("time", True):
+        fields = stage_fields(job, stage)
+        if fields is not None:
+            return self._result(entry, worker, **fields)
+        if needs_timing(job, entry.device):
             self._timing_q.put(entry)
             return None
         return self._final_stage(entry, worker, {})
 
     def _final_stage(self, entry: _Entry, worker: str, env: dict[str, str]) -> JobResult:
         job = entry.job
-        if isinstance(job, CommandJob):
-            stage = run_stage(job, "command", self.limits, entry.device, job.timeout_s, env, entry.handle)
-            if stage.cancelled:
-                return self._result(entry, worker, status="cancelled")
-            hardening = stage.outcome.hardening.model_dump() if stage.outcome else {}
-            return self._result(entry, worker, command=command_result(stage), hardening=hardening)
-        stage = run_stage(job, "judge", self.limits, entry.device, stage_timeout_s(job, "judge"), env, entry.handle)
-        result = self._judge_result(entry, worker, stage)
-        return result or self._result(entry, worker, status="failed", error="the judge stage reported no verdict")
-
-    def _judge_result(self, entry: _Entry, worker: str, stage) -> JobResult | None:
-        """The job's result if this stage ended it (verdict, error, kill, cancel); None to go on."""
-        hardening = stage.outcome.hardening.model_dump() if stage.outcome else {}
-        if stage.cancelled:
-            return self._result(entry, worker, status="cancelled")
-        if stage.outcome is None:
-            verdict = killed_verdict(entry.job, stage)
-            if verdict is not None:
-                return self._result(entry, worker, verdict=verdict)
-            return self._result(entry, worker, status="failed", error=died_message(stage))
-        if stage.outcome.error:
-            return self._result(entry, worker, status="failed", error=stage.outcome.error, hardening=hardening)
-        if stage.outcome.verdict is not None:
-            return self._result(entry, worker, verdict=stage.outcome.verdict, hardening=hardening)
-        return None
+        phase = "command" if isinstance(job, CommandJob) else "judge"
+        limit_s = job.timeout_s if isinstance(job, CommandJob) else stage_timeout_s(job, "judge")
+        stage = run_stage(job, phase, self.limits, entry.device, limit_s, env, entry.handle)
+        fields = stage_fields(job, stage) or {"status": "failed", "error": "the judge stage reported no verdict"}
+        return self._result(entry, worker, **fields)
 
     def _result(self, entry: _Entry, worker: str, status: str = "done", **fields) -> JobResult:
         now = time.monotonic()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.sandbox.jobs import CommandJob, JudgeJob
+from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob
 from cuda_agent.sandbox.limits import SandboxLimits
 from cuda_agent.sandbox.local import LocalPool
 from tests.sandbox.helpers import FAST, RELU, assert_still_judges, hostile_forward
@@ -21,8 +21,40 @@ RUNTIME_ONLY = {**FAST, "static_policy": False}
 @pytest.fixture(scope="module")
 def pool():
     # 4 GiB of address space: a memory hog stops there instead of filling this 24 GiB machine.
-    with LocalPool(build_workers=2, limits=SandboxLimits(address_space_bytes=4 * 2**30, max_pids=128)) as pool:
+    # Four workers on two cores: most hostile jobs sit out a time limit, so they run side by side.
+    limits = SandboxLimits(address_space_bytes=4 * 2**30, max_pids=128)
+    with LocalPool(build_workers=4, limits=limits) as pool:
         yield pool
+
+
+BOMB = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+HOSTILE_JUDGE_JOBS = {
+    "fork_bomb": JudgeJob(task="examples/relu", solution=BOMB + RELU, config={**RUNTIME_ONLY, "build_timeout_s": 8.0}),
+    "memory_hog": JudgeJob(
+        task="examples/relu",
+        solution=hostile_forward("hog = [bytearray(2**28) for _ in range(64)]\nreturn relu_ext.relu_forward(x)"),
+        config=RUNTIME_ONLY,
+    ),
+    "infinite_loop": JudgeJob(
+        task="examples/relu",
+        solution=hostile_forward("while True:\n    pass"),
+        config={**RUNTIME_ONLY, "run_timeout_s": 8.0},
+    ),
+    "os_exit": JudgeJob(task="examples/relu", solution=hostile_forward("import os\nos._exit(0)"), config=RUNTIME_ONLY),
+    # A hang that outlasts the judge's own limits (as a hung GPU kernel can): the pool's kill is the backstop.
+    "hung_kernel": JudgeJob(
+        task="examples/relu",
+        solution=hostile_forward("import time\ntime.sleep(10**6)"),
+        config=RUNTIME_ONLY,
+        timeout_s=15.0,
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def hostile(pool: LocalPool) -> dict[str, JobResult]:
+    futures = {name: pool.submit(job) for name, job in HOSTILE_JUDGE_JOBS.items()}
+    return {name: future.result(timeout=300) for name, future in futures.items()}
 
 
 @pytest.fixture
@@ -44,16 +76,12 @@ def test_fork_bomb_command_is_contained(pool: LocalPool, folder: Path) -> None:
     assert result.command.timed_out and result.command.exit_code is None
     assert "fork" in result.command.stderr or "Resource temporarily unavailable" in result.command.stderr
     assert not Path(result.hardening["cgroup"]).exists()  # every process of the job is gone
-    assert_still_judges(pool)
 
 
-def test_fork_bomb_in_solution_is_contained(pool: LocalPool) -> None:
-    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
-    config = {**RUNTIME_ONLY, "build_timeout_s": 8.0}
-    result = pool.run(JudgeJob(task="examples/relu", solution=bomb + RELU, config=config))
+def test_fork_bomb_in_solution_is_contained(hostile: dict[str, JobResult]) -> None:
+    result = hostile["fork_bomb"]
     assert result.status == "done", result.error
     assert result.verdict.verdict == "timeout" and result.verdict.reward == -1
-    assert_still_judges(pool)
 
 
 def test_memory_hog_command_gets_memory_error(pool: LocalPool, folder: Path) -> None:
@@ -64,38 +92,35 @@ def test_memory_hog_command_gets_memory_error(pool: LocalPool, folder: Path) -> 
     assert result.hardening["rlimits"]["RLIMIT_AS"] == 4 * 2**30
 
 
-def test_memory_hog_in_forward_is_runtime_error(pool: LocalPool) -> None:
-    source = hostile_forward("hog = [bytearray(2**28) for _ in range(64)]\nreturn relu_ext.relu_forward(x)")
-    result = pool.run(JudgeJob(task="examples/relu", solution=source, config=RUNTIME_ONLY))
+def test_memory_hog_in_forward_is_runtime_error(hostile: dict[str, JobResult]) -> None:
+    result = hostile["memory_hog"]
     assert result.status == "done", result.error
     assert result.verdict.verdict == "runtime_error" and "MemoryError" in result.verdict.message
-    assert_still_judges(pool)
 
 
-def test_infinite_loop_in_forward_times_out(pool: LocalPool) -> None:
-    source = hostile_forward("while True:\n    pass")
-    result = pool.run(JudgeJob(task="examples/relu", solution=source, config={**RUNTIME_ONLY, "run_timeout_s": 8.0}))
+def test_infinite_loop_in_forward_times_out(hostile: dict[str, JobResult]) -> None:
+    result = hostile["infinite_loop"]
     assert result.status == "done", result.error
     assert result.verdict.verdict == "timeout" and "killed" in result.verdict.message
-    assert_still_judges(pool)
 
 
-def test_os_exit_in_forward_is_runtime_error(pool: LocalPool) -> None:
-    source = hostile_forward("import os\nos._exit(0)")
-    result = pool.run(JudgeJob(task="examples/relu", solution=source, config=RUNTIME_ONLY))
+def test_os_exit_in_forward_is_runtime_error(hostile: dict[str, JobResult]) -> None:
+    result = hostile["os_exit"]
     assert result.status == "done", result.error
     assert result.verdict.verdict == "runtime_error" and "died" in result.verdict.message
-    assert_still_judges(pool)
 
 
-def test_hung_kernel_is_killed_at_the_job_limit(pool: LocalPool) -> None:
-    # A hang that outlasts the judge's own limits (as a hung GPU kernel can): the pool's kill is the backstop.
-    source = hostile_forward("import time\ntime.sleep(10**6)")
-    job = JudgeJob(task="examples/relu", solution=source, config=RUNTIME_ONLY, timeout_s=20.0)
-    result = pool.run(job)
+def test_hung_kernel_is_killed_at_the_job_limit(hostile: dict[str, JobResult]) -> None:
+    result = hostile["hung_kernel"]
     assert result.status == "done", result.error
     assert result.verdict.verdict == "timeout" and "sandbox killed" in result.verdict.message
+
+
+def test_pool_judges_a_good_solution_after_every_hostile_job(pool: LocalPool, hostile: dict[str, JobResult]) -> None:
+    assert len(hostile) == len(HOSTILE_JUDGE_JOBS)  # all answered before this good job starts
     assert_still_judges(pool)
+    left = {p.name for p in Path("/sys/fs/cgroup/pids").glob("cuda-agent-*")}
+    assert not {f"cuda-agent-{job.id[:24]}" for job in HOSTILE_JUDGE_JOBS.values()} & left  # no process left behind
 
 
 def test_network_is_unreachable(pool: LocalPool, folder: Path) -> None:

@@ -1,0 +1,201 @@
+"""The Ray pool: the local pool's interface, with workers as Ray actors spread over many machines.
+
+One actor per GPU in the cluster (`num_gpus=1`, so Ray gives each its own GPU and the actor
+times alone on it); on a cluster without GPUs, `cpu_actors` CPU actors. Each actor runs one job
+at a time, every stage in a fresh hardened runner process on its own machine (execution.py),
+so a hostile candidate ends with its runner; an actor that dies anyway answers its job as
+failed and is restarted by Ray. Ray is imported only when a RayPool is created.
+
+What this does not do (yet): split builds onto CPU-only actors; on a GPU actor the build runs on
+that machine's CPUs while the actor holds its GPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any
+
+from cuda_agent.errors import SandboxError
+from cuda_agent.sandbox.execution import StageHandle, run_job
+from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, PoolMetrics
+from cuda_agent.sandbox.limits import SandboxLimits
+from cuda_agent.sandbox.local import PoolFullError
+from cuda_agent.sandbox.stats import PoolStats
+
+log = logging.getLogger(__name__)
+_STOP = object()
+
+
+class SandboxActor:
+    """Runs jobs on one machine (and one GPU, when it has one). Wrapped by `ray.remote` at pool start."""
+
+    def __init__(self, limits_json: str, device: str) -> None:
+        self.limits = SandboxLimits.model_validate_json(limits_json)
+        self.device = device
+        self.handles: dict[str, StageHandle] = {}
+
+    def run(self, job_json: str) -> dict[str, Any]:
+        from pydantic import TypeAdapter
+
+        from cuda_agent.sandbox.jobs import Job
+
+        job = TypeAdapter(Job).validate_json(job_json)
+        handle = self.handles.setdefault(job.id, StageHandle())
+        try:
+            device = job.config.get("device", self.device) if isinstance(job, JudgeJob) else self.device
+            device = self.device if device == "auto" else device
+            return run_job(job, self.limits, device, {}, handle) | {"worker": _node_name()}
+        finally:
+            self.handles.pop(job.id, None)
+
+    def cancel(self, job_id: str) -> bool:
+        # Runs beside `run` (the actor allows two concurrent calls), so it can kill a running job.
+        handle = self.handles.setdefault(job_id, StageHandle())
+        handle.cancel()
+        return True
+
+
+def _node_name() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+class RayPool:
+    """Same interface as LocalPool: submit / run / cancel / metrics / close."""
+
+    def __init__(
+        self,
+        address: str | None = None,
+        cpu_actors: int = 2,
+        max_pending: int = 256,
+        limits: SandboxLimits | None = None,
+        init_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        """
+        Args:
+            address: a Ray cluster address ('auto' joins a running cluster); None starts a local Ray.
+            cpu_actors: actors when the cluster has no GPUs.
+            max_pending: most jobs waiting to start; `submit` raises PoolFullError past it.
+            limits: resource limits of every job's processes.
+            init_kwargs: more arguments for `ray.init` (e.g. num_cpus=2, include_dashboard=False).
+        """
+        try:
+            import ray
+        except ImportError as exc:
+            raise SandboxError("the Ray pool needs ray: pip install 'ray>=2.40,<3'") from exc
+        if not ray.is_initialized():
+            ray.init(address=address, **(init_kwargs or {}))
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        limits_json = (limits or SandboxLimits()).model_dump_json()
+        remote = ray.remote(SandboxActor)
+        # Two concurrent calls per actor: one job at a time in `run`, plus `cancel` beside it.
+        options = {"max_concurrency": 2, "max_restarts": -1} | ({"num_gpus": 1} if gpus else {"num_cpus": 1})
+        device = "cuda" if gpus else "cpu"
+        self._actors = [remote.options(**options).remote(limits_json, device) for _ in range(gpus or cpu_actors)]
+        self.max_pending = max_pending
+        self.stats = PoolStats(workers={"gpu" if gpus else "cpu": len(self._actors)})
+        self._queue: queue.Queue = queue.Queue()
+        self._futures: dict[str, Future[JobResult]] = {}
+        self._running: dict[str, Any] = {}
+        self._cancelled: set[str] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._threads = [threading.Thread(target=self._dispatch, args=(a,), daemon=True) for a in self._actors]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, job: JudgeJob | CommandJob) -> Future[JobResult]:
+        """Queue a job; its future resolves to exactly one JobResult (raises as LocalPool.submit)."""
+        with self._lock:
+            if self._closed:
+                raise SandboxError("the pool is closed: create a new pool to submit more jobs")
+            if job.id in self._futures:
+                raise SandboxError(f"job {job.id} is already in flight: give each job a new id")
+            if self.stats.pending >= self.max_pending:
+                raise PoolFullError(f"the sandbox queue is full ({self.max_pending} jobs waiting): retry later")
+            future: Future[JobResult] = Future()
+            self._futures[job.id] = future
+            self.stats.on_submit()
+        self._queue.put((job, time.monotonic()))
+        return future
+
+    def run(self, job: JudgeJob | CommandJob) -> JobResult:
+        return self.submit(job).result()
+
+    def cancel(self, job_id: str) -> bool:
+        with self._lock:
+            if job_id not in self._futures:
+                return False
+            self._cancelled.add(job_id)
+            actor = self._running.get(job_id)
+        if actor is not None:
+            actor.cancel.remote(job_id)
+        return True
+
+    def metrics(self) -> PoolMetrics:
+        return self.stats.snapshot()
+
+    def close(self) -> None:
+        """Cancel what is in flight, stop the dispatchers and kill the actors (Ray itself stays up)."""
+        import ray
+
+        with self._lock:
+            self._closed = True
+            in_flight = list(self._futures)
+        for job_id in in_flight:
+            self.cancel(job_id)
+        for _ in self._threads:
+            self._queue.put(_STOP)
+        for thread in self._threads:
+            thread.join(timeout=30)
+        for actor in self._actors:
+            ray.kill(actor)
+
+    def __enter__(self) -> RayPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _dispatch(self, actor: Any) -> None:
+        import ray
+
+        while (item := self._queue.get()) is not _STOP:
+            job, submitted = item
+            started = time.monotonic()
+            self.stats.on_start()
+            with self._lock:
+                cancelled = job.id in self._cancelled
+                self._running[job.id] = actor
+            if cancelled:
+                fields: dict[str, Any] = {"status": "cancelled"}
+            else:
+                try:
+                    fields = ray.get(actor.run.remote(job.model_dump_json()))
+                except Exception as exc:  # RayActorError and kin: the actor died; Ray restarts it
+                    fields = {
+                        "status": "failed",
+                        "error": f"the Ray worker failed ({type(exc).__name__}: {exc}); retry",
+                    }
+            if job.id in self._cancelled:
+                fields["status"] = "cancelled"
+            result = JobResult(
+                job_id=job.id, kind=job.kind, queued_s=started - submitted, run_s=time.monotonic() - started, **fields
+            )
+            self._finish(job.id, result, time.monotonic() - submitted)
+
+    def _finish(self, job_id: str, result: JobResult, latency_s: float) -> None:
+        with self._lock:
+            future = self._futures.pop(job_id, None)
+            self._running.pop(job_id, None)
+            self._cancelled.discard(job_id)
+        if future is None:
+            log.error("job %s answered twice; the second answer is dropped", job_id)
+            return
+        self.stats.on_finish(result, latency_s)
+        future.set_result(result)

@@ -95,7 +95,9 @@ def _flags(device: str) -> dict[str, str]:
         f"-O3 -std=c++17 -gencode arch=compute_{arch},code=sm_{arch} --expt-relaxed-constexpr "
         f"--compiler-options -fPIC -w {defines} {local} {system} -isystem {cuda_home}/include"
     )
-    ldflags += f" -lc10_cuda -ltorch_cuda -L{cuda_home}/lib64 -lcudart -lcublas"
+    ldflags += f" -lc10_cuda -ltorch_cuda -L{cuda_home}/lib64 -lcudart"
+    if any((Path(cuda_home) / "lib64").glob("libcublas.so*")):
+        ldflags += " -lcublas"  # GEMM through cuBLAS is allowed; link it when the toolkit has it
     return {"cflags": cflags + f" -isystem {cuda_home}/include", "cuda_cflags": cuda_cflags, "ldflags": ldflags}
 
 

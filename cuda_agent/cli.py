@@ -105,6 +105,35 @@ def cmd_view(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from cuda_agent.sandbox.limits import SandboxLimits
+    from cuda_agent.sandbox.service import check_bind, serve
+
+    check_bind(args.host, args.token)
+    limits = SandboxLimits(max_pids=args.max_pids)
+    if args.pool == "ray":
+        from cuda_agent.sandbox.ray_pool import RayPool
+
+        pool = RayPool(
+            address=args.ray_address, cpu_actors=args.workers or 2, max_pending=args.max_pending, limits=limits
+        )
+    else:
+        from cuda_agent.sandbox.local import LocalPool
+
+        pool = LocalPool(
+            build_workers=args.workers,
+            cpu_timing_slots=args.cpu_timing_slots,
+            max_pending=args.max_pending,
+            limits=limits,
+        )
+    print(f"cuda-agent sandbox ({args.pool} pool) on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
+    try:
+        serve(pool, host=args.host, port=args.port, token=args.token)
+    finally:
+        pool.close()
+    return 0
+
+
 def _print_verdict(verdict) -> None:
     colour = "green" if verdict.verdict == "pass" else "red"
     from rich.console import Console
@@ -166,6 +195,18 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument("--no-time", action="store_true", help="check correctness only")
     judge.add_argument("--json", action="store_true", help="print exactly one JSON verdict")
     judge.set_defaults(func=cmd_judge)
+
+    serve = commands.add_parser("serve", help="serve the sandbox pool over HTTP (judge, workspace commands, metrics)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (anything but loopback needs --token)")
+    serve.add_argument("--port", type=int, default=8000, help="port")
+    serve.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' on every request")
+    serve.add_argument("--pool", default="local", choices=["local", "ray"], help="local processes or Ray actors")
+    serve.add_argument("--workers", type=int, default=None, help="build workers (local; default: CPU count)")
+    serve.add_argument("--cpu-timing-slots", type=int, default=1, help="timing slots without a GPU (local)")
+    serve.add_argument("--max-pending", type=int, default=256, help="queue size; beyond it requests get 503")
+    serve.add_argument("--max-pids", type=int, default=512, help="processes per job")
+    serve.add_argument("--ray-address", default=None, help="Ray cluster address (default: start a local Ray)")
+    serve.set_defaults(func=cmd_serve)
 
     view = commands.add_parser("view", help="render a trajectory as a self-contained HTML page")
     view.add_argument("trajectory", type=Path, help="trajectory .jsonl file written by an episode")

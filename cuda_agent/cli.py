@@ -110,7 +110,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from cuda_agent.sandbox.service import check_bind, serve
 
     check_bind(args.host, args.token)
-    limits = SandboxLimits(max_pids=args.max_pids)
+    limits = SandboxLimits(max_pids=args.max_pids, address_space_bytes=int(args.address_space_gb * 2**30))
     if args.pool == "ray":
         from cuda_agent.sandbox.ray_pool import RayPool
 
@@ -205,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--cpu-timing-slots", type=int, default=1, help="timing slots without a GPU (local)")
     serve.add_argument("--max-pending", type=int, default=256, help="queue size; beyond it requests get 503")
     serve.add_argument("--max-pids", type=int, default=512, help="processes per job")
+    serve.add_argument("--address-space-gb", type=float, default=16, help="address space per process (not on CUDA)")
     serve.add_argument("--ray-address", default=None, help="Ray cluster address (default: start a local Ray)")
     serve.set_defaults(func=cmd_serve)
 

@@ -1,0 +1,128 @@
+"""GPU benchmark of the local pool: judgements per hour, and timing isolation from busy build workers.
+
+Two measurements, for the lead to run on the H200 (do not run on a machine without a GPU):
+
+1. Throughput: judge every level-1 solution in solutions/kernelbench/L1/ `--repeats` times
+   through one LocalPool (builds on all CPU workers in parallel, timing on the GPU's exclusive
+   slot). The first round builds (cold); later rounds hit the build cache (warm). Reports
+   judgements per hour for each.
+2. Timing isolation: time the same kernel (`--isolation-task`) `--samples` times with the build
+   workers idle, then `--samples` times while the build workers compile fresh, never-cached
+   variants of a CUDA solution. Reports the medians; the issue's bar is |busy/idle - 1| < 2%.
+
+Usage (on the GPU machine, from the repository root):
+    TORCH_CUDA_ARCH_LIST=9.0 python bench/sandbox_gpu.py --out bench/results/h200-DATE/sandbox_gpu.json
+Options: --repeats 2 --samples 5 --workers 15 --isolation-task kernelbench/L1/19
+Takes roughly: cold builds 7 x 60 s over the workers, then the timed judgements (about 30 s each
+with baselines cached), then 2 x samples isolation judgements.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from cuda_agent.sandbox.jobs import JudgeJob  # noqa: E402
+from cuda_agent.sandbox.local import LocalPool  # noqa: E402
+
+L1 = ROOT / "solutions" / "kernelbench" / "L1"
+BUSY_SOURCE = ROOT / "cuda_agent" / "tasks" / "examples" / "solutions" / "cuda" / "relu.py"
+
+
+def judge_round(pool: LocalPool, config: dict) -> tuple[float, list[dict]]:
+    jobs = [
+        JudgeJob(task=f"kernelbench/L1/{path.stem}", solution=path.read_text(), config=config)
+        for path in sorted(L1.glob("*.py"))
+    ]
+    start = time.monotonic()
+    futures = [pool.submit(job) for job in jobs]
+    results = [f.result() for f in futures]
+    wall_s = time.monotonic() - start
+    rows = [
+        {"task": job.task, "status": r.status, "verdict": r.verdict and r.verdict.verdict, "error": r.error}
+        for job, r in zip(jobs, results, strict=True)
+    ]
+    return wall_s, rows
+
+
+def busy_builds(pool: LocalPool, n: int) -> list:
+    """n uncached builds: the CUDA relu example with a unique comment in its kernel source."""
+    source = BUSY_SOURCE.read_text()
+    jobs = []
+    for _ in range(n):
+        salted = source.replace(
+            "#include <torch/extension.h>", f"#include <torch/extension.h>\n// {uuid.uuid4().hex}", 1
+        )
+        jobs.append(JudgeJob(task="examples/relu", solution=salted, config={"time": False}))
+    return [pool.submit(job) for job in jobs]
+
+
+def time_kernel(pool: LocalPool, task: str, config: dict, samples: int) -> list[float]:
+    solution = (L1 / f"{task.rsplit('/', 1)[1]}.py").read_text()
+    times = []
+    for _ in range(samples):
+        result = pool.run(JudgeJob(task=task, solution=solution, config=config))
+        assert result.status == "done" and result.verdict.verdict == "pass", result.error or result.verdict.message
+        times.append(result.verdict.timings_ms.solution)
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--samples", type=int, default=5)
+    parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    parser.add_argument("--isolation-task", default="kernelbench/L1/19")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    config = {"device": "cuda"}
+    report: dict = {"settings": {k: str(v) for k, v in vars(args).items()}, "rounds": []}
+    with LocalPool(build_workers=args.workers) as pool:
+        assert pool.gpus, "no GPU visible: this benchmark is for the GPU machine"
+        for i in range(args.repeats):
+            wall_s, rows = judge_round(pool, config)
+            report["rounds"].append(
+                {
+                    "round": i,
+                    "cache": "cold" if i == 0 else "warm",
+                    "wall_s": wall_s,
+                    "per_hour": 3600 * len(rows) / wall_s,
+                }
+                | {"rows": rows}
+            )
+        idle = time_kernel(pool, args.isolation_task, config, args.samples)
+        busy_futures = busy_builds(pool, 2 * args.workers)
+        time.sleep(5)  # let the compilers start before the first timed sample
+        busy = time_kernel(pool, args.isolation_task, config, args.samples)
+        busy_still_building = sum(not f.done() for f in busy_futures)
+        for f in busy_futures:
+            f.result()
+        report["metrics"] = pool.metrics().model_dump()
+    ratio = statistics.median(busy) / statistics.median(idle)
+    report["isolation"] = {
+        "task": args.isolation_task,
+        "idle_ms": idle,
+        "busy_ms": busy,
+        "median_ratio_busy_over_idle": ratio,
+        "builds_still_running_after_busy_samples": busy_still_building,
+        "within_2_percent": abs(ratio - 1) < 0.02,
+    }
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    return 0 if report["isolation"]["within_2_percent"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -134,6 +134,99 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_agent_episode(task, model, device: str, out: Path, max_turns: int):
+    """Workspace + tools + model + sandbox scoring: one episode, as `solve` and `demo` run it."""
+    import os
+
+    from cuda_agent.agent.loop import EpisodeConfig, run_episode
+    from cuda_agent.sandbox import JudgeJob, LocalPool
+    from cuda_agent.workspace import create_workspace
+
+    root = create_workspace(task, out / "workspace", device=device, force=True)
+    # The agent's shell must find this interpreter as `python` (the utils/ commands need cuda_agent).
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    with LocalPool() as pool:
+
+        def score(folder: Path) -> dict:
+            print(f"judging {folder} in the sandbox ...", flush=True)
+            result = pool.run(JudgeJob(task=task.code, solution=str(folder), config={"device": device}))
+            if result.verdict is None:
+                return {"verdict": "error", "reward": -1, "message": result.error or result.status}
+            return result.verdict.model_dump(mode="json")
+
+        config = EpisodeConfig(max_turns=max_turns)
+        return run_episode(model, root, task.ref, out, score, config, on_turn=_show_turn)
+
+
+def _show_turn(turn) -> None:
+    """One line per turn: the tools called, their first line of output, and how long they took."""
+    import json as _json
+
+    if not turn.tool_calls:
+        print(f"turn {turn.index + 1:3d}  finish: {turn.content[:100]}", flush=True)
+        return
+    for call, result in zip(turn.tool_calls, turn.tool_results, strict=False):
+        try:
+            args = _json.loads(call.arguments)
+        except ValueError:
+            args = {}
+        what = args.get("command") or args.get("path") or args.get("pattern") or ""
+        first = next((line for line in reversed(result.output.splitlines()) if line.strip()), "")
+        mark = "x" if result.is_error else "ok"
+        print(f"turn {turn.index + 1:3d}  {call.name:9s} {what[:50]:50s} {mark:2s} {first[:70]}", flush=True)
+    if turn.tools_s > 1:
+        print(f"          ({turn.model_s:.1f} s model, {turn.tools_s:.1f} s tools)", flush=True)
+
+
+def _report_episode(result, out: Path) -> None:
+    from cuda_agent.agent.view import write_view
+
+    html = write_view(result.trajectory, out / "trajectory.html")
+    verdict = result.verdict or {}
+    print(f"episode: {result.exit_status} after {result.turns} turns")
+    print(f"verdict: {verdict.get('verdict')}  reward: {result.reward}  {verdict.get('message', '')}")
+    timings = verdict.get("timings_ms") or {}
+    if timings.get("solution"):
+        print(
+            f"times (ms): solution {timings['solution']:.4g}, eager {timings.get('eager')}, compile {timings.get('compile')}"
+        )
+    print(f"trajectory: {result.trajectory}\nview: {html}")
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    from cuda_agent.agent import get_model
+    from cuda_agent.judge.pipeline import detect_device
+
+    task = _catalog(args).resolve(args.task)
+    device = detect_device(args.device)
+    out = Path(args.out or Path("runs") / task.ref.replace("/", "_"))
+    result = run_agent_episode(task, get_model(args.model), device, out, args.max_turns)
+    _report_episode(result, out)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from cuda_agent.agent import ReplayModel, get_model
+    from cuda_agent.agent.demo import demo_recording
+    from cuda_agent.judge.pipeline import detect_device
+
+    device = detect_device(args.device)
+    out = Path(args.out)
+    if args.model:
+        task = _catalog(args).resolve(args.task)
+        print(f"demo: a live model ({args.model}) on {task.ref}, {device}")
+        model = get_model(args.model)
+    else:
+        recording, device, note = demo_recording(device)
+        task = _catalog(args).resolve(args.task)
+        print(f"demo: replaying a recorded episode (no model is bundled) on {task.ref}, {device}. {note}")
+        print("The workspace, builds, tools and judge are real; only the model's replies are recorded.")
+        model = ReplayModel.from_file(recording)
+    result = run_agent_episode(task, model, device, out, args.max_turns)
+    _report_episode(result, out)
+    return 0 if result.reward is not None and result.reward > 0 else 1
+
+
 def _print_verdict(verdict) -> None:
     colour = "green" if verdict.verdict == "pass" else "red"
     from rich.console import Console
@@ -165,6 +258,26 @@ def _print_verdict(verdict) -> None:
 def _print_specs(label: str, specs: list) -> None:
     parts = [f"{s.dtype.removeprefix('torch.')}{s.shape}" if s.kind == "tensor" else s.repr for s in specs]
     print(f"{label + ':':<14} {', '.join(parts) if parts else '(none)'}")
+
+
+def _add_episode_commands(commands: argparse._SubParsersAction) -> None:
+    solve = commands.add_parser("solve", help="run one agent episode on a task with a model")
+    solve.add_argument("task", help="task reference (kernelbench/L1/19, examples/relu, a .py path, ...)")
+    solve.add_argument(
+        "--model", required=True, help="http(s) base URL of an OpenAI-compatible server, hf:PATH, or replay:FILE"
+    )
+    solve.add_argument("--out", default=None, help="folder for the workspace, trajectory and view (default runs/TASK)")
+    solve.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"], help="CUDA or CPU kernels")
+    solve.add_argument("--max-turns", type=int, default=200, help="turn limit (paper: 150 training, 200 evaluation)")
+    solve.set_defaults(func=cmd_solve)
+
+    demo = commands.add_parser("demo", help="replay a recorded episode through the real workspace and judge")
+    demo.add_argument("--model", default=None, help="run a live model instead (an OpenAI-compatible base URL, hf:PATH)")
+    demo.add_argument("--task", default="examples/relu", help="task of a live demo (the replay is for examples/relu)")
+    demo.add_argument("--out", default="runs/demo", help="folder for the workspace, trajectory and view")
+    demo.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"], help="CUDA or CPU kernels")
+    demo.add_argument("--max-turns", type=int, default=200, help="turn limit")
+    demo.set_defaults(func=cmd_demo)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -223,6 +336,8 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"], help="CUDA or CPU kernels")
     create.add_argument("--force", action="store_true", help="replace the folder's contents")
     create.set_defaults(func=cmd_workspace_create)
+
+    _add_episode_commands(commands)
     return parser
 
 

@@ -1,0 +1,189 @@
+"""One episode: the model works in a workspace through tools until it finishes or a limit stops it.
+
+The loop asks the model for a turn, runs its tool calls, records the turn, and repeats. It ends on
+the model's finish (a reply without tool calls), the turn limit (150 in training, 200 in
+evaluation), the token budget (131,072), or a context-length error. Then the final workspace and
+the best snapshot the agent verified along the way are scored through `score` (the sandbox's
+judge), and the better verdict is the episode's; its reward is the judge's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cuda_agent.agent.context import ContextBudget
+from cuda_agent.agent.models.base import Model
+from cuda_agent.agent.tools import ToolsConfig, build_toolset
+from cuda_agent.agent.trajectory import TrajectoryWriter
+from cuda_agent.errors import ContextLengthError
+from cuda_agent.types import ToolResult, Turn
+from cuda_agent.workspace.layout import is_editable
+
+Score = Callable[[Path], dict[str, Any]]
+"""Judges a workspace folder and returns a Verdict-compatible dict (the sandbox's judge job)."""
+
+_PROFILED = re.compile(r"profiling: reward (-?\d)")
+
+
+class EpisodeConfig(BaseModel):
+    """Limits of one episode (the paper's values by default)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_turns: int = Field(default=150, ge=1, description="Model turns: 150 in training, 200 in evaluation.")
+    max_tokens: int = Field(default=131_072, ge=1024, description="Context budget in tokens.")
+    reserve_tokens: int = Field(default=4096, ge=0, description="Tokens kept free for the model's next reply.")
+    tools: ToolsConfig = Field(default_factory=ToolsConfig, description="Tool time limit and output caps.")
+
+
+class EpisodeResult(BaseModel):
+    """What an episode produced."""
+
+    trajectory: Path = Field(description="The trajectory JSONL file.")
+    verdict: dict[str, Any] | None = Field(description="The episode's verdict (the better of final and snapshot).")
+    reward: float | None = Field(description="The judge's reward of that verdict.")
+    exit_status: str = Field(description="finished, turn_limit, token_budget or context_length.")
+    turns: int = Field(description="Model turns taken.")
+    scored: list[str] = Field(default_factory=list, description="Folders judged at the end, in order.")
+
+
+def system_prompt(root: Path) -> str:
+    """SKILL.md of the workspace, introduced as the agent's instructions."""
+    skill = (root / "SKILL.md").read_text()
+    return (
+        "You are an expert CUDA and C++ performance engineer working in a workspace through tools "
+        "(Bash, Read, Write, Edit, MultiEdit, Glob, Grep). Paths are relative to the workspace. "
+        "Reply without a tool call only when you are done.\n\n" + skill
+    )
+
+
+def task_prompt(task_ref: str) -> str:
+    return (
+        f"Task {task_ref}: the reference is model.py. Write model_new.py and kernels/ so that ModelNew is correct and "
+        "faster than torch.compile, following SKILL.md. Start by reading model.py."
+    )
+
+
+def _editable_digest(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_file() and is_editable(rel):
+            digest.update(rel.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _snapshot_score(results: list[ToolResult]) -> int | None:
+    """How good the workspace was when a tool in this turn checked it: profiled reward, or 1 for a PASS."""
+    best = None
+    for result in results:
+        if result.name != "Bash" or result.is_error:
+            continue
+        found = [int(m) for m in _PROFILED.findall(result.output)]
+        score = max(found) if found else (1 if "verification: PASS" in result.output else None)
+        if score is not None and (best is None or score > best):
+            best = score
+    return best
+
+
+def _snapshot(root: Path, dest: Path) -> None:
+    shutil.copytree(root, dest, ignore=shutil.ignore_patterns("build", "__pycache__"), dirs_exist_ok=True)
+
+
+def run_episode(
+    model: Model,
+    root: Path,
+    task_ref: str,
+    out_dir: Path,
+    score: Score,
+    config: EpisodeConfig | None = None,
+    on_turn: Callable[[Turn], None] | None = None,
+) -> EpisodeResult:
+    """Run one episode in the workspace `root`; write the trajectory and snapshots under `out_dir`.
+
+    Args:
+        model: the backend (OpenAI-compatible server, transformers, or a replay).
+        root: a workspace made by `create_workspace`.
+        task_ref: the task's reference, for the prompt and the trajectory.
+        out_dir: where trajectory.jsonl and snapshots/ go.
+        score: judges a folder (through the sandbox) and returns its verdict as a dict.
+        config: limits; the paper's training values by default.
+        on_turn: called with each finished turn (progress display).
+    """
+    config = config or EpisodeConfig()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    prompt = [{"role": "system", "content": system_prompt(root)}, {"role": "user", "content": task_prompt(task_ref)}]
+    best: tuple[int, Path, str] | None = None  # (score, snapshot folder, content digest)
+    exit_status, turns = "turn_limit", 0
+    with build_toolset(root, is_editable, config.tools) as tools:
+        schemas = tools.schemas()
+        budget = ContextBudget(config.max_tokens, counter=lambda msgs: model.count_tokens(msgs, schemas))
+        meta = {"workspace": str(root), "config": config.model_dump()}
+        with TrajectoryWriter(out_dir / "trajectory.jsonl", task_ref, model.name, prompt, schemas, meta) as writer:
+            messages = list(prompt)
+            for index in range(config.max_turns):
+                if budget.exhausted(messages, config.reserve_tokens):
+                    exit_status = "token_budget"
+                    break
+                started = time.monotonic()
+                try:
+                    reply = model.complete(messages, schemas)
+                except ContextLengthError:
+                    exit_status = "context_length"
+                    break
+                model_s = time.monotonic() - started
+                messages.append(reply.message())
+                budget.observe(messages, reply.prompt_tokens, reply.completion_tokens)
+                started = time.monotonic()
+                results = [tools.execute(call) for call in reply.tool_calls]
+                turn = reply.to_turn(index, results, model_s, time.monotonic() - started)
+                messages.extend(turn.messages()[1:])
+                writer.append(turn)
+                turns = index + 1
+                if on_turn is not None:
+                    on_turn(turn)
+                checked = _snapshot_score(results)
+                if checked is not None and (best is None or checked >= best[0]):
+                    dest = out_dir / "snapshots" / f"turn_{index:03d}"
+                    _snapshot(root, dest)
+                    best = (checked, dest, _editable_digest(root))
+                if not reply.tool_calls:
+                    exit_status = "finished"
+                    break
+            verdict, scored = _score_episode(root, best, score)
+            reward = verdict.get("reward") if verdict else None
+            writer.finish(
+                verdict=verdict,
+                reward=reward,
+                exit_status=exit_status,
+                terminated=exit_status == "finished",
+                truncated=exit_status != "finished",
+            )
+    return EpisodeResult(
+        trajectory=out_dir / "trajectory.jsonl",
+        verdict=verdict,
+        reward=reward,
+        exit_status=exit_status,
+        turns=turns,
+        scored=[str(p) for p in scored],
+    )
+
+
+def _score_episode(
+    root: Path, best: tuple[int, Path, str] | None, score: Score
+) -> tuple[dict[str, Any] | None, list[Path]]:
+    """Judge the final workspace, and the best snapshot when its kernels differ; keep the better verdict."""
+    folders = [root]
+    if best is not None and best[2] != _editable_digest(root):
+        folders.append(best[1])
+    verdicts = [score(folder) for folder in folders]
+    chosen = max(verdicts, key=lambda v: v.get("reward", -1))  # max() keeps the first (final) on ties
+    return chosen, folders

@@ -1,0 +1,146 @@
+"""The episode loop: a full rewarded episode against a real local OpenAI-style server, the limits,
+malformed calls, protected files and hung commands, and the demo."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.agent import OpenAIModel, ReplayModel, read_trajectory
+from cuda_agent.agent.demo import scripted_turns
+from cuda_agent.agent.loop import EpisodeConfig, run_episode
+from cuda_agent.agent.models.base import ModelTurn
+from cuda_agent.agent.tools import ToolsConfig
+from cuda_agent.cli import run_agent_episode
+from cuda_agent.tasks import Catalog
+from cuda_agent.types import ToolCall
+from cuda_agent.workspace import create_workspace
+from tests.agent.fake_openai import FakeOpenAI, completion
+
+ROOT = Path(__file__).resolve().parents[2]
+LEGIT = ROOT / "solutions" / "workspaces" / "examples_relu_cpu"
+
+
+def _call(name: str, **arguments: object) -> ToolCall:
+    return ToolCall(id="c", name=name, arguments=json.dumps(arguments))
+
+
+def _turn(*calls: ToolCall, content: str = "") -> ModelTurn:
+    return ModelTurn(content=content, tool_calls=[c.model_copy(update={"id": f"c{i}"}) for i, c in enumerate(calls)])
+
+
+def _fake_score(folder: Path) -> dict:
+    # A stand-in for the sandbox's judge (real in test_full_episode...): records what it was asked to judge.
+    _fake_score.folders.append(folder)
+    return {"verdict": "incorrect", "reward": -1, "message": "not judged in this test"}
+
+
+_fake_score.folders = []
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    return create_workspace(Catalog().resolve("examples/relu"), tmp_path / "ws", device="cpu")
+
+
+@pytest.mark.slow
+def test_full_episode_from_a_real_http_model_to_a_passing_reward(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    kernels = {p.name: p.read_text() for p in (LEGIT / "kernels").iterdir()}
+    script = scripted_turns(kernels, (LEGIT / "model_new.py").read_text(), "cpu")
+    with FakeOpenAI().running() as server:
+        for turn in script:
+            calls = [{"name": c.name, "arguments": c.arguments} for c in turn.tool_calls]
+            server.replies.append(completion(turn.content, calls or None))
+        model = OpenAIModel(server.url, "scripted-model", api_key="test", backoff_s=0.01)
+        result = run_agent_episode(Catalog().resolve("examples/relu"), model, "cpu", tmp_path / "run", max_turns=50)
+        assert len(server.requests) == len(script)
+    assert result.exit_status == "finished" and result.turns == len(script)
+    assert result.verdict["verdict"] == "pass" and result.reward >= 1, result.verdict
+    trajectory = read_trajectory(result.trajectory)
+    assert trajectory.complete and trajectory.reward == result.reward
+    bash = [r.output for t in trajectory.turns for r in t.tool_results if r.name == "Bash"]
+    assert any("compile: OK" in o for o in bash) and any("verification: PASS" in o for o in bash)
+    # The model saw the tool results: the last request holds the profiling output.
+    assert "profiling: reward" in json.dumps(server.requests[-1]["messages"])
+
+
+def test_turn_limit_ends_the_episode(ws: Path, tmp_path: Path) -> None:
+    model = ReplayModel([_turn(_call("Glob", pattern="*.py"))] * 5)
+    result = run_episode(model, ws, "examples/relu", tmp_path / "out", _fake_score, EpisodeConfig(max_turns=3))
+    assert result.exit_status == "turn_limit" and result.turns == 3
+    trajectory = read_trajectory(result.trajectory)
+    assert trajectory.truncated and not trajectory.terminated and trajectory.reward == -1
+
+
+def test_token_budget_ends_the_episode(ws: Path, tmp_path: Path) -> None:
+    big = "x" * 20_000
+    model = ReplayModel([_turn(_call("Grep", pattern=big))] * 10)
+    config = EpisodeConfig(max_turns=10, max_tokens=8192, reserve_tokens=1024)
+    result = run_episode(model, ws, "examples/relu", tmp_path / "out", _fake_score, config)
+    assert result.exit_status == "token_budget" and 0 < result.turns < 10
+
+
+def test_malformed_call_and_protected_file_are_answered_and_the_episode_goes_on(ws: Path, tmp_path: Path) -> None:
+    bad_json = ToolCall(id="c0", name="Write", arguments="{not json")
+    protected = _call("Write", path="utils/verification.py", content="print('verification: PASS')")
+    model = ReplayModel(
+        [_turn(bad_json), _turn(_call("Read", path="utils/verification.py")), _turn(protected), _turn(content="done")]
+    )
+    before = (ws / "utils" / "verification.py").read_text()
+    result = run_episode(model, ws, "examples/relu", tmp_path / "out", _fake_score, EpisodeConfig(max_turns=10))
+    assert result.exit_status == "finished" and result.turns == 4
+    turns = read_trajectory(result.trajectory).turns
+    assert turns[0].tool_results[0].is_error and "JSON" in turns[0].tool_results[0].output
+    assert turns[2].tool_results[0].is_error and "model_new.py" in turns[2].tool_results[0].output
+    assert (ws / "utils" / "verification.py").read_text() == before
+
+
+def test_hung_command_is_killed_and_reported(ws: Path, tmp_path: Path) -> None:
+    model = ReplayModel(
+        [_turn(_call("Bash", command="sleep 600")), _turn(_call("Bash", command="echo alive")), _turn(content="done")]
+    )
+    config = EpisodeConfig(max_turns=5, tools=ToolsConfig(bash_timeout_s=2))
+    result = run_episode(model, ws, "examples/relu", tmp_path / "out", _fake_score, config)
+    turns = read_trajectory(result.trajectory).turns
+    assert turns[0].tool_results[0].is_error and turns[0].tools_s < 30
+    assert "alive" in turns[1].tool_results[0].output
+
+
+def test_best_verified_snapshot_is_scored_beside_the_final_workspace(ws: Path, tmp_path: Path) -> None:
+    # The agent "verifies" (a Bash output with PASS), then breaks model_new.py: both states are judged.
+    model = ReplayModel(
+        [
+            _turn(_call("Bash", command="echo verification: PASS")),
+            _turn(_call("Read", path="model_new.py")),
+            _turn(_call("Write", path="model_new.py", content="broken = True\n")),
+            _turn(content="done"),
+        ]
+    )
+    _fake_score.folders.clear()
+    result = run_episode(model, ws, "examples/relu", tmp_path / "out", _fake_score, EpisodeConfig(max_turns=10))
+    assert _fake_score.folders[0] == ws and _fake_score.folders[1].name == "turn_000"
+    assert "broken" not in (_fake_score.folders[1] / "model_new.py").read_text()
+    assert len(result.scored) == 2
+
+
+@pytest.mark.slow
+def test_demo_replays_the_recording_to_a_reward(tmp_path: Path) -> None:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    done = subprocess.run(
+        [sys.executable, "-m", "cuda_agent", "demo", "--device", "cpu", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "replaying a recorded episode" in done.stdout and "verdict: pass" in done.stdout
+    assert (tmp_path / "trajectory.html").is_file()

@@ -27,11 +27,19 @@ if [ "$MODE" = tests ]; then
     --tb=short --durations=0 2>&1 | tee "$OUT/pytest_gpu.log" | grep -E "PASS|FAIL|ERROR|passed|failed|s call" | tail -40
   timeout 120 python3 bench/workspace_build.py --device cuda --reps 2 --out "$OUT" 2>&1 | tee "$OUT/workspace_build.log" | tail -7
 elif [ "$MODE" = judge ]; then
-  timeout ${BENCH_S:-330} python3 bench/judge_bench.py --device cuda --repeat 2 --prebuild --out "$OUT" \
-    kernelbench/L1/19=$S/L1/19.py@3 kernelbench/L1/1=$S/L1/1.py kernelbench/L2/12=$S/L2/12.py \
-    2>&1 | tee "$OUT/judge_bench.log" | grep -v "^prebuild solutions" | tail -12
-  timeout 150 python3 bench/workspace_flow.py kernelbench/L1/19 solutions/workspaces/kernelbench_L1_19 --device cuda \
-    --out "$OUT" 2>&1 | tee "$OUT/workspace_flow.log" | cut -c1-400 | tail -30
+  python3 -c "import tests.judge.test_gpu as t; open('/tmp/hack_relu.py','w').write(t._solution('h_relu')); open('/tmp/bad_address.py','w').write(t._solution('h_relu_bad_address'))"
+  timeout ${BENCH_S:-300} python3 bench/judge_bench.py --device cuda --repeat 2 --prebuild --out "$OUT" \
+    kernelbench/L1/19=$S/L1/19.py@2 kernelbench/L1/1=$S/L1/1.py@1 kernelbench/L2/12=$S/L2/12.py@1 \
+    --also-build /tmp/hack_relu.py 2>&1 | tee "$OUT/judge_bench.log" | grep -v "^prebuild solutions\|^prebuild /tmp" | tail -12
+  timeout 130 python3 bench/workspace_flow.py kernelbench/L1/19 solutions/workspaces/kernelbench_L1_19 --device cuda \
+    --out "$OUT" 2>&1 | tee "$OUT/workspace_flow.log" | cut -c1-300 | tail -30
+  # Where does a judgement of a kernel with an illegal address hang? (the worker dumps its stack at the limit)
+  timeout 90 python3 -c "
+from pathlib import Path
+from cuda_agent.judge import JudgeConfig, judge
+from cuda_agent.tasks import Catalog
+v = judge(Catalog().resolve('examples/relu'), Path('/tmp/bad_address.py'), JudgeConfig(device='cuda', static_policy=False, time=False, run_timeout_s=40))
+print('bad_address:', v.verdict, v.stage_s); print(v.message[-4000:])" 2>&1 | tee "$OUT/bad_address.log" | tail -40
 else
   timeout 300 python3 bench/precision_calibration.py --out "$OUT" kernelbench/L1/1 kernelbench/L1/2 kernelbench/L1/4 \
     kernelbench/L1/8 kernelbench/L1/13 kernelbench/L1/23 kernelbench/L1/33 kernelbench/L1/40 kernelbench/L1/47 \

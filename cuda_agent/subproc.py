@@ -50,6 +50,7 @@ def run_command(
     env: dict[str, str] | None = None,
     stdin_text: str | None = None,
     output_cap: int = 200_000,
+    grace_s: float = 2.0,
 ) -> ChildResult:
     """Run `argv` in a new session; kill its whole process group at `timeout_s`.
 
@@ -60,6 +61,7 @@ def run_command(
         env: full environment; defaults to ours.
         stdin_text: text written to the child's stdin.
         output_cap: keep at most this many characters of each of stdout and stderr (the tail).
+        grace_s: after the limit, how long the group has between SIGTERM and SIGKILL.
     """
     start = time.monotonic()
     proc = subprocess.Popen(
@@ -78,8 +80,13 @@ def run_command(
         out, err = proc.communicate(stdin_text, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        kill_group(proc.pid)
-        out, err = proc.communicate()
+        # SIGTERM first: our workers dump their stacks on it (faulthandler), so a hang can be located.
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            out, err = proc.communicate(timeout=grace_s)
+        except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired):
+            kill_group(proc.pid)
+            out, err = proc.communicate()
     finally:
         # Descendants that outlived a normal exit (daemons, stray forks) go too.
         kill_group(proc.pid)

@@ -69,7 +69,6 @@ def describe(device: str) -> dict[str, Any]:
             sm=f"{props.major}.{props.minor}",
             sm_count=props.multi_processor_count,
             l2_bytes=getattr(props, "L2_cache_size", None),
-            driver=_driver_version(),
         )
     else:
         info.update(device_name="cpu", cpu=platform.processor() or platform.machine(), threads=torch.get_num_threads())
@@ -83,7 +82,8 @@ def device_name(device: str) -> str:
     return torch.cuda.get_device_name() if device == "cuda" else "cpu"
 
 
-def _driver_version() -> str | None:
+def driver_version() -> str | None:
+    """The NVIDIA driver's version from nvidia-smi (asked by the grader, once: it can take seconds)."""
     try:
         import subprocess
 

@@ -59,6 +59,13 @@ def detect_device(requested: str) -> str:
 
 
 @functools.cache
+def _driver() -> str | None:
+    from cuda_agent.judge.env import driver_version
+
+    return driver_version()
+
+
+@functools.cache
 def gpu_name() -> str:
     out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)
     return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else "cuda"
@@ -217,7 +224,10 @@ class _Judgement:
         child = run_module(module, [str(request_path), str(result_path)], timeout_s=timeout_s, env=env, cwd=workdir)
         self.stage_s[stage] = time.monotonic() - start
         if child.timed_out:
-            return self.verdict("timeout", f"the {stage} stage exceeded {timeout_s:.0f} s and was killed")
+            # The child dumps its Python stack on SIGTERM before the kill: say where it was stuck.
+            tail = "\n".join(child.stderr.strip().splitlines()[-12:])
+            where = f"; where it was: {tail}" if tail else ""
+            return self.verdict("timeout", f"the {stage} stage exceeded {timeout_s:.0f} s and was killed{where}")
         if not result_path.exists():
             tail = "\n".join(child.stderr.strip().splitlines()[-8:])
             return self.verdict("runtime_error", f"the {stage} process died (exit {child.returncode}): {tail}")
@@ -277,6 +287,8 @@ class _Judgement:
         # The candidate process's own steps, so a slow judgement shows where its time went.
         self.stage_s.update({f"run.{step}": seconds for step, seconds in run.stage_s.items()})
         self.env.update(run.env)
+        if self.device == "cuda":
+            self.env["driver"] = _driver()
         self.env["flags"] = run.flags
         self.env["device_name"] = run.env.get("device_name", self.device)
         if run.status != "ok":

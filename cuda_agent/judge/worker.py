@@ -229,6 +229,7 @@ def run(request: RunRequest) -> RunResult:
     try:
         start = time.perf_counter()
         state = CandidateRun(request)
+        state.stage_s["setup.torch_and_device"] = time.perf_counter() - start
         state.load_reference()
         state.stage_s["setup"] = time.perf_counter() - start
         state.import_candidate()
@@ -247,6 +248,11 @@ def run(request: RunRequest) -> RunResult:
 
 
 def main(argv: list[str]) -> int:
+    import faulthandler
+    import signal
+
+    # At the time limit the grader sends SIGTERM before SIGKILL: the stacks show where the run hung.
+    faulthandler.register(signal.SIGTERM, all_threads=True)
     request = RunRequest.model_validate_json(Path(argv[0]).read_text())
     try:
         result = run(request)

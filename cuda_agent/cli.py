@@ -227,6 +227,91 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if result.reward is not None and result.reward > 0 else 1
 
 
+def _parse_judge_overrides(pairs: list[str]) -> dict:
+    """`--judge key=value` pairs as JudgeConfig fields (values parsed as JSON where they parse)."""
+    from cuda_agent.errors import ConfigError
+
+    overrides = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ConfigError(f"--judge {pair}: write KEY=VALUE, e.g. --judge target_phase_s=0.2")
+        try:
+            overrides[key] = json.loads(value)
+        except ValueError:
+            overrides[key] = value
+    return overrides
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from cuda_agent.evaluation.baselines import seed_cache
+    from cuda_agent.evaluation.bench import run_bench, write_reports
+    from cuda_agent.evaluation.records import BenchConfig
+    from cuda_agent.sandbox import LocalPool
+
+    if args.baselines is not None:
+        print(f"seeded {seed_cache(args.baselines)} baselines from {args.baselines}")
+    config = BenchConfig(
+        suite=args.suite,
+        levels=[int(x) for x in args.levels.split(",")] if args.levels else None,
+        solutions=args.solutions,
+        model=args.model,
+        device=args.device,
+        workers=args.workers,
+        max_turns=args.max_turns,
+        judge=_parse_judge_overrides(args.judge),
+        speed_of_light=not args.no_speed_of_light,
+    )
+    model_factory = None
+    if args.model:
+        from cuda_agent.agent import get_model
+
+        model_factory = lambda: get_model(args.model)  # noqa: E731
+    out = Path(args.out)
+    with LocalPool(build_workers=args.workers) as pool:
+        report = run_bench(config, out, pool, model_factory, resume=args.resume, catalog=_catalog(args))
+    for path in write_reports(report, out):
+        print(f"wrote {path}")
+    m = report.metrics.overall
+    speedup = f"{m.geomean_speedup_compile:.2f}x" if m.geomean_speedup_compile else "n/a"
+    print(f"pass {m.pass_rate:.1%}, faster than compile {m.faster_than_compile:.1%}, speedup vs compile {speedup}")
+    return 0
+
+
+def cmd_bench_baselines(args: argparse.Namespace) -> int:
+    from cuda_agent.evaluation.baselines import measure
+    from cuda_agent.evaluation.suites import select_tasks
+    from cuda_agent.judge import JudgeConfig
+    from cuda_agent.judge.pipeline import detect_device
+
+    device = detect_device(args.device)
+    tasks = select_tasks(args.suite, [int(x) for x in args.levels.split(",")] if args.levels else None, _catalog(args))
+    config = JudgeConfig(device=device, **_parse_judge_overrides(args.judge))
+
+    def show(entry) -> None:
+        times = f"eager {entry.eager_ms} ms, compile {entry.compile_ms} ms" if entry.error is None else entry.error
+        print(f"{entry.ref}: {times} ({entry.wall_s:.0f} s)", flush=True)
+
+    data = measure(tasks, Path(args.out), config, device, on_done=show)
+    print(f"{len(data.entries)} tasks in {args.out}")
+    return 0
+
+
+def cmd_bench_report(args: argparse.Namespace) -> int:
+    from cuda_agent.evaluation.bench import load_report, write_reports
+
+    for path in write_reports(load_report(Path(args.dir)), Path(args.dir)):
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_bench_seed(args: argparse.Namespace) -> int:
+    from cuda_agent.evaluation.baselines import seed_cache
+
+    print(f"seeded {seed_cache(Path(args.file))} baselines into the judge's cache")
+    return 0
+
+
 def _print_verdict(verdict) -> None:
     colour = "green" if verdict.verdict == "pass" else "red"
     from rich.console import Console
@@ -280,24 +365,61 @@ def _add_episode_commands(commands: argparse._SubParsersAction) -> None:
     demo.set_defaults(func=cmd_demo)
 
 
+_SUITE_HELP = "kernelbench, kernelbench/L2, ops6k[0:100] (a slice of the rows), examples, or a folder of problems"
+
+
+def _add_bench_commands(commands: argparse._SubParsersAction) -> None:
+    bench = commands.add_parser(
+        "bench",
+        help="KernelBench evaluation: judge solutions or run the agent on a suite; results.json, report.md/html",
+        description="Solution files: level_{L}_problem_{P}*.py or L{L}/{P}.py (KernelBench tasks), <name>.py "
+        "(other tasks, e.g. relu.py for examples/relu). A task without one counts as failed.",
+    )
+    bench.add_argument("--suite", default=None, help=_SUITE_HELP)
+    what = bench.add_mutually_exclusive_group()
+    what.add_argument("--model", default=None, help="run the agent: OpenAI-compatible base URL, hf:PATH, replay:FILE")
+    what.add_argument("--solutions", default=None, help="judge a folder of solutions ('examples': the bundled ones)")
+    bench.add_argument("--out", default=None, help="run folder: results.jsonl, results.json, report.md, report.html")
+    bench.add_argument("--levels", default=None, help="comma-separated KernelBench levels, e.g. 1,2")
+    bench.add_argument("--workers", type=int, default=2, help="parallel builds (or episodes); timing stays exclusive")
+    bench.add_argument("--resume", action="store_true", help="carry on a run in --out, skipping finished tasks")
+    bench.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"], help="CUDA or CPU kernels")
+    bench.add_argument("--max-turns", type=int, default=200, help="turn limit per episode (paper: 200 in evaluation)")
+    bench.add_argument("--judge", action="append", default=[], metavar="KEY=VALUE", help="JudgeConfig field override")
+    bench.add_argument("--baselines", type=Path, default=None, help="seed the baseline cache from this file first")
+    bench.add_argument("--no-speed-of-light", action="store_true", help="skip the speed-of-light bounds")
+    bench.set_defaults(func=_bench_main)
+    sub = bench.add_subparsers(dest="bench_command")
+    base = sub.add_parser("baselines", help="measure eager/compile baselines of a suite into a JSON file (resumable)")
+    base.add_argument("--suite", default="kernelbench", help=_SUITE_HELP)
+    base.add_argument("--levels", default=None, help="comma-separated KernelBench levels, e.g. 1")
+    base.add_argument("--out", required=True, help="JSON data file; an existing one is carried on")
+    base.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"], help="where to time")
+    base.add_argument("--judge", action="append", default=[], metavar="KEY=VALUE", help="JudgeConfig field override")
+    base.set_defaults(func=cmd_bench_baselines)
+    seed = sub.add_parser("seed-cache", help="copy a baselines file into the judge's baseline cache")
+    seed.add_argument("file", help="a file written by `cuda-agent bench baselines`")
+    seed.set_defaults(func=cmd_bench_seed)
+    report = sub.add_parser("report", help="render report.md and report.html again from a run's results.json")
+    report.add_argument("dir", help="the run folder")
+    report.set_defaults(func=cmd_bench_report)
+
+
+def _bench_main(args: argparse.Namespace) -> int:
+    from cuda_agent.errors import ConfigError
+
+    if args.suite is None or args.out is None or (args.model is None) == (args.solutions is None):
+        raise ConfigError("bench needs --suite, --out and one of --model or --solutions (see cuda-agent bench -h)")
+    return cmd_bench(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cuda-agent", description=__doc__.split("\n")[0])
     parser.add_argument("--data-dir", type=Path, default=None, help="folder holding kernelbench/ and ops6k/ data")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    tasks = commands.add_parser("tasks", help="list and inspect problems").add_subparsers(dest="tasks", required=True)
-    listing = tasks.add_parser("list", help="list the tasks of a set")
-    listing.add_argument("source", nargs="?", default="kernelbench", help="kernelbench, ops6k, examples or a path")
-    listing.add_argument("--level", type=int, default=None, help="only this KernelBench level")
-    listing.add_argument("--json", action="store_true", help="print a JSON list")
-    listing.set_defaults(func=cmd_tasks_list)
-    show = tasks.add_parser("show", help="print one task, optionally running it in a child process")
-    show.add_argument("ref", help="kernelbench/L1/19, ops6k/123, examples/relu or a .py path")
-    show.add_argument("--inspect", action="store_true", help="run the task once and report shapes and dtypes")
-    show.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="device for --inspect")
-    show.add_argument("--json", action="store_true", help="print JSON")
-    show.set_defaults(func=cmd_tasks_show)
+    _add_task_commands(commands)
 
     judge = commands.add_parser("judge", help="judge one candidate solution against a task")
     judge.add_argument("task", help="task reference (kernelbench/L1/19, examples/relu, a .py path, ...)")
@@ -338,7 +460,177 @@ def build_parser() -> argparse.ArgumentParser:
     create.set_defaults(func=cmd_workspace_create)
 
     _add_episode_commands(commands)
+    _add_bench_commands(commands)
+    _add_synth_commands(commands)
     return parser
+
+
+def _synth_config(args: argparse.Namespace, device: str):
+    import os
+
+    from cuda_agent.errors import ConfigError
+    from cuda_agent.synth.compose import OPS6K_DEPTH_MIX, ComposeConfig
+    from cuda_agent.synth.filters import FilterConfig
+    from cuda_agent.synth.pipeline import SynthConfig
+
+    if args.n is None or args.out is None:
+        raise ConfigError(
+            "synth needs --n and --out (e.g. cuda-agent synth --n 100 --out synth.parquet), or: synth report FILE"
+        )
+    mix = dict(OPS6K_DEPTH_MIX)
+    if args.depth_mix:
+        try:
+            mix = {i + 1: float(w) for i, w in enumerate(args.depth_mix.split(","))}
+        except ValueError:
+            raise ConfigError(
+                f"--depth-mix {args.depth_mix}: give five weights, e.g. 3.4,83.77,7.62,2.8,1.23"
+            ) from None
+    low, high = args.time_window_ms
+    threads = max(1, (os.cpu_count() or 1) // args.workers) if device == "cpu" else 1
+    return SynthConfig(
+        n=args.n,
+        seed=args.seed,
+        workers=args.workers,
+        compose=ComposeConfig(device=device, depth_mix=mix),
+        filters=FilterConfig(device=device, min_ms=low, max_ms=high, threads=threads, timeout_s=args.timeout_s),
+    )
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    import time
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from cuda_agent.errors import ConfigError
+    from cuda_agent.judge.config import default_cache_dir
+    from cuda_agent.judge.pipeline import detect_device
+    from cuda_agent.synth.catalog import crawl_catalog
+    from cuda_agent.synth.pipeline import Synthesizer, rule_composer, run_synthesis, sidecar_path
+
+    device = detect_device(args.device)
+    config = _synth_config(args, device)
+    out = Path(args.out)
+    if sidecar_path(out).exists() and not args.resume:
+        raise ConfigError(f"{sidecar_path(out)} exists: pass --resume to carry the run on, or choose another --out")
+    ops = crawl_catalog(default_cache_dir()).usable()
+    kernelbench = [(t.ref, t.code) for t in _catalog(args).tasks("kernelbench")]
+    synth = Synthesizer(config, ops, kernelbench, out)
+    if args.resume:
+        synth.resume()
+    composer = rule_composer(ops, config)
+    if args.model:
+        from cuda_agent.agent.models import get_model
+        from cuda_agent.synth.model_compose import model_composer
+
+        filters = config.filters
+        composer = model_composer(
+            get_model(args.model), ops, config.seed, config.compose, filters.min_ms, filters.max_ms
+        )
+    kept_before, start = synth.kept, time.monotonic()
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns) as progress:
+        bar = progress.add_task("kept", total=config.n, completed=synth.kept)
+
+        def show(s: Synthesizer) -> None:
+            tried = len(s.records)
+            progress.update(bar, completed=s.kept, description=f"kept ({tried} candidates, index {s.next_index})")
+
+        run_synthesis(synth, composer, on_progress=show, log_path=out.with_suffix(".workers.log"))
+    hours = (time.monotonic() - start) / 3600
+    rate = (synth.kept - kept_before) / hours if hours > 0 else 0.0
+    print(f"kept {synth.kept}/{config.n} in {out}; this session {synth.kept - kept_before} in {hours * 60:.1f} min "
+          f"({rate:.0f} kept/hour, {config.workers} workers, {device})")  # fmt: skip
+    print("outcomes: " + ", ".join(f"{k} {v}" for k, v in synth.reasons.most_common()))
+    return 0
+
+
+def cmd_synth_report(args: argparse.Namespace) -> int:
+    from cuda_agent.synth.audit import read_rows
+    from cuda_agent.synth.report import attach_measurements, dataset_figures, print_table, to_markdown
+
+    catalog = _catalog(args)
+    kernelbench = [(t.ref, t.code) for t in catalog.tasks("kernelbench")]
+    path = Path(args.file)
+    reference = Path(args.reference) if args.reference else catalog.locate("ops6k")
+    figures = attach_measurements(dataset_figures(path.stem, read_rows(path), kernelbench), path, args.audit)
+    ref_figures = dataset_figures(reference.stem, read_rows(reference), kernelbench)
+    ref_figures = attach_measurements(ref_figures, reference, args.reference_audit)
+    print_table(figures, ref_figures)
+    markdown = Path(args.markdown) if args.markdown else path.with_suffix(".report.md")
+    markdown.write_text(to_markdown(figures, ref_figures))
+    print(f"wrote {markdown}")
+    return 0
+
+
+def cmd_synth_audit(args: argparse.Namespace) -> int:
+    from cuda_agent.judge.pipeline import detect_device
+    from cuda_agent.synth.audit import audit, dump_summary, read_rows, sample_rows, summarize
+    from cuda_agent.synth.filters import FilterConfig
+
+    device = detect_device(args.device)
+    rows = read_rows(Path(args.file))
+    indices = sample_rows(len(rows), args.sample, args.seed)
+    low, high = args.time_window_ms
+    config = FilterConfig(device=device, min_ms=low, max_ms=high, timeout_s=args.timeout_s, threads=args.threads)
+    out = Path(args.out)
+    results = audit(rows, indices, config, args.workers, out, on_result=lambda r: print(r.index, r.reason or "pass"))
+    summary = summarize(results)
+    dump_summary(summary, out.with_suffix(".summary.json"))
+    print(summary.model_dump_json(indent=1))
+    return 0
+
+
+def _add_task_commands(commands: argparse._SubParsersAction) -> None:
+    tasks = commands.add_parser("tasks", help="list and inspect problems").add_subparsers(dest="tasks", required=True)
+    listing = tasks.add_parser("list", help="list the tasks of a set")
+    listing.add_argument("source", nargs="?", default="kernelbench", help="kernelbench, ops6k, examples or a path")
+    listing.add_argument("--level", type=int, default=None, help="only this KernelBench level")
+    listing.add_argument("--json", action="store_true", help="print a JSON list")
+    listing.set_defaults(func=cmd_tasks_list)
+    show = tasks.add_parser("show", help="print one task, optionally running it in a child process")
+    show.add_argument("ref", help="kernelbench/L1/19, ops6k/123, examples/relu or a .py path")
+    show.add_argument("--inspect", action="store_true", help="run the task once and report shapes and dtypes")
+    show.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="device for --inspect")
+    show.add_argument("--json", action="store_true", help="print JSON")
+    show.set_defaults(func=cmd_tasks_show)
+
+
+def _add_synth_options(synth: argparse.ArgumentParser) -> None:
+    synth.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"], help="where the filters run")
+    synth.add_argument("--workers", type=int, default=1, help="filter worker processes")
+    synth.add_argument("--seed", type=int, default=0, help="the candidate stream (same seed, same problems)")
+    synth.add_argument(
+        "--time-window-ms", type=float, nargs=2, default=(1.0, 100.0), metavar=("LOW", "HIGH"), help="eager time window"
+    )
+    synth.add_argument("--timeout-s", type=float, default=180.0, help="per problem, including a cold torch.compile")
+
+
+def _add_synth_commands(commands: argparse._SubParsersAction) -> None:
+    synth = commands.add_parser("synth", help="synthesize Ops-6K-style training problems (filters, decontamination)")
+    synth.add_argument("--n", type=int, default=None, help="problems to keep")
+    synth.add_argument("--out", default=None, help="output parquet (ops, data_source, code); sidecar beside it")
+    synth.add_argument("--resume", action="store_true", help="carry on the run recorded in the sidecar of --out")
+    synth.add_argument("--depth-mix", default=None, help="weights of 1..5 operators (default Ops-6K's)")
+    synth.add_argument(
+        "--model", default=None, help="compose with a model: OpenAI-compatible URL, hf:PATH, replay:FILE"
+    )
+    _add_synth_options(synth)
+    synth.set_defaults(func=cmd_synth)
+    sub = synth.add_subparsers(dest="synth_command")
+    report = sub.add_parser("report", help="compare a data set with Ops-6K; print a table and write markdown")
+    report.add_argument("file", help="a parquet with ops, data_source, code (its sidecar is read if present)")
+    report.add_argument("--reference", default=None, help="reference parquet (default: the bundled Ops-6K)")
+    report.add_argument("--audit", type=Path, default=None, help="filter results of FILE from `synth audit`")
+    report.add_argument("--reference-audit", type=Path, default=None, help="filter results of the reference")
+    report.add_argument("--markdown", default=None, help="markdown path (default FILE.report.md)")
+    report.set_defaults(func=cmd_synth_report)
+    check = sub.add_parser("audit", help="run the four filters over an existing data set (resumable JSONL)")
+    check.add_argument("file", help="a parquet with a code column, e.g. ../shared/ops6k/ops6k.parquet")
+    check.add_argument("--out", required=True, help="JSONL of per-row filter results; a summary JSON beside it")
+    check.add_argument("--sample", type=int, default=None, help="a seeded random sample of this many rows")
+    check.add_argument("--threads", type=int, default=1, help="torch threads per worker (CPU)")
+    _add_synth_options(check)
+    check.set_defaults(func=cmd_synth_audit)
 
 
 def main(argv: list[str] | None = None) -> int:

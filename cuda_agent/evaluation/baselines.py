@@ -1,0 +1,171 @@
+"""Eager and torch.compile baselines of a suite, measured with the judge's protocol, as a data file.
+
+`cuda-agent bench baselines --suite kernelbench --levels 1 --out FILE` times each task's reference
+through the judge's own baseline process (`reference_timings`: a child process per task, the
+judge's timing protocol and precision flags) and rewrites FILE after every task, so an interrupted
+run carries on where it stopped (`--resume`, the default when FILE exists). Tasks are timed one at a
+time: timings need the device to themselves.
+
+The file doubles as the judge's baseline cache: `seed_cache(FILE)` writes each entry where the
+judge looks for it (`<cache>/baselines/<key>.json`, keyed by task source, device name, torch and
+CUDA versions, precision flags, compile mode and protocol version), so a machine that matches the
+one that measured (a committed H200 file on an H200 with the same torch) re-times nothing, and any
+other machine simply misses the cache and measures.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cuda_agent.errors import ConfigError, Error
+from cuda_agent.judge import baseline as baseline_mod
+from cuda_agent.judge.config import JudgeConfig, default_cache_dir
+from cuda_agent.judge.env import PROTOCOL_VERSION
+from cuda_agent.judge.pipeline import gpu_name, reference_timings
+from cuda_agent.judge.protocol import BaselineResult
+from cuda_agent.types import Task
+
+
+class BaselineEntry(BaseModel):
+    """One task's baselines."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ref: str = Field(description="Task reference, e.g. 'kernelbench/L1/19'.")
+    name: str = Field(description="Task name.")
+    level: int | None = Field(default=None, description="KernelBench level.")
+    code_sha256: str = Field(description="sha256 of the task source the times belong to.")
+    cache_key: str | None = Field(default=None, description="The judge's baseline-cache key (None after an error).")
+    eager_ms: float | None = Field(default=None, description="Eager median, ms.")
+    compile_ms: float | None = Field(default=None, description="torch.compile median, ms (None if it failed).")
+    result: BaselineResult | None = Field(default=None, description="The judge's full baseline record.")
+    error: str | None = Field(default=None, description="Why the reference could not be timed.")
+    wall_s: float = Field(default=0.0, description="Wall time of the measurement (compile included), s.")
+
+
+class BaselineFile(BaseModel):
+    """The data file: where and how the baselines were measured, and one entry per task."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format_version: int = 1
+    environment: dict[str, Any] = Field(default_factory=dict, description="Device, torch, CUDA, protocol, host.")
+    judge_config: dict[str, Any] = Field(default_factory=dict, description="JudgeConfig fields that shape timings.")
+    updated_at: str = Field(default="", description="ISO 8601 UTC time of the last write.")
+    entries: dict[str, BaselineEntry] = Field(default_factory=dict, description="By task ref.")
+
+
+def _key_env(device: str, config: JudgeConfig) -> tuple[str, dict[str, Any]]:
+    """The device name and env the judge keys its baseline cache with (mirrors `_Judgement.baselines`)."""
+    import torch
+
+    name = gpu_name() if device == "cuda" else "cpu"
+    return name, {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda if device == "cuda" else None,
+        "protocol_version": PROTOCOL_VERSION,
+    }
+
+
+def cache_key(task: Task, device: str, config: JudgeConfig) -> str:
+    """The key under which the judge caches this task's baselines on this machine."""
+    name, env = _key_env(device, config)
+    return baseline_mod.cache_key(task.code, name, env, {"tf32": False}, config.compile_mode)
+
+
+def _environment(device: str, config: JudgeConfig) -> dict[str, Any]:
+    name, env = _key_env(device, config)
+    return {**env, "device": device, "device_name": name, "python": platform.python_version(), "host": platform.node()}
+
+
+def load_file(path: Path) -> BaselineFile:
+    return BaselineFile.model_validate_json(path.read_text()) if path.exists() else BaselineFile()
+
+
+def _save(data: BaselineFile, path: Path) -> None:
+    data.updated_at = datetime.now(UTC).isoformat(timespec="seconds")
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(data.model_dump_json(indent=1))
+    tmp.replace(path)  # atomic: an interrupt never leaves half a file
+
+
+def measure(
+    tasks: list[Task],
+    path: Path,
+    config: JudgeConfig,
+    device: str,
+    on_done: Callable[[BaselineEntry], None] = lambda entry: None,
+) -> BaselineFile:
+    """Time each task's reference not yet in `path` (same source, no error) and save after each one.
+
+    Raises:
+        ConfigError: `path` holds baselines of another device, torch or protocol.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = load_file(path)
+    env = _environment(device, config)
+    keys = ("device_name", "torch", "cuda", "protocol_version")
+    if data.entries and any(data.environment.get(k) != env[k] for k in keys):
+        raise ConfigError(
+            f"{path} holds baselines measured elsewhere ({', '.join(f'{k}={data.environment.get(k)}' for k in keys)}): "
+            "write to a new file"
+        )
+    data.environment = env
+    data.judge_config = config.model_dump(mode="json", exclude={"cache_dir"})
+    for task in tasks:
+        old = data.entries.get(task.ref)
+        if old is not None and old.code_sha256 == task.code_hash and old.error is None:
+            continue
+        entry = _measure_one(task, config, device)
+        data.entries[task.ref] = entry
+        _save(data, path)
+        on_done(entry)
+    _save(data, path)
+    return data
+
+
+def _measure_one(task: Task, config: JudgeConfig, device: str) -> BaselineEntry:
+    start = time.monotonic()
+    base = BaselineEntry(ref=task.ref, name=task.name, level=task.level, code_sha256=task.code_hash)
+    try:
+        result = reference_timings(task, config)
+    except Error as exc:  # a reference that fails, or a timing process that died: recorded, retried on resume
+        return base.model_copy(update={"error": f"{type(exc).__name__}: {exc}", "wall_s": time.monotonic() - start})
+    return base.model_copy(
+        update={
+            "cache_key": cache_key(task, device, config),
+            "eager_ms": result.eager["median_ms"] if result.eager else None,
+            "compile_ms": result.compile["median_ms"] if result.compile else None,
+            "result": result,
+            "wall_s": time.monotonic() - start,
+        }
+    )
+
+
+def seed_cache(path: Path, cache_dir: Path | None = None) -> int:
+    """Write every measured entry of the file into the judge's baseline cache; returns how many.
+
+    Raises:
+        ConfigError: the file does not exist.
+    """
+    if not path.exists():
+        raise ConfigError(f"{path}: no such baselines file (write one with `cuda-agent bench baselines`)")
+    folder = (cache_dir or default_cache_dir()) / "baselines"
+    folder.mkdir(parents=True, exist_ok=True)
+    count = 0
+    for entry in load_file(path).entries.values():
+        if entry.result is None or entry.cache_key is None:
+            continue
+        target = folder / f"{entry.cache_key}.json"
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(entry.result.model_dump_json())
+        tmp.replace(target)
+        count += 1
+    return count

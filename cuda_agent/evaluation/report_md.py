@@ -1,0 +1,142 @@
+"""report.md: the paper's table layout, CUDA Agent's published row beside ours, then the details."""
+
+from __future__ import annotations
+
+from cuda_agent.evaluation.records import BenchReport, GroupMetrics, Metrics, TaskResult
+from cuda_agent.evaluation.speed_of_light import fraction
+
+PAPER_OVERALL = {"pass_rate": 0.988, "faster_than_compile": 0.968, "speedup_compile": 2.11, "speedup_eager": 2.60}
+"""CUDA Agent's headline on KernelBench L1-3 (arXiv 2602.24286; DESIGN.md section 2)."""
+PAPER_LEVELS = {"L1": (0.97, 1.87), "L2": (1.00, 2.80), "L3": (0.90, 1.52)}
+"""Per level: share faster than torch.compile, geometric-mean speedup over compile."""
+
+HEADER = "| | tasks | pass rate | faster than eager | faster than compile | speedup vs eager | speedup vs compile |"
+RULE = "|---|---|---|---|---|---|---|"
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def _x(x: float | None) -> str:
+    return "—" if x is None else f"{x:.2f}x"
+
+
+def _ms(x: float | None) -> str:
+    return "—" if x is None else f"{x:.4g}"
+
+
+def _row(label: str, m: GroupMetrics) -> str:
+    return (
+        f"| {label} | {m.tasks} | {_pct(m.pass_rate)} | {_pct(m.faster_than_eager)} | {_pct(m.faster_than_compile)} "
+        f"| {_x(m.geomean_speedup_eager)} | {_x(m.geomean_speedup_compile)} |"
+    )
+
+
+def _paper_row(group: str | None) -> str | None:
+    if group is None:
+        p = PAPER_OVERALL
+        return (
+            f"| CUDA Agent (paper) | 250 | {_pct(p['pass_rate'])} | — | {_pct(p['faster_than_compile'])} "
+            f"| {_x(p['speedup_eager'])} | {_x(p['speedup_compile'])} |"
+        )
+    if group in PAPER_LEVELS:
+        faster, speedup = PAPER_LEVELS[group]
+        tasks = 50 if group == "L3" else 100
+        return f"| CUDA Agent (paper) | {tasks} | — | — | {_pct(faster)} | — | {_x(speedup)} |"
+    return None
+
+
+def _tables(runs: list[tuple[str, Metrics]]) -> list[str]:
+    lines = ["## Overall", "", HEADER, RULE, _paper_row(None) or ""]
+    lines += [_row(label, metrics.overall) for label, metrics in runs]
+    for group in runs[0][1].groups:
+        lines += ["", f"## {group}", "", HEADER, RULE]
+        paper = _paper_row(group)
+        lines += [paper] if paper else []
+        lines += [_row(label, metrics.groups[group]) for label, metrics in runs]
+    return lines
+
+
+def _fast_p(runs: list[tuple[str, Metrics]]) -> list[str]:
+    ps = list(runs[0][1].overall.fast_p_eager)
+    lines = ["## fast_p (KernelBench: correct and speedup > p, over all tasks)", ""]
+    lines += ["| | baseline | " + " | ".join(f"p={p}" for p in ps) + " |", "|---|---|" + "---|" * len(ps)]
+    for label, metrics in runs:
+        for name, values in (("eager", metrics.overall.fast_p_eager), ("compile", metrics.overall.fast_p_compile)):
+            lines.append(f"| {label} | {name} | " + " | ".join(_pct(values[p]) for p in ps) + " |")
+    return lines
+
+
+def _counts(runs: list[tuple[str, Metrics]]) -> list[str]:
+    lines = ["## Verdicts and rejections", ""]
+    for label, metrics in runs:
+        verdicts = ", ".join(f"{k} {v}" for k, v in metrics.overall.verdicts.items())
+        rules = ", ".join(f"`{k}` {v}" for k, v in metrics.overall.rejections.items()) or "none"
+        lines += [f"- {label}: {verdicts}", f"  - rejections by rule: {rules}"]
+    return lines
+
+
+def _task_line(result: TaskResult) -> str:
+    v = result.verdict
+    t = v.timings_ms if v else None
+    sol = result.speed_of_light
+    bound = sol.bound_ms if sol else None
+    outcome = v.verdict if v else result.status
+    return (
+        f"| {result.ref} | {outcome} | {_ms(t and t.solution)} | {_ms(t and t.eager)} | {_ms(t and t.compile)} "
+        f"| {_x(v and v.speedup_vs_eager)} | {_x(v and v.speedup_vs_compile)} | {_ms(bound)} "
+        f"| {_pct(fraction(bound, t and t.solution))} | {_pct(fraction(bound, t and t.eager))} "
+        f"| {_pct(fraction(bound, t and t.compile))} |"
+    )
+
+
+def _tasks(report: BenchReport) -> list[str]:
+    lines = [
+        "## Tasks",
+        "",
+        "Times in ms (medians). SOL: speed-of-light bound; % SOL: bound / time (100% = at it).",
+        "",
+    ]
+    lines += [
+        "| task | verdict | solution | eager | compile | vs eager | vs compile | SOL | % SOL solution "
+        "| % SOL eager | % SOL compile |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    return lines + [_task_line(r) for r in report.tasks]
+
+
+def render_markdown(report: BenchReport) -> str:
+    """The whole report.md."""
+    cfg = report.config
+    runs = [("this run" if report.final_metrics is None else "this run, best in trajectory", report.metrics)]
+    if report.final_metrics is not None:
+        runs.append(("this run, final workspace", report.final_metrics))
+    missing = sum(r.status == "missing" for r in report.tasks)
+    errors = [r for r in report.tasks if r.status == "error"]
+    env = report.environment
+    what = f"model `{cfg.model}`" if cfg.model else f"solutions `{cfg.solutions}`"
+    lines = [
+        f"# Benchmark: {cfg.suite}" + (f" levels {cfg.levels}" if cfg.levels else ""),
+        "",
+        f"{what} on {env.get('device_name', cfg.device)} (torch {env.get('torch')}, judge protocol "
+        f"{report.protocol_version}), {report.created_at}.",
+        "",
+        "Rates are over all tasks: a task with no solution or no verdict counts as failed. Faster means "
+        "t < 0.95 t_baseline (strictly more than 5%); speedups are geometric means over correct solutions only. "
+        f"{missing} task(s) had no solution and count as failed; {len(errors)} ended in an error of ours "
+        "(counted as failed, retried by `--resume`). CUDA Agent's row is the paper's (KernelBench L1-3 on its GPU), "
+        "for comparison only.",
+        "",
+    ]
+    lines += _tables(runs) + [""] + _fast_p(runs) + [""] + _counts(runs) + [""]
+    if errors:
+        lines += ["## Errors", ""] + [f"- {r.ref}: {r.error}" for r in errors] + [""]
+    if report.ceilings:
+        c = report.ceilings
+        lines += [
+            f"Speed-of-light ceilings ({c.device}): copy {c.copy_bytes_per_s / 1e9:.1f} GB/s, "
+            f"FP32 {c.flops_per_s / 1e9:.1f} GFLOP/s; {c.source}.",
+            "",
+        ]
+    return "\n".join(lines + _tasks(report)) + "\n"

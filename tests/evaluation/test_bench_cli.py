@@ -1,0 +1,64 @@
+"""Done-when test: `cuda-agent bench --solutions` over the bundled examples, with good, broken and hostile
+solutions (tests/evaluation/solutions/README.md), writes all three reports with the right figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.cli import main
+from cuda_agent.evaluation.metrics import geometric_mean
+from cuda_agent.reward import beats
+
+SOLUTIONS = Path(__file__).parent / "solutions"
+# Short timing phases keep the test quick; the baselines' cache key ignores them (they come from the cache).
+QUICK = ["--judge", "target_phase_s=0.05", "--judge", "min_reps=3", "--judge", "max_reps=20"]
+EXPECTED = {
+    "examples/relu": "pass",
+    "examples/row_sum": "pass",
+    "examples/scale_add": "incorrect",
+    "examples/softmax": "rejected",
+    "examples/linear_gelu": "compile_error",
+    "examples/matmul": "missing",
+}
+
+
+@pytest.mark.integration
+def test_bench_judges_solutions_and_writes_three_reports(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    argv = ["bench", "--suite", "examples", "--solutions", str(SOLUTIONS), "--device", "cpu", "--out", str(out)]
+    assert main(argv + QUICK) == 0
+
+    report = json.loads((out / "results.json").read_text())
+    outcomes = {t["ref"]: (t["verdict"] or {}).get("verdict", t["status"]) for t in report["tasks"]}
+    assert outcomes == EXPECTED
+    overall = report["metrics"]["overall"]
+    timings = [
+        t["verdict"]["timings_ms"] for t in report["tasks"] if t["status"] == "judged" and t["verdict"]["correct"]
+    ]
+    assert overall["tasks"] == 6 and overall["correct"] == 2
+    assert overall["pass_rate"] == pytest.approx(2 / 6)
+    faster = sum(beats(t["solution"], t["compile"]) for t in timings)
+    assert overall["faster_than_compile"] == pytest.approx(faster / 6)
+    expected_geomean = geometric_mean(t["compile"] / t["solution"] for t in timings)
+    assert overall["geomean_speedup_compile"] == pytest.approx(expected_geomean)
+    assert overall["verdicts"] == {"compile_error": 1, "incorrect": 1, "missing": 1, "pass": 2, "rejected": 1}
+    assert overall["rejections"] == {"forward_calls_no_kernel": 1, "torch_compute_in_forward": 1}
+    assert report["protocol_version"] and report["environment"]["judge_env"]["flags"]
+    relu = next(t for t in report["tasks"] if t["ref"] == "examples/relu")
+    assert relu["speed_of_light"]["bytes_moved"] == 2 * 128 * 1024 * 4  # x read once, the output written once
+
+    markdown = (out / "report.md").read_text()
+    assert "| CUDA Agent (paper) | 250 | 98.8% | — | 96.8% | 2.60x | 2.11x |" in markdown
+    assert "| this run | 6 | 33.3% |" in markdown
+    assert "1 task(s) had no solution and count as failed" in markdown
+    page = (out / "report.html").read_text()
+    assert page.count("<svg") == 3 and "<script" not in page
+
+    # Resuming a finished run judges nothing again; starting over in the same folder is refused.
+    lines = (out / "results.jsonl").read_text().count("\n")
+    assert main(argv + QUICK + ["--resume", "--no-speed-of-light"]) == 0
+    assert (out / "results.jsonl").read_text().count("\n") == lines
+    assert main(argv + QUICK) == 2

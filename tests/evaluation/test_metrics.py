@@ -1,0 +1,95 @@
+"""The metric arithmetic against values computed by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from cuda_agent.evaluation.metrics import compute_metrics, geometric_mean, group_metrics
+from cuda_agent.evaluation.records import TaskResult
+from cuda_agent.types import Timings, Verdict, Violation
+
+
+def passed(solution: float, eager: float, compile_: float | None) -> Verdict:
+    return Verdict(
+        task="t",
+        verdict="pass",
+        reward=1,
+        correct=True,
+        timings_ms=Timings(solution=solution, eager=eager, compile=compile_),
+        speedup_vs_eager=eager / solution,
+        speedup_vs_compile=compile_ / solution if compile_ else None,
+    )
+
+
+def failed(name: str, *checks: str) -> Verdict:
+    violations = [Violation(check=c, message=c) for c in checks]
+    return Verdict(task="t", verdict=name, reward=-1, correct=False, violations=violations)
+
+
+# A: 2x over eager, 1.5x over compile. B: exactly 5% faster (0.95 t0): NOT faster (strict), speedup 1/0.95.
+# C: torch.compile failed on the reference: eager is the compile bar (as in the reward). D, E: failed. F: missing.
+VERDICTS = [
+    passed(1.0, 2.0, 1.5),
+    passed(0.95, 1.0, 1.0),
+    passed(0.5, 1.0, None),
+    failed("incorrect"),
+    failed("rejected", "torch_compute_in_forward", "try_except_fallback"),
+    None,
+]
+OUTCOMES = ["pass", "pass", "pass", "incorrect", "rejected", "missing"]
+
+
+def test_rates_are_over_all_tasks_with_a_strict_five_percent_margin() -> None:
+    m = group_metrics(VERDICTS, OUTCOMES)
+    assert (m.tasks, m.correct) == (6, 3)
+    assert m.pass_rate == pytest.approx(3 / 6)
+    assert m.faster_than_eager == pytest.approx(2 / 6)  # A and C; B sits exactly on the margin
+    assert m.faster_than_compile == pytest.approx(2 / 6)
+
+
+def test_geometric_mean_is_over_correct_solutions_only() -> None:
+    m = group_metrics(VERDICTS, OUTCOMES)
+    assert m.geomean_speedup_eager == pytest.approx((2.0 * (1 / 0.95) * 2.0) ** (1 / 3))
+    assert m.geomean_speedup_compile == pytest.approx((1.5 * (1 / 0.95) * 2.0) ** (1 / 3))
+
+
+def test_fast_p_counts_speedups_strictly_above_p_over_all_tasks() -> None:
+    m = group_metrics(VERDICTS, OUTCOMES)
+    # eager speedups 2, 1.0526, 2; compile speedups 1.5, 1.0526, 2 (C against eager)
+    assert m.fast_p_eager == pytest.approx({"0": 0.5, "0.5": 0.5, "0.8": 0.5, "1": 0.5, "1.5": 2 / 6, "2": 0.0})
+    assert m.fast_p_compile == pytest.approx({"0": 0.5, "0.5": 0.5, "0.8": 0.5, "1": 0.5, "1.5": 1 / 6, "2": 0.0})
+
+
+def test_counts_verdicts_and_rejections_by_rule() -> None:
+    m = group_metrics(VERDICTS, OUTCOMES)
+    assert m.verdicts == {"incorrect": 1, "missing": 1, "pass": 3, "rejected": 1}
+    assert m.rejections == {"torch_compute_in_forward": 1, "try_except_fallback": 1}
+
+
+def test_an_empty_group_has_no_speedup() -> None:
+    m = group_metrics([None], ["missing"])
+    assert (m.pass_rate, m.geomean_speedup_eager, m.fast_p_eager["0"]) == (0.0, None, 0.0)
+    assert geometric_mean([]) is None
+    assert geometric_mean([2.0, 8.0]) == pytest.approx(4.0)
+
+
+def test_groups_by_level_and_scores_best_or_final() -> None:
+    def result(ref: str, level: int, best: Verdict | None, final: Verdict | None) -> TaskResult:
+        status = "judged" if best else "missing"
+        return TaskResult(ref=ref, name=ref, level=level, status=status, verdict=best, final=final)
+
+    results = [
+        result("kernelbench/L1/1", 1, passed(1.0, 4.0, 2.0), failed("incorrect")),
+        result("kernelbench/L1/2", 1, None, None),
+        result("kernelbench/L2/1", 2, passed(1.0, 1.0, 1.0), passed(2.0, 1.0, 1.0)),
+    ]
+    best = compute_metrics(results)
+    assert set(best.groups) == {"L1", "L2"}
+    assert best.groups["L1"].pass_rate == 0.5
+    assert best.overall.geomean_speedup_compile == pytest.approx(math.sqrt(2.0 * 1.0))
+    final = compute_metrics(results, pick=lambda r: r.final)
+    assert final.overall.correct == 1
+    assert final.overall.geomean_speedup_compile == pytest.approx(0.5)
+    assert final.groups["L1"].verdicts == {"incorrect": 1, "missing": 1}

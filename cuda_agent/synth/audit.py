@@ -1,0 +1,97 @@
+"""Run the four filters over an existing data set (e.g. Ops-6K itself), every filter on every problem.
+
+Results go to a JSONL file (one `FilterResult` a line, `index` = the row), appended as they arrive so
+that a long audit resumes where it stopped. `summarize` turns them into per-filter pass counts.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from cuda_agent.synth.filters import FILTERS, FilterConfig, FilterResult
+from cuda_agent.synth.pool import FilterPool
+
+
+class AuditSummary(BaseModel):
+    """Per-filter pass counts over the audited rows."""
+
+    rows: int
+    passed_all: int
+    passed: dict[str, int]
+    """Filter -> rows that passed it (a row that did not run eagerly fails every filter)."""
+    outcomes: dict[str, int]
+    """'pass', a first failed filter, 'timeout' or 'crash' -> rows."""
+    eager_ms_median: float | None
+
+
+def read_rows(path: Path) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path).to_pylist()
+
+
+def sample_rows(n_rows: int, sample: int | None, seed: int) -> list[int]:
+    """Row indices to audit: all, or a seeded random sample (sorted)."""
+    if sample is None or sample >= n_rows:
+        return list(range(n_rows))
+    return sorted(random.Random(seed).sample(range(n_rows), sample))
+
+
+def read_results(path: Path) -> list[FilterResult]:
+    if not path.is_file():
+        return []
+    return [FilterResult.model_validate_json(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def audit(
+    rows: list[dict],
+    indices: list[int],
+    config: FilterConfig,
+    workers: int,
+    results_path: Path,
+    on_result: Callable[[FilterResult], None] | None = None,
+) -> list[FilterResult]:
+    """Filter the given rows (skipping those already in `results_path`) and return all results."""
+    done = {r.index for r in read_results(results_path)}
+    todo = [(i, rows[i]["code"]) for i in indices if i not in done]
+    config = config.model_copy(update={"short_circuit": False})
+
+    def record(result: FilterResult) -> bool:
+        with results_path.open("a") as f:
+            f.write(result.model_dump_json() + "\n")
+        if on_result is not None:
+            on_result(result)
+        return True
+
+    with FilterPool(config, workers, results_path.with_suffix(".log")) as pool:
+        pool.map(todo, record)
+    wanted = set(indices)
+    return [r for r in read_results(results_path) if r.index in wanted]
+
+
+def summarize(results: list[FilterResult]) -> AuditSummary:
+    import statistics
+
+    passed = Counter()
+    for r in results:
+        for name in FILTERS:
+            passed[name] += bool(r.checks.get(name))
+    outcomes = Counter("pass" if r.passed else (r.reason or "unknown") for r in results)
+    times = [r.eager_ms for r in results if r.eager_ms is not None]
+    return AuditSummary(
+        rows=len(results),
+        passed_all=sum(r.passed for r in results),
+        passed={name: passed[name] for name in FILTERS},
+        outcomes=dict(outcomes.most_common()),
+        eager_ms_median=statistics.median(times) if times else None,
+    )
+
+
+def dump_summary(summary: AuditSummary, path: Path) -> None:
+    path.write_text(json.dumps(summary.model_dump(), indent=1) + "\n")

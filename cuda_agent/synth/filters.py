@@ -1,0 +1,201 @@
+"""The paper's four filters, run on one problem inside a filter worker process (`worker.py`).
+
+1. runs: eager forward works, and `torch.compile` of the model runs on the same inputs;
+2. deterministic: no stochastic operator, judged twice: by name in `forward` (dropout, rand*, bernoulli,
+   ...) and by running the same inputs under two RNG states;
+3. input-dependent: the output is not constant and differs between two input draws;
+4. eager time inside a window (1-100 ms by default), measured with the judge's timing protocol.
+
+Cheap checks run first; with `short_circuit` the first failure ends the problem (synthesis), without it
+every filter is evaluated (to report how a data set fares on each, e.g. Ops-6K).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+FILTERS = ("runs_eager", "deterministic", "input_dependent", "time_window", "runs_compile")
+"""Filter names in the order they run; also the rejection reasons, with 'timeout' and 'crash'."""
+
+_STOCHASTIC = re.compile(r"dropout|\brand|bernoulli|multinomial|poisson|rrelu|\.normal_|uniform_|exponential_", re.I)
+
+
+class FilterConfig(BaseModel):
+    """What the filters accept."""
+
+    device: Literal["cpu", "cuda"] = "cpu"
+    min_ms: float = 1.0
+    """Eager time window, lower end (ms)."""
+    max_ms: float = 100.0
+    """Eager time window, upper end (ms)."""
+    short_circuit: bool = True
+    """Stop at the first failed filter (synthesis); False evaluates all (data-set reports)."""
+    timeout_s: float = 180.0
+    """Per problem, including a cold torch.compile (about 20 s on this CPU)."""
+    threads: int = 1
+    """torch intra-op threads per worker (CPU)."""
+    compile: bool = True
+    """Run the torch.compile filter; off only for quick dry runs and tests (the paper's filter needs it)."""
+
+
+class FilterResult(BaseModel):
+    """What the filters found for one problem."""
+
+    index: int
+    passed: bool = False
+    reason: str | None = Field(default=None, description="First failed filter, 'timeout', 'crash' or 'error'.")
+    checks: dict[str, bool] = Field(default_factory=dict, description="Filter name -> passed, for those evaluated.")
+    eager_ms: float | None = None
+    compile_first_s: float | None = Field(default=None, description="Wall time of the first compiled call.")
+    compile_matches: bool | None = Field(default=None, description="Compiled output allclose(1e-2) to eager.")
+    output_shape: list[int] | None = None
+    detail: str = ""
+
+
+def forward_source(code: str) -> str:
+    """Source of `Model.forward` (where randomness makes a problem stochastic; `__init__` may draw weights)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "Model":
+            parts = [ast.get_source_segment(code, f) or "" for f in node.body if isinstance(f, ast.FunctionDef)]
+            return "\n".join(p for p, f in zip(parts, node.body, strict=False) if not p.startswith("def __init__"))
+    return code
+
+
+def _flat(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, list | tuple):
+        return [t for v in value for t in _flat(v)]
+    return []
+
+
+def _equal(a: list[Any], b: list[Any]) -> bool:
+    import torch
+
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if x.is_floating_point():
+            if not torch.allclose(x, y, rtol=1e-5, atol=1e-6, equal_nan=True):
+                return False
+        elif not torch.equal(x, y):
+            return False
+    return True
+
+
+def _constant(outputs: list[Any]) -> bool:
+    """All outputs constant (one value, or all NaN): nothing of the input survives."""
+    for t in outputs:
+        flat = t.detach().reshape(-1)
+        if flat.numel() > 1 and not bool((flat == flat[0]).all()):
+            return False
+    return True
+
+
+def _forward(model: Any, inputs: list[Any], seed: int) -> list[Any]:
+    import torch
+
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        return _flat(model(*inputs))
+
+
+def _time_eager(model: Any, inputs: list[Any], config: FilterConfig, clock: Any, flush: Any) -> float:
+    import torch
+
+    from cuda_agent.judge.timing import time_phase
+
+    def call(values: Any) -> Any:
+        with torch.no_grad():
+            return model(*values)
+
+    phase = time_phase(
+        call, [inputs], clock, flush, config.device, warmup_reps=1, min_reps=3, max_reps=10, target_phase_s=0.3
+    )
+    return phase.median_ms
+
+
+def _check_compile(model: Any, inputs: list[Any], eager: list[Any], result: FilterResult) -> bool:
+    import torch
+
+    torch._dynamo.reset()  # a long-lived worker must not accumulate compiled graphs across problems
+    start = time.perf_counter()
+    try:
+        compiled = _forward(torch.compile(model), inputs, 0)
+    except Exception as exc:  # the filter's verdict, not our failure
+        result.detail = f"torch.compile: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+        return False
+    result.compile_first_s = time.perf_counter() - start
+    result.compile_matches = len(compiled) == len(eager) and all(
+        c.shape == e.shape and (not e.is_floating_point() or torch.allclose(c, e, rtol=1e-2, atol=1e-2, equal_nan=True))
+        for c, e in zip(compiled, eager, strict=False)
+    )
+    return True
+
+
+def run_filters(index: int, code: str, config: FilterConfig, clock: Any, flush: Any) -> FilterResult:
+    """Apply the four filters to one problem's source (executes it: call only in a worker process)."""
+    import torch
+
+    from cuda_agent.errors import TaskError
+    from cuda_agent.tasks.problem import call_inputs, draw_inputs, load_problem
+
+    result = FilterResult(index=index)
+    name = f"synth_{index}.py"
+    try:
+        problem = load_problem(code, name)
+        torch.manual_seed(0)
+        model = problem.Model(*call_inputs(problem, name, "get_init_inputs")).to(config.device)
+        first = draw_inputs(problem, name, 1, config.device)
+        eager = _forward(model, first, 0)
+    except (TaskError, Exception) as exc:  # a problem that does not run fails filter 1; that is data
+        result.checks["runs_eager"] = False
+        result.reason, result.detail = "runs_eager", f"{type(exc).__name__}: {exc}"[:300]
+        return result
+    result.checks["runs_eager"] = bool(eager)
+    result.output_shape = list(eager[0].shape) if eager else None
+    stages = [
+        ("deterministic", lambda: not _STOCHASTIC.search(forward_source(code)) and _equal(eager, _forward(model, first, 1))),
+        ("input_dependent", lambda: not _constant(eager) and not _equal(eager, _forward(model, _second(problem, name, config), 0))),
+        ("time_window", lambda: _in_window(result, _time_eager(model, first, config, clock, flush), config)),
+        ("runs_compile", lambda: _check_compile(model, first, eager, result)),
+    ]  # fmt: skip
+    if not config.compile:
+        stages.pop()
+    for filter_name, check in stages:
+        try:
+            result.checks[filter_name] = bool(check())
+        except Exception as exc:  # e.g. a second input draw that fails: the filter fails
+            result.checks[filter_name] = False
+            result.detail = f"{filter_name}: {type(exc).__name__}: {exc}"[:300]
+        if not result.checks[filter_name] and result.reason is None:
+            result.reason = filter_name
+            if config.short_circuit:
+                return result
+    result.passed = result.reason is None and result.checks["runs_eager"]
+    result.reason = result.reason or (None if result.passed else "runs_eager")
+    return result
+
+
+def _second(problem: Any, name: str, config: FilterConfig) -> list[Any]:
+    from cuda_agent.tasks.problem import draw_inputs
+
+    return draw_inputs(problem, name, 2, config.device)
+
+
+def _in_window(result: FilterResult, eager_ms: float, config: FilterConfig) -> bool:
+    result.eager_ms = eager_ms
+    return config.min_ms <= eager_ms <= config.max_ms

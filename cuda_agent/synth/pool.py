@@ -1,0 +1,146 @@
+"""Parent side of the filter workers: a pool of long-lived `worker.py` processes.
+
+Each worker runs in its own process group (like `subproc.run_module`); one that passes the per-problem
+time limit or dies is killed with its group and replaced, and its problem is recorded as 'timeout' or
+'crash' (data, not an error: the problem did it).
+"""
+
+from __future__ import annotations
+
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import IO
+
+from cuda_agent.subproc import child_env, kill_group
+from cuda_agent.synth.filters import FilterConfig, FilterResult
+from cuda_agent.synth.worker import RESULT_PREFIX
+
+
+class FilterWorker:
+    """One worker process and the thread that reads its results."""
+
+    def __init__(self, config: FilterConfig, log: IO[str] | None = None) -> None:
+        self.config = config
+        self.log = log
+        self.proc: subprocess.Popen[str] | None = None
+        self.results: queue.Queue[str | None] = queue.Queue()
+        self.handled = 0
+
+    def start(self) -> None:
+        env = child_env({"CUDA_VISIBLE_DEVICES": ""} if self.config.device == "cpu" else None)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cuda_agent.synth.worker", self.config.model_dump_json()],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log if self.log is not None else subprocess.DEVNULL,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+        self.results = queue.Queue()
+        threading.Thread(target=self._read, args=(self.proc, self.results), daemon=True).start()
+
+    @staticmethod
+    def _read(proc: subprocess.Popen[str], results: queue.Queue[str | None]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith(RESULT_PREFIX):
+                results.put(line[len(RESULT_PREFIX) :])
+        results.put(None)  # end of stream: the worker died
+
+    def check(self, index: int, code: str) -> FilterResult:
+        """Filter one problem; restarts the worker after a timeout or a crash."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(_request(index, code))
+            self.proc.stdin.flush()
+            line = self.results.get(timeout=self.config.timeout_s)
+        except (BrokenPipeError, OSError):
+            line = None
+        except queue.Empty:
+            self.stop()
+            return FilterResult(index=index, reason="timeout", detail=f"no result in {self.config.timeout_s:.0f} s")
+        if line is None:
+            code_ = self.proc.poll()
+            self.stop()
+            return FilterResult(index=index, reason="crash", detail=f"worker exited with {code_}")
+        self.handled += 1
+        return FilterResult.model_validate_json(line)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            kill_group(self.proc.pid)
+            self.proc.wait()
+            self.proc = None
+
+
+def _request(index: int, code: str) -> str:
+    import json
+
+    return json.dumps({"index": index, "code": code}) + "\n"
+
+
+class FilterPool:
+    """`workers` filter workers fed from one stream of (index, code)."""
+
+    def __init__(self, config: FilterConfig, workers: int, log_path: Path | None = None) -> None:
+        self.log = log_path.open("a") if log_path is not None else None
+        self.idle: queue.Queue[FilterWorker] = queue.Queue()
+        for _ in range(workers):
+            self.idle.put(FilterWorker(config, self.log))
+        self.workers = workers
+
+    def _check(self, item: tuple[int, str]) -> FilterResult:
+        worker = self.idle.get()
+        try:
+            return worker.check(*item)
+        finally:
+            self.idle.put(worker)
+
+    def map(self, items: Iterable[tuple[int, str]], on_result: Callable[[FilterResult], bool]) -> None:
+        """Filter items, calling `on_result` for each as it finishes; stop early when it returns False.
+
+        At most 2 x workers items are in flight, so an early stop wastes little and a lazy `items`
+        (the composer) is drawn only as fast as the workers eat.
+        """
+        with ThreadPoolExecutor(self.workers) as executor:
+            pending: set = set()
+            iterator: Iterator[tuple[int, str]] = iter(items)
+            go_on = True
+            while go_on:
+                while len(pending) < 2 * self.workers and (item := next(iterator, None)) is not None:
+                    pending.add(executor.submit(self._check, item))
+                if not pending:
+                    break
+                done = next(_as_completed(pending))
+                pending.discard(done)
+                go_on = on_result(done.result())
+            for future in pending:
+                future.cancel()
+
+    def close(self) -> None:
+        while not self.idle.empty():
+            self.idle.get().stop()
+        if self.log is not None:
+            self.log.close()
+
+    def __enter__(self) -> FilterPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _as_completed(futures: set) -> Iterator:
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    while True:
+        done, _ = wait(futures, return_when=FIRST_COMPLETED)
+        yield from done

@@ -1,0 +1,49 @@
+"""A long-lived filter worker: `python -m cuda_agent.synth.worker CONFIG_JSON`.
+
+Reads one JSON request per line on stdin (`{"index": int, "code": str}`), writes one result line per
+request on stdout, prefixed with `RESULT_PREFIX` because problem code may print too. One process handles
+many problems so that torch's import and inductor's warm state (about 20 s cold on this CPU) are paid
+once per worker, not once per problem; the parent kills and replaces a worker that hangs or dies.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+RESULT_PREFIX = "@@synth-result@@ "
+
+
+def main(argv: list[str]) -> int:
+    import faulthandler
+    import signal
+
+    import torch
+
+    from cuda_agent.judge import env
+    from cuda_agent.judge.timing import Clock, make_flusher
+    from cuda_agent.synth.filters import FilterConfig, run_filters
+
+    faulthandler.register(signal.SIGTERM)  # a hang killed by the parent leaves its stack in the log
+    config = FilterConfig.model_validate_json(argv[0])
+    if config.device == "cpu":
+        torch.set_num_threads(config.threads)
+    env.apply_precision_flags()  # the judge's flags, so eager times mean the same as the judge's
+    cuda = config.device == "cuda"
+    clock = Clock(time.perf_counter, torch.cuda.synchronize if cuda else None, torch.cuda.Event if cuda else None)
+    l2_bytes = env.describe(config.device).get("l2_bytes") if cuda else None
+    flush = make_flusher(config.device, l2_bytes)
+    out = sys.stdout
+    for line in sys.stdin:
+        request = json.loads(line)
+        result = run_filters(request["index"], request["code"], config, clock, flush)
+        if cuda:
+            torch.cuda.empty_cache()
+        out.write(RESULT_PREFIX + result.model_dump_json() + "\n")
+        out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -465,6 +465,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _exit_on_sigterm() -> None:
+    """SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so the filter workers are killed, not orphaned."""
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+
 def _synth_config(args: argparse.Namespace, device: str):
     import os
 
@@ -507,6 +514,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
     from cuda_agent.synth.catalog import crawl_catalog
     from cuda_agent.synth.pipeline import Synthesizer, rule_composer, run_synthesis, sidecar_path
 
+    _exit_on_sigterm()
     device = detect_device(args.device)
     config = _synth_config(args, device)
     out = Path(args.out)
@@ -567,6 +575,7 @@ def cmd_synth_audit(args: argparse.Namespace) -> int:
     from cuda_agent.synth.audit import audit, dump_summary, read_rows, sample_rows, summarize
     from cuda_agent.synth.filters import FilterConfig
 
+    _exit_on_sigterm()
     device = detect_device(args.device)
     rows = read_rows(Path(args.file))
     indices = sample_rows(len(rows), args.sample, args.seed)

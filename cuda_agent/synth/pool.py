@@ -93,8 +93,9 @@ class FilterPool:
     def __init__(self, config: FilterConfig, workers: int, log_path: Path | None = None) -> None:
         self.log = log_path.open("a") if log_path is not None else None
         self.idle: queue.Queue[FilterWorker] = queue.Queue()
-        for _ in range(workers):
-            self.idle.put(FilterWorker(config, self.log))
+        self.all = [FilterWorker(config, self.log) for _ in range(workers)]
+        for worker in self.all:
+            self.idle.put(worker)
         self.workers = workers
 
     def _check(self, item: tuple[int, str]) -> FilterResult:
@@ -114,21 +115,28 @@ class FilterPool:
             pending: set = set()
             iterator: Iterator[tuple[int, str]] = iter(items)
             go_on = True
-            while go_on:
-                while len(pending) < 2 * self.workers and (item := next(iterator, None)) is not None:
-                    pending.add(executor.submit(self._check, item))
-                if not pending:
-                    break
-                done = next(_as_completed(pending))
-                pending.discard(done)
-                go_on = on_result(done.result())
-            for future in pending:
-                future.cancel()
+            try:
+                while go_on:
+                    while len(pending) < 2 * self.workers and (item := next(iterator, None)) is not None:
+                        pending.add(executor.submit(self._check, item))
+                    if not pending:
+                        break
+                    done = next(_as_completed(pending))
+                    pending.discard(done)
+                    go_on = on_result(done.result())
+            except BaseException:
+                # Interrupted (Ctrl-C, SIGTERM): kill the workers now so that the threads waiting on them
+                # return at once instead of at their time limit.
+                self.close()
+                raise
+            finally:
+                for future in pending:
+                    future.cancel()
 
     def close(self) -> None:
-        while not self.idle.empty():
-            self.idle.get().stop()
-        if self.log is not None:
+        for worker in self.all:
+            worker.stop()
+        if self.log is not None and not self.log.closed:
             self.log.close()
 
     def __enter__(self) -> FilterPool:

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Task synthesis on the H200: a slice of synthesis and a sample of the Ops-6K filter audit, for the
+# throughput target (6,000 kept problems in under 2 hours on the 16-core GPU machine) and the filter
+# figures on a GPU. One device call (under 10 minutes); writes under $OUT.
+#   N=300 WORKERS=8 SLICE_S=330 AUDIT_N=60 AUDIT_S=200 OUT=/tmp/out bash bench/synth_gpu.sh
+# Needs, carried beside the tree: .whl/ (pydantic, rich, pyarrow, jinja2, ninja wheels), .carry/kb (KernelBench
+# as a checkout, for decontamination) and .carry/ops6k/ops6k.parquet (for the audit).
+# The filter workers share the one GPU: their eager times are good enough for the 1-100 ms window, not for
+# speedups. Extrapolate: kept/hour = kept / wall; 6,000 kept needs 6000 / (kept/hour) hours.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+fi
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PATH=/tmp/site/bin:$PATH
+export CUDA_AGENT_KERNELBENCH=$PWD/.carry/kb CUDA_AGENT_CACHE=/tmp/ca-cache
+python3 -c "import torch, pyarrow; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name())" | tee "$OUT/env.txt" || exit 1
+N=${N:-300} WORKERS=${WORKERS:-8}
+
+# 1. Synthesis slice: as many kept problems as fit SLICE_S seconds (the run is resumable, so a timeout is fine).
+start=$(date +%s)
+timeout ${SLICE_S:-330} python3 -m cuda_agent synth --n "$N" --out "$OUT/synth_gpu.parquet" --device cuda \
+  --workers "$WORKERS" --seed 0 --timeout-s 120 > "$OUT/synth_gpu.log" 2>&1
+end=$(date +%s)
+python3 - "$OUT" "$start" "$end" "$WORKERS" <<'PY' | tee "$OUT/synth_gpu_throughput.txt"
+import json, sys
+from collections import Counter
+out, start, end, workers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+rows = [json.loads(l) for l in open(f"{out}/synth_gpu.measurements.jsonl")]
+kept = sum(r["kept"] for r in rows)
+hours = (end - start) / 3600
+print(f"{kept} kept of {len(rows)} candidates in {end - start} s with {workers} workers (incl. start-up)")
+print(f"{kept / hours:.0f} kept/hour; 6,000 kept would take {6000 / max(kept / hours, 1e-9):.2f} h")
+print(dict(Counter(r["reason"] or "kept" for r in rows).most_common()))
+PY
+
+# 2. Ops-6K filter audit on a seeded sample (every filter on every row), on the GPU.
+if [ -f .carry/ops6k/ops6k.parquet ]; then
+  timeout ${AUDIT_S:-200} python3 -m cuda_agent synth audit .carry/ops6k/ops6k.parquet --out "$OUT/ops6k_audit_gpu.jsonl" \
+    --sample "${AUDIT_N:-60}" --seed 0 --device cuda --workers 4 --timeout-s 120 > "$OUT/ops6k_audit_gpu.log" 2>&1
+  python3 -c "
+import sys; sys.path.insert(0, '.')
+from pathlib import Path
+from cuda_agent.synth.audit import read_results, summarize
+print(summarize(read_results(Path('$OUT/ops6k_audit_gpu.jsonl'))).model_dump_json(indent=1))" | tee "$OUT/ops6k_audit_gpu.summary.json"
+fi

@@ -1,0 +1,43 @@
+"""Filter workers are long-lived processes; one that hangs or dies is replaced and its problem recorded."""
+
+from __future__ import annotations
+
+import pytest
+
+from cuda_agent.synth.filters import FilterConfig
+from cuda_agent.synth.pool import FilterPool, FilterWorker
+
+from .test_filters import TEMPLATE
+
+
+def test_worker_survives_hangs_and_crashes_of_problems() -> None:
+    worker = FilterWorker(FilterConfig(timeout_s=8, compile=False, min_ms=0.0, max_ms=1e6))
+    try:
+        hang = worker.check(1, TEMPLATE.format(body="__import__('time').sleep(60)"))
+        assert hang.reason == "timeout"
+        crash = worker.check(2, TEMPLATE.format(body="__import__('os')._exit(3)"))
+        assert crash.reason == "crash" and "3" in crash.detail
+        good = worker.check(3, TEMPLATE.format(body="x * self.w"))
+        again = worker.check(4, TEMPLATE.format(body="torch.tanh(x)"))
+        assert good.passed and again.passed and worker.handled == 2  # one process served both
+    finally:
+        worker.stop()
+
+
+def test_pool_stops_early_when_told() -> None:
+    seen = []
+    config = FilterConfig(compile=False, min_ms=0.0, max_ms=1e6)
+    with FilterPool(config, workers=1) as pool:
+        items = ((i, TEMPLATE.format(body="x * 2.0")) for i in range(50))
+        pool.map(items, lambda r: seen.append(r.index) or len(seen) < 3)
+    assert 3 <= len(seen) <= 4
+
+
+@pytest.mark.slow
+def test_compile_filter_runs_in_the_worker() -> None:
+    worker = FilterWorker(FilterConfig(min_ms=0.0, max_ms=1e6))  # a cold torch.compile: ~20 s on a 2-core CPU
+    try:
+        result = worker.check(1, TEMPLATE.format(body="torch.relu(x) * self.w"))
+    finally:
+        worker.stop()
+    assert result.passed and result.checks["runs_compile"] and result.compile_matches

@@ -1,0 +1,93 @@
+"""The `cuda_agent` agent loop for verl: our episode runner behind verl's `AgentLoopBase` interface.
+
+verl's trainer asks each registered agent loop for `run(sampling_params, **row) -> AgentLoopOutput`
+per dataset row. This class only adapts: it builds a `VerlTokenModel` on verl's server manager
+and Continuous Token builder, runs our synchronous `run_rollout` in a worker thread (the model
+hands generation back to this event loop), and packs the token record and the judge's reward.
+
+This is the only module that imports verl's agent loop; it is imported by verl (through the
+registry, `_target_: cuda_agent.rl.agent_loop.CudaAgentLoop`), never by the rest of cuda_agent.
+Enable it with an agent-loop YAML (verl's `actor_rollout_ref.rollout.agent.agent_loop_config_path`):
+
+    - name: cuda_agent
+      _target_: cuda_agent.rl.agent_loop.CudaAgentLoop
+      sandbox_url: http://judge-host:8000   # `cuda-agent serve`; omit to judge locally
+      work_dir: /shared/rollouts            # seen by the service at the same path
+      device: cuda
+
+and `agent_name: cuda_agent` in the dataset rows (or `rollout.agent.default_agent_loop: cuda_agent`).
+Each row names its task with a `task` reference or `code` source (top level or in `extra_info`).
+The prompt is our own (SKILL.md and the task), built from the workspace; the row's `raw_prompt`
+is not used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
+
+from cuda_agent.rl.rollout import CudaAgentLoopConfig, episode_fields, run_rollout, task_from_row, token_record
+from cuda_agent.rl.verl_model import VerlTokenModel
+
+
+@register("cuda_agent")
+class CudaAgentLoop(AgentLoopBase):
+    """One CUDA-kernel episode per dataset row, rewarded by the judge.
+
+    Args:
+        *args, **kwargs: what verl passes every agent loop (trainer config, server manager, tokenizer, ...).
+        name: the registry name from the agent-loop YAML (ignored).
+        tools: verl's tool list (ignored: our tools are the workspace's Bash, Read, Write, ...).
+        **settings: `CudaAgentLoopConfig` fields from the agent-loop YAML.
+    """
+
+    def __init__(self, *args: Any, name: str | None = None, tools: Any = None, **kwargs: Any) -> None:
+        fields = CudaAgentLoopConfig.model_fields
+        settings = {key: kwargs.pop(key) for key in list(kwargs) if key in fields}
+        super().__init__(*args, **kwargs)
+        multi_turn = self.rollout_config.get("multi_turn", {}) or {}
+        if multi_turn.get("max_assistant_turns") and "max_turns" not in settings:
+            settings["max_turns"] = int(multi_turn["max_assistant_turns"])
+        self.settings = CudaAgentLoopConfig(**settings)
+        self.prompt_length = int(self.rollout_config.prompt_length)
+        self.response_length = int(self.rollout_config.response_length)
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        """Run one episode for the dataset row `kwargs`; the judge's reward lands on the last model token."""
+        loop = asyncio.get_running_loop()
+        request_id = uuid.uuid4().hex
+        model = VerlTokenModel(
+            self.server_manager,
+            self.continuous_token_builder,
+            loop,
+            sampling_params,
+            self.response_length,
+            request_id=request_id,
+        )
+        task = task_from_row(kwargs)
+        episode_dir = self.settings.work_dir / f"{task.ref.replace('/', '_')}-{request_id[:12]}"
+        # A thread of its own per episode: builds and judging block for seconds to minutes, and verl's
+        # default executor is shared with its tokenisation work.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cuda-agent-episode") as pool:
+            result, latencies = await loop.run_in_executor(
+                pool, run_rollout, model, task, self.settings, episode_dir, self.prompt_length + self.response_length
+            )
+        capped = len(model.response_ids) > self.response_length
+        response_ids, response_mask, logprobs = token_record(
+            model.response_ids, model.response_mask, model.response_logprobs, self.response_length
+        )
+        fields = episode_fields(result, latencies, response_ids, capped)
+        return AgentLoopOutput(
+            prompt_ids=model.prompt_ids,
+            response_ids=response_ids,
+            response_mask=response_mask,
+            response_logprobs=logprobs,
+            reward_score=fields["reward"],
+            num_turns=result.turns + fields["tool_rounds"] + 1,
+            metrics=AgentLoopMetrics(generate_sequences=fields["model_s"], tool_calls=fields["tools_s"]),
+            extra_fields=fields,
+        )

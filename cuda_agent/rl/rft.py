@@ -1,0 +1,180 @@
+"""Rejection fine-tuning data: keep the good trajectories and write them as verl's multi-turn SFT parquet.
+
+The paper's stage 3 fine-tunes the actor on collected trajectories with reward > 0, well-formed
+tool calls and no repeated loops. A trajectory is kept only if all of these hold; otherwise it is
+dropped for the first reason that applies, in this order:
+
+- `incomplete`: the episode crashed before its last line was written (`complete` is False).
+- `reward`: no reward, or reward <= 0 (the judge's -1, i.e. not a passing kernel).
+- `malformed_tool_call`: a call the backend could not parse (`ToolCall.error`), or a tool result that
+  says the call itself was malformed (unknown tool, arguments not a JSON object, wrong argument
+  types; see `MALFORMED_RESULT`). A tool that ran and failed (a compile error) is not malformed.
+- `repeated_loop`: the agent repeats itself, in one of two ways (`find_loop`):
+  (1) the same call, same tool and identical arguments (compared as parsed JSON), `max_same_calls`
+  (3) or more times in a row in the episode's sequence of calls; or (2) a window of N consecutive
+  turns, N = 1..`max_window` (4), repeated back to back `min_repeats` (3) or more times, a turn being
+  identified by its calls (names and arguments). Checking a kernel twice after the same edit is
+  allowed; a third identical check without any change between is a loop.
+
+The kept trajectories are written in the form `verl.utils.dataset.MultiTurnSFTDataset` reads: a
+parquet file with a `messages` column (OpenAI-style messages) and a `tools` column (the tool
+schemas offered), one row per trajectory. Tool-call arguments stay JSON text, as OpenAI's format
+has them (Qwen3's and most chat templates print a string argument as is), which also keeps one
+column type for every tool's arguments.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cuda_agent.types import Trajectory, Turn
+
+MALFORMED_RESULT = re.compile(
+    r"^Error: (your tool call could not be parsed|there is no tool named|the arguments of \S+ (are not valid JSON|"
+    r"must be a JSON object)|bad arguments for)"
+)
+"""Tool results (from agent/tools/toolset.py) that mean the call was malformed rather than that the tool failed."""
+
+DROP_REASONS = ("incomplete", "reward", "malformed_tool_call", "repeated_loop")
+
+
+class RFTFilterConfig(BaseModel):
+    """What counts as a loop, and the reward a kept trajectory must exceed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min_reward: float = Field(default=0.0, description="Keep only rewards strictly above this (the paper: > 0).")
+    max_same_calls: int = Field(default=3, ge=2, description="This many identical calls in a row is a loop.")
+    max_window: int = Field(default=4, ge=1, description="Longest window of turns checked for back-to-back repeats.")
+    min_repeats: int = Field(default=3, ge=2, description="A window of turns repeated this many times is a loop.")
+
+
+class RFTResult(BaseModel):
+    """What the filter kept and why it dropped the rest."""
+
+    kept: list[Trajectory] = Field(default_factory=list, description="Trajectories that passed every check.")
+    dropped: dict[str, int] = Field(
+        default_factory=lambda: dict.fromkeys(DROP_REASONS, 0), description="Count of trajectories dropped per reason."
+    )
+    reasons: list[str | None] = Field(default_factory=list, description="Per input trajectory: None if kept, else why.")
+
+    def summary(self) -> str:
+        """One line for logs, e.g. 'kept 3 of 7; dropped: reward 2, repeated_loop 2'."""
+        total = len(self.reasons)
+        dropped = ", ".join(f"{reason} {count}" for reason, count in self.dropped.items() if count)
+        return f"kept {len(self.kept)} of {total}" + (f"; dropped: {dropped}" if dropped else "")
+
+
+def _call_key(name: str, arguments: str) -> str:
+    try:
+        parsed = json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        return f"{name}\0{arguments}"  # malformed text compares as written
+    return f"{name}\0{json.dumps(parsed, sort_keys=True)}"
+
+
+def _turn_key(turn: Turn) -> tuple[str, ...]:
+    return tuple(_call_key(call.name, call.arguments) for call in turn.tool_calls)
+
+
+def find_loop(turns: list[Turn], config: RFTFilterConfig | None = None) -> str | None:
+    """Describe the first repetition found (see the module docstring), or None.
+
+    Returns:
+        e.g. "call Bash {...} 3 times in a row" or "turns 4-5 repeated 3 times".
+    """
+    config = config or RFTFilterConfig()
+    calls = [_call_key(c.name, c.arguments) for turn in turns for c in turn.tool_calls]
+    run = 1
+    for index in range(1, len(calls)):
+        run = run + 1 if calls[index] == calls[index - 1] else 1
+        if run >= config.max_same_calls:
+            return f"call {calls[index].replace(chr(0), ' ')} {run} times in a row"
+    keys = [_turn_key(turn) for turn in turns]
+    for size in range(1, config.max_window + 1):
+        span = size * config.min_repeats
+        for start in range(len(keys) - span + 1):
+            window = keys[start : start + size]
+            if not any(window):
+                continue  # turns without calls (prose) are not a tool loop
+            if all(keys[start + k * size : start + (k + 1) * size] == window for k in range(1, config.min_repeats)):
+                return f"turns {start}-{start + size - 1} repeated {config.min_repeats} times"
+    return None
+
+
+def has_malformed_call(trajectory: Trajectory) -> bool:
+    """A call the backend could not parse, or a tool result saying the call was malformed."""
+    for turn in trajectory.turns:
+        if any(call.error is not None for call in turn.tool_calls):
+            return True
+        if any(result.is_error and MALFORMED_RESULT.match(result.output) for result in turn.tool_results):
+            return True
+    return False
+
+
+def drop_reason(trajectory: Trajectory, config: RFTFilterConfig | None = None) -> str | None:
+    """Why `trajectory` is not RFT data (a name from DROP_REASONS), or None to keep it."""
+    config = config or RFTFilterConfig()
+    if not trajectory.complete:
+        return "incomplete"
+    if trajectory.reward is None or trajectory.reward <= config.min_reward:
+        return "reward"
+    if has_malformed_call(trajectory):
+        return "malformed_tool_call"
+    if find_loop(trajectory.turns, config) is not None:
+        return "repeated_loop"
+    return None
+
+
+def filter_trajectories(trajectories: list[Trajectory], config: RFTFilterConfig | None = None) -> RFTResult:
+    """Apply the RFT filter to every trajectory; counts per drop reason in the result."""
+    result = RFTResult()
+    counts: Counter[str] = Counter()
+    for trajectory in trajectories:
+        reason = drop_reason(trajectory, config)
+        result.reasons.append(reason)
+        if reason is None:
+            result.kept.append(trajectory)
+        else:
+            counts[reason] += 1
+    result.dropped.update(counts)
+    return result
+
+
+def sft_row(trajectory: Trajectory) -> dict[str, Any]:
+    """One row of verl's multi-turn SFT data: every message with one fixed set of keys, and the tools."""
+    messages = []
+    for message in trajectory.messages():
+        calls = [
+            {
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": call["function"]["arguments"]},
+            }
+            for call in message.get("tool_calls") or []
+        ]
+        messages.append(
+            {
+                "role": message["role"],
+                "content": message.get("content") or "",
+                "tool_calls": calls or None,
+                "tool_call_id": message.get("tool_call_id"),
+            }
+        )
+    return {"messages": messages, "tools": trajectory.tools, "task": trajectory.task, "reward": trajectory.reward}
+
+
+def write_sft_parquet(trajectories: list[Trajectory], path: Path) -> Path:
+    """Write `trajectories` as verl multi-turn SFT parquet (columns messages, tools, task, reward)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist([sft_row(t) for t in trajectories]), path)
+    return path

@@ -1,0 +1,28 @@
+"""Fixtures for the verl adapter tests: a tiny Qwen-style tokenizer built here (no downloads)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tmp_path_factory: pytest.TempPathFactory):
+    """A byte-level BPE tokenizer with ChatML specials and the Hermes tool-call template of the backend tests."""
+    tokenizers = pytest.importorskip("tokenizers")
+    transformers = pytest.importorskip("transformers")
+    from tests.agent.test_transformers_backend import TEMPLATE
+
+    alphabet = sorted(tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tokenizers.decoders.ByteLevel()
+    tok.add_special_tokens(["<|im_start|>", "<|im_end|>", "<|endoftext|>"])
+    tok.add_tokens(["<tool_call>", "</tool_call>"])
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=TEMPLATE
+    )
+    root: Path = tmp_path_factory.mktemp("tiny-tokenizer")
+    fast.save_pretrained(root)
+    return transformers.AutoTokenizer.from_pretrained(root)

@@ -1,0 +1,133 @@
+"""The `cuda_agent` agent loop end to end: verl's AgentLoopBase with its real Continuous Token builder,
+a scripted token server (mocked: it stands for vLLM/SGLang), our episode loop, workspace and tools,
+and the real sandbox (LocalPool) judging examples/relu on the CPU."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[rl]')")
+
+from omegaconf import OmegaConf  # noqa: E402
+from verl.experimental.agent_loop.agent_loop import DictConfigWrap  # noqa: E402
+
+from cuda_agent.agent import read_trajectory  # noqa: E402
+from cuda_agent.agent.demo import scripted_turns  # noqa: E402
+from cuda_agent.agent.models.base import ModelTurn  # noqa: E402
+from cuda_agent.rl.agent_loop import CudaAgentLoop  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+LEGIT = ROOT / "solutions" / "workspaces" / "examples_relu_cpu"
+
+
+def hermes_text(turn: ModelTurn) -> str:
+    """What a Qwen-style model would generate for this turn (tool calls as <tool_call> blocks)."""
+    blocks = [f'<tool_call>\n{{"name": "{c.name}", "arguments": {c.arguments}}}\n</tool_call>' for c in turn.tool_calls]
+    return "\n".join([turn.content, *blocks]).strip() + "<|im_end|>"
+
+
+class ScriptedTokenServer:
+    """Stands in for verl's LLMServerClient: replies with the token ids of scripted turns, and fake log-probs."""
+
+    def __init__(self, tokenizer: Any, script: list[ModelTurn]) -> None:
+        self.tokenizer, self.script = tokenizer, list(script)
+        self.prompts: list[list[int]] = []
+        self.replies: list[tuple[list[int], list[float]]] = []
+
+    async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict, **kwargs: Any):
+        assert sampling_params["max_tokens"] >= 1
+        self.prompts.append(list(prompt_ids))
+        ids = self.tokenizer.encode(hermes_text(self.script[len(self.replies)]), add_special_tokens=False)
+        logprobs = [-0.01 - 0.1 * (i % 7) for i in range(len(ids))]
+        self.replies.append((ids, logprobs))
+        return SimpleNamespace(token_ids=ids, log_probs=logprobs)
+
+
+def make_loop(tokenizer: Any, server: ScriptedTokenServer, work_dir: Path, response_length: int) -> CudaAgentLoop:
+    rollout = {"prompt_length": 16384, "response_length": response_length, "multi_turn": {"max_assistant_turns": 50}}
+    config = OmegaConf.create({"actor_rollout_ref": {"rollout": rollout}})
+    return CudaAgentLoop(
+        trainer_config=DictConfigWrap(config),
+        server_manager=server,
+        tokenizer=tokenizer,
+        processor=None,
+        dataset_cls=None,
+        data_config=DictConfigWrap(OmegaConf.create({})),
+        hf_model_type="qwen2",
+        name="cuda_agent",
+        work_dir=work_dir,
+        device="cpu",
+    )
+
+
+@pytest.fixture
+def script() -> list[ModelTurn]:
+    kernels = {p.name: p.read_text() for p in (LEGIT / "kernels").iterdir()}
+    return scripted_turns(kernels, (LEGIT / "model_new.py").read_text(), "cpu")
+
+
+@pytest.mark.integration
+def test_run_drives_a_judged_episode_with_aligned_tokens(
+    tiny_tokenizer: Any, script: list[ModelTurn], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    server = ScriptedTokenServer(tiny_tokenizer, script)
+    loop = make_loop(tiny_tokenizer, server, tmp_path / "rollouts", response_length=60_000)
+    output = asyncio.run(loop.run({"temperature": 1.0}, extra_info={"task": "examples/relu"}))
+
+    assert len(server.replies) == len(script)
+    fields = output.extra_fields
+    assert fields["verdict"] == "pass" and output.reward_score == fields["reward"] >= 1, fields["verdict_json"]
+    assert read_trajectory(Path(fields["trajectory"])).reward == output.reward_score
+    assert fields["exit_status"] == "finished" and fields["turns"] == len(script) and fields["judge_s"] > 0
+
+    # Never re-tokenised: each request extends the previous one by the reply's ids, then the tool messages' ids.
+    expected_ids, expected_mask, expected_logprobs = [], [], []
+    assert output.prompt_ids == server.prompts[0]
+    for k, (ids, logprobs) in enumerate(server.replies):
+        expected_ids += ids
+        expected_mask += [1] * len(ids)
+        expected_logprobs += logprobs
+        if k + 1 < len(server.prompts):
+            before, after = server.prompts[k], server.prompts[k + 1]
+            assert after[: len(before) + len(ids)] == before + ids
+            context = after[len(before) + len(ids) :]
+            text = tiny_tokenizer.decode(context)
+            assert text.startswith("\n<|im_start|>user\n<tool_response>") and text.endswith("<|im_start|>assistant\n")
+            expected_ids += context
+            expected_mask += [0] * len(context)
+            expected_logprobs += [0.0] * len(context)
+    assert output.response_ids == expected_ids
+    assert output.response_mask == expected_mask
+    assert output.response_logprobs == pytest.approx(expected_logprobs)
+    assert len(output.response_ids) == len(output.response_mask) == len(output.response_logprobs)
+    assert output.response_mask[-1] == 1  # the reward's token is the model's last
+    assert output.as_dict()["rm_scores"][-1].item() == output.reward_score
+
+
+def test_response_budget_ends_the_episode_and_caps_on_a_model_token(
+    tiny_tokenizer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    read = ModelTurn(
+        content="Reading.",
+        tool_calls=[{"id": "c", "name": "Read", "arguments": json.dumps({"path": "model.py"})}],
+    )
+    server = ScriptedTokenServer(tiny_tokenizer, [read] * 20)
+    loop = make_loop(tiny_tokenizer, server, tmp_path / "rollouts", response_length=1200)
+    code = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+    code += "def get_inputs():\n    return [torch.randn(8)]\ndef get_init_inputs():\n    return []\n"
+    output = asyncio.run(loop.run({}, code=code, task="inline/double"))
+    fields = output.extra_fields
+    assert fields["exit_status"] == "context_length" and fields["clipped"] in (True, False)
+    assert len(output.response_ids) == len(output.response_mask) <= 1200
+    assert output.response_mask[-1] == 1 and output.reward_score == -1 == fields["reward"]
+    assert fields["verdict"] != "pass"

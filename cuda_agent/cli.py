@@ -511,7 +511,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
     from cuda_agent.errors import ConfigError
     from cuda_agent.judge.config import default_cache_dir
     from cuda_agent.judge.pipeline import detect_device
-    from cuda_agent.synth.catalog import crawl_catalog
+    from cuda_agent.synth.catalog import crawl_catalog, load_catalog
     from cuda_agent.synth.pipeline import Synthesizer, rule_composer, run_synthesis, sidecar_path
 
     _exit_on_sigterm()
@@ -520,7 +520,15 @@ def cmd_synth(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if sidecar_path(out).exists() and not args.resume:
         raise ConfigError(f"{sidecar_path(out)} exists: pass --resume to carry the run on, or choose another --out")
-    ops = crawl_catalog(default_cache_dir()).usable()
+    # The run keeps its own copy of the catalogue: a resumed run must draw from the same operators to
+    # continue the same seeded stream, even after torch or the probing rules changed.
+    catalog_copy = out.with_suffix(".catalog.json")
+    if args.resume and catalog_copy.is_file():
+        catalog = load_catalog(catalog_copy)
+    else:
+        catalog = crawl_catalog(default_cache_dir())
+        catalog_copy.write_text(catalog.model_dump_json())
+    ops = catalog.usable()
     kernelbench = [(t.ref, t.code) for t in _catalog(args).tasks("kernelbench")]
     synth = Synthesizer(config, ops, kernelbench, out)
     if args.resume:

@@ -36,6 +36,10 @@ PROBE_SHAPES: dict[int, tuple[int, ...]] = {1: (24,), 2: (4, 24), 3: (2, 8, 12),
 """Probe input per rank; dim 1 is 8 so channel-bound arguments (GroupNorm's 4 groups) divide it."""
 
 
+CATALOG_VERSION = 2
+"""Bumped whenever probing changes, so a cached catalogue from older rules is not reused."""
+
+
 class OpSpec(BaseModel):
     """One operator the composer can use."""
 
@@ -304,7 +308,7 @@ def crawl_catalog(cache_dir: Path, timeout_s: float = 600.0) -> OpCatalog:
     from cuda_agent.errors import SandboxError
     from cuda_agent.subproc import child_env, run_module
 
-    path = cache_dir / "synth" / f"catalog-torch-{torch.__version__}.json"
+    path = cache_dir / "synth" / f"catalog-v{CATALOG_VERSION}-torch-{torch.__version__}.json"
     if path.is_file():
         return load_catalog(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -90,15 +90,21 @@ class StructureIndex:
     """Token sequences of reference problems (KernelBench), searched for the most similar one."""
 
     def __init__(self, refs_and_codes: list[tuple[str, str]]) -> None:
-        self.entries = [(ref, structure_tokens(code)) for ref, code in refs_and_codes]
+        # One matcher per reference with the reference as its second sequence: difflib caches its analysis
+        # of that sequence (b2j, fullbcount), so each query only pays for its own side.
+        self.entries: list[tuple[str, difflib.SequenceMatcher]] = []
+        for ref, code in refs_and_codes:
+            matcher = difflib.SequenceMatcher(None, autojunk=False)
+            matcher.set_seq2(structure_tokens(code))
+            self.entries.append((ref, matcher))
 
     def nearest(self, code: str, at_least: float = 0.0) -> Nearest:
         """The reference with the highest similarity; those that cannot beat `at_least` or the best so far are
         skipped via difflib's cheap upper bounds, so the result is exact when it is >= at_least."""
         tokens = structure_tokens(code)
         best = Nearest(similarity=0.0, ref=None)
-        for ref, other in self.entries:
-            matcher = difflib.SequenceMatcher(None, tokens, other, autojunk=False)
+        for ref, matcher in self.entries:
+            matcher.set_seq1(tokens)
             floor = max(best.similarity, at_least)
             if matcher.real_quick_ratio() <= floor or matcher.quick_ratio() <= floor:
                 continue

@@ -189,5 +189,7 @@ SKIP_NAMES: frozenset[str] = frozenset(
         "Tensor.bfloat16",
         "Tensor.view_as",
         "Tensor.expand_as",
+        # Allocates uninitialised memory shaped by the input's values: random garbage, not an operator.
+        "Tensor.new",
     }
 )

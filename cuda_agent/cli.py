@@ -149,7 +149,7 @@ def run_agent_episode(task, model, device: str, out: Path, max_turns: int):
 
         def score(folder: Path) -> dict:
             print(f"judging {folder} in the sandbox ...", flush=True)
-            result = pool.run(JudgeJob(task=task.code, solution=str(folder), config={"device": device}))
+            result = pool.run(JudgeJob(task=task.code, solution=str(folder.resolve()), config={"device": device}))
             if result.verdict is None:
                 return {"verdict": "error", "reward": -1, "message": result.error or result.status}
             return result.verdict.model_dump(mode="json")

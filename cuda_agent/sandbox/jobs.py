@@ -7,9 +7,10 @@ travel to a child process, a Ray actor or an HTTP client unchanged.
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cuda_agent.types import Verdict
 
@@ -33,6 +34,18 @@ class JudgeJob(_Record):
     timeout_s: float | None = Field(
         default=None, description="Wall limit of the whole job; None: the judge's own stage limits plus a margin."
     )
+
+    @field_validator("solution")
+    @classmethod
+    def _absolute_path(cls, value: str) -> str:
+        """A one-line solution is a path (source always spans lines): made absolute here, because the
+        job runs in another folder, where a relative path would silently be read as source text."""
+        if "\n" in value:
+            return value
+        path = Path(value).expanduser()
+        if not path.exists():
+            raise ValueError(f"solution {value!r} is neither source text nor an existing file or folder")
+        return str(path.resolve())
 
 
 class CommandJob(_Record):

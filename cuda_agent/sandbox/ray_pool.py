@@ -182,6 +182,7 @@ class RayPool:
                         "status": "failed",
                         "error": f"the Ray worker failed ({type(exc).__name__}: {exc}); retry",
                     }
+                    _await_restart(actor)
             if job.id in self._cancelled:
                 fields["status"] = "cancelled"
             result = JobResult(
@@ -199,3 +200,18 @@ class RayPool:
             return
         self.stats.on_finish(result, latency_s)
         future.set_result(result)
+
+
+def _await_restart(actor: Any, limit_s: float = 120.0) -> None:
+    """Block this actor's dispatcher until Ray has restarted the actor, so the next job does not
+    land on a dead handle and fail too; give up (and let the next job report it) after `limit_s`."""
+    import ray
+
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.__ray_ready__.remote(), timeout=10)
+            return
+        except Exception:  # still restarting (ActorUnavailableError, GetTimeoutError, RayActorError)
+            time.sleep(0.5)
+    log.warning("a Ray sandbox actor did not come back within %.0f s", limit_s)

@@ -68,7 +68,10 @@ class FilterWorker:
             self.stop()
             return FilterResult(index=index, reason="timeout", detail=f"no result in {self.config.timeout_s:.0f} s")
         if line is None:
-            code_ = self.proc.poll()
+            try:  # stdout closed a moment before the process is reaped
+                code_ = self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code_ = None
             self.stop()
             return FilterResult(index=index, reason="crash", detail=f"worker exited with {code_}")
         self.handled += 1

@@ -19,8 +19,10 @@ dropped for the first reason that applies, in this order:
 The kept trajectories are written in the form `verl.utils.dataset.MultiTurnSFTDataset` reads: a
 parquet file with a `messages` column (OpenAI-style messages) and a `tools` column (the tool
 schemas offered), one row per trajectory. Tool-call arguments stay JSON text, as OpenAI's format
-has them (Qwen3's and most chat templates print a string argument as is), which also keeps one
-column type for every tool's arguments.
+has them, which keeps one column type for every tool's arguments; and parquet merges the tools'
+argument schemas into one struct type. So read the file with `cuda_agent.rl.sft_dataset.RFTDataset`
+(verl's dataset, which turns both back into what the chat template saw during rollouts), not the
+plain `MultiTurnSFTDataset`.
 """
 
 from __future__ import annotations
@@ -168,6 +170,15 @@ def sft_row(trajectory: Trajectory) -> dict[str, Any]:
             }
         )
     return {"messages": messages, "tools": trajectory.tools, "task": trajectory.task, "reward": trajectory.reward}
+
+
+def drop_nulls(value: Any) -> Any:
+    """`value` with every dict key whose value is None removed, recursively (undoes parquet's struct union)."""
+    if isinstance(value, dict):
+        return {key: drop_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [drop_nulls(item) for item in value]
+    return value
 
 
 def write_sft_parquet(trajectories: list[Trajectory], path: Path) -> Path:

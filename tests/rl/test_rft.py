@@ -1,0 +1,114 @@
+"""The rejection fine-tuning filter: what it keeps, what it drops and why, and the SFT parquet it writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cuda_agent.rl.rft import drop_nulls, drop_reason, filter_trajectories, find_loop, write_sft_parquet
+from cuda_agent.types import ToolCall, ToolResult, Trajectory, Turn
+
+
+def _real_tool_schemas() -> list[dict]:
+    import tempfile
+
+    from cuda_agent.agent.tools import build_toolset
+    from cuda_agent.workspace import is_editable
+
+    with tempfile.TemporaryDirectory() as root, build_toolset(Path(root), is_editable) as tools:
+        return tools.schemas()
+
+
+TOOLS = _real_tool_schemas()
+COMPILE = ("Bash", {"command": "bash utils/compile.sh"})
+
+
+def turn(index: int, name: str, args: dict, output: str = "ok", is_error: bool = False, **call: Any) -> Turn:
+    tool_call = ToolCall(id=f"call_{index}", name=name, arguments=json.dumps(args), **call)
+    result = ToolResult(tool_call_id=tool_call.id, name=name, output=output, is_error=is_error)
+    return Turn(index=index, content=f"step {index}", tool_calls=[tool_call], tool_results=[result])
+
+
+def trajectory(*steps: tuple[str, dict], reward: float = 2, complete: bool = True, **first: Any) -> Trajectory:
+    turns = [turn(i, name, args, **(first if i == 0 else {})) for i, (name, args) in enumerate(steps)]
+    turns.append(Turn(index=len(turns), content="Done."))
+    prompt = [{"role": "system", "content": "skill"}, {"role": "user", "content": "task"}]
+    return Trajectory(
+        task="examples/relu", model="m", prompt=prompt, tools=TOOLS, turns=turns, reward=reward, complete=complete
+    )
+
+
+def edit(n: int) -> tuple[str, dict]:
+    return ("Edit", {"path": "kernels/relu.cpp", "old": f"v{n}", "new": f"v{n + 1}"})
+
+
+GOOD = trajectory(("Read", {"path": "model.py"}), edit(0), COMPILE, COMPILE, edit(1), COMPILE)
+
+
+@pytest.mark.parametrize(
+    ("name", "candidate", "reason"),
+    [
+        ("passing, checked twice in a row", GOOD, None),
+        ("failed judge", trajectory(("Read", {"path": "model.py"}), reward=-1), "reward"),
+        ("never judged", trajectory(("Read", {"path": "model.py"}), reward=None), "reward"),
+        ("crashed", trajectory(("Read", {"path": "model.py"}), complete=False), "incomplete"),
+        ("unparsable call", trajectory(("Write", {}), error="its body is not valid JSON"), "malformed_tool_call"),
+        (
+            "arguments rejected by the tool set",
+            trajectory(("Write", {}), output="Error: bad arguments for Write: x. Check", is_error=True),
+            "malformed_tool_call",
+        ),
+        (
+            "a compile error is not malformed",
+            trajectory(COMPILE, output="compile: FAILED\nerror: expected ';'", is_error=True),
+            None,
+        ),
+        ("same call three times", trajectory(edit(0), COMPILE, COMPILE, COMPILE), "repeated_loop"),
+        ("same argument, keys reordered", trajectory(edit(0), edit(0), edit(0)), "repeated_loop"),
+        ("a two-turn cycle three times", trajectory(*[edit(0), COMPILE] * 3), "repeated_loop"),
+        ("a two-turn cycle twice", trajectory(*[edit(0), COMPILE] * 2), None),
+    ],
+)
+def test_drop_reason(name: str, candidate: Trajectory, reason: str | None) -> None:
+    assert drop_reason(candidate) == reason, name
+
+
+def test_loop_description_names_the_window() -> None:
+    assert find_loop(trajectory(*[edit(0), COMPILE] * 3).turns) == "turns 0-1 repeated 3 times"
+    assert "3 times in a row" in find_loop(trajectory(COMPILE, COMPILE, COMPILE).turns)
+
+
+def test_filter_counts_drops_by_reason_and_writes_sft_rows(tmp_path: Path) -> None:
+    bad = [trajectory(("Read", {"path": "x"}), reward=-1), trajectory(edit(0), edit(0), edit(0))]
+    result = filter_trajectories([GOOD, *bad, GOOD])
+    assert result.reasons == [None, "reward", "repeated_loop", None]
+    assert result.dropped == {"incomplete": 0, "reward": 1, "malformed_tool_call": 0, "repeated_loop": 1}
+    assert result.summary() == "kept 2 of 4; dropped: reward 1, repeated_loop 1"
+
+    pq = pytest.importorskip("pyarrow.parquet")
+    path = write_sft_parquet(result.kept, tmp_path / "rft.parquet")
+    rows = pq.read_table(path).to_pylist()
+    assert len(rows) == 2 and set(rows[0]) == {"messages", "tools", "task", "reward"}
+    messages = rows[0]["messages"]
+    assert [m["role"] for m in messages[:4]] == ["system", "user", "assistant", "tool"]
+    assert json.loads(messages[2]["tool_calls"][0]["function"]["arguments"]) == {"path": "model.py"}
+    assert messages[3]["tool_call_id"] == messages[2]["tool_calls"][0]["id"]
+    assert rows[0]["tools"] != TOOLS and drop_nulls(rows[0]["tools"]) == TOOLS  # parquet's struct union, undone
+
+
+def test_verl_multiturn_sft_dataset_reads_the_parquet(tiny_tokenizer: Any, tmp_path: Path) -> None:
+    pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[rl]')")
+    from cuda_agent.rl.sft_dataset import RFTDataset
+
+    path = write_sft_parquet([GOOD], tmp_path / "rft.parquet")
+    dataset = RFTDataset(str(path), tiny_tokenizer, {"max_length": 16384, "truncation": "right"})
+    assert dataset.tools[0] == TOOLS  # parquet's null-filled union of tool properties is undone
+    item = dataset[0]
+    loss_tokens = item["input_ids"][item["loss_mask"].bool()]
+    text = tiny_tokenizer.decode(loss_tokens)
+    # Loss falls on the assistant turns (their text and tool calls), not on tool output or the prompt.
+    assert '<tool_call>\n{"name": "Read", "arguments": {"path": "model.py"}}\n</tool_call>' in text
+    assert "step 0" in text and "Done." in text and "skill" not in text and "ok" not in text

@@ -42,6 +42,9 @@ class ComposeConfig(BaseModel):
     """Most input elements (default: 2**22 on the CPU, 2**26 on CUDA)."""
     max_growth: float = 8.0
     """An operator may grow the tensor at most this many times (keeps padding/upsampling chains sane)."""
+    max_params: int = 2**24
+    """Most parameters per operator (64 MB in fp32): meta tensors cost nothing, so an RNNCell whose hidden size
+    is bound to a 50,000-wide last dim would otherwise pass composition and allocate 10 GB in the filter."""
     attempts: int = 40
     """Draws per candidate before it is given up as 'uncomposable'."""
 
@@ -88,7 +91,7 @@ def draw_shape(rng: random.Random, rank: int, numel_range: tuple[int, int]) -> t
     return (batch, channels, *([side] * rest))
 
 
-def _try_step(spec: OpSpec, shape: tuple[int, ...], max_growth: float) -> Step | None:
+def _try_step(spec: OpSpec, shape: tuple[int, ...], config: ComposeConfig) -> Step | None:
     import warnings
 
     import torch
@@ -102,7 +105,9 @@ def _try_step(spec: OpSpec, shape: tuple[int, ...], max_growth: float) -> Step |
         return None
     if not isinstance(out, torch.Tensor) or not 1 <= out.dim() <= 5 or out.numel() == 0:
         return None
-    if out.numel() > max_growth * math.prod(shape):
+    if out.numel() > config.max_growth * math.prod(shape):
+        return None
+    if isinstance(op, torch.nn.Module) and sum(p.numel() for p in op.parameters()) > config.max_params:
         return None
     return Step(spec=spec, ctor_values=resolve_ctor_args(spec, shape), in_shape=shape, out_shape=tuple(out.shape))
 
@@ -130,7 +135,7 @@ def draw_steps(rng: random.Random, ops: list[OpSpec], depth: int, shape: tuple[i
         for _ in range(12):
             if not fitting:
                 return None
-            step = _try_step(_pick(rng, by_kind), current, config.max_growth)
+            step = _try_step(_pick(rng, by_kind), current, config)
             if step is not None:
                 steps.append(step)
                 break

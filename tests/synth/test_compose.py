@@ -62,3 +62,10 @@ def test_depth_quota_sums_to_n(n: int) -> None:
     quota = depth_quota(n, OPS6K_DEPTH_MIX)
     assert sum(quota.values()) == n
     assert quota[2] == max(quota.values())
+
+
+def test_operators_with_huge_weights_are_not_drawn() -> None:
+    cell = [probe("nn.RNNCell", "module")]
+    wide = ComposeConfig(min_numel=8 * 50_000, max_numel=8 * 50_000, depth_mix={1: 1.0}, attempts=30)
+    assert compose(cell, 0, 0, wide.model_copy(update={"max_params": 2**20})) is None
+    assert compose(cell, 0, 0, wide.model_copy(update={"max_params": 2**40})) is not None

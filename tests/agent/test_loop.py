@@ -134,13 +134,15 @@ def test_best_verified_snapshot_is_scored_beside_the_final_workspace(ws: Path, t
 @pytest.mark.slow
 def test_demo_replays_the_recording_to_a_reward(tmp_path: Path) -> None:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    # A relative --out, as the README's command uses (the sandbox judges in another folder).
     done = subprocess.run(
-        [sys.executable, "-m", "cuda_agent", "demo", "--device", "cpu", "--out", str(tmp_path)],
+        [sys.executable, "-m", "cuda_agent", "demo", "--device", "cpu", "--out", "runs/demo"],
         capture_output=True,
         text=True,
         env=env,
         timeout=900,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "replaying a recorded episode" in done.stdout and "verdict: pass" in done.stdout
-    assert (tmp_path / "trajectory.html").is_file()
+    assert (tmp_path / "runs" / "demo" / "trajectory.html").is_file()

@@ -111,7 +111,17 @@ def _rows(a: DatasetFigures, b: DatasetFigures) -> list[tuple[str, str, str]]:
         rows.append((f"passes {name}", *cells))
     cells = [f"{f.filters.passed_all}/{f.filters.rows}" if f.filters else "n/a" for f in (a, b)]
     rows.append(("passes all four", *cells))
+    cells = [_stopped(f.filters) for f in (a, b)]
+    rows.append(("timeout / crash (counted as failing)", *cells))
+    cells = [f"{f.filters.eager_ms_median:.1f}" if f.filters and f.filters.eager_ms_median else "n/a" for f in (a, b)]
+    rows.append(("eager ms, median of timed rows", *cells))
     return rows
+
+
+def _stopped(summary: AuditSummary | None) -> str:
+    if summary is None:
+        return "n/a"
+    return f"{summary.outcomes.get('timeout', 0)} / {summary.outcomes.get('crash', 0)}"
 
 
 def to_markdown(a: DatasetFigures, b: DatasetFigures) -> str:

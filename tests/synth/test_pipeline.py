@@ -12,6 +12,7 @@ from cuda_agent.synth.catalog import probe
 from cuda_agent.synth.compose import ComposeConfig
 from cuda_agent.synth.filters import FilterConfig
 from cuda_agent.synth.pipeline import SynthConfig, Synthesizer, read_sidecar, rule_composer, run_synthesis
+from cuda_agent.tasks.sources import load_parquet
 
 from .test_compose import NAMES
 from .test_decontaminate import KB
@@ -49,6 +50,8 @@ def test_run_writes_ops6k_columns_and_a_sidecar(ops, tmp_path: Path) -> None:
     assert row["data_source"] == f"synth#{len(json.loads(row['ops']))}"
     kept = [r for r in read_sidecar(out) if r.kept]
     assert len(kept) == 3 == synth.kept and all(r.filter is not None and r.filter.passed for r in kept)
+    tasks = load_parquet(out, "mine")  # the task layer reads the output like Ops-6K
+    assert [t.metadata["ops"] for t in tasks] == [r.ops for r in kept]
 
 
 def test_resume_continues_the_same_stream(ops, tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ class SynthRecord(BaseModel):
     kept: bool
     reason: str | None = Field(description="Filter name, 'timeout', 'crash', 'kernelbench_similar', 'duplicate' ...")
     filter: FilterResult | None = None
-    kb_similarity: float | None = None
+    kb_similarity: float | None = Field(default=None, description="Exact when above max_similarity, else None.")
     kb_nearest: str | None = None
     kb_same_signature: str | None = Field(default=None, description="A KernelBench ref with the same operator set.")
     code: str | None = Field(default=None, description="Kept problems only (the parquet is rebuilt from these).")
@@ -110,6 +110,8 @@ class Synthesizer:
         self.seen_near: set[str] = set()
         self.reasons: Counter[str] = Counter()
         self.next_index = 0
+        self.pending: dict[int, Candidate] = {}
+        """Candidates handed to the filters and not yet answered, by index."""
 
     @property
     def kept(self) -> int:
@@ -132,7 +134,6 @@ class Synthesizer:
     def candidates(self, composer: Callable[[int], Candidate | None]) -> Iterator[tuple[int, str]]:
         """(index, code) of the candidates worth filtering, skipping full depths and repeats before any run."""
         limit = self.config.max_candidates or 50 * self.config.n
-        self.pending: dict[int, Candidate] = {}
         while self.next_index < limit and self.kept < self.config.n:
             index = self.next_index
             self.next_index += 1
@@ -166,7 +167,9 @@ class Synthesizer:
         depth = len(candidate.ops)
         if result.passed:
             nearest = self.index.nearest(candidate.code, at_least=self.config.max_similarity)
-            record.kb_similarity, record.kb_nearest = nearest.similarity, nearest.ref
+            # Computed exactly only above the threshold (difflib's bounds skip the rest): None means "at most".
+            record.kb_similarity = nearest.similarity if nearest.ref is not None else None
+            record.kb_nearest = nearest.ref
             record.kb_same_signature = self.signatures.get(operator_signature(candidate.code))
             if nearest.similarity > self.config.max_similarity:
                 record.reason = "kernelbench_similar"

@@ -154,8 +154,10 @@ def write_reports(report: BenchReport, out_dir: Path) -> list[Path]:
 
 
 def load_report(out_dir: Path) -> BenchReport:
-    """The results.json of a finished run (to render its reports again)."""
+    """The results.json of a finished run, its metrics computed again from its tasks (to render it again)."""
     path = out_dir / "results.json"
     if not path.exists():
         raise ConfigError(f"{path} does not exist: run `cuda-agent bench --out {out_dir} ...` first")
-    return BenchReport.model_validate_json(path.read_text())
+    report = BenchReport.model_validate_json(path.read_text())
+    final = compute_metrics(report.tasks, pick=lambda r: r.final) if report.config.model else None
+    return report.model_copy(update={"metrics": compute_metrics(report.tasks), "final_metrics": final})

@@ -72,9 +72,12 @@ def group_metrics(verdicts: list[Verdict | None], outcomes: list[str]) -> GroupM
     )
 
 
+NO_LEVEL = "no level"
+
+
 def group_of(result: TaskResult) -> str:
-    """'L1', 'L2', ... for KernelBench-style tasks; the task's source set otherwise ('examples', 'ops6k')."""
-    return f"L{result.level}" if result.level is not None else result.ref.split("/", 1)[0]
+    """'L1', 'L2', ... for KernelBench-style tasks; one group for tasks without a level (examples, Ops-6K)."""
+    return f"L{result.level}" if result.level is not None else NO_LEVEL
 
 
 def compute_metrics(results: list[TaskResult], pick: Callable[[TaskResult], Verdict | None] | None = None) -> Metrics:

@@ -59,13 +59,14 @@ class TaskResult(_Record):
     ref: str = Field(description="Task reference, e.g. 'kernelbench/L1/19'.")
     name: str = Field(description="Task name.")
     level: int | None = Field(default=None, description="KernelBench level, if any.")
+    source: str = Field(default="", description="The task's set: 'kernelbench', 'ops6k', 'examples', 'folder', ...")
     status: TaskStatus = Field(description="judged, missing (no solution: counts as failed) or error (ours).")
     solution: str | None = Field(default=None, description="Solution file or folder judged.")
     verdict: Verdict | None = Field(default=None, description="The scored verdict (with a model: best in trajectory).")
     final: Verdict | None = Field(default=None, description="With a model: the verdict of the final workspace.")
     error: str | None = Field(default=None, description="Why no verdict was reached (status error).")
     episode: dict[str, Any] | None = Field(default=None, description="With a model: trajectory, turns, exit status.")
-    wall_s: float = Field(default=0.0, description="Wall time spent on this task, seconds.")
+    wall_s: float = Field(default=0.0, description="Seconds from submitting the task to its result (queue included).")
     speed_of_light: SpeedOfLight | None = Field(default=None, description="The task's lower bound on time.")
 
 
@@ -86,7 +87,7 @@ class GroupMetrics(_Record):
 
 
 class Metrics(_Record):
-    """Metrics overall and per group ('L1', 'L2', ... or the source name for tasks without levels)."""
+    """Metrics overall and per group ('L1', 'L2', ..., and 'no level' for tasks without one)."""
 
     overall: GroupMetrics
     groups: dict[str, GroupMetrics]

@@ -43,6 +43,17 @@ def _pyplot() -> Any:
     return plt
 
 
+def _log_axis(ax: Any) -> None:
+    """Log scale labelled with plain numbers (0.5, 1, 2) rather than powers of ten."""
+    from matplotlib.ticker import FuncFormatter
+
+    ax.set_yscale("log")
+    plain = FuncFormatter(lambda value, _pos: f"{value:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="y", which="minor", labelsize=7)
+
+
 def plot_distribution(tasks: list[TaskResult]) -> str:
     """Per group: the correct solutions' speedups over eager and over compile (log scale, one point each)."""
     plt = _pyplot()
@@ -58,7 +69,7 @@ def plot_distribution(tasks: list[TaskResult]) -> str:
                 ax.scatter(jitter, values, s=12, color=COLOURS[colour], alpha=0.7, zorder=3)
         ax.axhline(1.0, color="#888", lw=0.8)
         ax.axhline(1 / 0.95, color="#888", lw=0.8, ls="--")
-        ax.set_yscale("log")
+        _log_axis(ax)
         ax.set_xticks(range(len(groups)), groups)
         ax.set_title(f"speedup over {colour} (correct solutions)")
     return _svg(fig)
@@ -79,7 +90,7 @@ def plot_task_bars(tasks: list[TaskResult]) -> str:
         else:
             ax.scatter([i], [1.0], marker="x", color=COLOURS["fail"], zorder=3)
     ax.axhline(1.0, color="#444", lw=0.8)
-    ax.set_yscale("log")
+    _log_axis(ax)
     ax.set_ylabel("compile time / solution time")
     ax.set_xticks(range(len(tasks)), [r.ref.split("/", 1)[-1] for r in tasks], rotation=90, fontsize=7)
     ax.set_title("per task: speedup over torch.compile (green: >5% faster; x: failed or missing)")
@@ -101,7 +112,7 @@ def plot_speed_of_light(tasks: list[TaskResult]) -> str:
                 ys.append(value)
         ax.scatter(xs, ys, color=COLOURS[colour], marker=marker, label=key, s=18, zorder=3)
     ax.axhline(1.0, color="#444", lw=0.8)
-    ax.set_yscale("log")
+    _log_axis(ax)
     ax.set_ylabel("speed-of-light bound / time")
     ax.set_xticks(range(len(tasks)), [r.ref.split("/", 1)[-1] for r in tasks], rotation=90, fontsize=7)
     ax.legend(loc="best", fontsize=8)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cuda_agent.evaluation.metrics import NO_LEVEL
 from cuda_agent.evaluation.records import BenchReport, GroupMetrics, Metrics, TaskResult
 from cuda_agent.evaluation.speed_of_light import fraction
 
@@ -50,7 +51,8 @@ def _paper_row(group: str | None) -> str | None:
 def _tables(runs: list[tuple[str, Metrics]]) -> list[str]:
     lines = ["## Overall", "", HEADER, RULE, _paper_row(None) or ""]
     lines += [_row(label, metrics.overall) for label, metrics in runs]
-    for group in runs[0][1].groups:
+    groups = runs[0][1].groups
+    for group in groups if list(groups) != [NO_LEVEL] else []:  # one unlevelled group repeats the overall table
         lines += ["", f"## {group}", "", HEADER, RULE]
         paper = _paper_row(group)
         lines += [paper] if paper else []

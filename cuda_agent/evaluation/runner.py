@@ -62,7 +62,7 @@ def finished(done: dict[str, TaskResult]) -> dict[str, TaskResult]:
 
 
 def _base(task: Task, **fields: Any) -> TaskResult:
-    return TaskResult(ref=task.ref, name=task.name, level=task.level, **fields)
+    return TaskResult(ref=task.ref, name=task.name, level=task.level, source=task.source, **fields)
 
 
 def judge_result(task: Task, solution: Path, job_result: JobResult, wall_s: float) -> TaskResult:

@@ -4,7 +4,8 @@ Suites:
 - `kernelbench`: the 250 KernelBench problems; `kernelbench/L2`: one level of them;
 - `ops6k` or a slice `ops6k[START:STOP]` (Python slice of the rows, e.g. `ops6k[0:100]`, `ops6k[:50]`);
 - `examples`: the problems bundled with the package;
-- a path: a folder of problem files, a KernelBench checkout or a parquet (anything `Catalog` loads).
+- a path: a folder of problem files, a KernelBench checkout or a parquet (anything `Catalog` loads);
+- a comma-separated list of task references, e.g. `kernelbench/L1/1,kernelbench/L1/19` (a handful of tasks).
 
 Solution names in a `--solutions` folder, first match wins (sorted):
 - KernelBench tasks: `level_{L}_problem_{P}.py` or `level_{L}_problem_{P}_anything.py` (KernelBench's own
@@ -49,6 +50,8 @@ def select_tasks(suite: str, levels: list[int] | None = None, catalog: Catalog |
 
 
 def _suite_tasks(suite: str, catalog: Catalog) -> list[Task]:
+    if "," in suite:
+        return [catalog.resolve(ref) for ref in suite.split(",") if ref.strip()]
     match = _SLICE.match(suite)
     if match:
         rows = catalog.tasks(match["set"])

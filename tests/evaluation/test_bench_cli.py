@@ -62,3 +62,37 @@ def test_bench_judges_solutions_and_writes_three_reports(tmp_path: Path) -> None
     assert main(argv + QUICK + ["--resume", "--no-speed-of-light"]) == 0
     assert (out / "results.jsonl").read_text().count("\n") == lines
     assert main(argv + QUICK) == 2
+
+
+@pytest.mark.integration
+def test_bench_with_a_model_scores_best_and_final(tmp_path: Path) -> None:
+    """A replayed agent (the bundled CPU demo episode) solves relu; both of its verdicts are scored and reported."""
+    from cuda_agent.agent.demo import recording_path
+    from cuda_agent.tasks.catalog import EXAMPLES_DIR
+
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "relu.py").write_text((EXAMPLES_DIR / "relu.py").read_text())
+    out = tmp_path / "run"
+    model = f"replay:{recording_path('cpu')}"
+    argv = [
+        "bench",
+        "--suite",
+        str(suite),
+        "--model",
+        model,
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+        "--no-speed-of-light",
+    ]
+    assert main(argv + QUICK) == 0
+
+    report = json.loads((out / "results.json").read_text())
+    (task,) = report["tasks"]
+    assert task["verdict"]["verdict"] == task["final"]["verdict"] == "pass"
+    assert task["episode"]["exit_status"] == "finished" and Path(task["episode"]["trajectory"]).is_file()
+    assert report["metrics"]["overall"]["pass_rate"] == report["final_metrics"]["overall"]["pass_rate"] == 1.0
+    assert set(report["metrics"]["groups"]) == {"no level"}
+    assert "| this run, final workspace | 1 | 100.0% |" in (out / "report.md").read_text()

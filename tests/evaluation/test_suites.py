@@ -17,6 +17,10 @@ def test_kernelbench_suites_and_level_filter(shared_dir: Path) -> None:
     assert len(select_tasks("kernelbench/L2", catalog=catalog)) == 100
     assert {t.level for t in select_tasks("kernelbench", [1, 3], catalog)} == {1, 3}
     assert [t.ref for t in select_tasks("ops6k[10:13]", catalog=catalog)] == ["ops6k/10", "ops6k/11", "ops6k/12"]
+    assert [t.ref for t in select_tasks("kernelbench/L1/19,kernelbench/L2/1", catalog=catalog)] == [
+        "kernelbench/L1/19",
+        "kernelbench/L2/1",
+    ]
     with pytest.raises(ConfigError, match="has no tasks"):
         select_tasks("kernelbench/L2", [1], catalog)
 

@@ -30,7 +30,8 @@ from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
-from cuda_agent.rl.rollout import CudaAgentLoopConfig, episode_fields, run_rollout, task_from_row, token_record
+from cuda_agent.rl.config import CudaAgentLoopConfig
+from cuda_agent.rl.rollout import episode_fields, run_rollout, task_from_row, token_record
 from cuda_agent.rl.verl_model import VerlTokenModel
 
 

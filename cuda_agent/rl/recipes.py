@@ -27,7 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.errors import ConfigError
-from cuda_agent.rl.rollout import CudaAgentLoopConfig
+from cuda_agent.rl.config import CudaAgentLoopConfig
 
 STAGES = ("single-turn", "collect", "rft", "critic-warmup", "agentic-ppo")
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
@@ -116,7 +116,9 @@ def plan_training(recipe: Recipe, out_dir: Path, user_overrides: list[str] = ())
         entry = {"name": "cuda_agent", "_target_": "cuda_agent.rl.agent_loop.CudaAgentLoop"}
         entry.update(json.loads(recipe.agent_loop.model_dump_json(exclude_none=True)))
         loop_file.write_text(yaml.safe_dump([entry], sort_keys=False))
-        overrides.append(f"actor_rollout_ref.rollout.agent.agent_loop_config_path={hydra_value(str(loop_file))}")
+        overrides.append(
+            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={hydra_value(str(loop_file.resolve()))}"
+        )
     overrides += list(user_overrides)
     config = _compose(recipe.verl_config, overrides)
     command = ["python", "-m", recipe.entrypoint, *overrides]

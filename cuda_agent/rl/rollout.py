@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,22 +27,10 @@ from cuda_agent.agent import read_trajectory
 from cuda_agent.agent.loop import EpisodeConfig, EpisodeResult, run_episode
 from cuda_agent.agent.models.base import Model
 from cuda_agent.errors import ConfigError, TaskError
+from cuda_agent.rl.config import CudaAgentLoopConfig
 from cuda_agent.tasks import Catalog
 from cuda_agent.types import Task
 from cuda_agent.workspace import create_workspace
-
-
-class CudaAgentLoopConfig(BaseModel):
-    """Settings of the `cuda_agent` agent loop (the keys beside `_target_` in verl's agent-loop YAML)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    work_dir: Path = Field(default=Path("runs/rollouts"), description="Episode folders go here, one per rollout.")
-    sandbox_url: str | None = Field(default=None, description="A `cuda-agent serve` URL; None judges in a LocalPool.")
-    sandbox_token: str | None = Field(default=None, description="Bearer token of the service, if it wants one.")
-    device: Literal["cuda", "cpu"] = Field(default="cuda", description="Kernel kind and judge device.")
-    max_turns: int = Field(default=150, ge=1, description="Model turns per episode (the paper: 150 in training).")
-    judge_timeout_s: float = Field(default=3600.0, gt=0, description="Longest wait for one judgement.")
 
 
 class RolloutResult(BaseModel):

@@ -114,7 +114,9 @@ def plan_training(recipe: Recipe, out_dir: Path, user_overrides: list[str] = ())
         loop_file = out_dir / "agent_loop.yaml"
         out_dir.mkdir(parents=True, exist_ok=True)
         entry = {"name": "cuda_agent", "_target_": "cuda_agent.rl.agent_loop.CudaAgentLoop"}
-        entry.update(json.loads(recipe.agent_loop.model_dump_json(exclude_none=True)))
+        settings = recipe.agent_loop.model_copy(update={"work_dir": recipe.agent_loop.work_dir.resolve()})
+        # Absolute: verl's agent-loop workers are Ray actors whose working directory is not ours.
+        entry.update(json.loads(settings.model_dump_json(exclude_none=True)))
         loop_file.write_text(yaml.safe_dump([entry], sort_keys=False))
         overrides.append(
             f"actor_rollout_ref.rollout.agent.agent_loop_config_path={hydra_value(str(loop_file.resolve()))}"

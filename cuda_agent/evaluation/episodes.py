@@ -35,7 +35,9 @@ def solve_task(
     episode_dir = out_dir / "episodes" / task.ref.replace("/", "_")
     root = create_workspace(task, episode_dir / "workspace", device=device, force=True)
     # The agent's shell must find this interpreter as `python` (the workspace's utils/ import cuda_agent).
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    bin_dir, path = str(Path(sys.executable).parent), os.environ.get("PATH", "")
+    if bin_dir not in path.split(os.pathsep):
+        os.environ["PATH"] = f"{bin_dir}{os.pathsep}{path}"
     judged: dict[Path, dict[str, Any]] = {}
 
     def score(folder: Path) -> dict[str, Any]:

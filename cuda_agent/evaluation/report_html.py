@@ -28,7 +28,7 @@ def _svg(fig: Any) -> str:
     import matplotlib.pyplot as plt
 
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight")
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
     text = buf.getvalue()
     return text[text.index("<svg") :]  # drop the XML prolog and doctype: the page inlines the element
@@ -38,6 +38,7 @@ def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")  # no display; also keeps the page the same on every machine
+    matplotlib.rcParams["svg.hashsalt"] = "cuda-agent"  # fixed element ids: the same report renders the same page
     import matplotlib.pyplot as plt
 
     return plt

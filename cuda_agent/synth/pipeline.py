@@ -221,7 +221,9 @@ def run_synthesis(
             on_progress(synth)
         return go_on
 
-    with FilterPool(config.filters, config.workers, log_path) as pool:
-        pool.map(synth.candidates(composer), on_result)
-    write_parquet(synth.records, synth.out)
+    try:
+        with FilterPool(config.filters, config.workers, log_path) as pool:
+            pool.map(synth.candidates(composer), on_result)
+    finally:
+        write_parquet(synth.records, synth.out)  # also when interrupted: the parquet matches the sidecar
     return synth

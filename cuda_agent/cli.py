@@ -292,7 +292,7 @@ def cmd_bench_baselines(args: argparse.Namespace) -> int:
         times = f"eager {entry.eager_ms} ms, compile {entry.compile_ms} ms" if entry.error is None else entry.error
         print(f"{entry.ref}: {times} ({entry.wall_s:.0f} s)", flush=True)
 
-    data = measure(tasks, Path(args.out), config, device, on_done=show)
+    data = measure(tasks, Path(args.out), config, device, on_done=show, workers=args.workers)
     print(f"{len(data.entries)} tasks in {args.out}")
     return 0
 
@@ -396,6 +396,9 @@ def _add_bench_commands(commands: argparse._SubParsersAction) -> None:
     base.add_argument("--out", required=True, help="JSON data file; an existing one is carried on")
     base.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"], help="where to time")
     base.add_argument("--judge", action="append", default=[], metavar="KEY=VALUE", help="JudgeConfig field override")
+    base.add_argument(
+        "--workers", type=int, default=1, help="baseline processes at once; they take turns to time (a lock file)"
+    )
     base.set_defaults(func=cmd_bench_baselines)
     seed = sub.add_parser("seed-cache", help="copy a baselines file into the judge's baseline cache")
     seed.add_argument("file", help="a file written by `cuda-agent bench baselines`")

@@ -3,8 +3,9 @@
 `cuda-agent bench baselines --suite kernelbench --levels 1 --out FILE` times each task's reference
 through the judge's own baseline process (`reference_timings`: a child process per task, the
 judge's timing protocol and precision flags) and rewrites FILE after every task, so an interrupted
-run carries on where it stopped (`--resume`, the default when FILE exists). Tasks are timed one at a
-time: timings need the device to themselves.
+run carries on where it stopped (`--resume`, the default when FILE exists). Timed phases need the
+device to themselves: with `--workers N`, N baseline processes start, make inputs and compile at
+once, and a file lock (`JudgeConfig.timing_lock`) lets one at a time into its timed phases.
 
 The file doubles as the judge's baseline cache: `seed_cache(FILE)` writes each entry where the
 judge looks for it (`<cache>/baselines/<key>.json`, keyed by task source, device name, torch and
@@ -16,8 +17,10 @@ other machine simply misses the cache and measures.
 from __future__ import annotations
 
 import platform
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -102,12 +105,19 @@ def measure(
     config: JudgeConfig,
     device: str,
     on_done: Callable[[BaselineEntry], None] = lambda entry: None,
+    workers: int = 1,
 ) -> BaselineFile:
     """Time each task's reference not yet in `path` (same source, no error) and save after each one.
 
+    Args:
+        workers: baseline processes at once; above 1 they share the device through a lock file
+            beside `path` held around each timed phase (unless `config.timing_lock` names one).
+
     Raises:
-        ConfigError: `path` holds baselines of another device, torch or protocol.
+        ConfigError: `path` holds baselines of another device, torch or protocol; `workers` < 1.
     """
+    if workers < 1:
+        raise ConfigError(f"--workers must be at least 1, not {workers}")
     path.parent.mkdir(parents=True, exist_ok=True)
     data = load_file(path)
     env = _environment(device, config)
@@ -117,16 +127,32 @@ def measure(
             f"{path} holds baselines measured elsewhere ({', '.join(f'{k}={data.environment.get(k)}' for k in keys)}): "
             "write to a new file"
         )
-    data.environment = env
-    data.judge_config = config.model_dump(mode="json", exclude={"cache_dir"})
-    for task in tasks:
-        old = data.entries.get(task.ref)
-        if old is not None and old.code_sha256 == task.code_hash and old.error is None:
-            continue
-        entry = _measure_one(task, config, device)
-        data.entries[task.ref] = entry
-        _save(data, path)
+    if workers > 1 and config.timing_lock is None:
+        config = config.model_copy(update={"timing_lock": path.with_suffix(".lock")})
+    data.environment = {**env, "workers": workers}
+    data.judge_config = config.model_dump(mode="json", exclude={"cache_dir", "timing_lock"})
+    todo = [
+        task
+        for task in tasks
+        if not (
+            (old := data.entries.get(task.ref)) is not None and old.code_sha256 == task.code_hash and old.error is None
+        )
+    ]
+    saving = threading.Lock()
+
+    def record(entry: BaselineEntry) -> None:
+        with saving:
+            data.entries[entry.ref] = entry
+            _save(data, path)
         on_done(entry)
+
+    if workers == 1:
+        for task in todo:
+            record(_measure_one(task, config, device))
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="baseline") as pool:
+            for future in as_completed([pool.submit(_measure_one, task, config, device) for task in todo]):
+                record(future.result())
     _save(data, path)
     return data
 

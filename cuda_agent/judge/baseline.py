@@ -8,10 +8,13 @@ flags, compile mode and protocol version; a second judgement of a task re-times 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +38,20 @@ def cache_key(task_code: str, device_name: str, env: dict[str, Any], flags: dict
     return hashlib.sha256(material.encode()).hexdigest()[:32]
 
 
+@contextmanager
+def _timing_lock(path: str | None) -> Iterator[None]:
+    """Hold `path` exclusively (flock) for the block; nothing when `path` is None."""
+    if path is None:
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _time_model(model: Any, problem: Any, req: BaselineRequest, clock: Any, flush: Any) -> dict[str, Any]:
     import torch
 
@@ -48,17 +65,18 @@ def _time_model(model: Any, problem: Any, req: BaselineRequest, clock: Any, flus
             return model(*inputs)
 
     call(input_sets[0])  # the first call builds and autotunes; keep it out of the warm-up count
-    phase = time_phase(
-        call,
-        input_sets,
-        clock,
-        flush,
-        req.device,
-        warmup_reps=req.warmup_reps,
-        min_reps=req.min_reps,
-        max_reps=req.max_reps,
-        target_phase_s=req.target_phase_s,
-    )
+    with _timing_lock(req.timing_lock):
+        phase = time_phase(
+            call,
+            input_sets,
+            clock,
+            flush,
+            req.device,
+            warmup_reps=req.warmup_reps,
+            min_reps=req.min_reps,
+            max_reps=req.max_reps,
+            target_phase_s=req.target_phase_s,
+        )
     return phase.summary()
 
 

@@ -68,3 +68,7 @@ class JudgeConfig(BaseModel):
     """Time limit of the baseline timing process (torch.compile included)."""
     cache_dir: Path = Field(default_factory=default_cache_dir)
     """Builds and baseline timings are cached below this folder."""
+    timing_lock: Path | None = None
+    """A file that baseline processes lock (flock) around each timed phase, so that several can share one
+    GPU: they start, build inputs and compile in parallel and time one at a time (`cuda-agent bench
+    baselines --workers N`). None: no lock; the sandbox pool gives a judgement the GPU alone instead."""

@@ -262,6 +262,7 @@ class _Judgement:
             min_reps=cfg.min_reps,
             max_reps=cfg.max_reps,
             target_phase_s=cfg.target_phase_s,
+            timing_lock=str(cfg.timing_lock) if cfg.timing_lock else None,
         )
         payload = self._child(
             "cuda_agent.judge.baseline",

@@ -72,6 +72,8 @@ class BaselineRequest(BaseModel):
     min_reps: int
     max_reps: int
     target_phase_s: float
+    timing_lock: str | None = None
+    """Path of a file held with flock around each timed phase (parallel baseline runs share a GPU)."""
 
 
 class BaselineResult(BaseModel):

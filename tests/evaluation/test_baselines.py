@@ -41,3 +41,43 @@ def test_measure_skips_tasks_already_in_the_file(tmp_path: Path) -> None:
     data = measure([Catalog().resolve("examples/relu")], path, config, "cpu")
     assert data.entries["examples/relu"].eager_ms == 123.0  # not re-timed
     assert data.environment["device_name"] == "cpu" and data.environment["protocol_version"]
+
+
+def test_parallel_measure_records_every_task_once_and_shares_a_timing_lock(tmp_path: Path, monkeypatch) -> None:
+    import cuda_agent.evaluation.baselines as baselines
+
+    seen: list[tuple[str, Path | None]] = []
+
+    def fake_measure_one(task, config, device):  # the real one starts a timing process per task
+        seen.append((task.ref, config.timing_lock))
+        return BaselineEntry(ref=task.ref, name=task.name, code_sha256=task.code_hash, eager_ms=1.0, compile_ms=2.0)
+
+    monkeypatch.setattr(baselines, "_measure_one", fake_measure_one)
+    tasks = [Catalog().resolve(ref) for ref in ("examples/relu", "examples/scale_add", "examples/row_sum")]
+    path = tmp_path / "baselines.json"
+    data = measure(tasks, path, JudgeConfig(device="cpu", cache_dir=tmp_path / "cache"), "cpu", workers=3)
+    assert sorted(ref for ref, _ in seen) == sorted(t.ref for t in tasks)
+    assert {lock for _, lock in seen} == {path.with_suffix(".lock")}
+    assert set(BaselineFile.model_validate_json(path.read_text()).entries) == {t.ref for t in tasks}
+    assert data.environment["workers"] == 3
+
+
+def test_timing_lock_lets_one_process_time_at_a_time(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    from cuda_agent.judge.baseline import _timing_lock
+
+    lock = tmp_path / "gpu.lock"
+    holder = (
+        "import sys, time; from cuda_agent.judge.baseline import _timing_lock\n"
+        "with _timing_lock(sys.argv[1]):\n    print('held', flush=True); time.sleep(1.5)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", holder, str(lock)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "held"
+    start = time.monotonic()
+    with _timing_lock(str(lock)):
+        waited = time.monotonic() - start
+    child.wait(timeout=30)
+    assert waited > 0.5  # blocked until the other process left its timed phase

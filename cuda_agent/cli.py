@@ -12,6 +12,7 @@ import logging
 import sys
 from pathlib import Path
 
+from cuda_agent.cli_train import add_train_command
 from cuda_agent.errors import Error
 
 
@@ -465,7 +466,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_episode_commands(commands)
     _add_bench_commands(commands)
     _add_synth_commands(commands)
-    _add_train_command(commands)
+    add_train_command(commands)
     return parser
 
 
@@ -652,41 +653,6 @@ def _add_synth_commands(commands: argparse._SubParsersAction) -> None:
     check.add_argument("--threads", type=int, default=1, help="torch threads per worker (CPU)")
     _add_synth_options(check)
     check.set_defaults(func=cmd_synth_audit)
-
-
-def cmd_train(args: argparse.Namespace) -> int:
-    from cuda_agent.errors import ConfigError
-    from cuda_agent.rl.recipes import bundled_recipe, check_plan, describe, launch, load_recipe, plan_training
-
-    recipe = load_recipe(Path(args.config) if args.config else bundled_recipe(args.stage))
-    if recipe.stage != args.stage:
-        raise ConfigError(f"{args.config} is a recipe for {recipe.stage!r}, not {args.stage!r}")
-    out = Path(args.out or Path("runs") / "train" / args.stage.replace("-", "_"))
-    plan = plan_training(recipe, out, args.overrides)
-    print(describe(plan))
-    problems = check_plan(plan, launching=not args.dry_run)
-    for problem in problems:
-        print(f"{'warning' if args.dry_run else 'error'}: {problem}", file=sys.stderr)
-    if args.dry_run:
-        print(f"dry run: the config composes against verl; {len(problems)} problem(s) to fix before launching")
-        return 0
-    if problems:
-        raise ConfigError(f"{len(problems)} problem(s) stop the launch (listed above)")
-    return launch(plan)
-
-
-def _add_train_command(commands: argparse._SubParsersAction) -> None:
-    from cuda_agent.rl.recipes import STAGES
-
-    train = commands.add_parser("train", help="compose, check and launch a training stage on verl (needs '.[rl]')")
-    train.add_argument("stage", choices=STAGES, help="the paper's stage, in order: " + ", ".join(STAGES))
-    train.add_argument("--config", default=None, help="a recipe YAML (default: the bundled recipes/<stage>.yaml)")
-    train.add_argument("--out", default=None, help="where the agent-loop YAML goes (default runs/train/<stage>)")
-    train.add_argument("--dry-run", action="store_true", help="compose, check and print; do not launch (no GPU needed)")
-    train.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="a verl override (repeatable)"
-    )
-    train.set_defaults(func=cmd_train)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,8 @@ and Continuous Token builder, runs our synchronous `run_rollout` in a worker thr
 hands generation back to this event loop), and packs the token record and the judge's reward.
 
 This is the only module that imports verl's agent loop; it is imported by verl (through the
-registry, `_target_: cuda_agent.rl.agent_loop.CudaAgentLoop`), never by the rest of cuda_agent.
+registry, `_target_: cuda_agent.rl.agent_loop.CudaAgentLoop`, and as the agent-loop manager class
+`cuda_agent.rl.agent_loop.CudaAgentLoopManager`), never by the rest of cuda_agent.
 Enable it with an agent-loop YAML (verl's `actor_rollout_ref.rollout.agent.agent_loop_config_path`):
 
     - name: cuda_agent
@@ -28,10 +29,17 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
+from verl.experimental.agent_loop.agent_loop import (
+    AgentLoopBase,
+    AgentLoopManager,
+    AgentLoopMetrics,
+    AgentLoopOutput,
+    register,
+)
 
 from cuda_agent.rl.config import CudaAgentLoopConfig
-from cuda_agent.rl.rollout import episode_fields, run_rollout, task_from_row, token_record
+from cuda_agent.rl.metrics import episode_metrics
+from cuda_agent.rl.rollout import episode_fields, reward_extra_info, run_rollout, task_from_row, token_record
 from cuda_agent.rl.verl_model import VerlTokenModel
 
 
@@ -89,6 +97,25 @@ class CudaAgentLoop(AgentLoopBase):
             response_logprobs=logprobs,
             reward_score=fields["reward"],
             num_turns=result.turns + fields["tool_rounds"] + 1,
-            metrics=AgentLoopMetrics(generate_sequences=fields["model_s"], tool_calls=fields["tools_s"]),
-            extra_fields=fields,
+            metrics=AgentLoopMetrics(
+                generate_sequences=fields["model_s"], tool_calls=fields["tools_s"], compute_score=fields["judge_s"]
+            ),
+            # verl turns reward_extra_info into validation metrics per data source (cuda_agent.rl.metrics).
+            extra_fields={**fields, "reward_extra_info": reward_extra_info(result, fields)},
         )
+
+
+class CudaAgentLoopManager(AgentLoopManager):
+    """verl's agent-loop manager, plus our episode metrics in every training step's log.
+
+    verl 0.9.1's trainer logs its own batch metrics only; what it does log from a rollout is the
+    manager's timing dict, under `timing_s/`. So the batch's `cuda_agent/*` metrics (pass rate,
+    reward histogram, ...) are added there and appear as `timing_s/cuda_agent/...`. Enable with
+    `+actor_rollout_ref.rollout.agent.agent_loop_manager_class=cuda_agent.rl.agent_loop.CudaAgentLoopManager`
+    (the bundled recipes do); it serves verl's legacy trainer (`trainer.use_v1=false`).
+    """
+
+    def _performance_metrics(self, metrics: list[list[dict[str, Any]]], output: Any) -> dict[str, float]:
+        timing = super()._performance_metrics(metrics, output)
+        timing.update(episode_metrics(output.non_tensor_batch))
+        return timing

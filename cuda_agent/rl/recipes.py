@@ -10,6 +10,10 @@ verl: composing fails on a key verl does not have. Recipes that roll out our age
     problems = check_plan(plan, launching=False)   # model path, data, sandbox, GPUs, batch sizes
     print(plan.yaml())
 
+Recipes that judge one answer per prompt (single-turn) carry `reward_function` (`JudgeSettings`),
+which become the keyword arguments of `cuda_agent.rl.single_turn.compute_score`. An override key
+may start with `+` (hydra's "add"), for keys verl reads but its YAML does not list.
+
 verl and hydra are imported only when a recipe is composed.
 """
 
@@ -27,7 +31,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.errors import ConfigError
-from cuda_agent.rl.config import CudaAgentLoopConfig
+from cuda_agent.rl.config import CudaAgentLoopConfig, JudgeSettings
 
 STAGES = ("single-turn", "collect", "rft", "critic-warmup", "agentic-ppo")
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
@@ -45,6 +49,9 @@ class Recipe(BaseModel):
     entrypoint: str = Field(description="Module run to launch, e.g. verl.trainer.main_ppo.")
     launcher: Literal["python", "torchrun"] = Field(default="python", description="torchrun for verl's SFT trainer.")
     agent_loop: CudaAgentLoopConfig | None = Field(default=None, description="Our agent loop's settings, if used.")
+    reward_function: JudgeSettings | None = Field(
+        default=None, description="Judge the one response with cuda_agent.rl.single_turn.compute_score, so set up."
+    )
     overrides: dict[str, Any] = Field(default_factory=dict, description="verl config keys (dotted) and values.")
 
 
@@ -121,6 +128,8 @@ def plan_training(recipe: Recipe, out_dir: Path, user_overrides: list[str] = ())
         overrides.append(
             f"actor_rollout_ref.rollout.agent.agent_loop_config_path={hydra_value(str(loop_file.resolve()))}"
         )
+    if recipe.reward_function is not None:
+        overrides += _reward_function_overrides(recipe.reward_function)
     overrides += list(user_overrides)
     config = _compose(recipe.verl_config, overrides)
     command = ["python", "-m", recipe.entrypoint, *overrides]
@@ -128,6 +137,17 @@ def plan_training(recipe: Recipe, out_dir: Path, user_overrides: list[str] = ())
         gpus = int(config.trainer.n_gpus_per_node)
         command = ["torchrun", "--standalone", f"--nproc_per_node={gpus}", "-m", recipe.entrypoint, *overrides]
     return TrainingPlan(recipe=recipe, overrides=overrides, config=config, command=command)
+
+
+def _reward_function_overrides(settings: JudgeSettings) -> list[str]:
+    # Absolute work_dir: verl's reward workers are Ray actors whose working directory is not ours.
+    settings = settings.model_copy(update={"work_dir": settings.work_dir.resolve()})
+    kwargs = json.loads(settings.model_dump_json(exclude_none=True))
+    return [
+        "reward.custom_reward_function.path=pkg://cuda_agent.rl.single_turn",
+        "reward.custom_reward_function.name=compute_score",
+        f"+reward.custom_reward_function.reward_kwargs={hydra_value(kwargs)}",
+    ]
 
 
 def _compose(config_name: str, overrides: list[str]) -> Any:
@@ -170,9 +190,9 @@ def check_plan(plan: TrainingPlan, launching: bool) -> list[str]:
         problems += [f"data.{key}: {p} does not exist" for p in _local_missing(cfg.data.get(key))]
     if ppo and cfg.actor_rollout_ref.actor.ppo_mini_batch_size > cfg.data.train_batch_size:
         problems.append("actor.ppo_mini_batch_size is larger than data.train_batch_size")
-    loop = plan.recipe.agent_loop
-    if loop is not None and loop.sandbox_url:
-        problems += _sandbox_problems(loop.sandbox_url)
+    for judged in (plan.recipe.agent_loop, plan.recipe.reward_function):
+        if judged is not None and judged.sandbox_url:
+            problems += _sandbox_problems(judged.sandbox_url)
     if launching:
         problems += _gpu_problems(int(cfg.trainer.n_gpus_per_node))
         if shutil.which(plan.command[0]) is None:

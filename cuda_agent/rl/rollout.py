@@ -27,7 +27,8 @@ from cuda_agent.agent import read_trajectory
 from cuda_agent.agent.loop import EpisodeConfig, EpisodeResult, run_episode
 from cuda_agent.agent.models.base import Model
 from cuda_agent.errors import ConfigError, TaskError
-from cuda_agent.rl.config import CudaAgentLoopConfig
+from cuda_agent.rl.config import CudaAgentLoopConfig, JudgeSettings
+from cuda_agent.rl.metrics import judged_fields
 from cuda_agent.tasks import Catalog
 from cuda_agent.types import Task
 from cuda_agent.workspace import create_workspace
@@ -63,7 +64,7 @@ def task_from_row(row: Mapping[str, Any], catalog: Catalog | None = None) -> Tas
 
 
 @contextmanager
-def judge_scorer(task: Task, config: CudaAgentLoopConfig) -> Iterator[tuple[Callable[[Path], dict], list[float]]]:
+def judge_scorer(task: Task, config: JudgeSettings) -> Iterator[tuple[Callable[[Path], dict], list[float]]]:
     """A `score(folder) -> verdict dict` through the service or a LocalPool, and the list of judge latencies (s)."""
     from cuda_agent.sandbox import JudgeJob, LocalPool, SandboxClient
 
@@ -166,4 +167,14 @@ def episode_fields(result: EpisodeResult, latencies: list[float], response_ids: 
         "clipped": capped,
         "verdict_json": json.dumps(verdict, sort_keys=True),
         "trajectory": str(result.trajectory),
+    }
+
+
+def reward_extra_info(result: EpisodeResult, fields: dict) -> dict:
+    """The numeric per-sample fields verl aggregates into metrics (`cuda_agent.rl.metrics`), from `episode_fields`."""
+    return {
+        **judged_fields(result.verdict, fields["reward"]),
+        "turns": fields["turns"],
+        "clipped": float(fields["clipped"]),
+        "judge_s": fields["judge_s"],
     }

@@ -26,3 +26,23 @@ def tiny_tokenizer(tmp_path_factory: pytest.TempPathFactory):
     root: Path = tmp_path_factory.mktemp("tiny-tokenizer")
     fast.save_pretrained(root)
     return transformers.AutoTokenizer.from_pretrained(root)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tiny_tokenizer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A local model folder verl's config checks can read: the tiny tokenizer and a one-layer Qwen2 config (no weights)."""
+    transformers = pytest.importorskip("transformers")
+    root: Path = tmp_path_factory.mktemp("tiny-model")
+    tiny_tokenizer.save_pretrained(root)
+    config = transformers.Qwen2Config(
+        vocab_size=len(tiny_tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=131_072,
+        architectures=["Qwen2ForCausalLM"],
+    )
+    config.save_pretrained(root)
+    return root

@@ -94,6 +94,9 @@ def test_run_drives_a_judged_episode_with_aligned_tokens(
     assert fields["verdict"] == "pass" and output.reward_score == fields["reward"] >= 1, fields["verdict_json"]
     assert read_trajectory(Path(fields["trajectory"])).reward == output.reward_score
     assert fields["exit_status"] == "finished" and fields["turns"] == len(script) and fields["judge_s"] > 0
+    info = fields["reward_extra_info"]  # what verl aggregates into metrics (cuda_agent.rl.metrics)
+    assert (info["score"], info["passed"], info["turns"]) == (output.reward_score, 1.0, len(script))
+    assert "reward" not in info and output.metrics.compute_score == fields["judge_s"]
 
     # Never re-tokenised: each request extends the previous one by the reply's ids, then the tool messages' ids.
     expected_ids, expected_mask, expected_logprobs = [], [], []

@@ -76,3 +76,23 @@ def test_train_dry_run_prints_and_stops(tmp_path: Path, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert "torchrun --standalone --nproc_per_node=2 -m verl.trainer.sft_trainer" in out
     assert "dry run: the config composes against verl" in out
+
+
+@pytest.mark.parametrize("stage", [s for s in STAGES if s != "rft"])
+def test_ppo_recipes_pass_verls_own_config_validation(tmp_path: Path, tiny_model_dir: Path, stage: str) -> None:
+    from verl.trainer.main_ppo import need_critic, need_reference_policy, validate_config
+
+    models = [f"actor_rollout_ref.model.path={tiny_model_dir}", f"critic.model.path={tiny_model_dir}"]
+    config = plan_training(load_recipe(bundled_recipe(stage)), tmp_path, models).config
+    validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    assert config.trainer.use_v1 is False  # the legacy trainer: it needs no TransferQueue and logs our metrics
+
+
+def test_single_turn_recipe_judges_with_our_reward_function(plans: dict) -> None:
+    cfg = plans["single-turn"].config
+    reward = cfg.reward.custom_reward_function
+    assert (reward.path, reward.name) == ("pkg://cuda_agent.rl.single_turn", "compute_score")
+    assert Path(reward.reward_kwargs.work_dir).is_absolute() and reward.reward_kwargs.device == "cuda"
+    agent = cfg.actor_rollout_ref.rollout.agent
+    assert agent.default_agent_loop == "single_turn_agent"
+    assert agent.agent_loop_manager_class == "cuda_agent.rl.agent_loop.CudaAgentLoopManager"

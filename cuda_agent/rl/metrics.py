@@ -1,0 +1,126 @@
+"""Training metrics of judged rollouts: per-sample fields, and their aggregate over a batch.
+
+Both training paths give every sample the same flat, numeric fields (`judged_fields`): the agent
+loop puts them in `extra_fields["reward_extra_info"]`, and the single-turn reward function returns
+them from `compute_score`. verl 0.9.1 then carries them as follows:
+- validation (and the `collect` stage, which is validation only): verl averages every numeric
+  reward-extra key per data source, e.g. `val-aux/kernelbench/L1/passed/mean@4`;
+- training steps: verl logs only its own batch metrics, so `CudaAgentLoopManager`
+  (`cuda_agent.rl.agent_loop`) adds `episode_metrics` of the batch to the rollout's timing dict,
+  which verl's legacy trainer logs with a `timing_s/` prefix: `timing_s/cuda_agent/pass_rate`;
+- `trainer.rollout_data_dir` / `trainer.validation_data_dir` dump them per sample as JSONL.
+
+Never name a field `reward`: verl's validation keeps its own `reward` list and checks lengths.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from cuda_agent.reward import beats
+
+REWARDS = (-1, 1, 2, 3)
+"""The paper's reward values: the buckets of the reward histogram."""
+PREFIX = "cuda_agent/"
+
+
+def judged_fields(verdict: Mapping[str, Any] | None, reward: float) -> dict[str, Any]:
+    """The per-sample fields of one judged candidate, the same keys whatever happened.
+
+    Args:
+        verdict: the judge's verdict as a dict (DESIGN 3), `{"verdict": "malformed"}` for an answer
+            that never reached the judge, or None when nothing was judged.
+        reward: the reward the sample gets.
+
+    Returns:
+        score, verdict, passed, faster_than_eager, faster_than_compile (0.0 / 1.0: "faster" is more
+        than 5% faster, as in the reward and `cuda-agent bench`; with no compile time the compile
+        bar is eager's) and speedup_vs_compile (None unless it passed).
+    """
+    verdict = verdict or {}
+    passed = verdict.get("verdict") == "pass"
+    timings = verdict.get("timings_ms") or {}
+    solution, eager, compiled = timings.get("solution"), timings.get("eager"), timings.get("compile")
+    return {
+        "score": float(reward),
+        "verdict": str(verdict.get("verdict", "none")),
+        "passed": float(passed),
+        "faster_than_eager": float(passed and beats(solution, eager)),
+        "faster_than_compile": float(passed and beats(solution, compiled if compiled is not None else eager)),
+        "speedup_vs_compile": verdict.get("speedup_vs_compile") if passed else None,
+    }
+
+
+def _numbers(values: Iterable[Any] | None) -> list[float]:
+    if values is None:
+        return []
+    out = []
+    for value in values:
+        if value is None or isinstance(value, str):
+            continue
+        number = float(value)
+        if not math.isnan(number):
+            out.append(number)
+    return out
+
+
+def _passed_speedups(columns: Mapping[str, Iterable[Any]]) -> list[float]:
+    # Over passed samples only: a failed candidate can carry a timing, and must not count.
+    speedups = list(columns.get("speedup_vs_compile", ()))
+    passed = list(columns.get("passed", [1.0] * len(speedups)))
+    return [float(s) for s, ok in zip(speedups, passed, strict=False) if ok and s is not None and float(s) > 0]
+
+
+def _spread(name: str, values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    return {f"{name}/mean": sum(values) / len(values), f"{name}/min": min(values), f"{name}/max": max(values)}
+
+
+def episode_metrics(columns: Mapping[str, Iterable[Any]], prefix: str = PREFIX) -> dict[str, float]:
+    """Aggregate a batch's per-sample fields into scalars for verl's logger.
+
+    Args:
+        columns: field name -> one value per sample (lists or numpy arrays, e.g. verl's
+            `non_tensor_batch`); `score` is required, the others are used when present.
+        prefix: put before every key.
+
+    Returns:
+        reward/{mean,min,max}, reward/share_{-1,1,2,3} (the histogram, as shares of the batch),
+        pass_rate, faster_than_eager_rate, faster_than_compile_rate, verdict/<name> shares,
+        speedup_vs_compile/geomean (over passed samples), turns/{mean,min,max}, clipped_ratio and
+        judge_s/{mean,max}; {} for a batch without `score`.
+
+    Example:
+        >>> m = episode_metrics({"score": [-1, 3], "passed": [0.0, 1.0], "verdict": ["rejected", "pass"]})
+        >>> m["cuda_agent/pass_rate"], m["cuda_agent/reward/share_3"], m["cuda_agent/verdict/rejected"]
+        (0.5, 0.5, 0.5)
+    """
+    scores = _numbers(columns.get("score"))
+    if not scores:
+        return {}
+    n = len(scores)
+    metrics = _spread("reward", scores)
+    metrics.update({f"reward/share_{r}": sum(1 for s in scores if s == r) / n for r in REWARDS})
+    for field, name in (
+        ("passed", "pass_rate"),
+        ("faster_than_eager", "faster_than_eager_rate"),
+        ("faster_than_compile", "faster_than_compile_rate"),
+        ("clipped", "clipped_ratio"),
+    ):
+        flags = _numbers(columns.get(field))
+        if flags:
+            metrics[name] = sum(flags) / len(flags)
+    verdicts = Counter(str(v) for v in columns.get("verdict", ()) if v is not None)
+    metrics.update({f"verdict/{name}": count / n for name, count in sorted(verdicts.items())})
+    speedups = _passed_speedups(columns)
+    if speedups:
+        metrics["speedup_vs_compile/geomean"] = math.exp(sum(math.log(s) for s in speedups) / len(speedups))
+    metrics.update(_spread("turns", _numbers(columns.get("turns"))))
+    judge_s = _numbers(columns.get("judge_s"))
+    if judge_s:
+        metrics.update({"judge_s/mean": sum(judge_s) / len(judge_s), "judge_s/max": max(judge_s)})
+    return {f"{prefix}{key}": float(value) for key, value in metrics.items()}

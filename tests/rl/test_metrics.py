@@ -1,0 +1,103 @@
+"""Training metrics: per-sample fields, their batch aggregate, and the two ways they reach verl's logger
+(the agent-loop manager's step metrics, verl's validation metrics over reward_extra_info)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from cuda_agent.rl.metrics import episode_metrics, judged_fields
+
+pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[rl]')")
+
+from verl import DataProto  # noqa: E402
+from verl.trainer.ppo.metric_utils import process_validation_metrics  # noqa: E402
+
+from cuda_agent.rl.agent_loop import CudaAgentLoopManager  # noqa: E402
+
+
+def passing(solution: float, eager: float, compile_ms: float | None) -> dict:
+    return {
+        "verdict": "pass",
+        "timings_ms": {"solution": solution, "eager": eager, "compile": compile_ms},
+        "speedup_vs_compile": (compile_ms or eager) / solution,
+    }
+
+
+@pytest.mark.parametrize(
+    ("verdict", "eager", "compile_"),
+    [
+        (passing(0.90, 1.0, 1.0), 1.0, 1.0),  # more than 5% faster than both
+        (passing(0.96, 1.0, 2.0), 0.0, 1.0),  # 4% faster than eager is not faster
+        (passing(0.90, 1.0, None), 1.0, 1.0),  # no compile time: eager is the bar
+        ({"verdict": "incorrect", "timings_ms": {"solution": 0.1, "eager": 1.0, "compile": 1.0}}, 0.0, 0.0),
+    ],
+)
+def test_judged_fields_flags_follow_the_papers_five_percent(verdict: dict, eager: float, compile_: float) -> None:
+    fields = judged_fields(verdict, 3.0 if verdict["verdict"] == "pass" else -1.0)
+    assert (fields["faster_than_eager"], fields["faster_than_compile"]) == (eager, compile_)
+    assert fields["passed"] == float(verdict["verdict"] == "pass")
+    assert (fields["speedup_vs_compile"] is None) == (verdict["verdict"] != "pass")
+
+
+def test_episode_metrics_aggregates_hand_made_fields() -> None:
+    samples = [
+        {**judged_fields(passing(0.5, 1.0, 2.0), 3), "turns": 10, "clipped": 0.0, "judge_s": 2.0},
+        {**judged_fields(passing(1.0, 1.0, 0.5), 1), "turns": 30, "clipped": 1.0, "judge_s": 4.0},
+        {**judged_fields({"verdict": "rejected"}, -1), "turns": 20, "clipped": 0.0, "judge_s": 0.0},
+        {**judged_fields({"verdict": "compile_error"}, -1), "turns": 40, "clipped": 1.0, "judge_s": 6.0},
+    ]
+    # The shape verl hands over: one numpy array per field, objects where None or text appear.
+    columns = {key: np.array([s[key] for s in samples], dtype=object) for key in samples[0]}
+    m = episode_metrics(columns)
+    assert m["cuda_agent/reward/mean"] == pytest.approx(0.5)
+    assert (m["cuda_agent/reward/min"], m["cuda_agent/reward/max"]) == (-1.0, 3.0)
+    shares = [m[f"cuda_agent/reward/share_{r}"] for r in (-1, 1, 2, 3)]
+    assert shares == [0.5, 0.25, 0.0, 0.25]
+    assert (m["cuda_agent/pass_rate"], m["cuda_agent/faster_than_compile_rate"]) == (0.5, 0.25)
+    assert m["cuda_agent/faster_than_eager_rate"] == 0.25
+    assert m["cuda_agent/verdict/pass"] == 0.5 and m["cuda_agent/verdict/rejected"] == 0.25
+    assert m["cuda_agent/speedup_vs_compile/geomean"] == pytest.approx(math.sqrt(4.0 * 0.5))
+    assert (m["cuda_agent/turns/mean"], m["cuda_agent/turns/min"], m["cuda_agent/turns/max"]) == (25.0, 10.0, 40.0)
+    assert m["cuda_agent/clipped_ratio"] == 0.5
+    assert (m["cuda_agent/judge_s/mean"], m["cuda_agent/judge_s/max"]) == (3.0, 6.0)
+    assert all(isinstance(value, float) for value in m.values())
+
+
+def test_episode_metrics_skips_what_a_batch_lacks() -> None:
+    assert episode_metrics({"turns": [3]}) == {}
+    m = episode_metrics({"score": [1.0, -1.0], "speedup_vs_compile": [2.0, 9.0], "passed": [1.0, 0.0]})
+    assert m["cuda_agent/speedup_vs_compile/geomean"] == 2.0  # the failed sample's timing does not count
+    assert "cuda_agent/turns/mean" not in m and "cuda_agent/clipped_ratio" not in m
+
+
+def test_manager_adds_episode_metrics_to_the_step_timing() -> None:
+    output = DataProto.from_dict(
+        tensors={"prompts": torch.zeros(2, 4, dtype=torch.long), "attention_mask": torch.ones(2, 9, dtype=torch.long)},
+        non_tensors={
+            "score": np.array([3.0, -1.0]),
+            "passed": np.array([1.0, 0.0]),
+            "verdict": np.array(["pass", "timeout"], dtype=object),
+            "judge_s": np.array([5.0, 7.0]),
+        },
+    )
+    per_sample = {"generate_sequences": 1.0, "tool_calls": 2.0, "compute_score": 5.0, "num_preempted": -1}
+    manager = object.__new__(CudaAgentLoopManager)  # no Ray workers: only the metrics hook runs
+    timing = manager._performance_metrics([[per_sample, per_sample]], output)
+    assert timing["agent_loop/compute_score/mean"] == 5.0  # verl's own keys are kept
+    assert timing["cuda_agent/pass_rate"] == 0.5 and timing["cuda_agent/verdict/timeout"] == 0.5
+    assert timing["cuda_agent/judge_s/max"] == 7.0
+
+
+def test_verls_validation_metrics_average_our_fields_per_data_source() -> None:
+    infos = [judged_fields(passing(0.5, 1.0, 1.0), 3), judged_fields({"verdict": "incorrect"}, -1)] * 2
+    columns = {key: [info[key] for info in infos] for key in infos[0]}
+    assert "reward" not in columns  # verl's validation keeps its own 'reward' list
+    metrics = process_validation_metrics(["kernelbench/L1"] * 4, ["a", "a", "b", "b"], columns)
+    source = metrics["kernelbench/L1"]
+    assert source["passed"]["mean@2"] == 0.5 and source["score"]["mean@2"] == 1.0
+    assert source["faster_than_compile"]["mean@2"] == 0.5
+    assert "verdict" not in source  # text fields are skipped, not averaged

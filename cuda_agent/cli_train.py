@@ -1,6 +1,7 @@
 """`cuda-agent train`: the training commands (data for verl, and the five stages), wired like cli.py.
 
     cuda-agent train data --suite ops6k [--single-turn] [--device cuda|cpu] [--out FILE]
+    cuda-agent train rft-data [--rollouts DIR] [--out FILE]
     cuda-agent train STAGE [--config FILE] [--out DIR] [--set KEY=VALUE ...] [--dry-run]
 
 Kept beside cli.py (which adds these commands to its parser) to keep each module within its size budget.
@@ -24,6 +25,23 @@ def cmd_train_data(args: argparse.Namespace) -> int:
     write_rl_parquet(rl_rows(tasks, single_turn=args.single_turn, device=args.device), out)
     kind = "single-turn (single_turn_agent)" if args.single_turn else "agent-loop (cuda_agent)"
     print(f"wrote {len(tasks)} {kind} rows for {args.device} to {out}")
+    return 0
+
+
+def cmd_train_rft_data(args: argparse.Namespace) -> int:
+    from cuda_agent.errors import ConfigError
+    from cuda_agent.rl.rft import filter_trajectories, read_trajectories, write_sft_parquet
+
+    trajectories, unreadable = read_trajectories(Path(args.rollouts))
+    for path in unreadable:
+        print(f"warning: cannot read {path}; skipped", file=sys.stderr)
+    if not trajectories:
+        raise ConfigError(f"no trajectory.jsonl under {args.rollouts}: run `cuda-agent train collect` first")
+    result = filter_trajectories(trajectories)
+    if not result.kept:
+        raise ConfigError(f"no trajectory passes the RFT filter ({result.summary()}); nothing to fine-tune on")
+    out = write_sft_parquet(result.kept, Path(args.out))
+    print(f"{result.summary()}; wrote {out}")
     return 0
 
 
@@ -60,6 +78,13 @@ def _add_data_command(sub: argparse._SubParsersAction) -> None:
     data.set_defaults(func=cmd_train_data)
 
 
+def _add_rft_data_command(sub: argparse._SubParsersAction) -> None:
+    rft = sub.add_parser("rft-data", help="filter collected trajectories into the rft stage's SFT parquet")
+    rft.add_argument("--rollouts", default="runs/collect/rollouts", help="the collect stage's work_dir")
+    rft.add_argument("--out", default="runs/rft/rft.parquet", help="the rft recipe's data.train_files")
+    rft.set_defaults(func=cmd_train_rft_data)
+
+
 def add_train_command(commands: argparse._SubParsersAction) -> None:
     """Add `train data` and `train STAGE` to the CLI's sub-commands."""
     from cuda_agent.rl.recipes import STAGES
@@ -67,8 +92,9 @@ def add_train_command(commands: argparse._SubParsersAction) -> None:
     train = commands.add_parser(
         "train", help="data for verl, then compose, check and launch a training stage on verl (needs '.[rl]')"
     )
-    sub = train.add_subparsers(dest="stage", required=True, metavar="{data," + ",".join(STAGES) + "}")
+    sub = train.add_subparsers(dest="stage", required=True, metavar="{data,rft-data," + ",".join(STAGES) + "}")
     _add_data_command(sub)
+    _add_rft_data_command(sub)
     for stage in STAGES:
         run = sub.add_parser(stage, help=f"stage {STAGES.index(stage) + 1} of {len(STAGES)}: compose, check, launch")
         run.add_argument("--config", default=None, help="a recipe YAML (default: the bundled recipes/<stage>.yaml)")

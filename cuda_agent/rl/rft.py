@@ -23,6 +23,8 @@ has them, which keeps one column type for every tool's arguments; and parquet me
 argument schemas into one struct type. So read the file with `cuda_agent.rl.sft_dataset.RFTDataset`
 (verl's dataset, which turns both back into what the chat template saw during rollouts), not the
 plain `MultiTurnSFTDataset`.
+
+`cuda-agent train rft-data` runs all of it on the collect stage's episode folders.
 """
 
 from __future__ import annotations
@@ -189,3 +191,21 @@ def write_sft_parquet(trajectories: list[Trajectory], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist([sft_row(t) for t in trajectories]), path)
     return path
+
+
+def read_trajectories(root: Path) -> tuple[list[Trajectory], list[Path]]:
+    """Every `trajectory.jsonl` under `root` (e.g. the collect stage's work_dir), in path order.
+
+    Returns:
+        The trajectories, and the files that could not be read (listed, not fatal: one broken
+        episode should not cost the rest).
+    """
+    from cuda_agent.agent import TrajectoryError, read_trajectory
+
+    trajectories, unreadable = [], []
+    for path in sorted(Path(root).rglob("trajectory.jsonl")):
+        try:
+            trajectories.append(read_trajectory(path))
+        except TrajectoryError:
+            unreadable.append(path)
+    return trajectories, unreadable

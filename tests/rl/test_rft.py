@@ -112,3 +112,24 @@ def test_verl_multiturn_sft_dataset_reads_the_parquet(tiny_tokenizer: Any, tmp_p
     # Loss falls on the assistant turns (their text and tool calls), not on tool output or the prompt.
     assert '<tool_call>\n{"name": "Read", "arguments": {"path": "model.py"}}\n</tool_call>' in text
     assert "step 0" in text and "Done." in text and "skill" not in text and "ok" not in text
+
+
+def test_rft_data_command_filters_collected_episodes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("pyarrow")
+    from cuda_agent.agent import TrajectoryWriter
+    from cuda_agent.cli import main
+
+    rollouts = tmp_path / "rollouts"
+    for name, episode in [("a", GOOD), ("b", trajectory(("Read", {"path": "x"}), reward=-1)), ("c", GOOD)]:
+        with TrajectoryWriter(rollouts / name / "run" / "trajectory.jsonl", episode.task, "m", episode.prompt) as w:
+            for step in episode.turns:
+                w.append(step)
+            w.finish(reward=episode.reward, exit_status="finished", terminated=True)
+    (rollouts / "d" / "run").mkdir(parents=True)
+    (rollouts / "d" / "run" / "trajectory.jsonl").write_text("")  # an episode that died before its header
+
+    out = tmp_path / "rft.parquet"
+    assert main(["train", "rft-data", "--rollouts", str(rollouts), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert f"kept 2 of 3; dropped: reward 1; wrote {out}" in captured.out and "cannot read" in captured.err
+    assert main(["train", "rft-data", "--rollouts", str(tmp_path / "none"), "--out", str(out)]) == 2

@@ -26,19 +26,22 @@ In one process, with `--device cuda` (the H200) or `--device cpu` (any machine):
 
 On the CPU, verl's engines are registered for cuda/npu only: the script gives verl a CPU platform
 (`verl.plugin.platform.set_platform`) and asks for the engine registered for cuda
-(VERL_ENGINE_DEVICE=cuda), so that the same engine code runs. The only other change to verl:
+(VERL_ENGINE_DEVICE=cuda), so that the same engine code runs. Other changes to verl, on both devices:
 `load_valuehead_model` asks transformers for flash_attention_2, which is not installed here nor on
-the H200, so the critic is loaded the same way but with sdpa.
+the H200, so the critic is loaded the same way but with sdpa (the actor gets sdpa through the config);
+and, only if Hugging Face `datasets` cannot be imported, an empty stand-in module (verl imports it at
+the top of its RL dataset module; nothing here loads a dataset). The JSON lists what was patched.
 
 Usage (repository root):
-    python bench/rl_step_gpu.py --device cpu --out /tmp/rl_step_cpu            # ~2-3 min on 2 cores
-    python bench/rl_step_gpu.py --device cuda --out bench/results/h200-DATE/rl_step
-    python bench/rl_step_gpu.py --device cpu --batch handmade --out /tmp/x     # no episodes (tests/rl)
-On the H200 (no network): after `bash scripts/device_wheels.sh rl` here, carry .whl and .carry, then
+    python bench/rl_step_gpu.py --device cpu --out /tmp/rl_step_cpu          # ~1.5-2 min on 2 cores
+    python bench/rl_step_gpu.py --device cpu --batch handmade --out /tmp/x   # no episodes, ~20 s (tests/rl)
+On the H200 (no network): `bash scripts/device_wheels.sh rl` here, carry .whl and .carry, and there run
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    export PYTHONPATH=/tmp/site:$PWD CUDA_AGENT_DATA_DIR=$PWD/.carry TORCH_CUDA_ARCH_LIST=9.0
-    python3 bench/rl_step_gpu.py --device cuda --out $OUT/rl_step
-Options: --path auto|engine|fallback, --actor-lr, --critic-lr, --seed, --batch episodes|handmade.
+    export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH CUDA_AGENT_DATA_DIR=$PWD/.carry TORCH_CUDA_ARCH_LIST=9.0
+    python3 bench/rl_step_gpu.py --device cuda --out $OUT/rl_step --work /tmp/rl_step
+Options: --path auto|engine|fallback (auto: the engine, then the fallback), --episodes verl|plain, --no-cross-check
+(by default the engine's step is re-run on the plain HF models with verl's core_algos, to compare the numbers),
+--actor-lr, --critic-lr (1e-4, 2e-4: the paper's 3e-6/6e-6 barely move a random model), --seed, --work DIR.
 """
 
 from __future__ import annotations
@@ -46,13 +49,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import copy
 import json
 import math
 import os
 import socket
 import sys
+import tempfile
 import time
 import traceback
+import types
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -96,14 +102,31 @@ Call a tool as <tool_call>{"name": <name>, "arguments": <args>}</tool_call><|im_
 {% endif %}"""
 
 
+NOT_RUN = [
+    "Ray: no ray.init, no RayWorkerGroup or actors; verl's worker methods are called in this process through a "
+    "one-rank stand-in (OneRankGroup), so dispatch/collect over ranks did not run",
+    "the rollout server (vLLM/SGLang) and LLMServerManager: a scripted token server replays fixed turns",
+    "weight sync to the rollout (checkpoint engine update_weights), checkpoint saving, the tracking logger",
+    "RayPPOTrainer.fit itself (dataloader, step loop, validation): its per-step calls are made here in its order",
+    "the reward loop / reward model workers: the reward is the judge's, returned by our agent loop",
+    "reference policy and KL (off in the recipe), sequence parallelism (Ulysses size 1 here, 8 in the recipe), "
+    "sharding over several GPUs (world size 1)",
+]
+CPU_NOTE = (
+    "on the CPU: verl's CUDA platform is replaced by a CPU one (set_platform) and the FSDP engine registered "
+    "for cuda is used (VERL_ENGINE_DEVICE=cuda); autocast runs in bf16 on the CPU"
+)
+
+
 class Tee:
     """Print to the console and to the log file."""
 
     def __init__(self, path: Path) -> None:
         self.file = path.open("w")
+        self.started = time.monotonic()
 
     def __call__(self, *parts: Any) -> None:
-        text = " ".join(str(p) for p in parts)
+        text = f"[{time.monotonic() - self.started:6.1f} s] " + " ".join(str(p) for p in parts)
         print(text, flush=True)
         self.file.write(text + "\n")
         self.file.flush()
@@ -207,6 +230,8 @@ def compose_config(args: argparse.Namespace, actor_dir: Path, critic_dir: Path, 
         "actor_rollout_ref.actor.optim.total_training_steps": 1,
         "actor_rollout_ref.actor.ppo_mini_batch_size": batch_size,
         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 1,
+        "actor_rollout_ref.actor.use_dynamic_bsz": False,
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz": False,
         "actor_rollout_ref.actor.ulysses_sequence_parallel_size": 1,
         "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": 1,
         "actor_rollout_ref.rollout.calculate_log_probs": False,
@@ -264,78 +289,58 @@ class _CpuDeviceModule:
         return _zero
 
 
+class _CpuPlatformMethods:
+    """verl's PlatformBase interface for the CPU (mixed into a PlatformBase subclass by `use_cpu_platform`)."""
+
+    device_name = "cpu"
+    vendor_name = "cpu"
+    device_module = _CpuDeviceModule()
+    cudart = None
+
+    def is_available(self) -> bool:
+        return True
+
+    def current_device(self) -> str:
+        return "cpu"
+
+    def device_count(self) -> int:
+        return 1
+
+    def get_device_capability(self, device_index: int = 0) -> tuple[None, None]:
+        return None, None
+
+    def communication_backend_name(self) -> str:
+        return "gloo"
+
+    def visible_devices_envvar(self) -> str:
+        return "CUDA_VISIBLE_DEVICES"
+
+    def ray_resource_name(self) -> str:
+        return "CPU"
+
+    def ray_noset_envvars(self) -> list[str]:
+        return []
+
+    def is_ipc_supported(self) -> bool:
+        return False
+
+    @contextlib.contextmanager
+    def nvtx_range(self, msg: str):
+        yield
+
+    def _nothing(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    set_device = synchronize = manual_seed = manual_seed_all = _nothing
+    set_allocator_settings = empty_cache = profiler_start = profiler_stop = _nothing
+
+
 def use_cpu_platform() -> None:
     """Make verl place its engines on the CPU: its platforms are cuda/npu/rocm only."""
     from verl.plugin.platform.platform_base import PlatformBase
     from verl.plugin.platform.platform_manager import set_platform
 
-    module = _CpuDeviceModule()
-
-    class PlatformCPU(PlatformBase):
-        device_name = "cpu"
-        vendor_name = "cpu"
-        device_module = module
-
-        def is_available(self) -> bool:
-            return True
-
-        def current_device(self) -> str:
-            return "cpu"
-
-        def device_count(self) -> int:
-            return 1
-
-        def set_device(self, device_index: int) -> None:
-            pass
-
-        def synchronize(self, device_index: int | None = None) -> None:
-            pass
-
-        def manual_seed(self, seed: int) -> None:
-            pass
-
-        def manual_seed_all(self, seed: int) -> None:
-            pass
-
-        def set_allocator_settings(self, settings: str) -> None:
-            pass
-
-        def empty_cache(self) -> None:
-            pass
-
-        def get_device_capability(self, device_index: int = 0):
-            return None, None
-
-        def communication_backend_name(self) -> str:
-            return "gloo"
-
-        def visible_devices_envvar(self) -> str:
-            return "CUDA_VISIBLE_DEVICES"
-
-        def ray_resource_name(self) -> str:
-            return "CPU"
-
-        def ray_noset_envvars(self) -> list[str]:
-            return []
-
-        def is_ipc_supported(self) -> bool:
-            return False
-
-        @contextlib.contextmanager
-        def nvtx_range(self, msg: str):
-            yield
-
-        def profiler_start(self) -> None:
-            pass
-
-        def profiler_stop(self) -> None:
-            pass
-
-        @property
-        def cudart(self) -> Any:
-            return None
-
-    set_platform(PlatformCPU())
+    set_platform(type("PlatformCPU", (_CpuPlatformMethods, PlatformBase), {})())
     os.environ["VERL_ENGINE_DEVICE"] = "cuda"  # the FSDP engines are registered for cuda/npu only
 
 
@@ -355,11 +360,31 @@ def init_distributed(device: str) -> None:
         "LOCAL_WORLD_SIZE": "1",
     }.items():
         os.environ.setdefault(key, value)
+    if device == "cuda":
+        torch.cuda.set_device(0)
     if not torch.distributed.is_initialized():
         backend = "cpu:gloo,cuda:nccl" if device == "cuda" else "gloo"
         torch.distributed.init_process_group(backend=backend, rank=0, world_size=1)
-    if device == "cuda":
-        torch.cuda.set_device(0)
+
+
+def stub_datasets_if_missing() -> str | None:
+    """verl's rl_dataset module imports Hugging Face `datasets` at the top, and verl's trainer and agent loop
+    import that module; nothing here loads a dataset. If `datasets` cannot be imported (not carried, or built
+    for another pyarrow), an empty stand-in module lets verl import."""
+    try:
+        import datasets  # noqa: F401
+
+        return None
+    except Exception as exc:
+        stub = types.ModuleType("datasets")
+        stub.Dataset = type("Dataset", (), {})  # rl_dataset's annotations name it at class definition
+
+        def unavailable(*args: Any, **kwargs: Any) -> None:
+            raise ImportError("datasets is not installed here (bench/rl_step_gpu.py stand-in)")
+
+        stub.load_dataset = stub.concatenate_datasets = unavailable
+        sys.modules["datasets"] = stub
+        return f"datasets: empty stand-in module, the real one failed to import ({exc!r}); no dataset is loaded here"
 
 
 def patch_valuehead_loader() -> str | None:
@@ -486,6 +511,77 @@ def run_episodes(config: Any, tokenizer: Any, scripts: dict[str, list], log: Tee
         names.append(found[0] if found else "?")
     batch.non_tensor_batch["agent"] = np.array(names, dtype=object)
     return batch
+
+
+def run_episodes_plain(config: Any, tokenizer: Any, scripts: dict[str, list], device: str, work: Path, log: Tee):
+    """Fallback without verl's agent loop: `run_rollout` with a replay model per script (threads), then each
+    conversation tokenised message by message with the chat template; padded as verl's agent loop pads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+    from verl import DataProto
+    from verl.utils.model import compute_position_id_with_mask
+
+    from cuda_agent.agent import ReplayModel, read_trajectory
+    from cuda_agent.agent.models.transformers_local import template_messages
+    from cuda_agent.rl.config import CudaAgentLoopConfig
+    from cuda_agent.rl.rollout import episode_fields, run_rollout, task_from_row, token_record
+
+    loop_cfg = config.actor_rollout_ref.rollout
+    prompt_length, response_length = int(loop_cfg.prompt_length), int(loop_cfg.response_length)
+    settings = CudaAgentLoopConfig(device=device, work_dir=work, max_turns=50)
+    task = task_from_row({"task": TASK})
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=len(scripts)) as pool:
+        futures = {
+            name: pool.submit(
+                run_rollout, ReplayModel(turns, name=name), task, settings, work / name, prompt_length + response_length
+            )
+            for name, turns in scripts.items()
+        }
+        results = {name: f.result() for name, f in futures.items()}
+    log(f"episodes: {len(scripts)} in {time.monotonic() - started:.0f} s (run_rollout in threads, no verl agent loop)")
+
+    def render(messages: list, tools: list, generation: bool) -> str:
+        return tokenizer.apply_chat_template(
+            template_messages(messages), tools=tools, add_generation_prompt=generation, tokenize=False
+        )
+
+    rows, extra = [], {k: [] for k in ("agent", "verdict", "reward", "exit_status", "turns", "judge_s", "verdict_json")}
+    for name, (result, latencies) in results.items():
+        trajectory = read_trajectory(result.trajectory)
+        messages, tools = trajectory.messages(), trajectory.tools or None
+        prompt_ids = tokenizer.encode(render(messages[:2], tools, True), add_special_tokens=False)
+        ids, mask, done = [], [], render(messages[:2], tools, True)
+        for k in range(2, len(messages)):
+            assistant = messages[k]["role"] == "assistant"
+            text = render(messages[: k + 1], tools, generation=not assistant and k + 1 < len(messages))
+            piece = text[len(done) :] if text.startswith(done) else text
+            new = tokenizer.encode(piece, add_special_tokens=False)
+            ids, mask, done = ids + new, mask + [int(assistant)] * len(new), text
+        ids, mask, _ = token_record(ids, mask, None, response_length)
+        fields = episode_fields(result, latencies, ids, False)
+        rows.append((prompt_ids, ids, mask, fields["reward"]))
+        for key in extra:
+            extra[key].append(name if key == "agent" else fields[key])
+    pad = tokenizer.pad_token_id
+    t = {k: [] for k in ("prompts", "responses", "response_mask", "attention_mask", "rm_scores")}
+    for prompt_ids, ids, mask, reward in rows:
+        t["prompts"].append([pad] * (prompt_length - len(prompt_ids)) + prompt_ids)
+        t["responses"].append(ids + [pad] * (response_length - len(ids)))
+        t["response_mask"].append(mask + [0] * (response_length - len(mask)))
+        t["attention_mask"].append(
+            [0] * (prompt_length - len(prompt_ids))
+            + [1] * (len(prompt_ids) + len(ids))
+            + [0] * (response_length - len(ids))
+        )
+        scores = [0.0] * response_length
+        scores[len(ids) - 1] = reward
+        t["rm_scores"].append(scores)
+    tensors = {k: torch.tensor(v, dtype=torch.float32 if k == "rm_scores" else torch.long) for k, v in t.items()}
+    tensors["input_ids"] = torch.cat([tensors["prompts"], tensors["responses"]], dim=1)
+    tensors["position_ids"] = compute_position_id_with_mask(tensors["attention_mask"])
+    return DataProto.from_dict(tensors=tensors, non_tensors={k: _objects(v) for k, v in extra.items()}, meta_info={})
 
 
 def _objects(items: list) -> Any:
@@ -627,26 +723,29 @@ def change_norm(before: dict, after: dict) -> float:
     return math.sqrt(sum(float((after[k] - before[k]).pow(2).sum()) for k in before))
 
 
-def step_engine(config: Any, batch: Any, log: Tee) -> dict:
-    """verl's RayPPOTrainer step (old log-probs, values, GAE, critic and actor updates) on in-process workers."""
+def without_torch_compile(config: Any) -> Any:
+    """The config with verl's torch.compile of the entropy function off (actor and critic engines)."""
+    from omegaconf import OmegaConf, open_dict
+
+    config = copy.deepcopy(config)
+    with open_dict(config):
+        OmegaConf.update(config, "actor_rollout_ref.actor.use_torch_compile", False)
+        OmegaConf.update(config, "actor_rollout_ref.actor.fsdp_config.use_torch_compile", False)
+        OmegaConf.update(config, "critic.fsdp.use_torch_compile", False)
+    return config
+
+
+def build_workers(config: Any) -> tuple[Any, Any, list[str]]:
+    """The actor and critic workers, built as verl's trainer builds them, in this process."""
     from functools import partial
 
-    import torch
-    from verl.trainer.ppo.core_algos import agg_loss
-    from verl.trainer.ppo.metric_utils import compute_data_metrics
-    from verl.trainer.ppo.ray_trainer import RayPPOTrainer, compute_advantage
-    from verl.trainer.ppo.reward import extract_reward
-    from verl.utils import tensordict_utils as tu
     from verl.utils.config import omega_conf_to_dataclass
     from verl.workers.config import CriticConfig
     from verl.workers.engine_workers import ActorRolloutRefWorker, TrainingWorker, TrainingWorkerConfig
     from verl.workers.utils.losses import value_loss
-    from verl.workers.utils.padding import left_right_2_no_padding
 
-    ran: list[str] = []
     started = time.monotonic()
-    # The actor, as verl's trainer builds it: ActorRolloutRefWorker(role=actor).init_model() -> TrainingWorker
-    # (language_model) with ppo_loss on the FSDP engine.
+    # The actor: ActorRolloutRefWorker(role=actor).init_model() -> TrainingWorker(language_model) with ppo_loss.
     actor = ActorRolloutRefWorker(config=config.actor_rollout_ref, role="actor")
     actor.init_model()
     # The critic, as RayPPOTrainer.init_workers builds it: TrainingWorker(value_model) with value_loss.
@@ -665,22 +764,25 @@ def step_engine(config: Any, batch: Any, log: Tee) -> dict:
     )
     critic.reset()
     critic.set_loss_fn(partial(value_loss, config=critic_cfg))
-    ran.append(
-        f"workers: ActorRolloutRefWorker(role=actor) and TrainingWorker(value_model) on "
-        f"{type(actor.actor.engine).__name__}/{type(critic.engine).__name__} "
-        f"(strategy {config.actor_rollout_ref.actor.strategy}), built in {time.monotonic() - started:.0f} s"
-    )
-    trainer = SimpleNamespace(
-        config=config,
-        actor_rollout_wg=OneRankGroup(actor),
-        critic_wg=OneRankGroup(critic),
-        distillation_config=None,
-    )
-    actor_module, critic_module = actor.actor.engine.module, critic.engine.module
-    before = {"actor": parameter_snapshot(actor_module), "critic": parameter_snapshot(critic_module)}
+    actor_cfg = config.actor_rollout_ref.actor
+    ran = [
+        f"workers: ActorRolloutRefWorker(role=actor).init_model and TrainingWorker(value_model), engines "
+        f"{type(actor.actor.engine).__name__} / {type(critic.engine).__name__} (strategy {actor_cfg.strategy}, "
+        f"bf16 autocast, AdamW, grad clip {actor_cfg.optim.clip_grad}), built in {time.monotonic() - started:.0f} s",
+        f"losses: verl.workers.utils.losses.ppo_loss ({actor_cfg.policy_loss.loss_mode}, clip "
+        f"{actor_cfg.clip_ratio_low}/{actor_cfg.clip_ratio_high}, {actor_cfg.loss_agg_mode}) and value_loss "
+        f"(cliprange_value {config.critic.cliprange_value})",
+    ]
+    return actor, critic, ran
 
-    # RayPPOTrainer.fit, from after generation to the updates (no KL in the reward, no reference policy).
-    metrics: dict[str, Any] = {}
+
+def ppo_inputs(trainer: Any, config: Any, batch: Any, metrics: dict) -> Any:
+    """RayPPOTrainer.fit between generation and the updates: reward, old log-probs, values, GAE (no KL, no ref)."""
+    import torch
+    from verl.trainer.ppo.core_algos import agg_loss
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer, compute_advantage
+    from verl.trainer.ppo.reward import extract_reward
+
     batch.meta_info["temperature"] = config.actor_rollout_ref.rollout.temperature
     batch.non_tensor_batch["uid"] = _objects([uuid.uuid4().hex for _ in range(len(batch))])
     batch.meta_info["global_token_num"] = torch.sum(batch.batch["attention_mask"], dim=-1).tolist()
@@ -699,7 +801,7 @@ def step_engine(config: Any, batch: Any, log: Tee) -> dict:
     batch = batch.union(RayPPOTrainer._compute_values(trainer, batch))
     batch.batch["token_level_scores"] = reward_tensor
     batch.batch["token_level_rewards"] = batch.batch["token_level_scores"]
-    batch = compute_advantage(
+    return compute_advantage(
         batch,
         adv_estimator=config.algorithm.adv_estimator,
         gamma=config.algorithm.gamma,
@@ -707,53 +809,59 @@ def step_engine(config: Any, batch: Any, log: Tee) -> dict:
         num_repeat=config.actor_rollout_ref.rollout.n,
         config=config.algorithm,
     )
+
+
+def batch_losses(actor: Any, critic: Any, batch: Any) -> dict[str, float]:
+    """ppo_loss and value_loss of the whole batch under the current weights (the workers' infer_batch)."""
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.utils.padding import left_right_2_no_padding
+
+    out = {}
+    for name, worker, extra in (("actor", actor.actor, {"calculate_entropy": False}), ("critic", critic, {})):
+        td = left_right_2_no_padding(batch.to_tensordict())
+        tu.assign_non_tensor(td, compute_loss=True, global_batch_size=len(batch), **extra)
+        out[name] = float(tu.get(worker.infer_batch(td), "metrics")["loss"])
+    return out
+
+
+def step_engine(config: Any, batch: Any, log: Tee) -> dict:
+    """verl's RayPPOTrainer step (old log-probs, values, GAE, critic and actor updates) on in-process workers."""
+    from verl.trainer.ppo.metric_utils import compute_data_metrics
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    actor, critic, ran = build_workers(config)
+    trainer = SimpleNamespace(
+        config=config, actor_rollout_wg=OneRankGroup(actor), critic_wg=OneRankGroup(critic), distillation_config=None
+    )
+    modules = {"actor": actor.actor.engine.module, "critic": critic.engine.module}
+    before = {name: parameter_snapshot(module) for name, module in modules.items()}
+    metrics: dict[str, Any] = {}
+    batch = ppo_inputs(trainer, config, batch, metrics)
     ran.append(
         "trainer: RayPPOTrainer._compute_old_log_prob, _compute_values, compute_advantage "
         f"({config.algorithm.adv_estimator}, gamma {config.algorithm.gamma}, lam {config.algorithm.lam}), "
         "_update_critic, _update_actor (verl's methods, on a one-rank stand-in for the Ray worker groups)"
     )
-
-    def losses() -> dict[str, float]:
-        """ppo_loss and value_loss of the whole batch under the current weights (workers' infer_batch)."""
-        out = {}
-        for name, worker, extra in (
-            ("actor", actor.actor, {"calculate_entropy": False}),
-            ("critic", critic, {}),
-        ):
-            td = left_right_2_no_padding(batch.to_tensordict())
-            tu.assign_non_tensor(td, compute_loss=True, global_batch_size=len(batch), **extra)
-            out[name] = float(tu.get(worker.infer_batch(td), "metrics")["loss"])
-        return out
-
-    loss_before = losses()
+    loss_before = batch_losses(actor, critic, batch)
     critic_output = RayPPOTrainer._update_critic(trainer, batch)
     actor_output = RayPPOTrainer._update_actor(trainer, batch)
-    loss_after = losses()
-    after = {"actor": parameter_snapshot(actor_module), "critic": parameter_snapshot(critic_module)}
-    metrics.update({k: _scalar(v) for k, v in critic_output.meta_info["metrics"].items()})
-    metrics.update({k: _scalar(v) for k, v in actor_output.meta_info["metrics"].items()})
+    loss_after = batch_losses(actor, critic, batch)
+    for output in (critic_output.meta_info["metrics"], actor_output.meta_info["metrics"]):
+        metrics.update({k: _scalar(v) for k, v in output.items()})
     metrics.update({k: _scalar(v) for k, v in compute_data_metrics(batch=batch, use_critic=True).items()})
+    descriptions = {"actor": "ppo_loss (vanilla PPO clip, token-mean)", "critic": "value_loss (clipped, token-mean)"}
     models = {
-        "actor": {
-            "loss": "ppo_loss (vanilla PPO clip, token-mean)",
-            "loss_before": loss_before["actor"],
-            "loss_after": loss_after["actor"],
-            "train_step_loss": metrics.get("actor/loss"),
-            "grad_norm": metrics.get("actor/grad_norm"),
-            "lr": metrics.get("actor/lr"),
-            "param_change_norm": change_norm(before["actor"], after["actor"]),
-            "params": sum(t.numel() for t in before["actor"].values()),
-        },
-        "critic": {
-            "loss": "value_loss (clipped value loss, token-mean)",
-            "loss_before": loss_before["critic"],
-            "loss_after": loss_after["critic"],
-            "train_step_loss": metrics.get("critic/loss"),
-            "grad_norm": metrics.get("critic/grad_norm"),
-            "lr": metrics.get("critic/lr"),
-            "param_change_norm": change_norm(before["critic"], after["critic"]),
-            "params": sum(t.numel() for t in before["critic"].values()),
-        },
+        name: {
+            "loss": descriptions[name],
+            "loss_before": loss_before[name],
+            "loss_after": loss_after[name],
+            "train_step_loss": metrics.get(f"{name}/loss"),
+            "grad_norm": metrics.get(f"{name}/grad_norm"),
+            "lr": metrics.get(f"{name}/lr"),
+            "param_change_norm": change_norm(before[name], parameter_snapshot(module)),
+            "params": sum(t.numel() for t in before[name].values()),
+        }
+        for name, module in modules.items()
     }
     return {"models": models, "metrics": metrics, "ran": ran, "batch": batch}
 
@@ -890,16 +998,142 @@ def step_fallback(config: Any, batch: Any, device: str, log: Tee) -> dict:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=["cuda", "cpu"], required=True)
-    parser.add_argument("--out", type=Path, required=True, help="folder for rl_step.json, rl_step.log, episodes")
+    parser.add_argument("--out", type=Path, required=True, help="folder for rl_step.json and rl_step.log")
+    parser.add_argument("--work", type=Path, default=None, help="tiny models, episodes (default: a new temp folder)")
     parser.add_argument("--batch", choices=["episodes", "handmade"], default="episodes")
     parser.add_argument("--path", choices=["auto", "engine", "fallback"], default="auto")
     parser.add_argument("--actor-lr", type=float, default=1e-4, help="the paper's 3e-6 barely moves a random model")
     parser.add_argument("--critic-lr", type=float, default=2e-4, help="the paper's 6e-6, scaled as the actor's")
+    parser.add_argument("--episodes", choices=["verl", "plain"], default="verl", help="plain: skip verl's agent loop")
+    parser.add_argument("--no-cross-check", dest="cross_check", action="store_false", help="skip the HF re-run")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--vocab-size", type=int, default=4096)
     parser.add_argument("--prompt-length", type=int, default=8192)
     parser.add_argument("--response-length", type=int, default=24576)
     return parser.parse_args(argv)
+
+
+def prepare(args: argparse.Namespace, work: Path, report: dict, log: Tee) -> tuple[Any, Any, dict, str | None]:
+    """Tokenizer, tiny models, scripted agents and verl's config."""
+    tiny = work / "tiny"
+    texts = training_texts(args.device) if args.batch == "episodes" else [CHAT_TEMPLATE, "def relu(x): pass\n" * 50]
+    tokenizer = build_tokenizer(texts, tiny / "tokenizer", args.vocab_size)
+    actor_dir, critic_dir = build_models(tokenizer, tiny, args.seed, args.prompt_length + args.response_length)
+    report["models"] = {
+        "tokenizer": f"byte-level BPE trained here, {len(tokenizer)} tokens",
+        "architecture": f"Qwen2, 2 layers, hidden 64, 4 heads (2 kv), random init, seed {args.seed}",
+        "actor": str(actor_dir),
+        "critic": str(critic_dir),
+    }
+    log(f"tokenizer: {len(tokenizer)} tokens; actor {actor_dir}, critic {critic_dir}")
+    scripts, source = agent_scripts(args.device) if args.batch == "episodes" else ({}, None)
+    config, overrides = compose_config(args, actor_dir, critic_dir, len(scripts) or 3, work)
+    report["config"] = {"recipe": "recipes/agentic_ppo.yaml", "overrides": overrides}
+    report["patches"] = [p for p in [stub_datasets_if_missing(), patch_valuehead_loader()] if p]
+    return tokenizer, config, scripts, source
+
+
+def collect(args: argparse.Namespace, work: Path, setup: tuple, report: dict, errors: list, log: Tee) -> Any:
+    """The batch: judged episodes (verl's agent loop, else our own), or the hand-made one."""
+    tokenizer, config, scripts, source = setup
+    if args.batch == "handmade":
+        batch = handmade_batch(tokenizer, args.prompt_length, args.response_length, args.seed)
+    else:
+        report["generation"] = (
+            "scripted token server in place of vLLM (the tiny random model cannot write kernels): "
+            f"'solve' replays {source}; 'wrong' and 'broken' are scripted failing agents"
+        )
+        batch = None
+        if args.episodes == "verl":
+            try:
+                batch = run_episodes(config, tokenizer, scripts, log)
+                report["episodes_via"] = "verl AgentLoopWorker + cuda_agent CudaAgentLoop"
+            except Exception as exc:  # verl's agent loop failed: our own loop and tokenisation, same sandbox
+                errors.append(f"verl's agent loop failed: {exc!r}\n{traceback.format_exc()}")
+                log(errors[-1])
+        if batch is None:
+            batch = run_episodes_plain(config, tokenizer, scripts, args.device, work / "plain", log)
+            report["episodes_via"] = "cuda_agent run_rollout + chat-template tokenisation (fallback)"
+    report["episodes"] = episode_rows(batch)
+    for row in report["episodes"]:
+        log(
+            f"  {row['agent']:7s} verdict {row['verdict']:14s} reward {row['reward']:+.0f} turns {row['turns']} "
+            f"tokens prompt {row['prompt_tokens']} response {row['response_tokens']} "
+            f"(model {row['model_tokens']}, tool {row['tool_tokens']})  {str(row['message'] or '')[:80]}"
+        )
+    return batch
+
+
+def train(args: argparse.Namespace, config: Any, batch: Any, report: dict, errors: list, log: Tee) -> dict | None:
+    """verl's engine (again without torch.compile if that failed), else the fallback; the optional cross-check."""
+    init_distributed(args.device)
+    result = None
+    if args.path in ("auto", "engine"):
+        for attempt in ("as configured", "without torch.compile"):
+            if attempt != "as configured":
+                config = without_torch_compile(config)
+            try:
+                result = step_engine(config, copy.deepcopy(batch), log)
+                report["path"] = "engine" + ("" if attempt == "as configured" else f" ({attempt})")
+                break
+            except Exception as exc:  # the fallback below says what failed
+                errors.append(f"engine path ({attempt}) failed: {exc!r}\n{traceback.format_exc()}")
+                log(errors[-1])
+        if result is None and args.path == "engine":
+            return None
+    if result is None:
+        result = step_fallback(config, copy.deepcopy(batch), args.device, log)
+        report["path"] = "fallback"
+    elif args.cross_check:
+        try:  # the same step on the plain HF models with verl's core_algos: do the engine's numbers agree?
+            check = step_fallback(config, copy.deepcopy(batch), args.device, log)["models"]
+            keys = ("loss_before", "loss_after", "grad_norm", "param_change_norm")
+            report["cross_check"] = {name: {k: check[name][k] for k in keys} for name in check}
+            for name, row in report["cross_check"].items():
+                log(
+                    f"cross-check {name:6s} (HF + core_algos, fp32): loss {row['loss_before']:+.6f} -> "
+                    f"{row['loss_after']:+.6f}  grad norm {row['grad_norm']:.4g}"
+                )
+        except Exception as exc:
+            errors.append(f"cross-check failed: {exc!r}\n{traceback.format_exc()}")
+            log(errors[-1])
+    return result
+
+
+def summarize(args: argparse.Namespace, result: dict, report: dict, log: Tee) -> bool:
+    """What of verl ran, the step's numbers per model, and whether all are finite and both models changed."""
+    ran = ["config: verl's ppo_trainer config composed by hydra with recipes/agentic_ppo.yaml and the overrides"]
+    if str(report.get("episodes_via", "")).startswith("verl"):
+        ran.append(
+            "rollout side: AgentLoopWorker.generate_sequences in this process (agent-loop YAML -> hydra-instantiated "
+            "CudaAgentLoop, verl's Continuous Token builder for qwen2, _agent_loop_postprocess padding, _postprocess "
+            "into a DataProto with rm_scores on the last response token)"
+        )
+    report["verl_ran"] = ran + result["ran"]
+    report["verl_not_run"] = NOT_RUN + ([CPU_NOTE] if args.device == "cpu" else [])
+    report["step"] = result["models"]
+    report["metrics"] = {k: v for k, v in result["metrics"].items() if isinstance(v, int | float | None)}
+    b = result["batch"].batch
+    mask = b["response_mask"].bool()
+    report["advantages"] = {
+        "mean": float(b["advantages"][mask].mean()),
+        "std": float(b["advantages"][mask].std()),
+        "returns_mean": float(b["returns"][mask].mean()),
+        "values_mean": float(b["values"][mask].mean()),
+    }
+    ok = True
+    for name, row in report["step"].items():
+        numbers = [row[k] for k in ("loss_before", "loss_after", "grad_norm", "param_change_norm")]
+        row["all_finite"] = all(v is not None and math.isfinite(v) for v in numbers)
+        row["changed"] = row["all_finite"] and row["param_change_norm"] > 0
+        ok = ok and row["all_finite"] and row["changed"]
+        log(
+            f"{name:6s} loss {row['loss_before']:+.6f} -> {row['loss_after']:+.6f}  grad norm {row['grad_norm']:.4g}  "
+            f"param change {row['param_change_norm']:.4g} ({row['params']} params)  finite {row['all_finite']}"
+        )
+    for line in report["verl_ran"]:
+        log("  verl: " + line)
+    return ok
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -911,113 +1145,46 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     log = Tee(out / "rl_step.log")
     started = time.monotonic()
-    report: dict[str, Any] = {"device": args.device, "batch": args.batch, "seed": args.seed}
-
-    import torch
-    import transformers
-    import verl
-
-    report["versions"] = {
-        "python": sys.version.split()[0],
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "verl": verl.__version__,
-    }
-    if args.device == "cuda":
-        if not torch.cuda.is_available():
-            log("--device cuda but torch sees no GPU")
-            return 2
-        report["gpu"] = torch.cuda.get_device_name(0)
-        os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "{}.{}".format(*torch.cuda.get_device_capability(0)))
-    else:
-        use_cpu_platform()
-    log(f"rl_step: device {args.device}, batch {args.batch}, versions {report['versions']}")
-    torch.manual_seed(args.seed)
-
-    # 1. tokenizer and models
-    tiny = out / "tiny"
-    texts = training_texts(args.device) if args.batch == "episodes" else [CHAT_TEMPLATE, "def relu(x): pass\n" * 50]
-    tokenizer = build_tokenizer(texts, tiny / "tokenizer", args.vocab_size)
-    actor_dir, critic_dir = build_models(tokenizer, tiny, args.seed, args.prompt_length + args.response_length)
-    report["models"] = {
-        "tokenizer": f"byte-level BPE trained here, {len(tokenizer)} tokens",
-        "architecture": "Qwen2, 2 layers, hidden 64, 4 heads (2 kv), random init, seed " + str(args.seed),
-    }
-    log(f"tokenizer: {len(tokenizer)} tokens; actor {actor_dir}, critic {critic_dir}")
-
-    scripts = agent_scripts(args.device) if args.batch == "episodes" else ({}, None)
-    batch_size = len(scripts[0]) if args.batch == "episodes" else 3
-    config, overrides = compose_config(args, actor_dir, critic_dir, batch_size, out / "work")
-    report["config"] = {"recipe": "recipes/agentic_ppo.yaml", "overrides": overrides}
-    report["patches"] = [p for p in [patch_valuehead_loader()] if p]
-
-    # 2. episodes
-    if args.batch == "episodes":
-        scripts, source = scripts
-        report["generation"] = (
-            "scripted token server in place of vLLM (the tiny random model cannot write kernels): "
-            f"'solve' replays {source}; 'wrong' and 'broken' are scripted failing agents"
-        )
-        batch = run_episodes(config, tokenizer, scripts, log)
-    else:
-        batch = handmade_batch(tokenizer, args.prompt_length, args.response_length, args.seed)
-    report["episodes"] = episode_rows(batch)
-    for row in report["episodes"]:
-        log(
-            f"  {row['agent']:7s} verdict {row['verdict']:14s} reward {row['reward']:+.0f} turns {row['turns']} "
-            f"tokens prompt {row['prompt_tokens']} response {row['response_tokens']} "
-            f"(model {row['model_tokens']}, tool {row['tool_tokens']})  {str(row['message'] or '')[:80]}"
-        )
-
-    # 3. the step
-    init_distributed(args.device)
-    result, errors = None, []
-    if args.path in ("auto", "engine"):
-        try:
-            result = step_engine(config, batch, log)
-            report["path"] = "engine"
-        except Exception as exc:  # the fallback below says what failed
-            errors.append(f"engine path failed: {exc!r}\n{traceback.format_exc()}")
-            log(errors[-1])
-            if args.path == "engine":
-                raise
-    if result is None:
-        result = step_fallback(config, batch, args.device, log)
-        report["path"] = "fallback"
+    report: dict[str, Any] = {"device": args.device, "batch": args.batch, "seed": args.seed, "ok": False}
+    errors: list[str] = []
     report["errors"] = errors
-    report["verl_ran"] = result["ran"]
-    report["step"] = result["models"]
-    report["metrics"] = {k: v for k, v in result["metrics"].items() if isinstance(v, int | float | None)}
-    b = result["batch"].batch
-    mask = b["response_mask"].bool()
-    report["advantages"] = {
-        "mean": float(b["advantages"][mask].mean()),
-        "std": float(b["advantages"][mask].std()),
-        "returns_mean": float(b["returns"][mask].mean()),
-        "values_mean": float(b["values"][mask].mean()),
-    }
+    try:
+        import torch
+        import transformers
+        import verl
 
-    # 4. report
-    finite = []
-    for name, row in report["step"].items():
-        numbers = [row[k] for k in ("loss_before", "loss_after", "grad_norm", "param_change_norm")]
-        row["all_finite"] = all(v is not None and math.isfinite(v) for v in numbers)
-        row["changed"] = row["param_change_norm"] > 0
-        finite.append(row["all_finite"] and row["changed"])
-        log(
-            f"{name:6s} loss {row['loss_before']:+.6f} -> {row['loss_after']:+.6f}  grad norm {row['grad_norm']:.4g}  "
-            f"param change {row['param_change_norm']:.4g} ({row['params']} params)  finite {row['all_finite']}"
-        )
-    report["ok"] = all(finite)
-    report["wall_s"] = round(time.monotonic() - started, 1)
-    log(f"path {report['path']}; ok {report['ok']}; {report['wall_s']} s")
-    for line in report["verl_ran"]:
-        log("  verl: " + line)
-    (out / "rl_step.json").write_text(json.dumps(report, indent=2, default=str))
-    import torch.distributed
+        report["versions"] = {
+            "python": sys.version.split()[0],
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "verl": verl.__version__,
+        }
+        if args.device == "cuda":
+            report["gpu"] = torch.cuda.get_device_name(0)  # fails here, early, without a GPU
+            for key, value in {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}.items():
+                os.environ.setdefault(key, value)  # the lent machines' rule: no NVLink multicast
+            os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "{}.{}".format(*torch.cuda.get_device_capability(0)))
+        else:
+            use_cpu_platform()
+        log(f"rl_step: device {args.device}, batch {args.batch}, versions {report['versions']}")
+        torch.manual_seed(args.seed)
+        work = (args.work or Path(tempfile.mkdtemp(prefix="rl_step-"))).resolve()
+        report["work"] = str(work)
+        setup = prepare(args, work, report, log)
+        batch = collect(args, work, setup, report, errors, log)
+        result = train(args, setup[1], batch, report, errors, log)
+        report["ok"] = result is not None and summarize(args, result, report, log)
+    except Exception as exc:
+        errors.append(f"crashed: {exc!r}\n{traceback.format_exc()}")
+        log(errors[-1])
+    finally:
+        report["wall_s"] = round(time.monotonic() - started, 1)
+        log(f"path {report.get('path')}; ok {report['ok']}; {report['wall_s']} s; {len(errors)} error(s)")
+        (out / "rl_step.json").write_text(json.dumps(report, indent=2, default=str))
+        import torch.distributed
 
-    if torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
     return 0 if report["ok"] else 1
 
 

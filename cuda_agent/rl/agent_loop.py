@@ -34,6 +34,7 @@ from verl.experimental.agent_loop.agent_loop import (
     AgentLoopManager,
     AgentLoopMetrics,
     AgentLoopOutput,
+    _agent_loop_registry,
     register,
 )
 
@@ -43,7 +44,6 @@ from cuda_agent.rl.rollout import episode_fields, reward_extra_info, run_rollout
 from cuda_agent.rl.verl_model import VerlTokenModel
 
 
-@register("cuda_agent")
 class CudaAgentLoop(AgentLoopBase):
     """One CUDA-kernel episode per dataset row, rewarded by the judge.
 
@@ -119,3 +119,9 @@ class CudaAgentLoopManager(AgentLoopManager):
         timing = super()._performance_metrics(metrics, output)
         timing.update(episode_metrics(output.non_tensor_batch))
         return timing
+
+
+# verl's `register` overwrites the registry entry, and hydra first imports this module when it builds the
+# first episode, after verl loaded the agent-loop YAML (with our settings) into the registry: keep that entry.
+if "cuda_agent" not in _agent_loop_registry:
+    register("cuda_agent")(CudaAgentLoop)

@@ -140,3 +140,22 @@ def test_response_budget_ends_the_episode_and_caps_on_a_model_token(
     assert len(output.response_ids) == len(output.response_mask) <= 1200
     assert output.response_mask[-1] == 1 and output.reward_score == -1 == fields["reward"]
     assert fields["verdict"] != "pass"
+
+
+def test_import_keeps_the_settings_verl_loaded_from_the_agent_loop_yaml() -> None:
+    import importlib
+
+    from verl.experimental.agent_loop import agent_loop as verl_agent_loop
+
+    import cuda_agent.rl.agent_loop as ours
+
+    entry = {"_target_": "cuda_agent.rl.agent_loop.CudaAgentLoop", "work_dir": "/shared/rollouts", "device": "cpu"}
+    saved = verl_agent_loop._agent_loop_registry.get("cuda_agent")
+    verl_agent_loop._agent_loop_registry["cuda_agent"] = entry
+    try:
+        importlib.reload(ours)  # what hydra's first instantiate does after verl read the YAML
+        assert verl_agent_loop._agent_loop_registry["cuda_agent"] == entry
+    finally:
+        verl_agent_loop._agent_loop_registry["cuda_agent"] = saved or {
+            "_target_": "cuda_agent.rl.agent_loop.CudaAgentLoop"
+        }

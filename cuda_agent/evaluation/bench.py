@@ -103,12 +103,14 @@ def _environment(results: list[TaskResult], device: str) -> dict:
     import torch
 
     judge_env = next((r.verdict.env for r in results if r.verdict is not None and "flags" in r.verdict.env), {})
+    # The judged verdicts carry the versions of the machine that judged them; a report rendered again
+    # elsewhere (`cuda-agent bench report`, or --resume with nothing left) must not claim this host's.
     return {
-        "python": platform.python_version(),
+        "python": judge_env.get("python", platform.python_version()),
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
+        "torch": judge_env.get("torch", torch.__version__),
+        "cuda": judge_env.get("cuda", torch.version.cuda),
         "device": device,
         "device_name": _device_name(results, device),
         "judge_env": judge_env,

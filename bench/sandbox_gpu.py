@@ -77,13 +77,23 @@ def time_kernel(pool: LocalPool, task: str, config: dict, samples: int) -> list[
     return times
 
 
+def save(report: dict, out: Path | None) -> None:
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(report, indent=2) + "\n")
+        tmp.replace(out)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--samples", type=int, default=5)
     parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     parser.add_argument("--isolation-task", default="kernelbench/L1/19")
-    parser.add_argument("--busy-builds", type=int, default=None, help="uncached builds during the busy samples (2 x workers)")
+    parser.add_argument(
+        "--busy-builds", type=int, default=None, help="uncached builds during the busy samples (2 x workers)"
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--warm", action="store_true", help="the builds are already cached (say so in the report)")
     parser.add_argument(
@@ -112,8 +122,11 @@ def main() -> int:
             last = report["rounds"][-1]
             verdicts = [row["verdict"] or row["status"] for row in rows]
             print(f"round {i} ({last['cache']}): {wall_s:.1f} s, {last['per_hour']:.0f}/h, {verdicts}", flush=True)
+            save(report, args.out)  # a time limit later on loses nothing measured so far
         idle = time_kernel(pool, args.isolation_task, config, args.samples)
         print(f"idle: {idle}", flush=True)
+        report["isolation"] = {"task": args.isolation_task, "idle_ms": idle}
+        save(report, args.out)
         busy_futures = busy_builds(pool, args.busy_builds or 2 * args.workers)
         time.sleep(5)  # let the compilers start before the first timed sample
         busy = time_kernel(pool, args.isolation_task, config, args.samples)
@@ -130,11 +143,8 @@ def main() -> int:
         "builds_still_running_after_busy_samples": busy_still_building,
         "within_2_percent": abs(ratio - 1) < 0.02,
     }
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+    print(json.dumps(report, indent=2))
+    save(report, args.out)
     return 0 if report["isolation"]["within_2_percent"] else 1
 
 

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# What the 2026-12-03 device time did not reach, as one H200 call (nvidia-h200, carry [".whl", ".carry"] made by
+# `bash scripts/device_wheels.sh rl`, timeout_s 600). The limits add up to 560 s; $OUT/leftovers.tgz is rewritten
+# after each step, so a step cut by its limit keeps what the earlier ones measured.
+#   1. one PPO step of actor and critic on verl's FSDP engine, fed by episodes judged by the CUDA sandbox (issue 9)
+#   2. the sandbox pool's timing isolation: one kernel timed with the build workers idle, then busy (issue 5)
+#   3. the baselines not yet measured: kernelbench/L1/100, then level 2 (issue 7), resuming the committed file
+set -uo pipefail
+R=$OUT; export OUT=/tmp/leftovers; mkdir -p $OUT
+pack() { tar czf "$R/leftovers.tgz" -C "$OUT" . ; }
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PATH=/tmp/site/bin:$PATH CUDA_AGENT_DATA_DIR=$PWD/.carry \
+  CUDA_AGENT_CACHE=/tmp/ca-cache TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16
+B=$OUT/kernelbench_baselines.json; cp bench/results/h200-2026-12-03/kernelbench_baselines.json $B
+timeout ${RL_S:-240} python3 bench/rl_step_gpu.py --device cuda --out $OUT/rl_step --work /tmp/rl_step > $OUT/rl_step.out 2>&1
+tail -25 $OUT/rl_step.out; pack
+timeout ${POOL_S:-150} python3 bench/sandbox_gpu.py --repeats 0 --samples 3 --busy-builds 12 --baselines $B \
+  --out $OUT/sandbox_isolation.json > $OUT/sandbox_isolation.log 2>&1; tail -12 $OUT/sandbox_isolation.log; pack
+timeout ${BASE_S:-170} python3 -m cuda_agent bench baselines --workers 8 --suite kernelbench --levels 1,2 --device cuda \
+  --out $B > $OUT/baselines.log 2>&1; tail -3 $OUT/baselines.log; pack

@@ -4,9 +4,11 @@
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 #   export PYTHONPATH=/tmp/site:$PWD CUDA_AGENT_DATA_DIR=$PWD/.carry
 # The image already has torch, numpy, pyarrow, rich, httpx, jinja2, pyyaml, pytest, transformers, tokenizers,
-# accelerate, peft, datasets' needs (see ../.library/device/KINDS.md). Usage: bash scripts/device_wheels.sh [rl]
-#   rl: also verl 0.9.1 and what it imports (ray without its Java jar: the whole of ray would pass the 64 MiB
-#       a call carries; Python workers never load the jar).
+# accelerate, peft, datasets' needs (see ../.library/device/KINDS.md). Usage: bash scripts/device_wheels.sh [rl|ray]
+#   ray: also Ray 2.60 without its Java jar (the whole wheel would pass the 64 MiB a call carries; Python
+#       workers never load the jar; stripped it is ~43 MB) and jsonschema with its dependencies, which
+#       ray.init imports and the image lacks (bench/multi_gpu.sh).
+#   rl: the same, plus verl 0.9.1 and what it imports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .whl .carry/kernelbench .carry/ops6k
@@ -30,8 +32,10 @@ if [ "${1:-}" = rl ]; then
     python3 -m pip wheel -q --no-deps --no-build-isolation -w .whl antlr4-python3-runtime==4.9.3
   # Imported by verl's trainer, workers and agent loop, and not in the image (found by running
   # bench/rl_step_gpu.py with imports limited to the image's packages and these wheels):
-  get orjson==3.11.5 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 \
-    jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==0.30.0   # ray imports jsonschema
+  get orjson==3.11.5 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
+fi
+if [ "${1:-}" = rl ] || [ "${1:-}" = ray ]; then
+  get jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==0.30.0
   if ! ls .whl/ray-*.whl >/dev/null 2>&1; then
     tmp=$(mktemp -d)
     get ray==2.60.0 -d "$tmp"

@@ -34,6 +34,15 @@ class JudgeJob(_Record):
     timeout_s: float | None = Field(
         default=None, description="Wall limit of the whole job; None: the judge's own stage limits plus a margin."
     )
+    gpu: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "Run the correctness-and-timing stage on this GPU, numbered as on its machine (nvidia-smi, "
+            "CUDA_VISIBLE_DEVICES), alone as always; on a pool without GPUs, on this CPU timing slot or actor. "
+            "None: the first free one. A pool that has no such GPU refuses the job at submit."
+        ),
+    )
 
     @field_validator("solution")
     @classmethod

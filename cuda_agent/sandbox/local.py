@@ -1,10 +1,11 @@
 """The local pool, the embedded default: build workers on the CPUs, one timing worker per GPU.
 
 A judge job first runs its policy and build stage on a build worker; if it needs timing (it
-times, or runs on a GPU) it then queues for a timing slot, which it holds alone while its
-correctness and timing stage runs, so no other job's build or kernel disturbs its timings. On a
-machine without a GPU, `cpu_timing_slots` slots (default 1) play that part. Command jobs run
-on a build worker, or on a timing slot when they ask for one.
+times, runs on a GPU, or names one in `JudgeJob.gpu`) it then queues for a timing slot (that GPU's,
+if named), which it holds alone while its correctness and timing stage runs, so no other job's
+build or kernel disturbs its timings. On a machine without a GPU, `cpu_timing_slots` slots
+(default 1) play that part. Command jobs run on a build worker, or on a timing slot when they ask
+for one.
 
 Every stage runs in a fresh runner process (execution.py): a crashed, hung or hostile candidate
 ends with its process, and the next job starts clean. Back-pressure: `submit` raises
@@ -24,6 +25,7 @@ from cuda_agent.errors import SandboxError
 from cuda_agent.sandbox.execution import StageHandle, needs_timing, run_stage, stage_fields, stage_timeout_s
 from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, PoolMetrics
 from cuda_agent.sandbox.limits import SandboxLimits
+from cuda_agent.sandbox.slots import SlotQueue
 from cuda_agent.sandbox.stats import PoolStats, detect_gpus
 
 log = logging.getLogger(__name__)
@@ -72,8 +74,10 @@ class LocalPool:
         self.max_pending = max_pending
         n_build = build_workers or os.cpu_count() or 1
         n_timing = len(self.gpus) or cpu_timing_slots
+        # A timing slot's key is its GPU index, or its number on a machine without GPUs (JudgeJob.gpu).
+        self.slots = list(self.gpus) or list(range(n_timing))
         self._build_q: queue.Queue = queue.Queue()
-        self._timing_q: queue.Queue = queue.Queue()
+        self._timing_q = SlotQueue()
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -89,8 +93,10 @@ class LocalPool:
 
         Raises:
             PoolFullError: `max_pending` jobs are already waiting.
-            SandboxError: the pool is closed, or a job with this id is still in flight.
+            SandboxError: the pool is closed, a job with this id is still in flight, or the job asks
+                for a GPU (or CPU timing slot) that this pool does not time on.
         """
+        check_gpu(job, self.slots)
         with self._lock:
             if self._closed:
                 raise SandboxError("the pool is closed: create a new pool to submit more jobs")
@@ -105,8 +111,10 @@ class LocalPool:
             entry.device = self._device_of(job)
             self._entries[job.id] = entry
             self.stats.on_submit()
-        first = self._timing_q if isinstance(job, CommandJob) and job.timing else self._build_q
-        first.put(entry)
+        if isinstance(job, CommandJob) and job.timing:
+            self._timing_q.put(entry)
+        else:
+            self._build_q.put(entry)
         return entry.future
 
     def run(self, job: JudgeJob | CommandJob) -> JobResult:
@@ -134,7 +142,7 @@ class LocalPool:
             entry.handle.cancel()
         for _ in self._threads:
             self._build_q.put(_STOP)
-            self._timing_q.put(_STOP)
+        self._timing_q.stop()
         if not wait:
             return
         for thread in self._threads:
@@ -163,7 +171,7 @@ class LocalPool:
     def _timing_loop(self, slot: int) -> None:
         name = f"timing-{slot}"
         env = {"CUDA_VISIBLE_DEVICES": str(self.gpus[slot])} if self.gpus else {}
-        while (entry := self._timing_q.get()) is not _STOP:
+        while (entry := self._timing_q.get(self.slots[slot])) is not None:
             self._guarded(entry, name, lambda e=entry: self._final_stage(e, name, env))
 
     def _guarded(self, entry: _Entry, worker: str, step) -> None:
@@ -193,8 +201,8 @@ class LocalPool:
         fields = stage_fields(job, stage)
         if fields is not None:
             return self._result(entry, worker, **fields)
-        if needs_timing(job, entry.device):
-            self._timing_q.put(entry)
+        if needs_timing(job, entry.device) or job.gpu is not None:
+            self._timing_q.put(entry, job.gpu)
             return None
         return self._final_stage(entry, worker, {})
 
@@ -231,3 +239,17 @@ class LocalPool:
         with self._lock:
             self._entries.pop(entry.job.id, None)
         self.stats.on_forget()
+
+
+def check_gpu(job: JudgeJob | CommandJob, slots: list[int]) -> None:
+    """Refuse a job pinned to a GPU (or CPU timing slot) that the pool does not have.
+
+    Raises:
+        SandboxError: `job.gpu` is not one of `slots`.
+    """
+    gpu = getattr(job, "gpu", None)
+    if gpu is not None and gpu not in slots:
+        raise SandboxError(
+            f"job {job.id} asks for GPU {gpu}, but this pool times only on {slots} "
+            "(GPU indices, or CPU timing slot numbers on a pool without GPUs): pick one of those, or leave gpu unset"
+        )

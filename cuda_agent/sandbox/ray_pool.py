@@ -4,7 +4,9 @@ One actor per GPU in the cluster (`num_gpus=1`, so Ray gives each its own GPU an
 times alone on it); on a cluster without GPUs, `cpu_actors` CPU actors. Each actor runs one job
 at a time, every stage in a fresh hardened runner process on its own machine (execution.py),
 so a hostile candidate ends with its runner; an actor that dies anyway answers its job as
-failed and is restarted by Ray. Ray is imported only when a RayPool is created.
+failed and is restarted by Ray. A job pinned to a GPU (`JudgeJob.gpu`) goes to the actor that
+holds that GPU of its machine (on a cluster of several machines, any one of them); on a cluster
+without GPUs, to that CPU actor. Ray is imported only when a RayPool is created.
 
 What this does not do (yet): split builds onto CPU-only actors; on a GPU actor the build runs on
 that machine's CPUs while the actor holds its GPU.
@@ -13,7 +15,6 @@ that machine's CPUs while the actor holds its GPU.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from concurrent.futures import Future
@@ -23,20 +24,34 @@ from cuda_agent.errors import SandboxError
 from cuda_agent.sandbox.execution import StageHandle, run_job
 from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, PoolMetrics
 from cuda_agent.sandbox.limits import SandboxLimits
-from cuda_agent.sandbox.local import PoolFullError
+from cuda_agent.sandbox.local import PoolFullError, check_gpu
+from cuda_agent.sandbox.slots import SlotQueue
 from cuda_agent.sandbox.stats import PoolStats
 
 log = logging.getLogger(__name__)
-_STOP = object()
+ACTOR_START_S = 300.0
 
 
 class SandboxActor:
     """Runs jobs on one machine (and one GPU, when it has one). Wrapped by `ray.remote` at pool start."""
 
-    def __init__(self, limits_json: str, device: str) -> None:
+    def __init__(self, limits_json: str, device: str, index: int) -> None:
         self.limits = SandboxLimits.model_validate_json(limits_json)
         self.device = device
+        self.index = index
         self.handles: dict[str, StageHandle] = {}
+
+    def slot(self) -> int:
+        """The GPU this actor holds, numbered as on its machine; its index among the pool's actors without GPUs."""
+        if self.device != "cuda":
+            return self.index
+        import ray
+
+        ids = ray.get_gpu_ids()
+        try:
+            return int(ids[0])
+        except (IndexError, TypeError, ValueError):  # GPUs named by UUID: number them by actor instead
+            return self.index
 
     def run(self, job_json: str) -> dict[str, Any]:
         from pydantic import TypeAdapter
@@ -48,7 +63,8 @@ class SandboxActor:
         try:
             device = job.config.get("device", self.device) if isinstance(job, JudgeJob) else self.device
             device = self.device if device == "auto" else device
-            return run_job(job, self.limits, device, {}, handle) | {"worker": _node_name()}
+            worker = f"{_node_name()}/{'gpu' if self.device == 'cuda' else 'cpu'}-{self.slot()}"
+            return run_job(job, self.limits, device, {}, handle) | {"worker": worker}
         finally:
             self.handles.pop(job.id, None)
 
@@ -96,21 +112,34 @@ class RayPool:
         # Two concurrent calls per actor: one job at a time in `run`, plus `cancel` beside it.
         options = {"max_concurrency": 2, "max_restarts": -1} | ({"num_gpus": 1} if gpus else {"num_cpus": 1})
         device = "cuda" if gpus else "cpu"
-        self._actors = [remote.options(**options).remote(limits_json, device) for _ in range(gpus or cpu_actors)]
+        self._actors = [remote.options(**options).remote(limits_json, device, i) for i in range(gpus or cpu_actors)]
+        try:  # also waits for the actors to start: a cluster that cannot place them would block for ever
+            self.slots: list[int] = ray.get([actor.slot.remote() for actor in self._actors], timeout=ACTOR_START_S)
+        except ray.exceptions.GetTimeoutError as exc:
+            for actor in self._actors:
+                ray.kill(actor)
+            raise SandboxError(
+                f"the Ray sandbox actors did not start within {ACTOR_START_S:.0f} s: check `ray status` for "
+                f"{len(self._actors)} free {'GPUs' if gpus else 'CPUs'} and the workers' logs"
+            ) from exc
         self.max_pending = max_pending
         self.stats = PoolStats(workers={"gpu" if gpus else "cpu": len(self._actors)})
-        self._queue: queue.Queue = queue.Queue()
+        self._queue = SlotQueue()
         self._futures: dict[str, Future[JobResult]] = {}
         self._running: dict[str, Any] = {}
         self._cancelled: set[str] = set()
         self._lock = threading.Lock()
         self._closed = False
-        self._threads = [threading.Thread(target=self._dispatch, args=(a,), daemon=True) for a in self._actors]
+        self._threads = [
+            threading.Thread(target=self._dispatch, args=(actor, slot), daemon=True)
+            for actor, slot in zip(self._actors, self.slots, strict=True)
+        ]
         for thread in self._threads:
             thread.start()
 
     def submit(self, job: JudgeJob | CommandJob) -> Future[JobResult]:
         """Queue a job; its future resolves to exactly one JobResult (raises as LocalPool.submit)."""
+        check_gpu(job, self.slots)
         with self._lock:
             if self._closed:
                 raise SandboxError("the pool is closed: create a new pool to submit more jobs")
@@ -121,7 +150,8 @@ class RayPool:
             future: Future[JobResult] = Future()
             self._futures[job.id] = future
             self.stats.on_submit()
-        self._queue.put((job, time.monotonic()))
+            # Queued under the lock, so that `close` cannot stop the dispatchers between the check and the put.
+            self._queue.put((job, time.monotonic()), getattr(job, "gpu", None))
         return future
 
     def run(self, job: JudgeJob | CommandJob) -> JobResult:
@@ -149,8 +179,7 @@ class RayPool:
             in_flight = list(self._futures)
         for job_id in in_flight:
             self.cancel(job_id)
-        for _ in self._threads:
-            self._queue.put(_STOP)
+        self._queue.stop()
         for thread in self._threads:
             thread.join(timeout=30)
         for actor in self._actors:
@@ -162,10 +191,10 @@ class RayPool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _dispatch(self, actor: Any) -> None:
+    def _dispatch(self, actor: Any, slot: int) -> None:
         import ray
 
-        while (item := self._queue.get()) is not _STOP:
+        while (item := self._queue.get(slot)) is not None:
             job, submitted = item
             started = time.monotonic()
             self.stats.on_start()

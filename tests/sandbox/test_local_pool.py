@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from cuda_agent.errors import SandboxError
 from cuda_agent.sandbox.jobs import CommandJob, JudgeJob
@@ -100,3 +101,15 @@ def test_judge_jobs_split_build_and_timing(folder: Path) -> None:
     assert bad.verdict.verdict == "compile_error" and "undeclared_name" in bad.verdict.compile_log
     assert unknown.status == "failed" and "no task" in unknown.error
     assert metrics.by_verdict == {"pass": 1, "compile_error": 1} and metrics.by_status == {"done": 2, "failed": 1}
+
+
+def test_judge_job_pinned_to_a_timing_slot_runs_there() -> None:
+    with pytest.raises(ValidationError, match="greater than or equal to 0"):
+        JudgeJob(task="examples/relu", solution=RELU, gpu=-1)
+    with LocalPool(build_workers=2, gpus=[], cpu_timing_slots=2) as pool:
+        with pytest.raises(SandboxError, match="asks for GPU 2, but this pool times only on \\[0, 1\\]"):
+            pool.submit(good_job().model_copy(update={"gpu": 2}))
+        # Untimed CPU jobs would end on a build worker; pinned, they take their slot (as on a GPU).
+        pinned = [pool.submit(good_job().model_copy(update={"gpu": gpu})) for gpu in (1, 0)]
+        results = [future.result(timeout=120) for future in pinned]
+    assert [(r.worker, r.verdict.verdict) for r in results] == [("timing-1", "pass"), ("timing-0", "pass")]

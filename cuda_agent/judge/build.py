@@ -9,12 +9,14 @@ after a successful build makes a repeat judgement skip the child entirely.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from cuda_agent.subproc import child_env, run_module
 _ERROR_LINE = re.compile(r"(error:|error\b.*:|: fatal error|undefined symbol|error [A-Z]\d+)", re.IGNORECASE)
 _NOISE = re.compile(r"^\[\d+/\d+\]|^ninja: |^FAILED: |^c\+\+ |^/usr/.*nvcc |^Traceback|^  File |^subprocess")
 OK_MARKER = ".cuda_agent_build_ok"
+LOADING_LOCK = ".cuda_agent_loading"
 COMPILE_FAILED = 3
 IMPORT_FAILED = 4
 
@@ -60,6 +63,33 @@ def ext_dir_for(build_hash: str, device: str, cache_dir: Path) -> Path:
     arch = target_arch(device)
     key = hashlib.sha256(f"{build_hash}|{arch}|{torch.__version__}|{sys.version_info[:2]}".encode()).hexdigest()
     return cache_dir / "builds" / key[:24]
+
+
+@contextmanager
+def loading_extensions(ext_dir: Path) -> Iterator[None]:
+    """Hold the build folder while torch's extension loader may take its own lock there.
+
+    torch's loader marks a build in progress with a plain `lock` file (its FileBaton) and waits with
+    no limit for the file to go. A process killed while it holds one (a cancelled job, a time limit)
+    leaves the file, and every later load of that build would wait until the judge's run limit.
+    Every process of ours that loads extensions from `ext_dir` holds this flock meanwhile; the
+    kernel drops a flock with its process, so whoever holds it knows that any torch lock file in the
+    folder is stale, and removes it. Where the flock file cannot be opened (a read-only folder),
+    this does nothing.
+    """
+    try:
+        fd = os.open(ext_dir / LOADING_LOCK, os.O_RDONLY | os.O_CREAT, 0o666)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        for stale in ext_dir.glob("*/lock"):
+            if stale.parent.name != "src":  # src/ is a workspace's copy: its files are the candidate's
+                stale.unlink(missing_ok=True)
+        yield
+    finally:
+        os.close(fd)  # closing drops the flock
 
 
 def build_solution(
@@ -152,7 +182,8 @@ def main(argv: list[str]) -> int:
     spec = importlib.util.spec_from_file_location("cuda_agent_candidate_build", solution_file)
     module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
+        with loading_extensions(Path(argv[1])):
+            spec.loader.exec_module(module)
     except Exception as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         building = "Error building extension" in str(exc) or "ninja" in str(exc).lower()

@@ -26,6 +26,7 @@ from typing import Any
 
 from cuda_agent.errors import TaskError
 from cuda_agent.judge import guards
+from cuda_agent.judge.build import loading_extensions
 from cuda_agent.judge.protocol import RunRequest, RunResult
 from cuda_agent.types import Violation
 
@@ -97,8 +98,10 @@ class CandidateRun:
         sys.path[:0] = self.req.python_path
         spec = importlib.util.spec_from_file_location("cuda_agent_candidate", self.req.solution_path)
         module = importlib.util.module_from_spec(spec)
+        # Module-level load_inline calls load (or finish building) here; see build.loading_extensions.
         try:
-            spec.loader.exec_module(module)
+            with loading_extensions(Path(self.req.ext_dir)):
+                spec.loader.exec_module(module)
         except Exception as exc:
             raise _stop(
                 "runtime_error", "import", f"importing the solution raised {type(exc).__name__}: {exc}"

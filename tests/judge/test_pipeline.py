@@ -111,3 +111,19 @@ def test_cli_binary_solution_exits_2(tmp_path: Path, capsys: pytest.CaptureFixtu
     path.write_bytes(b"\xff\xfe\x00\x81")
     assert main(["judge", "examples/relu", str(path), "--device", "cpu"]) == 2
     assert "not a text file" in capsys.readouterr().err
+
+
+def test_a_lock_left_by_a_killed_load_is_removed_and_the_judgement_goes_on(tmp_path: Path) -> None:
+    from cuda_agent.judge.build import ext_dir_for
+    from cuda_agent.judge.config import default_cache_dir
+    from cuda_agent.judge.solution import SolutionSource
+
+    assert run_judge(tmp_path, "examples/relu", RELU).verdict == "pass"
+    ext_dir = ext_dir_for(SolutionSource(python=RELU).build_hash, "cpu", default_cache_dir())
+    builds = [ninja.parent for ninja in ext_dir.glob("*/build.ninja")]
+    assert builds, f"no load_inline build folder in {ext_dir}"
+    for folder in builds:  # what a process killed inside torch's loader leaves: its FileBaton, forever
+        (folder / "lock").write_text("")
+    again = run_judge(tmp_path, "examples/relu", RELU, run_timeout_s=120)
+    assert again.verdict == "pass", again.message  # without the cleanup: a wait until the run limit
+    assert not any((folder / "lock").exists() for folder in builds)

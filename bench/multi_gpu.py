@@ -37,7 +37,7 @@ Usage (repository root; bench/multi_gpu.sh wraps the GPU run as one device call)
         --judge-config '{"trials": 2, "robustness_trials": false}' --samples 3 --budget-s 420 --out FILE.json
 Options: --ks 1,2,4,8 --pools local,ray --repeats R --samples S --agreement-task REF --build-workers B
 --tasks REF,REF --judge-config JSON --baselines FILE. The cache is $CUDA_AGENT_CACHE, by default a folder of
-this benchmark's own (~/.cache/cuda-agent-multi-gpu), because it removes build locks that its cancelled jobs leave.
+this benchmark's own (~/.cache/cuda-agent-multi-gpu), so that its cold round is cold.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ from typing import Any
 # The GPU machines' rule, for this process and everything it starts (children inherit os.environ).
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 os.environ.update(MULTICAST_OFF)
-# A cache of its own (builds, baselines): the benchmark removes the build locks that its cancelled jobs leave.
+# A cache of its own (builds, baselines), so that the cold round is cold.
 os.environ.setdefault("CUDA_AGENT_CACHE", str(Path.home() / ".cache" / "cuda-agent-multi-gpu"))
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -280,28 +280,8 @@ def run_step(kind: str, k: int, load: Load, jobs: list[JudgeJob], limit_s: float
     finally:
         if pool is not None:
             pool.close()
-        row["stale_build_locks_removed"] = clear_stale_locks(time.time() - (time.monotonic() - start))
     row["step_s"] = round(time.monotonic() - start, 2)
     return row, answers
-
-
-def clear_stale_locks(since: float) -> list[str]:
-    """Remove the build-folder locks that killed jobs left in the build cache since `since` (epoch seconds).
-
-    torch's load_inline guards a build folder with a `lock` file (its FileBaton) while it checks or builds the
-    extension, also when it only loads a cached build; a process killed in that window (a job cancelled at the
-    end of a step's share) leaves the file, and every later load of that solution waits for it until the
-    judge's time limit. Once a pool is closed none of its processes is left, so such a lock is stale. This
-    assumes that nothing else uses the cache meanwhile: give the benchmark its own CUDA_AGENT_CACHE.
-    """
-    from cuda_agent.judge.config import default_cache_dir
-
-    removed = []
-    for lock in (default_cache_dir() / "builds").glob("*/*/lock"):
-        if lock.stat().st_mtime >= since:
-            lock.unlink(missing_ok=True)
-            removed.append(str(lock.parent.relative_to(default_cache_dir())))
-    return removed
 
 
 def agreement(load: Load, args: argparse.Namespace, limit_s: float) -> dict:

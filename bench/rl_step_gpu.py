@@ -67,6 +67,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from cuda_agent.agent.models.tool_text import CHATML_TOOLS_TEMPLATE  # noqa: E402
+
 TASK = "examples/relu"
 SOLUTIONS = {  # the bundled solutions the scripted agents write (the same ones scripts/record_demo.py uses)
     "cpu": ROOT / "solutions" / "workspaces" / "examples_relu_cpu",
@@ -77,29 +79,6 @@ WRONG = {  # (file, text, replacement): a kernel that compiles and runs but is n
     "cuda": ("relu.cu", "return v < 0.0f ? 0.0f : v;", "return v < 0.0f ? v : 0.0f;"),
 }
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-# ChatML with Hermes tool calls (Qwen2.5's layout, shortened): what cuda_agent's transformers backend expects.
-CHAT_TEMPLATE = """{%- if tools %}<|im_start|>system
-{% if messages[0].role == 'system' %}{{ messages[0].content }}
-
-{% endif %}# Tools
-<tools>
-{% for tool in tools %}{{ tool | tojson }}
-{% endfor %}</tools>
-Call a tool as <tool_call>{"name": <name>, "arguments": <args>}</tool_call><|im_end|>
-{% elif messages[0].role == 'system' %}<|im_start|>system
-{{ messages[0].content }}<|im_end|>
-{% endif %}
-{%- for m in messages %}{% if m.role == 'system' %}{% elif m.role == 'tool' %}<|im_start|>user
-<tool_response>
-{{ m.content }}
-</tool_response><|im_end|>
-{% else %}<|im_start|>{{ m.role }}
-{{ m.content }}{% for c in m.tool_calls or [] %}
-<tool_call>
-{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}
-</tool_call>{% endfor %}<|im_end|>
-{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
-{% endif %}"""
 
 
 NOT_RUN = [
@@ -167,7 +146,7 @@ def build_tokenizer(texts: list[str], out_dir: Path, vocab_size: int):
     tok.train_from_iterator(texts, trainer)
     tok.add_tokens(["<tool_call>", "</tool_call>"])
     fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=CHAT_TEMPLATE
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=CHATML_TOOLS_TEMPLATE
     )
     fast.save_pretrained(out_dir)
     return transformers.AutoTokenizer.from_pretrained(out_dir)
@@ -1016,7 +995,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def prepare(args: argparse.Namespace, work: Path, report: dict, log: Tee) -> tuple[Any, Any, dict, str | None]:
     """Tokenizer, tiny models, scripted agents and verl's config."""
     tiny = work / "tiny"
-    texts = training_texts(args.device) if args.batch == "episodes" else [CHAT_TEMPLATE, "def relu(x): pass\n" * 50]
+    texts = (
+        training_texts(args.device) if args.batch == "episodes" else [CHATML_TOOLS_TEMPLATE, "def relu(x): pass\n" * 50]
+    )
     tokenizer = build_tokenizer(texts, tiny / "tokenizer", args.vocab_size)
     actor_dir, critic_dir = build_models(tokenizer, tiny, args.seed, args.prompt_length + args.response_length)
     report["models"] = {

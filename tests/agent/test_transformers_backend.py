@@ -13,32 +13,9 @@ tokenizers = pytest.importorskip("tokenizers")
 torch = pytest.importorskip("torch")
 
 from cuda_agent.agent.models import get_model  # noqa: E402
+from cuda_agent.agent.models.tool_text import CHATML_TOOLS_TEMPLATE  # noqa: E402
 from cuda_agent.agent.models.transformers_local import TransformersModel  # noqa: E402
 from cuda_agent.errors import ModelError  # noqa: E402
-
-# A cut-down Qwen2.5 template: tools in the system turn, tool calls and results as Hermes-style tags.
-TEMPLATE = """{%- if tools %}<|im_start|>system
-{% if messages[0].role == 'system' %}{{ messages[0].content }}
-
-{% endif %}# Tools
-<tools>
-{% for tool in tools %}{{ tool | tojson }}
-{% endfor %}</tools>
-Call a tool as <tool_call>{"name": <name>, "arguments": <args>}</tool_call><|im_end|>
-{% elif messages[0].role == 'system' %}<|im_start|>system
-{{ messages[0].content }}<|im_end|>
-{% endif %}
-{%- for m in messages %}{% if m.role == 'system' %}{% elif m.role == 'tool' %}<|im_start|>user
-<tool_response>
-{{ m.content }}
-</tool_response><|im_end|>
-{% else %}<|im_start|>{{ m.role }}
-{{ m.content }}{% for c in m.tool_calls or [] %}
-<tool_call>
-{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}
-</tool_call>{% endfor %}<|im_end|>
-{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
-{% endif %}"""
 
 TOOLS = [
     {"type": "function", "function": {"name": "Read", "description": "Read a file", "parameters": {"type": "object"}}}
@@ -67,7 +44,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tok.add_special_tokens(["<|im_start|>", "<|im_end|>", "<|endoftext|>"])
     tok.add_tokens(["<tool_call>", "</tool_call>"])
     fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=TEMPLATE
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=CHATML_TOOLS_TEMPLATE
     )
     fast.save_pretrained(root)
     config = transformers.Qwen2Config(

@@ -12,7 +12,7 @@ def tiny_tokenizer(tmp_path_factory: pytest.TempPathFactory):
     """A byte-level BPE tokenizer with ChatML specials and the Hermes tool-call template of the backend tests."""
     tokenizers = pytest.importorskip("tokenizers")
     transformers = pytest.importorskip("transformers")
-    from tests.agent.test_transformers_backend import TEMPLATE
+    from cuda_agent.agent.models.tool_text import CHATML_TOOLS_TEMPLATE
 
     alphabet = sorted(tokenizers.pre_tokenizers.ByteLevel.alphabet())
     tok = tokenizers.Tokenizer(tokenizers.models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
@@ -21,7 +21,7 @@ def tiny_tokenizer(tmp_path_factory: pytest.TempPathFactory):
     tok.add_special_tokens(["<|im_start|>", "<|im_end|>", "<|endoftext|>"])
     tok.add_tokens(["<tool_call>", "</tool_call>"])
     fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=TEMPLATE
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=CHATML_TOOLS_TEMPLATE
     )
     root: Path = tmp_path_factory.mktemp("tiny-tokenizer")
     fast.save_pretrained(root)

@@ -14,6 +14,30 @@ from cuda_agent.types import ToolCall
 
 _BLOCK = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.DOTALL)
 _NAME = re.compile(r'"name"\s*:\s*"([^"]+)"')
+# ChatML with tool calls in exactly the form `parse_tool_calls` reads (Qwen2.5's layout, cut down): for
+# tokenizers made locally, as tests and benchmarks make them, which carry no chat template of their own.
+CHATML_TOOLS_TEMPLATE = """{%- if tools %}<|im_start|>system
+{% if messages[0].role == 'system' %}{{ messages[0].content }}
+
+{% endif %}# Tools
+<tools>
+{% for tool in tools %}{{ tool | tojson }}
+{% endfor %}</tools>
+Call a tool as <tool_call>{"name": <name>, "arguments": <args>}</tool_call><|im_end|>
+{% elif messages[0].role == 'system' %}<|im_start|>system
+{{ messages[0].content }}<|im_end|>
+{% endif %}
+{%- for m in messages %}{% if m.role == 'system' %}{% elif m.role == 'tool' %}<|im_start|>user
+<tool_response>
+{{ m.content }}
+</tool_response><|im_end|>
+{% else %}<|im_start|>{{ m.role }}
+{{ m.content }}{% for c in m.tool_calls or [] %}
+<tool_call>
+{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}
+</tool_call>{% endfor %}<|im_end|>
+{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
+{% endif %}"""
 FORMAT_HINT = 'Write each call as <tool_call>{"name": "Read", "arguments": {"path": "model.py"}}</tool_call>.'
 
 

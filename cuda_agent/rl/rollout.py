@@ -120,6 +120,10 @@ def run_rollout(
     if max_context_tokens < 1024:
         raise ConfigError(f"prompt_length + response_length is {max_context_tokens}; an episode needs at least 1024")
     os.environ.update(_python_on_path())
+    if config.sandbox_url:  # the episode's utils/ verification and profiling are judged there too
+        os.environ["CUDA_AGENT_SANDBOX_URL"] = config.sandbox_url
+        if config.sandbox_token:
+            os.environ["CUDA_AGENT_SANDBOX_TOKEN"] = config.sandbox_token
     root = create_workspace(task, episode_dir / "workspace", device=config.device, force=True)
     # The model enforces the response budget itself (ContextLengthError); no reserve is needed here.
     limits = EpisodeConfig(max_turns=config.max_turns, max_tokens=max_context_tokens, reserve_tokens=0)

@@ -69,3 +69,34 @@ def test_service_requires_the_token_and_reports_bad_input(service) -> None:
             anonymous.judge("examples/relu", RELU)
     with pytest.raises(SandboxError, match="422.*no task"):
         client.judge("examples/no_such_task", RELU, config=FAST)
+
+
+def test_workspace_verification_is_judged_by_the_service_when_one_is_named(service, tmp_path: Path) -> None:
+    import os
+    import shutil
+
+    from cuda_agent.agent.tools.bash import agent_env
+    from cuda_agent.tasks import Catalog
+    from cuda_agent.workspace import create_workspace
+
+    url, client = service
+    solution = Path(__file__).resolve().parents[2] / "solutions" / "workspaces" / "examples_relu_cpu"
+    tmp_path.chmod(0o755)  # the service's job processes read the folder (as nobody when run as root)
+    root = create_workspace(Catalog().resolve("examples/relu"), tmp_path / "ws", device="cpu")
+    for kernel in (solution / "kernels").iterdir():
+        shutil.copyfile(kernel, root / "kernels" / kernel.name)
+    shutil.copyfile(solution / "model_new.py", root / "model_new.py")
+    before = client.metrics().completed
+    env = {**os.environ, "CUDA_AGENT_SANDBOX_URL": url, "CUDA_AGENT_SANDBOX_TOKEN": TOKEN}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    assert agent_env({"CUDA_AGENT_SANDBOX_TOKEN": TOKEN})["CUDA_AGENT_SANDBOX_TOKEN"] == TOKEN  # the shell keeps it
+    run = subprocess.run(
+        [sys.executable, "-m", "utils.verification"], cwd=root, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0 and run.stdout.splitlines()[-1] == "verification: PASS", run.stdout + run.stderr
+    assert client.metrics().completed == before + 1  # judged there, not here
+    env["CUDA_AGENT_SANDBOX_TOKEN"] = "wrong"
+    refused = subprocess.run(
+        [sys.executable, "-m", "utils.verification"], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr and "verification:" in refused.stdout

@@ -36,7 +36,9 @@ _ENV_ALLOW = (
     "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST", "TORCH_EXTENSIONS_DIR", "MAX_JOBS",
     "CC", "CXX", "NVCC_FLAGS", "XDG_CACHE_HOME", "CUDA_AGENT_CACHE", "CUDA_AGENT_DATA_DIR", "OMP_NUM_THREADS",
     "PYTHONPATH", "CUDA_AGENT_KERNELBENCH", "CUDA_AGENT_OPS6K",  # the utils/ commands must import cuda_agent
+    "CUDA_AGENT_SANDBOX_URL", "CUDA_AGENT_SANDBOX_TOKEN",  # where utils/ verification and profiling are judged
 )  # fmt: skip
+_SHELL_CREDENTIALS = ("CUDA_AGENT_SANDBOX_TOKEN",)
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 _KEEP_BYTES = 16_384  # room for the end-of-command marker line (which carries $PWD)
 
@@ -46,7 +48,9 @@ def agent_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {name: os.environ[name] for name in _ENV_ALLOW if name in os.environ}
     env.update(extra or {})
     env.update({"TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat", "PYTHONUNBUFFERED": "1"})
-    return {name: value for name, value in env.items() if not _SECRET_NAME.search(name)}
+    # The sandbox token is the one credential the shell keeps: utils/ verification and profiling need it to
+    # reach the service, and it buys nothing the agent's own tools cannot do (judging in a sandbox).
+    return {name: value for name, value in env.items() if name in _SHELL_CREDENTIALS or not _SECRET_NAME.search(name)}
 
 
 @dataclass(frozen=True)

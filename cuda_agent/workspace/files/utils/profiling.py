@@ -2,7 +2,7 @@
 
 import sys
 
-from cuda_agent.judge.workspace_commands import profiling_command
+from cuda_agent.sandbox.workspace_commands import profiling_command
 
 if __name__ == "__main__":
     sys.exit(profiling_command(sys.argv[1:]))

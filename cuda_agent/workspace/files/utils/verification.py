@@ -2,7 +2,7 @@
 
 import sys
 
-from cuda_agent.judge.workspace_commands import verification_command
+from cuda_agent.sandbox.workspace_commands import verification_command
 
 if __name__ == "__main__":
     sys.exit(verification_command(sys.argv[1:]))

@@ -6,11 +6,17 @@ trusts nothing else there: read-only files are compared with the package's copie
 change is reported as `rejected`), builds use the package's glue, and verification and
 profiling are the judge itself on the workspace as a solution. Output is short and plain, for a
 model to read: one line per check, the first error or mismatch, no tracebacks.
+
+With `CUDA_AGENT_SANDBOX_URL` set (and `CUDA_AGENT_SANDBOX_TOKEN` where the service wants one),
+verification and profiling are judged by that `cuda-agent serve` service, which reads the workspace
+by path (so it must see the same file system): the paper's split, where compiles run beside the
+agent and correctness and timing on the sandbox pool's GPUs. Compiling stays local.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from cuda_agent.errors import Error
@@ -19,6 +25,20 @@ from cuda_agent.judge.config import JudgeConfig
 from cuda_agent.judge.pipeline import judge, reference_timings
 from cuda_agent.types import Task, Verdict
 from cuda_agent.workspace import build_tree, read_task_record, tampered_files
+
+SANDBOX_URL_ENV, SANDBOX_TOKEN_ENV = "CUDA_AGENT_SANDBOX_URL", "CUDA_AGENT_SANDBOX_TOKEN"
+
+
+def _judge(task: Task, root: Path, config: JudgeConfig) -> Verdict:
+    """The judge's verdict on the workspace, from the sandbox service when one is named, else here."""
+    url = os.environ.get(SANDBOX_URL_ENV)
+    if not url:
+        return judge(task, root, config)
+    from cuda_agent.sandbox.client import SandboxClient
+
+    settings = config.model_dump(mode="json", exclude={"cache_dir", "timing_lock"})
+    with SandboxClient(url, token=os.environ.get(SANDBOX_TOKEN_ENV) or None) as client:
+        return client.judge(task.code, str(root.resolve()), settings)
 
 
 def _load(root: Path, tool: str) -> tuple[Task, str] | None:
@@ -100,7 +120,11 @@ def verification_command(argv: list[str], root: Path | None = None) -> int:
     if loaded is None:
         return 1
     task, device = loaded
-    verdict = judge(task, root, JudgeConfig(device=device, time=False))
+    try:
+        verdict = _judge(task, root, JudgeConfig(device=device, time=False))
+    except Error as exc:  # the sandbox service refused or is unreachable: ours, said plainly
+        print(f"verification: {exc}")
+        return 1
     _print_verdict("verification", verdict)
     return 0 if verdict.correct else 1
 
@@ -124,7 +148,11 @@ def profiling_command(argv: list[str], root: Path | None = None) -> int:
         if base.compile_error:
             print(f"torch.compile failed here, so eager is the bar: {base.compile_error[:300]}")
         return 0
-    verdict = judge(task, root, config)
+    try:
+        verdict = _judge(task, root, config)
+    except Error as exc:
+        print(f"profiling: {exc}")
+        return 1
     if verdict.verdict != "pass":
         _print_verdict("profiling", verdict)
         return 1

@@ -29,7 +29,7 @@ if [ "${1:-}" = rl ]; then
     pylatexenc==2.11 torchdata==0.11.0 msgpack==1.2.4
   # hydra's parser runtime (hydra pins 4.9.*) is published as source only: build its pure-Python wheel here.
   ls .whl/antlr4_python3_runtime-4.9.3-*.whl >/dev/null 2>&1 ||
-    python3 -m pip wheel -q --no-deps --no-build-isolation -w .whl antlr4-python3-runtime==4.9.3
+    python3 -m pip wheel -q --no-deps -w .whl antlr4-python3-runtime==4.9.3
   # Imported by verl's trainer, workers and agent loop, and not in the image (found by running
   # bench/rl_step_gpu.py with imports limited to the image's packages and these wheels):
   get orjson==3.11.5 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19

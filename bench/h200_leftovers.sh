@@ -12,9 +12,11 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PATH=/tmp/site/bin:$PATH CUDA_AGENT_DATA_DIR=$PWD/.carry \
   CUDA_AGENT_CACHE=/tmp/ca-cache TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16
 B=$OUT/kernelbench_baselines.json; cp bench/results/h200-2026-12-03/kernelbench_baselines.json $B
-timeout ${RL_S:-240} python3 bench/rl_step_gpu.py --device cuda --out $OUT/rl_step --work /tmp/rl_step > $OUT/rl_step.out 2>&1
-tail -25 $OUT/rl_step.out; pack
-timeout ${POOL_S:-150} python3 bench/sandbox_gpu.py --repeats 0 --samples 3 --busy-builds 12 --baselines $B \
+if [ "${RL_S:-240}" != 0 ]; then  # RL_S=0 skips the step
+  timeout ${RL_S:-240} python3 bench/rl_step_gpu.py --device cuda --out $OUT/rl_step --work /tmp/rl_step > $OUT/rl_step.out 2>&1
+  tail -25 $OUT/rl_step.out; pack
+fi
+timeout ${POOL_S:-150} python3 bench/sandbox_gpu.py --repeats 0 --samples ${SAMPLES:-3} --busy-builds 12 --baselines $B \
   --out $OUT/sandbox_isolation.json > $OUT/sandbox_isolation.log 2>&1; tail -12 $OUT/sandbox_isolation.log; pack
-timeout ${BASE_S:-170} python3 -m cuda_agent bench baselines --workers 8 --suite kernelbench --levels 1,2 --device cuda \
+timeout ${BASE_S:-170} python3 -m cuda_agent bench baselines --workers 8 --suite kernelbench --levels ${LEVELS:-1,2} --device cuda \
   --out $B > $OUT/baselines.log 2>&1; tail -3 $OUT/baselines.log; pack

@@ -5,6 +5,7 @@
 #   1. one PPO step of actor and critic on verl's FSDP engine, fed by episodes judged by the CUDA sandbox (issue 9)
 #   2. the sandbox pool's timing isolation: one kernel timed with the build workers idle, then busy (issue 5)
 #   3. the baselines not yet measured: kernelbench/L1/100, then level 2 (issue 7), resuming the committed file
+# Knobs: RL_S, POOL_S, BASE_S (0 skips a step), SAMPLES, LEVELS, AUDIT_S and AUDIT_N (step 4, off by default).
 set -uo pipefail
 R=$OUT; export OUT=/tmp/leftovers; mkdir -p $OUT
 pack() { tar czf "$R/leftovers.tgz" -C "$OUT" . ; }
@@ -18,5 +19,12 @@ if [ "${RL_S:-240}" != 0 ]; then  # RL_S=0 skips the step
 fi
 timeout ${POOL_S:-150} python3 bench/sandbox_gpu.py --repeats 0 --samples ${SAMPLES:-3} --busy-builds 12 --baselines $B \
   --out $OUT/sandbox_isolation.json > $OUT/sandbox_isolation.log 2>&1; tail -12 $OUT/sandbox_isolation.log; pack
-timeout ${BASE_S:-170} python3 -m cuda_agent bench baselines --workers 8 --suite kernelbench --levels ${LEVELS:-1,2} --device cuda \
-  --out $B > $OUT/baselines.log 2>&1; tail -3 $OUT/baselines.log; pack
+if [ "${BASE_S:-170}" != 0 ]; then  # BASE_S=0 skips the baselines
+  timeout ${BASE_S:-170} python3 -m cuda_agent bench baselines --workers 8 --suite kernelbench --levels ${LEVELS:-1,2} \
+    --device cuda --out $B > $OUT/baselines.log 2>&1; tail -3 $OUT/baselines.log; pack
+fi
+if [ "${AUDIT_S:-0}" != 0 ]; then  # 4. the four filters on a further seeded sample of Ops-6K rows (issue 8)
+  timeout ${AUDIT_S} python3 -m cuda_agent synth audit .carry/ops6k/ops6k.parquet --out $OUT/ops6k_audit_gpu2.jsonl \
+    --sample ${AUDIT_N:-300} --seed 1 --device cuda --workers 12 --timeout-s 90 > $OUT/ops6k_audit_gpu2.log 2>&1
+  wc -l $OUT/ops6k_audit_gpu2.jsonl; pack
+fi

@@ -3,7 +3,7 @@
 # `bash scripts/device_wheels.sh rl`, timeout_s 600). The limits add up to 560 s; $OUT/leftovers.tgz is rewritten
 # after each step, so a step cut by its limit keeps what the earlier ones measured.
 #   1. one PPO step of actor and critic on verl's FSDP engine, fed by episodes judged by the CUDA sandbox (issue 9)
-#   2. the sandbox pool's timing isolation: one kernel timed with the build workers idle, then busy (issue 5)
+#   2. the sandbox pool's timing isolation: one kernel timed with the build workers idle, then busy compiling (issue 5)
 #   3. the baselines not yet measured: kernelbench/L1/100, then level 2 (issue 7), resuming the committed file
 # Knobs: RL_S, POOL_S, BASE_S (0 skips a step), SAMPLES, LEVELS, AUDIT_S and AUDIT_N (step 4, off by default).
 set -uo pipefail
@@ -17,7 +17,7 @@ if [ "${RL_S:-240}" != 0 ]; then  # RL_S=0 skips the step
   timeout ${RL_S:-240} python3 bench/rl_step_gpu.py --device cuda --out $OUT/rl_step --work /tmp/rl_step > $OUT/rl_step.out 2>&1
   tail -25 $OUT/rl_step.out; pack
 fi
-timeout ${POOL_S:-150} python3 bench/sandbox_gpu.py --repeats 0 --samples ${SAMPLES:-3} --busy-builds 12 --baselines $B \
+timeout ${POOL_S:-150} python3 bench/sandbox_gpu.py --repeats 0 --samples ${SAMPLES:-3} --baselines $B \
   --out $OUT/sandbox_isolation.json > $OUT/sandbox_isolation.log 2>&1; tail -12 $OUT/sandbox_isolation.log; pack
 if [ "${BASE_S:-170}" != 0 ]; then  # BASE_S=0 skips the baselines
   timeout ${BASE_S:-170} python3 -m cuda_agent bench baselines --workers 8 --suite kernelbench --levels ${LEVELS:-1,2} \

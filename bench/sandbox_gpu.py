@@ -45,7 +45,6 @@ from cuda_agent.tasks import Catalog  # noqa: E402
 from cuda_agent.workspace import create_workspace  # noqa: E402
 
 L1 = ROOT / "solutions" / "kernelbench" / "L1"
-BUSY_SOURCE = ROOT / "cuda_agent" / "tasks" / "examples" / "solutions" / "cuda" / "relu.py"
 
 
 def judge_round(pool: LocalPool, config: dict) -> tuple[float, list[dict]]:
@@ -150,6 +149,10 @@ def main() -> int:
         "--baselines", type=Path, default=None, help="seed the judge's baseline cache from this file (bench baselines)"
     )
     args = parser.parse_args()
+    in_flight = args.busy_builds if args.busy_builds is not None else args.workers - 1
+    if not 1 <= in_flight < args.workers:
+        # The timed judgement's own build stage needs a free build worker, else it waits behind the load.
+        parser.error(f"--busy-builds must be 1 to workers - 1 ({args.workers - 1}); --workers must be at least 2")
     if args.baselines is not None and args.baselines.exists():
         from cuda_agent.evaluation.baselines import seed_cache
 
@@ -177,7 +180,7 @@ def main() -> int:
         print(f"idle: {idle}", flush=True)
         report["isolation"] = {"task": args.isolation_task, "idle_ms": idle}
         save(report, args.out)
-        busy = BusyCompiles(pool, args.busy_builds or args.workers - 1, Path(tempfile.mkdtemp(prefix="busy-")))
+        busy = BusyCompiles(pool, in_flight, Path(tempfile.mkdtemp(prefix="busy-")))
         time.sleep(10)  # let the compilers start before the first timed sample
         busy_ms = time_kernel(pool, args.isolation_task, config, args.samples)
         load = busy.stop()

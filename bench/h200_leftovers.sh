@@ -5,7 +5,10 @@
 #   1. one PPO step of actor and critic on verl's FSDP engine, fed by episodes judged by the CUDA sandbox (issue 9)
 #   2. the sandbox pool's timing isolation: one kernel timed with the build workers idle, then busy compiling (issue 5)
 #   3. the baselines not yet measured: kernelbench/L1/100, then level 2 (issue 7), resuming the committed file
-# Knobs: RL_S, POOL_S, BASE_S (0 skips a step), SAMPLES, LEVELS, AUDIT_S and AUDIT_N (step 4, off by default).
+#   4. the four filters on Ops-6K rows (issue 8): AUDIT_N rows of a seeded sample, or with AUDIT_ALL=1 every row,
+#      resuming bench/results/h200-2026-12-04/ops6k_audit_gpu_all.jsonl (the copy in $OUT/ comes back grown)
+# Knobs: RL_S, POOL_S, BASE_S (0 skips a step), SAMPLES, UNPINNED=1 (isolation also without reserved cores),
+# LEVELS, AUDIT_S, AUDIT_N, AUDIT_ALL (step 4 runs when AUDIT_S is set).
 set -uo pipefail
 R=$OUT; export OUT=/tmp/leftovers; mkdir -p $OUT
 pack() { tar czf "$R/leftovers.tgz" -C "$OUT" . ; }
@@ -17,14 +20,24 @@ if [ "${RL_S:-240}" != 0 ]; then  # RL_S=0 skips the step
   timeout ${RL_S:-240} python3 bench/rl_step_gpu.py --device cuda --out $OUT/rl_step --work /tmp/rl_step > $OUT/rl_step.out 2>&1
   tail -25 $OUT/rl_step.out; pack
 fi
-timeout ${POOL_S:-150} python3 bench/sandbox_gpu.py --repeats 0 --samples ${SAMPLES:-3} --baselines $B \
-  --out $OUT/sandbox_isolation.json > $OUT/sandbox_isolation.log 2>&1; tail -12 $OUT/sandbox_isolation.log; pack
+if [ "${POOL_S:-150}" != 0 ]; then  # POOL_S=0 skips the isolation step
+  timeout ${POOL_S:-150} python3 bench/sandbox_gpu.py --repeats 0 --samples ${SAMPLES:-3} --baselines $B \
+    ${UNPINNED:+--compare-unpinned} --out $OUT/sandbox_isolation.json > $OUT/sandbox_isolation.log 2>&1
+  grep -v '^ ' $OUT/sandbox_isolation.log | tail -8; pack
+fi
 if [ "${BASE_S:-170}" != 0 ]; then  # BASE_S=0 skips the baselines
   timeout ${BASE_S:-170} python3 -m cuda_agent bench baselines --workers 8 --suite kernelbench --levels ${LEVELS:-1,2} \
     --device cuda --out $B > $OUT/baselines.log 2>&1; tail -3 $OUT/baselines.log; pack
 fi
-if [ "${AUDIT_S:-0}" != 0 ]; then  # 4. the four filters on a further seeded sample of Ops-6K rows (issue 8)
-  timeout ${AUDIT_S} python3 -m cuda_agent synth audit .carry/ops6k/ops6k.parquet --out $OUT/ops6k_audit_gpu2.jsonl \
-    --sample ${AUDIT_N:-300} --seed 1 --device cuda --workers 12 --timeout-s 90 > $OUT/ops6k_audit_gpu2.log 2>&1
-  wc -l $OUT/ops6k_audit_gpu2.jsonl; pack
+if [ "${AUDIT_S:-0}" != 0 ]; then
+  if [ -n "${AUDIT_ALL:-}" ]; then
+    A=$OUT/ops6k_audit_gpu_all.jsonl; C=bench/results/h200-2026-12-04/ops6k_audit_gpu_all.jsonl; PICK=""
+    # A warm machine still holds the copy an earlier call grew: keep whichever has more rows.
+    [ -f $A ] && [ "$(wc -l < $A)" -ge "$(wc -l < $C)" ] || cp $C $A
+  else
+    A=$OUT/ops6k_audit_gpu2.jsonl; PICK="--sample ${AUDIT_N:-300} --seed 1"
+  fi
+  timeout ${AUDIT_S} python3 -m cuda_agent synth audit .carry/ops6k/ops6k.parquet --out $A $PICK \
+    --device cuda --workers 12 --timeout-s 90 > ${A%.jsonl}.out 2>&1
+  wc -l $A; pack
 fi

@@ -68,8 +68,9 @@ def run_stage(
     timeout_s: float,
     extra_env: dict[str, str],
     handle: StageHandle | None = None,
+    cpus: list[int] | None = None,
 ) -> StageOutcome:
-    """Start a runner for `phase` of `job`, wait up to `timeout_s`, kill everything it left."""
+    """Start a runner for `phase` of `job` (on `cpus`, if given), wait up to `timeout_s`, kill everything it left."""
     handle = handle or StageHandle()
     output_cap = job.output_cap if isinstance(job, CommandJob) else 8000
     with tempfile.TemporaryDirectory(prefix=f"cuda-agent-job-{job.id[:8]}-") as tmp:
@@ -77,7 +78,13 @@ def run_stage(
         workdir.chmod(0o755)  # the unprivileged user must be able to enter its own folder
         cgroup = create_pids_cgroup(f"{job.id}-{phase}", limits.max_pids) if limits.max_pids else None
         spec = RunnerSpec(
-            job=job, phase=phase, limits=limits, device=device, workdir=tmp, cgroup=cgroup and str(cgroup)
+            job=job,
+            phase=phase,
+            limits=limits,
+            device=device,
+            workdir=tmp,
+            cgroup=cgroup and str(cgroup),
+            cpus=cpus or [],
         )
         (workdir / "spec.json").write_text(spec.model_dump_json())
         snapshot = _protect(job) if isinstance(job, CommandJob) else {}

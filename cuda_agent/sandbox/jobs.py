@@ -119,3 +119,6 @@ class PoolMetrics(_Record):
     by_verdict: dict[str, int] = Field(description="Judge jobs per verdict.")
     latency_s: dict[str, float] = Field(description="p50 / p90 / p99 / max of submit-to-result seconds.")
     workers: dict[str, int] = Field(description="Worker counts per kind, e.g. {'build': 2, 'timing': 1}.")
+    cpus: dict[str, list[int]] = Field(
+        default_factory=dict, description="Cores of the builds and of each timing worker when pinned; empty: not."
+    )

@@ -180,4 +180,5 @@ class Hardening(BaseModel):
     cgroup: str | None = None
     network_isolated: bool = False
     user: str | None = None
+    cpus: list[int] = Field(default_factory=list, description="Cores the stage was pinned to; empty: any.")
     warnings: list[str] = Field(default_factory=list)

@@ -22,6 +22,7 @@ import time
 from concurrent.futures import Future
 
 from cuda_agent.errors import SandboxError
+from cuda_agent.sandbox.cpu_sets import plan_cpu_sets
 from cuda_agent.sandbox.execution import StageHandle, needs_timing, run_stage, stage_fields, stage_timeout_s
 from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, PoolMetrics
 from cuda_agent.sandbox.limits import SandboxLimits
@@ -58,6 +59,8 @@ class LocalPool:
         cpu_timing_slots: int = 1,
         max_pending: int = 256,
         limits: SandboxLimits | None = None,
+        pin_cpus: bool | None = None,
+        cores_per_timing: int = 2,
     ) -> None:
         """
         Args:
@@ -66,6 +69,9 @@ class LocalPool:
             cpu_timing_slots: timing workers when there is no GPU (they never overlap each other).
             max_pending: most jobs waiting to start; `submit` raises PoolFullError past it.
             limits: resource limits of every job's processes.
+            pin_cpus: keep `cores_per_timing` cores for each timing worker, away from builds: None (default)
+                when builds still keep half of the cores, True whenever one core is left for builds, False never.
+            cores_per_timing: cores each timing worker keeps when pinned.
         """
         import os
 
@@ -81,7 +87,10 @@ class LocalPool:
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.Lock()
         self._closed = False
-        self.stats = PoolStats(workers={"build": n_build, "timing": n_timing})
+        self.cpu_plan = plan_cpu_sets(n_timing, cores_per_timing, pin_cpus)
+        if self.cpu_plan.note and pin_cpus is not False:
+            log.info("sandbox pool: timing workers not pinned to cores of their own: %s", self.cpu_plan.note)
+        self.stats = PoolStats(workers={"build": n_build, "timing": n_timing}, cpus=self.cpu_plan.as_metrics())
         self._threads = [
             threading.Thread(target=self._build_loop, args=(f"build-{i}",), daemon=True) for i in range(n_build)
         ] + [threading.Thread(target=self._timing_loop, args=(i,), daemon=True) for i in range(n_timing)]
@@ -171,8 +180,9 @@ class LocalPool:
     def _timing_loop(self, slot: int) -> None:
         name = f"timing-{slot}"
         env = {"CUDA_VISIBLE_DEVICES": str(self.gpus[slot])} if self.gpus else {}
+        cpus = self.cpu_plan.timing[slot] if self.cpu_plan.timing else []
         while (entry := self._timing_q.get(self.slots[slot])) is not None:
-            self._guarded(entry, name, lambda e=entry: self._final_stage(e, name, env))
+            self._guarded(entry, name, lambda e=entry: self._final_stage(e, name, env, cpus))
 
     def _guarded(self, entry: _Entry, worker: str, step) -> None:
         """Run one step of a job; whatever goes wrong in our code still answers the job once."""
@@ -195,22 +205,24 @@ class LocalPool:
 
     def _build_stage(self, entry: _Entry, worker: str) -> JobResult | None:
         job = entry.job
+        build_cpus = self.cpu_plan.build
         if isinstance(job, CommandJob):
-            return self._final_stage(entry, worker, {})
-        stage = run_stage(job, "prepare", self.limits, entry.device, stage_timeout_s(job, "prepare"), {}, entry.handle)
+            return self._final_stage(entry, worker, {}, build_cpus)
+        limit_s = stage_timeout_s(job, "prepare")
+        stage = run_stage(job, "prepare", self.limits, entry.device, limit_s, {}, entry.handle, build_cpus)
         fields = stage_fields(job, stage)
         if fields is not None:
             return self._result(entry, worker, **fields)
         if needs_timing(job, entry.device) or job.gpu is not None:
             self._timing_q.put(entry, job.gpu)
             return None
-        return self._final_stage(entry, worker, {})
+        return self._final_stage(entry, worker, {}, build_cpus)
 
-    def _final_stage(self, entry: _Entry, worker: str, env: dict[str, str]) -> JobResult:
+    def _final_stage(self, entry: _Entry, worker: str, env: dict[str, str], cpus: list[int]) -> JobResult:
         job = entry.job
         phase = "command" if isinstance(job, CommandJob) else "judge"
         limit_s = job.timeout_s if isinstance(job, CommandJob) else stage_timeout_s(job, "judge")
-        stage = run_stage(job, phase, self.limits, entry.device, limit_s, env, entry.handle)
+        stage = run_stage(job, phase, self.limits, entry.device, limit_s, env, entry.handle, cpus)
         fields = stage_fields(job, stage) or {"status": "failed", "error": "the judge stage reported no verdict"}
         return self._result(entry, worker, **fields)
 

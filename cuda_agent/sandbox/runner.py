@@ -46,6 +46,8 @@ class RunnerSpec(BaseModel):
     workdir: str
     """Private folder of this stage (HOME and TMPDIR point here)."""
     cgroup: str | None = None
+    cpus: list[int] = []
+    """Cores this stage may run on (cpu_sets.py); empty: any."""
 
 
 class RunnerOutcome(BaseModel):
@@ -63,6 +65,9 @@ class RunnerOutcome(BaseModel):
 def harden(spec: RunnerSpec, program: Path) -> Hardening:
     """Apply the job's limits to this process; returns what was applied and what was not."""
     report = Hardening()
+    if spec.cpus:
+        os.sched_setaffinity(0, spec.cpus)  # before anything starts: every child inherits it
+        report.cpus = spec.cpus
     if spec.cgroup:
         try:
             join_cgroup(Path(spec.cgroup))

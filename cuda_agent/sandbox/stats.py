@@ -35,8 +35,9 @@ def percentile(values: list[float], q: float) -> float:
 class PoolStats:
     """Thread-safe counters; one per pool (no globals)."""
 
-    def __init__(self, workers: dict[str, int]) -> None:
+    def __init__(self, workers: dict[str, int], cpus: dict[str, list[int]] | None = None) -> None:
         self.workers = workers
+        self.cpus = cpus or {}
         self._lock = threading.Lock()
         self.submitted = self.started = self.completed = self.forgotten = 0
         self.by_status: Counter[str] = Counter()
@@ -81,4 +82,5 @@ class PoolStats:
                 by_verdict=dict(self.by_verdict),
                 latency_s=latency,
                 workers=dict(self.workers),
+                cpus=dict(self.cpus),
             )

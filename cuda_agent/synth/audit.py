@@ -7,6 +7,7 @@ that a long audit resumes where it stopped. `summarize` turns them into per-filt
 from __future__ import annotations
 
 import json
+import logging
 import random
 from collections import Counter
 from collections.abc import Callable
@@ -16,6 +17,8 @@ from pydantic import BaseModel
 
 from cuda_agent.synth.filters import FILTERS, FilterConfig, FilterResult
 from cuda_agent.synth.pool import FilterPool
+
+log = logging.getLogger(__name__)
 
 
 class AuditSummary(BaseModel):
@@ -44,9 +47,16 @@ def sample_rows(n_rows: int, sample: int | None, seed: int) -> list[int]:
 
 
 def read_results(path: Path) -> list[FilterResult]:
+    """The results so far; a last line cut by a kill mid-write is dropped (that row runs again)."""
     if not path.is_file():
         return []
-    return [FilterResult.model_validate_json(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    results = [FilterResult.model_validate_json(line) for line in lines[:-1]]
+    try:
+        results += [FilterResult.model_validate_json(line) for line in lines[-1:]]
+    except ValueError:
+        log.warning("%s: dropped a cut last line; that row will be filtered again", path)
+    return results
 
 
 def audit(
@@ -62,6 +72,8 @@ def audit(
     todo = [(i, rows[i]["code"]) for i in indices if i not in done]
     config = config.model_copy(update={"short_circuit": False})
 
+    _drop_cut_line(results_path)
+
     def record(result: FilterResult) -> bool:
         with results_path.open("a") as f:
             f.write(result.model_dump_json() + "\n")
@@ -73,6 +85,15 @@ def audit(
         pool.map(todo, record)
     wanted = set(indices)
     return [r for r in read_results(results_path) if r.index in wanted]
+
+
+def _drop_cut_line(path: Path) -> None:
+    """Remove a last line left without its newline by a kill, so that appends start on a line of their own."""
+    if not path.is_file():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        path.write_bytes(data[: data.rfind(b"\n") + 1])
 
 
 def summarize(results: list[FilterResult]) -> AuditSummary:

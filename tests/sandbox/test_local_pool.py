@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -113,3 +114,32 @@ def test_judge_job_pinned_to_a_timing_slot_runs_there() -> None:
         pinned = [pool.submit(good_job().model_copy(update={"gpu": gpu})) for gpu in (1, 0)]
         results = [future.result(timeout=120) for future in pinned]
     assert [(r.worker, r.verdict.verdict) for r in results] == [("timing-1", "pass"), ("timing-0", "pass")]
+
+
+def test_cpu_plan_keeps_cores_for_timing_only_where_builds_keep_enough(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cuda_agent.sandbox import cpu_sets
+
+    monkeypatch.setattr(cpu_sets.os, "sched_getaffinity", lambda pid: set(range(16)))
+    plan = cpu_sets.plan_cpu_sets(n_timing=2)
+    assert plan.build == list(range(12)) and plan.timing == [[12, 13], [14, 15]] and not plan.note
+    assert plan.as_metrics() == {"build": list(range(12)), "timing-0": [12, 13], "timing-1": [14, 15]}
+    assert cpu_sets.plan_cpu_sets(n_timing=8).build == []  # builds would keep none: not pinned
+    assert "too few" in cpu_sets.plan_cpu_sets(n_timing=8).note
+    assert cpu_sets.plan_cpu_sets(n_timing=7, pin=True).build == [0, 1]
+    assert cpu_sets.plan_cpu_sets(n_timing=1, pin=False).as_metrics() == {}
+    monkeypatch.setattr(cpu_sets.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert cpu_sets.plan_cpu_sets(n_timing=1).build == [0, 1]  # half the cores stay with the builds
+    assert cpu_sets.plan_cpu_sets(n_timing=1, cores_per_timing=3).build == []
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to keep one for timing")
+def test_timing_and_build_stages_run_on_their_own_cores(folder: Path) -> None:
+    cores = sorted(os.sched_getaffinity(0))
+    show = ["python", "-c", "import os; print(sorted(os.sched_getaffinity(0)))"]
+    with LocalPool(build_workers=1, pin_cpus=True, cores_per_timing=1) as pool:
+        timed = pool.run(CommandJob(argv=show, cwd=str(folder), timing=True))
+        built = pool.run(CommandJob(argv=show, cwd=str(folder)))
+        metrics = pool.metrics()
+    assert json.loads(timed.command.stdout) == [cores[-1]] and timed.hardening["cpus"] == [cores[-1]]
+    assert json.loads(built.command.stdout) == cores[:-1]
+    assert metrics.cpus == {"build": cores[:-1], "timing-0": [cores[-1]]}

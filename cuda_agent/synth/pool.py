@@ -8,8 +8,10 @@ time limit or dies is killed with its group and replaced, and its problem is rec
 from __future__ import annotations
 
 import queue
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -95,6 +97,10 @@ class FilterPool:
 
     def __init__(self, config: FilterConfig, workers: int, log_path: Path | None = None) -> None:
         self.log = log_path.open("a") if log_path is not None else None
+        self.turns_dir: str | None = None
+        if config.device == "cuda" and workers > 1 and config.turns_dir is None:
+            self.turns_dir = tempfile.mkdtemp(prefix="cuda-agent-gpu-turns-")  # timings run alone (gpu_turns.py)
+            config = config.model_copy(update={"turns_dir": self.turns_dir})
         self.idle: queue.Queue[FilterWorker] = queue.Queue()
         self.all = [FilterWorker(config, self.log) for _ in range(workers)]
         for worker in self.all:
@@ -141,6 +147,8 @@ class FilterPool:
             worker.stop()
         if self.log is not None and not self.log.closed:
             self.log.close()
+        if self.turns_dir is not None:
+            shutil.rmtree(self.turns_dir, ignore_errors=True)
 
     def __enter__(self) -> FilterPool:
         return self

@@ -1,0 +1,68 @@
+"""Filter workers sharing a GPU: runs overlap, a timing runs alone, and a waiting timer goes before new runs."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from pathlib import Path
+
+from cuda_agent.synth.filters import FilterConfig
+from cuda_agent.synth.gpu_turns import GpuTurns
+from cuda_agent.synth.pool import FilterPool
+
+
+def _hold(turns: GpuTurns, kind: str, seconds: float, log: list, name: str) -> None:
+    with getattr(turns, kind)():
+        log.append((name, "in", time.monotonic()))
+        time.sleep(seconds)
+        log.append((name, "out", time.monotonic()))
+
+
+def _start(*args) -> threading.Thread:
+    thread = threading.Thread(target=_hold, args=args)
+    thread.start()
+    return thread
+
+
+def test_runs_overlap_a_timer_waits_for_them_and_goes_before_later_runs(tmp_path: Path) -> None:
+    # flock locks belong to open files, so threads that open the lock files apart exclude each other as processes do
+    turns, log = GpuTurns(tmp_path), []
+    runs = [_start(turns, "shared", 0.6, log, f"run{i}") for i in range(2)]
+    time.sleep(0.2)
+    timer = _start(turns, "exclusive", 0.4, log, "timer")
+    time.sleep(0.2)
+    late = _start(turns, "shared", 0.1, log, "late")
+    for thread in [*runs, timer, late]:
+        thread.join(timeout=10)
+    at = {(name, edge): t for name, edge, t in log}
+    assert at["run1", "in"] < at["run0", "out"]  # the two runs shared the GPU
+    assert at["timer", "in"] >= max(at["run0", "out"], at["run1", "out"])  # the timer waited for both
+    assert at["late", "in"] >= at["timer", "out"]  # a run that came while the timer waited went after it
+
+
+def _hold_forever(folder: str) -> None:
+    with GpuTurns(folder).exclusive():
+        time.sleep(600)
+
+
+def test_a_killed_timer_releases_the_gpu(tmp_path: Path) -> None:
+    holder = multiprocessing.get_context("fork").Process(target=_hold_forever, args=(str(tmp_path),))
+    holder.start()
+    time.sleep(0.5)
+    log: list = []
+    waiting = _start(GpuTurns(tmp_path), "shared", 0.0, log, "run")
+    time.sleep(0.3)
+    assert log == []  # held by the timer
+    holder.kill()
+    waiting.join(timeout=10)
+    assert [edge for _, edge, _ in log] == ["in", "out"]
+
+
+def test_pool_gives_gpu_workers_one_lock_folder_and_removes_it() -> None:
+    pool = FilterPool(FilterConfig(device="cuda"), workers=2)
+    folder = pool.turns_dir
+    assert folder and Path(folder).is_dir() and {w.config.turns_dir for w in pool.all} == {folder}
+    pool.close()
+    assert not Path(folder).exists()
+    assert FilterPool(FilterConfig(device="cpu"), workers=2).turns_dir is None

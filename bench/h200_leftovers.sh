@@ -7,7 +7,9 @@
 #   3. the baselines not yet measured: kernelbench/L1/100, then level 2 (issue 7), resuming the committed file
 #   4. the four filters on Ops-6K rows (issue 8): AUDIT_N rows of a seeded sample, or with AUDIT_ALL=1 every row,
 #      resuming bench/results/h200-2026-12-04/ops6k_audit_gpu_all.jsonl (the copy in $OUT/ comes back grown)
-# Knobs: RL_S, POOL_S, BASE_S (0 skips a step), SAMPLES, UNPINNED=1 (isolation also without reserved cores),
+#   0. with CONFINE_S set: the judge's candidate processes as nobody (tests/judge/test_confine.py, then one CUDA
+#      judgement through the pool, its verdict env in confine_gpu.json) (issue 5)
+# Knobs: CONFINE_S, RL_S, POOL_S, BASE_S (0 skips a step), SAMPLES, UNPINNED=1 (isolation also without reserved cores),
 # LEVELS, AUDIT_S, AUDIT_N, AUDIT_ALL (step 4 runs when AUDIT_S is set).
 set -uo pipefail
 R=$OUT; export OUT=/tmp/leftovers; mkdir -p $OUT
@@ -16,6 +18,22 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PATH=/tmp/site/bin:$PATH CUDA_AGENT_DATA_DIR=$PWD/.carry \
   CUDA_AGENT_CACHE=/tmp/ca-cache TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16
 B=$OUT/kernelbench_baselines.json; cp bench/results/h200-2026-12-03/kernelbench_baselines.json $B
+if [ "${CONFINE_S:-0}" != 0 ]; then
+  timeout $CONFINE_S python3 -m pytest -q -rs -p no:cacheprovider tests/judge/test_confine.py > $OUT/confine_tests.log 2>&1
+  tail -4 $OUT/confine_tests.log
+  timeout $CONFINE_S python3 - > $OUT/confine_gpu.json 2>$OUT/confine_gpu.log <<'EOF'
+import json
+from cuda_agent.sandbox.jobs import JudgeJob
+from cuda_agent.sandbox.local import LocalPool
+with LocalPool(build_workers=2) as pool:
+    r = pool.run(JudgeJob(task="kernelbench/L1/19", solution=open("solutions/kernelbench/L1/19.py").read()))
+v = r.verdict
+print(json.dumps({"status": r.status, "error": r.error, "verdict": v and v.verdict, "solution_ms": v and v.timings_ms.solution,
+    "candidate_user": v and v.env.get("candidate_user"), "candidate_isolation": v and v.env.get("candidate_isolation"),
+    "hardening": r.hardening}, indent=1))
+EOF
+  cat $OUT/confine_gpu.json; pack
+fi
 if [ "${RL_S:-240}" != 0 ]; then  # RL_S=0 skips the step
   timeout ${RL_S:-240} python3 bench/rl_step_gpu.py --device cuda --out $OUT/rl_step --work /tmp/rl_step > $OUT/rl_step.out 2>&1
   tail -25 $OUT/rl_step.out; pack

@@ -1,18 +1,82 @@
 """Run a child Python process in its own process group, with a time limit that kills the group.
 
 Used wherever untrusted or heavy code runs (task inspection, the judge's build and run workers):
-a child that hangs, forks or crashes ends only itself and its descendants.
+a child that hangs, forks or crashes ends only itself and its descendants. A child may also be
+confined (`Confinement`): folders of its own mounted over shared ones, and an unprivileged user.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import pwd
 import signal
+import stat
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+
+CLONE_NEWNS = 0x00020000
+MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """What a child runs under: `binds` (source -> target folders, in a mount namespace of its own, so the
+    child sees its private copy at the shared folder's path and nobody else sees the change), then `user`."""
+
+    user: pwd.struct_passwd | None = None
+    binds: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    def preexec(self) -> Callable[[], None]:
+        def enter() -> None:  # runs in the child between fork and exec: no Python threads, no locks
+            if self.binds:
+                libc = ctypes.CDLL(None, use_errno=True)
+                if libc.unshare(CLONE_NEWNS) != 0:
+                    raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+                if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+                    raise OSError(ctypes.get_errno(), "making / private")
+                for source, target in self.binds:
+                    if libc.mount(source.encode(), target.encode(), None, MS_BIND, None) != 0:
+                        raise OSError(ctypes.get_errno(), f"bind-mounting {source} on {target}")
+            if self.user is not None:
+                drop_privileges(self.user)
+
+        return enter
+
+
+def unprivileged_user(name: str | None, paths: list[Path]) -> tuple[pwd.struct_passwd | None, str | None]:
+    """The user to drop to, or None and why not (only root can drop; the user must reach `paths`)."""
+    if os.geteuid() != 0 or name is None:
+        return None, None
+    try:
+        user = pwd.getpwnam(name)
+    except KeyError:
+        return None, f"stayed root: no user {name!r} on this machine"
+    for path in paths:
+        blocked = first_blocked_dir(path)
+        if blocked is not None:
+            return None, f"stayed root: {name} cannot reach {path} ({blocked} is not world-searchable)"
+    return user, None
+
+
+def first_blocked_dir(path: Path) -> Path | None:
+    """The first folder on the way to `path` (or the file itself) that others may not enter (or read)."""
+    for parent in [*reversed(path.resolve().parents), path.resolve()]:
+        mode = parent.stat().st_mode
+        needed = stat.S_IXOTH | (stat.S_IROTH if parent.is_file() else 0)
+        if mode & needed != needed:
+            return parent
+    return None
+
+
+def drop_privileges(user: pwd.struct_passwd) -> None:
+    os.setgroups([])
+    os.setgid(user.pw_gid)
+    os.setuid(user.pw_uid)
 
 
 @dataclass(frozen=True)
@@ -35,12 +99,15 @@ def run_module(
     env: dict[str, str] | None = None,
     stdin_text: str | None = None,
     output_cap: int = 200_000,
+    confine: Confinement | None = None,
 ) -> ChildResult:
     """Run `python -m module *args` in a new session; kill its whole process group at `timeout_s`.
 
     Args: as `run_command`, with the module's dotted name and its command-line arguments.
     """
-    return run_command([sys.executable, "-m", module, *args], timeout_s, cwd, env, stdin_text, output_cap)
+    # -P: the working folder (a candidate's, perhaps) is not put on sys.path, so nothing planted there is imported.
+    argv = [sys.executable, "-P", "-m", module, *args]
+    return run_command(argv, timeout_s, cwd, env, stdin_text, output_cap, confine=confine)
 
 
 def run_command(
@@ -51,6 +118,7 @@ def run_command(
     stdin_text: str | None = None,
     output_cap: int = 200_000,
     grace_s: float = 2.0,
+    confine: Confinement | None = None,
 ) -> ChildResult:
     """Run `argv` in a new session; kill its whole process group at `timeout_s`.
 
@@ -62,6 +130,7 @@ def run_command(
         stdin_text: text written to the child's stdin.
         output_cap: keep at most this many characters of each of stdout and stderr (the tail).
         grace_s: after the limit, how long the group has between SIGTERM and SIGKILL.
+        confine: mounts and user of the child (raises subprocess.SubprocessError where they fail).
     """
     start = time.monotonic()
     proc = subprocess.Popen(
@@ -74,6 +143,7 @@ def run_command(
         text=True,
         errors="replace",
         start_new_session=True,
+        preexec_fn=confine.preexec() if confine is not None else None,
     )
     timed_out = False
     try:

@@ -1,7 +1,7 @@
 """Record the bundled demo episode for one device (see cuda_agent/agent/demo.py).
 
-    python scripts/record_demo.py --device cpu    # writes cuda_agent/agent/demos/examples_relu_cpu.jsonl
-    python scripts/record_demo.py --device cuda   # on a GPU machine
+python scripts/record_demo.py --device cpu    # writes cuda_agent/agent/demos/examples_relu_cpu.jsonl
+python scripts/record_demo.py --device cuda   # on a GPU machine
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SOLUTIONS = {"cpu": REPO / "solutions" / "workspaces" / "examples_relu_cpu",
-             "cuda": REPO / "solutions" / "workspaces" / "kernelbench_L1_19"}
+SOLUTIONS = {
+    "cpu": REPO / "solutions" / "workspaces" / "examples_relu_cpu",
+    "cuda": REPO / "solutions" / "workspaces" / "kernelbench_L1_19",
+}
 
 
 def main() -> int:

@@ -12,14 +12,18 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import pwd
 import re
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuda_agent.judge.confine import keep_build, private_copy
 from cuda_agent.subproc import child_env, run_module
 
 _ERROR_LINE = re.compile(r"(error:|error\b.*:|: fatal error|undefined symbol|error [A-Z]\d+)", re.IGNORECASE)
@@ -101,6 +105,7 @@ def build_solution(
     kernels: Callable[[Path], tuple[bool, str]] | None = None,
     import_needed: bool = True,
     python_path: list[str] | None = None,
+    user: pwd.struct_passwd | None = None,
 ) -> BuildResult:
     """Compile a solution's extension(s); reuse a finished build.
 
@@ -113,6 +118,8 @@ def build_solution(
         kernels: a workspace's kernel build, called with the build folder first; returns (ok, log).
         import_needed: import the solution in a child to run its load_inline/load builds.
         python_path: folders the importing child needs on sys.path (a workspace's built module).
+        user: run the importing child (the candidate's top-level code) as this user, on a private copy
+            of the build folder (confine.py).
     """
     ext_dir = ext_dir_for(build_hash, device, cache_dir)
     if (ext_dir / OK_MARKER).exists():
@@ -132,9 +139,22 @@ def build_solution(
     env["PYTHONPATH"] = os.pathsep.join([*(python_path or []), env["PYTHONPATH"]])
     if device != "cuda":
         env["CUDA_VISIBLE_DEVICES"] = ""
-    child = run_module(
-        __name__, [str(solution_file), str(ext_dir)], timeout_s=timeout_s, env=env, cwd=solution_file.parent
-    )
+    with tempfile.TemporaryDirectory(prefix="cuda-agent-confined-build-") as scratch:
+        confinement = None
+        if user is not None:
+            solution_file = Path(shutil.copy2(solution_file, Path(scratch) / solution_file.name))
+            confinement = private_copy(ext_dir, Path(scratch), user)
+            env.update(HOME=scratch, TMPDIR=scratch)
+        child = run_module(
+            __name__,
+            [str(solution_file), str(ext_dir)],
+            timeout_s=timeout_s,
+            env=env,
+            cwd=solution_file.parent,
+            confine=confinement,
+        )
+        if confinement is not None:
+            keep_build(confinement, ext_dir)
     wall_s = time.monotonic() - start
     if child.timed_out:
         return BuildResult(

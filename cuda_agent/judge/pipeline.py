@@ -26,12 +26,13 @@ from cuda_agent.errors import JudgeInfraError, TaskError
 from cuda_agent.judge import baseline as baseline_mod
 from cuda_agent.judge.build import build_solution, ext_dir_for
 from cuda_agent.judge.config import JudgeConfig
+from cuda_agent.judge.confine import candidate_user, hand_over, private_copy
 from cuda_agent.judge.env import PROTOCOL_VERSION
 from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.protocol import BaselineRequest, BaselineResult, RunRequest, RunResult
 from cuda_agent.judge.solution import SolutionSource, read_solution
 from cuda_agent.reward import compute_reward
-from cuda_agent.subproc import child_env, run_module
+from cuda_agent.subproc import Confinement, child_env, run_module
 from cuda_agent.types import Task, Timings, Verdict, Violation
 from cuda_agent.workspace.build import BUILD_DIR, build_tree, glue_hash
 from cuda_agent.workspace.layout import tampered_files
@@ -88,6 +89,11 @@ class _Judgement:
         self.device = detect_device(config.device)
         self.stage_s: dict[str, float] = {}
         self.env: dict[str, Any] = {"protocol_version": PROTOCOL_VERSION, "precision_mode": config.precision}
+        self.user, why_not = candidate_user(config.candidate_user) if config.candidate_user else (None, None)
+        if self.user is not None:
+            self.env["candidate_user"] = self.user.pw_name
+        elif why_not:
+            self.env["candidate_isolation"] = why_not
 
     def verdict(self, name: str, message: str = "", **fields: Any) -> Verdict:
         timings = fields.pop("timings_ms", Timings())
@@ -142,6 +148,7 @@ class _Judgement:
             kernels=self.build_workspace_kernels if self.solution.root is not None else None,
             import_needed=self.solution.root is None or _builds_inline(self.solution.python),
             python_path=self.module_path(ext_dir_for(build_hash, self.device, self.cfg.cache_dir)),
+            user=self.user,
         )
         self.stage_s["build"] = result.wall_s
         self.env["build_cached"] = result.cached
@@ -196,6 +203,9 @@ class _Judgement:
             max_reps=cfg.max_reps,
             target_phase_s=cfg.target_phase_s,
         )
+        confinement = None
+        if self.user is not None:
+            confinement = private_copy(ext_dir, workdir / "private", self.user)
         payload = self._child(
             "cuda_agent.judge.worker",
             request.model_dump_json(),
@@ -203,6 +213,7 @@ class _Judgement:
             cfg.run_timeout_s,
             {"TORCH_EXTENSIONS_DIR": str(ext_dir)},
             stage="run",
+            confine=confinement,
         )
         if isinstance(payload, Verdict):
             return payload
@@ -211,7 +222,14 @@ class _Judgement:
         return RunResult.model_validate(payload)
 
     def _child(
-        self, module: str, request_json: str, workdir: Path, timeout_s: float, extra_env: dict[str, str], stage: str
+        self,
+        module: str,
+        request_json: str,
+        workdir: Path,
+        timeout_s: float,
+        extra_env: dict[str, str],
+        stage: str,
+        confine: Confinement | None = None,
     ) -> dict[str, Any] | Verdict:
         request_path, result_path = workdir / f"{stage}_request.json", workdir / f"{stage}_result.json"
         request_path.write_text(request_json)
@@ -220,8 +238,13 @@ class _Judgement:
             env["CUDA_VISIBLE_DEVICES"] = ""
             threads = str(self.cfg.cpu_threads)
             env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
+        if confine is not None and confine.user is not None:
+            hand_over(workdir, confine.user)  # after this, we write nothing more in workdir: its owner is the candidate
+            env.update(HOME=str(workdir), TMPDIR=str(workdir))
         start = time.monotonic()
-        child = run_module(module, [str(request_path), str(result_path)], timeout_s=timeout_s, env=env, cwd=workdir)
+        child = run_module(
+            module, [str(request_path), str(result_path)], timeout_s=timeout_s, env=env, cwd=workdir, confine=confine
+        )
         self.stage_s[stage] = time.monotonic() - start
         if child.timed_out:
             # The child dumps its Python stack on SIGTERM before the kill: say where it was stuck.
@@ -369,8 +392,11 @@ def judge(task: Task, solution: SolutionSource | Path, config: JudgeConfig | Non
         run = j.run(solution_file, ext_dir, workdir)
         if isinstance(run, Verdict):
             return run
-        base = j.baselines(workdir) if config.time and run.status == "ok" else None
-        return j.finish(run, base)
+        if not (config.time and run.status == "ok"):
+            return j.finish(run, None)
+    with tempfile.TemporaryDirectory(prefix="cuda-agent-baseline-") as tmp:
+        # Not the candidate's folder: it may own it, and have left links or modules there for us.
+        return j.finish(run, j.baselines(Path(tmp)))
 
 
 def reference_timings(task: Task, config: JudgeConfig | None = None) -> BaselineResult:

@@ -8,10 +8,10 @@ inherits it:
 - a pids cgroup per job where the cgroup filesystem is writable: a fork bomb stops at `max_pids`,
   root included, and every process of the job is killed at the end even if it left the group;
 - a private network namespace (loopback only, down) where the OS allows it;
-- an unprivileged user for commands when we run as root and that user can reach the program.
+- an unprivileged user for commands when we run as root and that user can reach the program; in a
+  judge job, for the candidate's processes (judge/confine.py: the judge writes the shared caches).
 
-What this does not protect against: reading files that are readable to the job's user (a judge
-job runs as the pool's user, because it writes the shared build cache); kernel exploits; GPU
+What this does not protect against: reading files that are readable to the job's user; kernel exploits; GPU
 memory of other processes on a shared GPU. Each measure that could not be applied is recorded
 as a warning in the job's result rather than silently skipped.
 """
@@ -22,12 +22,13 @@ import ctypes
 import os
 import pwd
 import resource
-import stat
 import time
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from cuda_agent.subproc import unprivileged_user as subproc_user
 
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
@@ -52,7 +53,7 @@ class SandboxLimits(BaseModel):
     network: bool = False
     """False: run in a new network namespace with no interfaces up."""
     user: str | None = "nobody"
-    """Commands run as this user when we are root and it can run them; judge jobs keep ours."""
+    """Commands, and the candidate processes of judge jobs, run as this user when we are root and it can."""
 
 
 def rlimits_for(limits: SandboxLimits, device: str) -> tuple[dict[str, int], list[str]]:
@@ -137,32 +138,7 @@ def _remove_quietly(group: Path) -> None:
 
 def unprivileged_user(limits: SandboxLimits, paths: list[Path]) -> tuple[pwd.struct_passwd | None, str | None]:
     """The user to drop to, or None and why not (only root can drop; the user must reach `paths`)."""
-    if os.geteuid() != 0 or limits.user is None:
-        return None, None
-    try:
-        user = pwd.getpwnam(limits.user)
-    except KeyError:
-        return None, f"stayed root: no user {limits.user!r} on this machine"
-    for path in paths:
-        blocked = _first_blocked_dir(path)
-        if blocked is not None:
-            return None, f"stayed root: {limits.user} cannot reach {path} ({blocked} is not world-searchable)"
-    return user, None
-
-
-def _first_blocked_dir(path: Path) -> Path | None:
-    for parent in [*reversed(path.resolve().parents), path.resolve()]:
-        mode = parent.stat().st_mode
-        needed = stat.S_IXOTH | (stat.S_IROTH if parent.is_file() else 0)
-        if mode & needed != needed:
-            return parent
-    return None
-
-
-def drop_privileges(user: pwd.struct_passwd) -> None:
-    os.setgroups([])
-    os.setgid(user.pw_gid)
-    os.setuid(user.pw_uid)
+    return subproc_user(limits.user, paths)
 
 
 def describe(limits: SandboxLimits, device: str) -> dict[str, Any]:

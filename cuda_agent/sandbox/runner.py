@@ -22,12 +22,12 @@ from cuda_agent.sandbox.limits import (
     Hardening,
     SandboxLimits,
     apply_rlimits,
-    drop_privileges,
     isolate_network,
     join_cgroup,
     rlimits_for,
     unprivileged_user,
 )
+from cuda_agent.subproc import drop_privileges
 from cuda_agent.types import Task, Verdict
 
 Phase = Literal["prepare", "judge", "command"]
@@ -94,7 +94,10 @@ def harden(spec: RunnerSpec, program: Path) -> Hardening:
             drop_privileges(user)
             report.user = user.pw_name
     elif os.geteuid() == 0:
-        report.warnings.append("judge jobs run as root: they write the shared build cache")
+        report.warnings.append(
+            "the judge runs as root (it writes the shared caches); the candidate's processes drop to "
+            f"{spec.limits.user} where they can: the verdict's env says so (candidate_user) or why not"
+        )
     return report
 
 
@@ -135,7 +138,7 @@ def run_judge_phase(spec: RunnerSpec) -> RunnerOutcome:
     job = spec.job
     assert isinstance(job, JudgeJob)
     try:
-        config = JudgeConfig(**{"device": spec.device, **job.config})
+        config = JudgeConfig(**{"device": spec.device, "candidate_user": spec.limits.user, **job.config})
         task = resolve_task(job.task)
         solution = solution_path(job.solution, Path(spec.workdir))
         step = prepare if spec.phase == "prepare" else judge

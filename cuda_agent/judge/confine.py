@@ -1,0 +1,87 @@
+"""Candidate code in a judgement (its import, its load_inline build, its run) under an unprivileged user.
+
+The judge itself stays root when the pool runs as root: it writes the shared build and baseline
+caches. The children that execute the candidate's Python drop to `JudgeConfig.candidate_user`, so a
+candidate can neither rewrite a cached baseline (and inflate its own speedup) nor another
+candidate's build. Torch's extension loader writes into the build folder even to load a finished
+build (its lock file, ninja's log), so each such child gets a private copy of its build folder,
+mounted at the shared folder's path in a mount namespace of its own: the same paths, so ninja
+finds nothing to do. After a build, what the child wrote is copied back into the cache by us.
+
+Where this cannot work (not root, no such user, the interpreter or packages out of the user's
+reach, no mount namespaces), candidate code runs as ours and the verdict's env says why.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from cuda_agent.subproc import Confinement, run_command, unprivileged_user
+
+
+def candidate_user(name: str | None) -> tuple[pwd.struct_passwd | None, str | None]:
+    """The user to run candidate code as, or None and why not (None, None: not asked for, or not root)."""
+    import torch
+
+    import cuda_agent
+
+    needed = [Path(sys.executable), Path(torch.__file__).parent, Path(cuda_agent.__file__).parent]
+    needed += [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).exists()]
+    user, why_not = unprivileged_user(name, needed)
+    if user is not None and not mounts_work():
+        return None, "stayed root: no private mount namespace here (unshare/mount refused)"
+    return user, why_not
+
+
+@functools.cache
+def mounts_work() -> bool:
+    """Whether a child can get a mount namespace with a bind mount, as the judge will ask (probed once)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        source, target = Path(tmp, "a"), Path(tmp, "b")
+        source.mkdir()
+        target.mkdir()
+        (source / "seen").touch()
+        try:
+            probe = run_command(["ls", str(target)], 20, confine=Confinement(binds=((str(source), str(target)),)))
+        except (OSError, subprocess.SubprocessError):
+            return False
+        return probe.returncode == 0 and probe.stdout.split() == ["seen"]
+
+
+def hand_over(folder: Path, user: pwd.struct_passwd) -> None:
+    """Give `folder` and everything below it to `user` (links are left as they are)."""
+    for path in [folder, *folder.rglob("*")]:
+        os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
+
+
+def private_copy(ext_dir: Path, scratch: Path, user: pwd.struct_passwd) -> Confinement:
+    """Copy `ext_dir` under `scratch` (times kept, so ninja sees an up-to-date build) for `user`; the
+    confinement that mounts the copy over `ext_dir` and drops to `user`."""
+    copy = scratch / "ext"
+    shutil.copytree(ext_dir, copy, symlinks=True, dirs_exist_ok=True)
+    hand_over(scratch, user)
+    return Confinement(user=user, binds=((str(copy), str(ext_dir)),))
+
+
+def keep_build(confinement: Confinement, ext_dir: Path) -> None:
+    """Copy what a confined build wrote into its private copy back into the shared `ext_dir`, as ours.
+
+    Links and special files are left out: the cache keeps regular files and folders only.
+    """
+    copy = Path(confinement.binds[0][0])
+    for path in sorted(copy.rglob("*")):
+        if path.is_symlink() or not (path.is_file() or path.is_dir()):
+            continue
+        target = ext_dir / path.relative_to(copy)
+        if path.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+        elif not target.exists() or target.stat().st_mtime_ns != path.stat().st_mtime_ns:
+            target.unlink(missing_ok=True)
+            shutil.copy2(path, target)

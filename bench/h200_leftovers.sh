@@ -5,12 +5,12 @@
 #   1. one PPO step of actor and critic on verl's FSDP engine, fed by episodes judged by the CUDA sandbox (issue 9)
 #   2. the sandbox pool's timing isolation: one kernel timed with the build workers idle, then busy compiling (issue 5)
 #   3. the baselines not yet measured: kernelbench/L1/100, then level 2 (issue 7), resuming the committed file
-#   4. the four filters on Ops-6K rows (issue 8): AUDIT_N rows of a seeded sample, or with AUDIT_ALL=1 every row,
-#      resuming bench/results/h200-2026-12-04/ops6k_audit_gpu_all.jsonl (the copy in $OUT/ comes back grown)
+#   4. the four filters on Ops-6K rows (issue 8): AUDIT_N rows of a seeded sample, or with AUDIT_ALL=FILE every row,
+#      resuming the committed JSONL FILE (the copy in $OUT/ comes back grown: copy it over FILE and commit)
 #   0. with CONFINE_S set: the judge's candidate processes as nobody (tests/judge/test_confine.py, then one CUDA
 #      judgement through the pool, its verdict env in confine_gpu.json) (issue 5)
 # Knobs: CONFINE_S, RL_S, POOL_S, BASE_S (0 skips a step), SAMPLES, UNPINNED=1 (isolation also without reserved cores),
-# LEVELS, AUDIT_S, AUDIT_N, AUDIT_ALL (step 4 runs when AUDIT_S is set).
+# LEVELS, AUDIT_S, AUDIT_N, AUDIT_ALL, AUDIT_W (step 4 runs when AUDIT_S is set; 12 workers by default).
 set -uo pipefail
 R=$OUT; export OUT=/tmp/leftovers; mkdir -p $OUT
 pack() { tar czf "$R/leftovers.tgz" -C "$OUT" . ; }
@@ -48,14 +48,14 @@ if [ "${BASE_S:-170}" != 0 ]; then  # BASE_S=0 skips the baselines
     --device cuda --out $B > $OUT/baselines.log 2>&1; tail -3 $OUT/baselines.log; pack
 fi
 if [ "${AUDIT_S:-0}" != 0 ]; then
-  if [ -n "${AUDIT_ALL:-}" ]; then
-    A=$OUT/ops6k_audit_gpu_all.jsonl; C=bench/results/h200-2026-12-04/ops6k_audit_gpu_all.jsonl; PICK=""
+  if [ -n "${AUDIT_ALL:-}" ]; then  # AUDIT_ALL=FILE: the committed JSONL to resume (it need not exist yet)
+    A=$OUT/$(basename $AUDIT_ALL); PICK=""; touch $AUDIT_ALL
     # A warm machine still holds the copy an earlier call grew: keep whichever has more rows.
-    [ -f $A ] && [ "$(wc -l < $A)" -ge "$(wc -l < $C)" ] || cp $C $A
+    [ -f $A ] && [ "$(wc -l < $A)" -ge "$(wc -l < $AUDIT_ALL)" ] || cp $AUDIT_ALL $A
   else
     A=$OUT/ops6k_audit_gpu2.jsonl; PICK="--sample ${AUDIT_N:-300} --seed 1"
   fi
   timeout ${AUDIT_S} python3 -m cuda_agent synth audit .carry/ops6k/ops6k.parquet --out $A $PICK \
-    --device cuda --workers 12 --timeout-s 90 > ${A%.jsonl}.out 2>&1
+    --device cuda --workers ${AUDIT_W:-12} --timeout-s 90 > ${A%.jsonl}.out 2>&1
   wc -l $A; pack
 fi

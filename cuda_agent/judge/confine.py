@@ -83,5 +83,8 @@ def keep_build(confinement: Confinement, ext_dir: Path) -> None:
         if path.is_dir():
             target.mkdir(parents=True, exist_ok=True)
         elif not target.exists() or target.stat().st_mtime_ns != path.stat().st_mtime_ns:
-            target.unlink(missing_ok=True)
-            shutil.copy2(path, target)
+            # Whole files only: a judgement of the same build that copies the folder meanwhile sees the
+            # old file or the new one, never half of one.
+            partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+            shutil.copy2(path, partial)
+            os.replace(partial, target)

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from cuda_agent.judge.confine import keep_build, private_copy
+from cuda_agent.judge.confine import confined_env, keep_build, private_copy
 from cuda_agent.subproc import child_env, run_module
 
 _ERROR_LINE = re.compile(r"(error:|error\b.*:|: fatal error|undefined symbol|error [A-Z]\d+)", re.IGNORECASE)
@@ -144,7 +144,7 @@ def build_solution(
         if user is not None:
             solution_file = Path(shutil.copy2(solution_file, Path(scratch) / solution_file.name))
             confinement = private_copy(ext_dir, Path(scratch), user)
-            env.update(HOME=scratch, TMPDIR=scratch)
+            env = confined_env(env) | {"HOME": scratch, "TMPDIR": scratch}
         child = run_module(
             __name__,
             [str(solution_file), str(ext_dir)],

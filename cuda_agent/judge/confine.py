@@ -23,21 +23,59 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cuda_agent.subproc import Confinement, run_command, unprivileged_user
+from cuda_agent.subproc import Confinement, child_env, run_command, unprivileged_user
 
 
-def candidate_user(name: str | None) -> tuple[pwd.struct_passwd | None, str | None]:
+def candidate_user(name: str | None, cache_dir: Path) -> tuple[pwd.struct_passwd | None, str | None]:
     """The user to run candidate code as, or None and why not (None, None: not asked for, or not root)."""
     import torch
 
     import cuda_agent
 
-    needed = [Path(sys.executable), Path(torch.__file__).parent, Path(cuda_agent.__file__).parent]
+    # The cache too: its build folders are where the candidate's private copies are mounted.
+    needed = [Path(sys.executable), Path(torch.__file__).parent, Path(cuda_agent.__file__).parent, cache_dir]
     needed += [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).exists()]
     user, why_not = unprivileged_user(name, needed)
-    if user is not None and not mounts_work():
+    if user is None:
+        return None, why_not
+    if not mounts_work():
         return None, "stayed root: no private mount namespace here (unshare/mount refused)"
-    return user, why_not
+    why_not = _interpreter_refuses(user, cache_dir)
+    return (None, why_not) if why_not else (user, None)
+
+
+def confined_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` with our site-packages on PYTHONPATH: an interpreter started by another user may not find
+    them by itself (one copied from pyenv found Debian's dist-packages instead)."""
+    import site
+
+    extra = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    return env | {"PYTHONPATH": os.pathsep.join([*filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), *extra])}
+
+
+def _interpreter_refuses(user: pwd.struct_passwd, cache_dir: Path) -> str | None:
+    """Why `user` cannot import the judge's worker with our interpreter, or None; tried once per setup."""
+    import hashlib
+    import json
+
+    import torch
+
+    setup = f"{user.pw_uid}|{sys.executable}|{sys.path}|{os.environ.get('PYTHONPATH')}|{torch.__version__}"
+    record = cache_dir / "confine" / f"{hashlib.sha256(setup.encode()).hexdigest()[:20]}.json"
+    if record.exists():
+        return json.loads(record.read_text())["why_not"]
+    argv = [sys.executable, "-P", "-c", "import torch, pydantic, cuda_agent.judge.worker"]
+    env = confined_env(child_env({"HOME": "/"}))
+    child = run_command(argv, 300, cwd=Path("/"), env=env, confine=Confinement(user=user))
+    why_not = None
+    if child.returncode != 0:
+        last = (child.stderr.strip().splitlines() or ["(no output)"])[-1]
+        why_not = f"stayed root: {user.pw_name} cannot start the judge's worker with {sys.executable}: {last}"
+    record.parent.mkdir(parents=True, exist_ok=True)
+    partial = record.with_name(f".{record.name}.{os.getpid()}")
+    partial.write_text(json.dumps({"why_not": why_not}))
+    os.replace(partial, record)
+    return why_not
 
 
 @functools.cache

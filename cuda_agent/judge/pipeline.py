@@ -26,7 +26,7 @@ from cuda_agent.errors import JudgeInfraError, TaskError
 from cuda_agent.judge import baseline as baseline_mod
 from cuda_agent.judge.build import build_solution, ext_dir_for
 from cuda_agent.judge.config import JudgeConfig
-from cuda_agent.judge.confine import candidate_user, hand_over, private_copy
+from cuda_agent.judge.confine import candidate_user, confined_env, hand_over, private_copy
 from cuda_agent.judge.env import PROTOCOL_VERSION
 from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.protocol import BaselineRequest, BaselineResult, RunRequest, RunResult
@@ -89,7 +89,9 @@ class _Judgement:
         self.device = detect_device(config.device)
         self.stage_s: dict[str, float] = {}
         self.env: dict[str, Any] = {"protocol_version": PROTOCOL_VERSION, "precision_mode": config.precision}
-        self.user, why_not = candidate_user(config.candidate_user) if config.candidate_user else (None, None)
+        self.user, why_not = (
+            candidate_user(config.candidate_user, config.cache_dir) if config.candidate_user else (None, None)
+        )
         if self.user is not None:
             self.env["candidate_user"] = self.user.pw_name
         elif why_not:
@@ -240,7 +242,7 @@ class _Judgement:
             env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
         if confine is not None and confine.user is not None:
             hand_over(workdir, confine.user)  # after this, we write nothing more in workdir: its owner is the candidate
-            env.update(HOME=str(workdir), TMPDIR=str(workdir))
+            env = confined_env(env) | {"HOME": str(workdir), "TMPDIR": str(workdir)}
         start = time.monotonic()
         child = run_module(
             module, [str(request_path), str(result_path)], timeout_s=timeout_s, env=env, cwd=workdir, confine=confine

@@ -46,7 +46,7 @@ def _confined_child(tmp_path: Path) -> None:
 def test_judge_builds_and_runs_the_candidate_on_private_copies(tmp_path: Path, monkeypatch) -> None:
     # Dropping to nobody needs an interpreter nobody can reach (not /root/.pyenv); stand root in for it,
     # so that the copies, mounts and copy-back run as they do for nobody.
-    monkeypatch.setattr(pipeline_mod, "candidate_user", lambda name: (pwd.getpwuid(0), None))
+    monkeypatch.setattr(pipeline_mod, "candidate_user", lambda name, cache_dir: (pwd.getpwuid(0), None))
     task = Catalog().resolve("examples/relu")
     solution = tmp_path / "solution.py"
     solution.write_text(example_solution("relu"))
@@ -79,7 +79,7 @@ def test_without_a_reachable_user_the_verdict_says_why(tmp_path: Path) -> None:
 def _can_drop() -> bool:
     from cuda_agent.judge.confine import candidate_user
 
-    return os.geteuid() == 0 and candidate_user("nobody")[0] is not None
+    return os.geteuid() == 0 and candidate_user("nobody", JudgeConfig().cache_dir)[0] is not None
 
 
 @pytest.mark.skipif(not _can_drop(), reason="needs root, and an interpreter and packages that nobody can reach")

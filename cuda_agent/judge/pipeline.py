@@ -253,6 +253,9 @@ class _Judgement:
             tail = "\n".join(child.stderr.strip().splitlines()[-12:])
             where = f"; where it was: {tail}" if tail else ""
             return self.verdict("timeout", f"the {stage} stage exceeded {timeout_s:.0f} s and was killed{where}")
+        if confine is not None and (result_path.is_symlink() or result_path.exists() and not result_path.is_file()):
+            # The candidate owns the folder: a link there would have us read whatever it points at.
+            return self.verdict("runtime_error", f"the {stage} result file was replaced by something not a file")
         if not result_path.exists():
             tail = "\n".join(child.stderr.strip().splitlines()[-8:])
             return self.verdict("runtime_error", f"the {stage} process died (exit {child.returncode}): {tail}")

@@ -139,21 +139,23 @@ def build_solution(
     env["PYTHONPATH"] = os.pathsep.join([*(python_path or []), env["PYTHONPATH"]])
     if device != "cuda":
         env["CUDA_VISIBLE_DEVICES"] = ""
-    with tempfile.TemporaryDirectory(prefix="cuda-agent-confined-build-") as scratch:
-        confinement = None
-        if user is not None:
-            solution_file = Path(shutil.copy2(solution_file, Path(scratch) / solution_file.name))
-            confinement = private_copy(ext_dir, Path(scratch), user)
-            env = confined_env(env) | {"HOME": scratch, "TMPDIR": scratch}
+    if user is None:
         child = run_module(
-            __name__,
-            [str(solution_file), str(ext_dir)],
-            timeout_s=timeout_s,
-            env=env,
-            cwd=solution_file.parent,
-            confine=confinement,
+            __name__, [str(solution_file), str(ext_dir)], timeout_s=timeout_s, env=env, cwd=solution_file.parent
         )
-        if confinement is not None:
+    else:
+        with tempfile.TemporaryDirectory(prefix="cuda-agent-confined-build-") as scratch:
+            own_file = Path(shutil.copy2(solution_file, Path(scratch) / solution_file.name))
+            confinement = private_copy(ext_dir, Path(scratch), user)
+            env = confined_env(env, scratch)
+            child = run_module(
+                __name__,
+                [str(own_file), str(ext_dir)],
+                timeout_s=timeout_s,
+                env=env,
+                cwd=scratch,
+                confine=confinement,
+            )
             keep_build(confinement, ext_dir)
     wall_s = time.monotonic() - start
     if child.timed_out:

@@ -44,13 +44,15 @@ def candidate_user(name: str | None, cache_dir: Path) -> tuple[pwd.struct_passwd
     return (None, why_not) if why_not else (user, None)
 
 
-def confined_env(env: dict[str, str]) -> dict[str, str]:
-    """`env` with our site-packages on PYTHONPATH: an interpreter started by another user may not find
-    them by itself (one copied from pyenv found Debian's dist-packages instead)."""
+def confined_env(env: dict[str, str], home: str) -> dict[str, str]:
+    """`env` for a confined child: HOME and TMPDIR in `home` (a folder the user owns), and our
+    site-packages on PYTHONPATH, since an interpreter started by another user may not find them by
+    itself (one copied from pyenv found Debian's dist-packages instead)."""
     import site
 
     extra = [p for p in site.getsitepackages() if Path(p).is_dir()]
-    return env | {"PYTHONPATH": os.pathsep.join([*filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), *extra])}
+    path = os.pathsep.join([*filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), *extra])
+    return env | {"PYTHONPATH": path, "HOME": home, "TMPDIR": home}
 
 
 def _interpreter_refuses(user: pwd.struct_passwd, cache_dir: Path) -> str | None:
@@ -65,7 +67,7 @@ def _interpreter_refuses(user: pwd.struct_passwd, cache_dir: Path) -> str | None
     if record.exists():
         return json.loads(record.read_text())["why_not"]
     argv = [sys.executable, "-P", "-c", "import torch, pydantic, cuda_agent.judge.worker"]
-    env = confined_env(child_env({"HOME": "/"}))
+    env = confined_env(child_env(), "/")
     child = run_command(argv, 300, cwd=Path("/"), env=env, confine=Confinement(user=user))
     why_not = None
     if child.returncode != 0:

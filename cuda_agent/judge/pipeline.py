@@ -242,7 +242,7 @@ class _Judgement:
             env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
         if confine is not None and confine.user is not None:
             hand_over(workdir, confine.user)  # after this, we write nothing more in workdir: its owner is the candidate
-            env = confined_env(env) | {"HOME": str(workdir), "TMPDIR": str(workdir)}
+            env = confined_env(env, str(workdir))
         start = time.monotonic()
         child = run_module(
             module, [str(request_path), str(result_path)], timeout_s=timeout_s, env=env, cwd=workdir, confine=confine

@@ -20,15 +20,12 @@ from __future__ import annotations
 
 import ctypes
 import os
-import pwd
 import resource
 import time
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-
-from cuda_agent.subproc import unprivileged_user as subproc_user
 
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
@@ -134,11 +131,6 @@ def _remove_quietly(group: Path) -> None:
         group.rmdir()
     except OSError:
         pass
-
-
-def unprivileged_user(limits: SandboxLimits, paths: list[Path]) -> tuple[pwd.struct_passwd | None, str | None]:
-    """The user to drop to, or None and why not (only root can drop; the user must reach `paths`)."""
-    return subproc_user(limits.user, paths)
 
 
 def describe(limits: SandboxLimits, device: str) -> dict[str, Any]:

@@ -25,9 +25,8 @@ from cuda_agent.sandbox.limits import (
     isolate_network,
     join_cgroup,
     rlimits_for,
-    unprivileged_user,
 )
-from cuda_agent.subproc import drop_privileges
+from cuda_agent.subproc import drop_privileges, unprivileged_user
 from cuda_agent.types import Task, Verdict
 
 Phase = Literal["prepare", "judge", "command"]
@@ -86,7 +85,7 @@ def harden(spec: RunnerSpec, program: Path) -> Hardening:
         if why_not:
             report.warnings.append(why_not)
     if spec.phase == "command":
-        user, why_not = unprivileged_user(spec.limits, [program, Path(spec.job.cwd)])
+        user, why_not = unprivileged_user(spec.limits.user, [program, Path(spec.job.cwd)])
         if why_not:
             report.warnings.append(why_not)
         if user is not None:

@@ -35,7 +35,7 @@ print(dict(Counter(r["reason"] or "kept" for r in rows).most_common()))
 PY
 
 # 2. Ops-6K filter audit on a seeded sample (every filter on every row), on the GPU.
-if [ -f .carry/ops6k/ops6k.parquet ]; then
+if [ -f .carry/ops6k/ops6k.parquet ] && [ "${AUDIT_S:-200}" != 0 ]; then  # AUDIT_S=0 skips it
   timeout ${AUDIT_S:-200} python3 -m cuda_agent synth audit .carry/ops6k/ops6k.parquet --out "$OUT/ops6k_audit_gpu.jsonl" \
     --sample "${AUDIT_N:-60}" --seed 0 --device cuda --workers 4 --timeout-s 120 > "$OUT/ops6k_audit_gpu.log" 2>&1
   python3 -c "

@@ -32,7 +32,9 @@ def candidate_user(name: str | None, cache_dir: Path) -> tuple[pwd.struct_passwd
 
     import cuda_agent
 
-    # The cache too: its build folders are where the candidate's private copies are mounted.
+    # The cache too: its build folders are where the candidate's private copies are mounted. A fresh machine
+    # has none yet; the judge makes it anyway, so make it now and probe the folder it will be.
+    cache_dir.mkdir(parents=True, exist_ok=True)
     needed = [Path(sys.executable), Path(torch.__file__).parent, Path(cuda_agent.__file__).parent, cache_dir]
     needed += [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).exists()]
     user, why_not = unprivileged_user(name, needed)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -37,9 +38,10 @@ class ComposeConfig(BaseModel):
     device: Literal["cpu", "cuda"] = "cpu"
     """Where the problems will be timed; picks the input sizes."""
     min_numel: int | None = None
-    """Fewest input elements (default: 2**18 on the CPU, 2**22 on CUDA)."""
+    """Fewest input elements (default: 2**18 on the CPU, 2**23 on CUDA)."""
     max_numel: int | None = None
-    """Most input elements (default: 2**22 on the CPU, 2**26 on CUDA)."""
+    """Most input elements (default: 2**22 on the CPU, 2**27 on CUDA: Ops-6K's outputs have a median of 2**25.6
+    elements, and on the H200 most 2**22-2**26 chains ran under 1 ms once timed alone)."""
     max_growth: float = 8.0
     """An operator may grow the tensor at most this many times (keeps padding/upsampling chains sane)."""
     max_params: int = 2**24
@@ -48,9 +50,16 @@ class ComposeConfig(BaseModel):
     attempts: int = 40
     """Draws per candidate before it is given up as 'uncomposable'."""
 
+    max_resized_numel: int | None = None
+    """Most input elements of a problem scaled up after it ran faster than the window (default 4 x the top
+    of `numel_range` on the CPU, 2**28 (1 GiB in fp32) on CUDA, where 12 workers hold their chains at once)."""
+
     def numel_range(self) -> tuple[int, int]:
-        lo, hi = (2**18, 2**22) if self.device == "cpu" else (2**22, 2**26)
+        lo, hi = (2**18, 2**22) if self.device == "cpu" else (2**23, 2**27)
         return self.min_numel or lo, self.max_numel or hi
+
+    def resized_numel_cap(self) -> int:
+        return self.max_resized_numel or (4 * self.numel_range()[1] if self.device == "cpu" else 2**28)
 
 
 class Step(BaseModel):
@@ -69,6 +78,7 @@ class Candidate(BaseModel):
     ops: list[str] = Field(description="Operator names, in order (the Ops-6K `ops` column).")
     code: str = Field(description="The problem source in KernelBench format.")
     composer: str = Field(default="rules", description="'rules' or the model spec that wrote it.")
+    scale: float = Field(default=1.0, description="Its batch dimension's factor over the first try (see `resize`).")
 
 
 def draw_depth(rng: random.Random, mix: dict[int, float]) -> int:
@@ -202,3 +212,29 @@ def render(steps: list[Step], shape: tuple[int, ...]) -> str:
     lines += ["", "", "def get_inputs():", f"    return [torch.randn({', '.join(dims)})]", "", ""]
     lines += ["def get_init_inputs():", f"    return [{', '.join(name for name, _ in params)}]", ""]
     return "\n".join(lines)
+
+
+_SIZE_LINE = re.compile(r"^(size|batch_size|features|channels|length|depth|height|width) = (\d+)$", re.M)
+
+
+def resize(code: str, factor: float, max_numel: int) -> tuple[str, float] | None:
+    """`code` with its first dimension (`batch_size`, or `size` for rank 1) times about `factor`, and the factor
+    applied; None if the source has no such constants or the cap leaves less than 1.5x.
+
+    Most composed chains are memory-bound: time grows with the batch, so a problem that ran faster than
+    the window is worth one more try at the size the window asks for. Its other dimensions stay, so the
+    constructor arguments bound to them (features, channels) still fit.
+    """
+    sizes = [(m, int(m.group(2))) for m in _SIZE_LINE.finditer(code)]
+    if not sizes or sizes[0][0].group(1) not in ("size", "batch_size"):
+        return None
+    numel = math.prod(value for _, value in sizes)
+    factor = min(factor, max_numel / numel)
+    if factor < 1.5:
+        return None
+    first, value = sizes[0]
+    new_value = round(value * factor)
+    if first.group(1) == "size" or value % 8 == 0:
+        new_value = max(8, new_value // 8 * 8)  # keep the alignment the composer gave it
+    line = f"{first.group(1)} = {new_value}"
+    return code[: first.start()] + line + code[first.end() :], new_value / value

@@ -62,6 +62,8 @@ class FilterResult(BaseModel):
     compile_matches: bool | None = Field(default=None, description="Compiled output allclose(1e-2) to eager.")
     output_shape: list[int] | None = None
     detail: str = ""
+    wall_s: float | None = Field(default=None, description="The worker's time on this problem, waits included.")
+    turn_wait_s: float | None = Field(default=None, description="Of which waiting for GPU turns (gpu_turns.py).")
 
 
 def forward_source(code: str) -> str:
@@ -165,14 +167,24 @@ def _check_compile(model: Any, inputs: list[Any], eager: list[Any], result: Filt
 
 def run_filters(index: int, code: str, config: FilterConfig, clock: Any, flush: Any) -> FilterResult:
     """Apply the four filters to one problem's source (executes it: call only in a worker process)."""
+    from cuda_agent.synth.gpu_turns import GpuTurns, NoTurns
+
+    turns = GpuTurns(config.turns_dir) if config.turns_dir else NoTurns()
+    start = time.perf_counter()
+    result = _run_filters(FilterResult(index=index), code, config, clock, flush, turns)
+    result.wall_s, result.turn_wait_s = time.perf_counter() - start, turns.waited_s
+    return result
+
+
+def _run_filters(
+    result: FilterResult, code: str, config: FilterConfig, clock: Any, flush: Any, turns: Any
+) -> FilterResult:
     import torch
 
     from cuda_agent.errors import TaskError
-    from cuda_agent.synth.gpu_turns import GpuTurns, NoTurns
     from cuda_agent.tasks.problem import call_inputs, draw_inputs, load_problem
 
-    turns = GpuTurns(config.turns_dir) if config.turns_dir else NoTurns()
-    result = FilterResult(index=index)
+    index = result.index
     name = f"synth_{index}.py"
     try:
         problem = load_problem(code, name)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,12 +24,16 @@ class GpuTurns:
     def __init__(self, folder: str | Path) -> None:
         self.gate = Path(folder) / "gate"
         self.gpu = Path(folder) / "gpu"
+        self.waited_s = 0.0
+        """Time spent waiting for turns, so a slow run can tell waiting from working."""
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
         """Run kernels beside other workers' runs, never during a timing."""
+        start = time.perf_counter()
         with self._locked(self.gate, fcntl.LOCK_EX):
             gpu = self._acquire(self.gpu, fcntl.LOCK_SH)
+        self.waited_s += time.perf_counter() - start
         try:
             yield
         finally:
@@ -37,7 +42,9 @@ class GpuTurns:
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
         """Have the GPU alone: new runs wait at the gate, runs in progress finish first."""
+        start = time.perf_counter()
         with self._locked(self.gate, fcntl.LOCK_EX), self._locked(self.gpu, fcntl.LOCK_EX):
+            self.waited_s += time.perf_counter() - start
             yield
 
     @contextlib.contextmanager
@@ -61,6 +68,8 @@ class GpuTurns:
 
 class NoTurns:
     """Stands in for GpuTurns where workers do not share a GPU (one worker, or the CPU)."""
+
+    waited_s = 0.0
 
     def shared(self) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()

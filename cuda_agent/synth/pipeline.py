@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from cuda_agent.errors import ConfigError
 from cuda_agent.synth.catalog import OpSpec
-from cuda_agent.synth.compose import Candidate, ComposeConfig, compose
+from cuda_agent.synth.compose import Candidate, ComposeConfig, compose, resize
 from cuda_agent.synth.decontaminate import StructureIndex, exact_key, near_key, operator_signature
 from cuda_agent.synth.filters import FilterConfig, FilterResult
 from cuda_agent.synth.pool import FilterPool
@@ -40,6 +40,9 @@ class SynthConfig(BaseModel):
     """Give up after this many candidate indices (default 50 x n)."""
     checkpoint_every: int = 25
     """Rewrite the parquet after this many newly kept problems."""
+    resize_to: float | None = 3.0
+    """A candidate faster than the time window is tried once more with its batch scaled for about this many
+    times the window's lower end (capped by `compose.resized_numel_cap()`); None: no second try."""
 
 
 class SynthRecord(BaseModel):
@@ -48,6 +51,7 @@ class SynthRecord(BaseModel):
     index: int
     ops: list[str]
     composer: str = "rules"
+    scale: float = Field(default=1.0, description="Batch factor of a second try (the first try has 1.0, same index).")
     kept: bool
     reason: str | None = Field(description="Filter name, 'timeout', 'crash', 'kernelbench_similar', 'duplicate' ...")
     filter: FilterResult | None = None
@@ -112,6 +116,8 @@ class Synthesizer:
         self.next_index = 0
         self.pending: dict[int, Candidate] = {}
         """Candidates handed to the filters and not yet answered, by index."""
+        self.resized: deque[Candidate] = deque()
+        """Second tries at a larger size, filtered before new candidates (a kill loses them: resume goes on)."""
 
     @property
     def kept(self) -> int:
@@ -135,6 +141,12 @@ class Synthesizer:
         """(index, code) of the candidates worth filtering, skipping full depths and repeats before any run."""
         limit = self.config.max_candidates or 50 * self.config.n
         while self.next_index < limit and self.kept < self.config.n:
+            if self.resized:
+                candidate = self.resized.popleft()
+                if self.kept_by_depth[len(candidate.ops)] < self.quota.get(len(candidate.ops), 0):
+                    self.pending[candidate.index] = candidate
+                    yield candidate.index, candidate.code
+                continue
             index = self.next_index
             self.next_index += 1
             depth = candidate_depth(self.config.seed, index, self.config.compose.depth_mix)
@@ -162,8 +174,8 @@ class Synthesizer:
     def accept(self, result: FilterResult) -> bool:
         """Record one filtered candidate; False once enough are kept."""
         candidate = self.pending.pop(result.index)
-        record = SynthRecord(index=result.index, ops=candidate.ops, composer=candidate.composer, kept=False,
-                             reason=result.reason, filter=result)  # fmt: skip
+        record = SynthRecord(index=result.index, ops=candidate.ops, composer=candidate.composer, scale=candidate.scale,
+                             kept=False, reason=result.reason, filter=result)  # fmt: skip
         depth = len(candidate.ops)
         if result.passed:
             nearest = self.index.nearest(candidate.code, at_least=self.config.max_similarity)
@@ -180,9 +192,24 @@ class Synthesizer:
             else:
                 record.kept, record.code = True, candidate.code
         self._append(record)
+        self._maybe_resize(candidate, result)
         if record.kept and self.kept % self.config.checkpoint_every == 0:
             write_parquet(self.records, self.out)
         return self.kept < self.config.n
+
+    def _maybe_resize(self, candidate: Candidate, result: FilterResult) -> None:
+        """Queue a second try of a candidate that failed only for running faster than the window."""
+        config = self.config
+        too_fast = result.reason == "time_window" and result.eager_ms is not None
+        if config.resize_to is None or candidate.scale != 1.0 or not too_fast or result.eager_ms <= 0:
+            return
+        if result.eager_ms >= config.filters.min_ms:
+            return  # too slow: a smaller batch would pass, but the window's top is 100x its bottom: rare
+        resized = resize(candidate.code, config.resize_to * config.filters.min_ms / result.eager_ms,
+                         config.compose.resized_numel_cap())  # fmt: skip
+        if resized is not None:
+            code, scale = resized
+            self.resized.append(candidate.model_copy(update={"code": code, "scale": scale}))
 
     def _append(self, record: SynthRecord) -> None:
         self._remember(record)

@@ -76,6 +76,17 @@ def test_without_a_reachable_user_the_verdict_says_why(tmp_path: Path) -> None:
         assert verdict.env.get("candidate_user") == "nobody" or "stayed root" in verdict.env["candidate_isolation"]
 
 
+def test_a_cache_folder_not_made_yet_is_made_and_probed(tmp_path: Path) -> None:
+    # A fresh machine: the probe ran before the judge had made its cache, and crashed the sandbox runner.
+    from cuda_agent.judge.confine import candidate_user
+
+    cache = tmp_path / "not" / "yet"
+    user, why_not = candidate_user("nobody", cache)
+    assert cache.is_dir()
+    if os.geteuid() == 0:
+        assert user is not None or why_not.startswith("stayed root")
+
+
 def _can_drop() -> bool:
     from cuda_agent.judge.confine import candidate_user
 

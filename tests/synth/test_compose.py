@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from cuda_agent.synth.catalog import probe
-from cuda_agent.synth.compose import OPS6K_DEPTH_MIX, ComposeConfig, compose
+from cuda_agent.synth.compose import OPS6K_DEPTH_MIX, ComposeConfig, compose, resize
 from cuda_agent.synth.pipeline import candidate_depth, depth_quota
 from cuda_agent.tasks.problem import call_inputs, load_problem
 
@@ -47,6 +47,33 @@ def test_composed_problems_run_and_have_the_kernelbench_shape(ops) -> None:
         out = model(*problem.get_inputs())
         assert isinstance(out, torch.Tensor)
         assert "batch_size = " in candidate.code
+
+
+def test_resize_scales_the_batch_and_keeps_every_other_size(ops) -> None:
+    import math
+
+    candidate = next(c for i in range(40) if (c := compose(ops, 0, i, SMALL)) is not None and c.ops[0] == "nn.Conv2d")
+    problem = load_problem(candidate.code, "c.py", register=False)
+    (x,) = problem.get_inputs()
+    resized = resize(candidate.code, 4.0, 10**9)
+    assert resized is not None
+    code, scale = resized
+    bigger = load_problem(code, "r.py", register=False)
+    (y,) = bigger.get_inputs()
+    assert scale == 4.0 and y.shape == (4 * x.shape[0], *x.shape[1:])
+    assert call_inputs(bigger, "r.py", "get_init_inputs") == call_inputs(problem, "c.py", "get_init_inputs")
+    model = bigger.Model(*call_inputs(bigger, "r.py", "get_init_inputs"))
+    assert model(y).shape[0] == y.shape[0]  # the chain still fits
+
+    # The cap on input elements wins over the factor; below 1.5x it is not worth a second try.
+    capped = resize(candidate.code, 100.0, 2 * x.numel())
+    assert (
+        capped is not None
+        and capped[1] <= 2.0
+        and math.prod(load_problem(capped[0], "k.py", register=False).get_inputs()[0].shape) <= 2 * x.numel()
+    )
+    assert resize(candidate.code, 100.0, x.numel()) is None
+    assert resize("import torch\n\ndef get_inputs():\n    return [torch.randn(4)]\n", 4.0, 10**9) is None
 
 
 def test_depth_mix_follows_ops6k_by_default() -> None:

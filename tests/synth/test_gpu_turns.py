@@ -30,15 +30,19 @@ def test_runs_overlap_a_timer_waits_for_them_and_goes_before_later_runs(tmp_path
     turns, log = GpuTurns(tmp_path), []
     runs = [_start(turns, "shared", 0.6, log, f"run{i}") for i in range(2)]
     time.sleep(0.2)
-    timer = _start(turns, "exclusive", 0.4, log, "timer")
+    timer_turns = GpuTurns(tmp_path)
+    timer = _start(timer_turns, "exclusive", 0.4, log, "timer")
     time.sleep(0.2)
-    late = _start(turns, "shared", 0.1, log, "late")
+    late_turns = GpuTurns(tmp_path)
+    late = _start(late_turns, "shared", 0.1, log, "late")
     for thread in [*runs, timer, late]:
         thread.join(timeout=10)
     at = {(name, edge): t for name, edge, t in log}
     assert at["run1", "in"] < at["run0", "out"]  # the two runs shared the GPU
     assert at["timer", "in"] >= max(at["run0", "out"], at["run1", "out"])  # the timer waited for both
     assert at["late", "in"] >= at["timer", "out"]  # a run that came while the timer waited went after it
+    # What each waited is counted (it goes into FilterResult.turn_wait_s): the timer ~0.4 s, the late run ~0.6 s.
+    assert 0.25 < timer_turns.waited_s < 2 and 0.45 < late_turns.waited_s < 3 and turns.waited_s < 0.3
 
 
 def _hold_forever(folder: str) -> None:

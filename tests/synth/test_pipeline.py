@@ -62,3 +62,25 @@ def test_resume_continues_the_same_stream(ops, tmp_path: Path) -> None:
     codes = pq.read_table(tmp_path / "part.parquet").column("code").to_pylist()
     assert codes == pq.read_table(tmp_path / "whole.parquet").column("code").to_pylist()
     assert [r.index for r in read_sidecar(tmp_path / "part.parquet")] == [r.index for r in whole.records]
+
+
+def test_a_candidate_faster_than_the_window_gets_one_larger_try(ops, tmp_path: Path) -> None:
+    # Every problem here runs in well under 10 s: each is tried again with its batch scaled (to the cap), once.
+    config = _config(1).model_copy(
+        update={
+            "filters": FilterConfig(compile=False, min_ms=10_000.0, max_ms=1e6),
+            "compose": ComposeConfig(min_numel=4096, max_numel=16384, max_resized_numel=8 * 16384),
+            "max_candidates": 3,
+        }
+    )
+    out = tmp_path / "r.parquet"
+    synth = run_synthesis(Synthesizer(config, ops, [("kb/1", KB)], out), rule_composer(ops, config))
+    records = [r for r in read_sidecar(out) if r.filter is not None]
+    assert synth.kept == 0 and all(r.reason == "time_window" for r in records)
+    first = {r.index: r for r in records if r.scale == 1.0}
+    second = {r.index: r for r in records if r.scale != 1.0}
+    assert first and second and set(second) <= set(first)
+    assert len(records) == len(first) + len(second)  # never a third try
+    for index, again in second.items():
+        assert again.scale >= 1.5 and again.ops == first[index].ops
+        assert again.filter.output_shape[0] == round(first[index].filter.output_shape[0] * again.scale)

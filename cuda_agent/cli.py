@@ -505,6 +505,7 @@ def _synth_config(args: argparse.Namespace, device: str):
         workers=args.workers,
         compose=ComposeConfig(device=device, depth_mix=mix),
         filters=FilterConfig(device=device, min_ms=low, max_ms=high, threads=threads, timeout_s=args.timeout_s),
+        resize_to=args.resize_to or None,
     )
 
 
@@ -633,6 +634,13 @@ def _add_synth_commands(commands: argparse._SubParsersAction) -> None:
     synth.add_argument("--out", default=None, help="output parquet (ops, data_source, code); sidecar beside it")
     synth.add_argument("--resume", action="store_true", help="carry on the run recorded in the sidecar of --out")
     synth.add_argument("--depth-mix", default=None, help="weights of 1..5 operators (default Ops-6K's)")
+    synth.add_argument(
+        "--resize-to",
+        type=float,
+        default=3.0,
+        help="a problem faster than the window is tried once more with its batch scaled for about this many times "
+        "the window's low end (0: no second try)",
+    )
     synth.add_argument(
         "--model", default=None, help="compose with a model: OpenAI-compatible URL, hf:PATH, replay:FILE"
     )

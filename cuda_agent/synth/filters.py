@@ -64,6 +64,7 @@ class FilterResult(BaseModel):
     detail: str = ""
     wall_s: float | None = Field(default=None, description="The worker's time on this problem, waits included.")
     turn_wait_s: float | None = Field(default=None, description="Of which waiting for GPU turns (gpu_turns.py).")
+    stage_s: dict[str, float] = Field(default_factory=dict, description="Seconds per filter evaluated, waits included.")
 
 
 def forward_source(code: str) -> str:
@@ -186,23 +187,37 @@ def _run_filters(
 
     index = result.index
     name = f"synth_{index}.py"
+    start = time.perf_counter()
     try:
         problem = load_problem(code, name)
         torch.manual_seed(0)
-        model = problem.Model(*call_inputs(problem, name, "get_init_inputs")).to(config.device)
-        first = draw_inputs(problem, name, 1, config.device)
+        model = problem.Model(*call_inputs(problem, name, "get_init_inputs"))
+        # Every kernel but a timing's runs in a shared turn, input draws and comparisons too: any of them
+        # beside another worker's timing would be in its measurement.
         with turns.shared():
+            model = model.to(config.device)
+            first = draw_inputs(problem, name, 1, config.device)
             eager = _forward(model, first, 0, config.device)
     except (TaskError, Exception) as exc:  # a problem that does not run fails filter 1; that is data
         result.checks["runs_eager"] = False
         result.reason, result.detail = "runs_eager", f"{type(exc).__name__}: {exc}"[:300]
         return result
+    finally:
+        result.stage_s["runs_eager"] = time.perf_counter() - start
     result.checks["runs_eager"] = bool(eager)
     result.output_shape = list(eager[0].shape) if eager else None
 
-    def run(seed: int, inputs: list[Any]) -> list[Any]:
+    def deterministic() -> bool:
+        if _STOCHASTIC.search(forward_source(code)):
+            return False
         with turns.shared():
-            return _forward(model, inputs, seed, config.device)
+            return _equal(eager, _forward(model, first, 1, config.device))
+
+    def input_dependent() -> bool:
+        with turns.shared():
+            if _constant(eager):
+                return False
+            return not _equal(eager, _forward(model, _second(problem, name, config), 0, config.device))
 
     def timed() -> float:
         with turns.exclusive():
@@ -211,19 +226,21 @@ def _run_filters(
     # The compiled call is not in a turn: its first call is mostly compiling, on the CPU, and a turn that
     # long would hold every timer, and so every worker, back.
     stages = [
-        ("deterministic", lambda: not _STOCHASTIC.search(forward_source(code)) and _equal(eager, run(1, first))),
-        ("input_dependent", lambda: not _constant(eager) and not _equal(eager, run(0, _second(problem, name, config)))),
+        ("deterministic", deterministic),
+        ("input_dependent", input_dependent),
         ("time_window", lambda: _in_window(result, timed(), config)),
         ("runs_compile", lambda: _check_compile(model, first, eager, result)),
-    ]  # fmt: skip
+    ]
     if not config.compile:
         stages.pop()
     for filter_name, check in stages:
+        start = time.perf_counter()
         try:
             result.checks[filter_name] = bool(check())
         except Exception as exc:  # e.g. a second input draw that fails: the filter fails
             result.checks[filter_name] = False
             result.detail = f"{filter_name}: {type(exc).__name__}: {exc}"[:300]
+        result.stage_s[filter_name] = time.perf_counter() - start
         if not result.checks[filter_name] and result.reason is None:
             result.reason = filter_name
             if config.short_circuit:

@@ -40,7 +40,7 @@ class SynthConfig(BaseModel):
     """Give up after this many candidate indices (default 50 x n)."""
     checkpoint_every: int = 25
     """Rewrite the parquet after this many newly kept problems."""
-    resize_to: float | None = 3.0
+    resize_to: float | None = Field(default=3.0, gt=0)
     """A candidate faster than the time window is tried once more with its batch scaled for about this many
     times the window's lower end (capped by `compose.resized_numel_cap()`); None: no second try."""
 

@@ -40,6 +40,9 @@ def test_a_good_problem_passes() -> None:
     result = _run("torch.relu(x) * self.w")
     assert result.passed and result.reason is None
     assert result.eager_ms is not None and result.output_shape == [32, 64]
+    # Where the worker's time went, for runs that are slower than they should be.
+    assert set(result.stage_s) == {"runs_eager", "deterministic", "input_dependent", "time_window"}
+    assert result.wall_s >= sum(result.stage_s.values()) > 0 and result.turn_wait_s == 0.0  # CPU: no turns
 
 
 @pytest.mark.parametrize(

@@ -32,6 +32,15 @@ hours = (end - start) / 3600
 print(f"{kept} kept of {len(rows)} candidates in {end - start} s with {workers} workers (incl. start-up)")
 print(f"{kept / hours:.0f} kept/hour; 6,000 kept would take {6000 / max(kept / hours, 1e-9):.2f} h")
 print(dict(Counter(r["reason"] or "kept" for r in rows).most_common()))
+print("second tries (batch scaled):", Counter(r["reason"] or "kept" for r in rows if r.get("scale", 1.0) != 1.0))
+# Where the workers' time went (median seconds per filtered candidate), to tell waiting for GPU turns from work.
+filtered = [r["filter"] for r in rows if r.get("filter") and r["filter"].get("wall_s") is not None]
+if filtered:
+    from statistics import median
+    stages = sorted({k for f in filtered for k in f["stage_s"]})
+    print(f"worker wall median {median(f['wall_s'] for f in filtered):.2f} s, sum {sum(f['wall_s'] for f in filtered):.0f} s;"
+          f" turn wait median {median(f['turn_wait_s'] for f in filtered):.2f} s, sum {sum(f['turn_wait_s'] for f in filtered):.0f} s")
+    print({k: round(median(f["stage_s"][k] for f in filtered if k in f["stage_s"]), 3) for k in stages})
 PY
 
 # 2. Ops-6K filter audit on a seeded sample (every filter on every row), on the GPU.

@@ -658,7 +658,7 @@ def _add_synth_commands(commands: argparse._SubParsersAction) -> None:
     check.add_argument("file", help="a parquet with a code column, e.g. ../shared/ops6k/ops6k.parquet")
     check.add_argument("--out", required=True, help="JSONL of per-row filter results; a summary JSON beside it")
     check.add_argument("--sample", type=int, default=None, help="a seeded random sample of this many rows")
-    check.add_argument("--threads", type=int, default=1, help="torch threads per worker (CPU)")
+    check.add_argument("--threads", type=int, default=1, help="torch threads per worker")
     _add_synth_options(check)
     check.set_defaults(func=cmd_synth_audit)
 

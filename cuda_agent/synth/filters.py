@@ -41,7 +41,7 @@ class FilterConfig(BaseModel):
     timeout_s: float = 180.0
     """Per problem, including a cold torch.compile (about 20 s on this CPU)."""
     threads: int = 1
-    """torch intra-op threads per worker (CPU)."""
+    """torch intra-op threads per worker (on CUDA they only build models and draw CPU-side values)."""
     compile: bool = True
     """Run the torch.compile filter; off only for quick dry runs and tests (the paper's filter needs it)."""
     turns_dir: str | None = None

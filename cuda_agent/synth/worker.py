@@ -27,8 +27,9 @@ def main(argv: list[str]) -> int:
 
     faulthandler.register(signal.SIGTERM)  # a hang killed by the parent leaves its stack in the log
     config = FilterConfig.model_validate_json(argv[0])
-    if config.device == "cpu":
-        torch.set_num_threads(config.threads)
+    # On CUDA too: a worker's CPU side (building the model, its weight init) with torch's default of one
+    # thread per core, times 12 workers, oversubscribes the cores many times over.
+    torch.set_num_threads(config.threads)
     env.apply_precision_flags()  # the judge's flags, so eager times mean the same as the judge's
     cuda = config.device == "cuda"
     clock = Clock(time.perf_counter, torch.cuda.synchronize if cuda else None, torch.cuda.Event if cuda else None)

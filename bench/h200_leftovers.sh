@@ -56,6 +56,8 @@ if [ "${AUDIT_S:-0}" != 0 ]; then
     A=$OUT/ops6k_audit_gpu2.jsonl; PICK="--sample ${AUDIT_N:-300} --seed 1"
   fi
   timeout ${AUDIT_S} python3 -m cuda_agent synth audit .carry/ops6k/ops6k.parquet --out $A $PICK \
-    --device cuda --workers ${AUDIT_W:-12} --timeout-s 90 > ${A%.jsonl}.out 2>&1
+    --device cuda --workers ${AUDIT_W:-12} --timeout-s 90 > ${A%.jsonl}.out 2>&1 &
+  # Pack every 10 s: a call cut by the device limit still brings its rows back (the audit skips a cut line).
+  while kill -0 $! 2>/dev/null; do sleep 10; pack; done
   wc -l $A; pack
 fi

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from cuda_agent.synth.filters import FILTERS, FilterConfig, FilterResult
+from cuda_agent.synth.filters import FILTERS, OUT_OF_MEMORY, FilterConfig, FilterResult
 from cuda_agent.synth.pool import FilterPool
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ class AuditSummary(BaseModel):
     passed: dict[str, int]
     """Filter -> rows that passed it (a row that did not run eagerly fails every filter)."""
     outcomes: dict[str, int]
-    """'pass', a first failed filter, 'timeout' or 'crash' -> rows."""
+    """'pass', a first failed filter, 'timeout', 'crash' or 'out_of_memory' (alone on the device too) -> rows."""
     eager_ms_median: float | None
 
 
@@ -47,7 +47,8 @@ def sample_rows(n_rows: int, sample: int | None, seed: int) -> list[int]:
 
 
 def read_results(path: Path) -> list[FilterResult]:
-    """The results so far; a last line cut by a kill mid-write is dropped (that row runs again)."""
+    """The results so far, the last line of a row winning (a row run again alone after running out of
+    memory has two); a last line cut by a kill mid-write is dropped (that row runs again)."""
     if not path.is_file():
         return []
     lines = [line for line in path.read_text().splitlines() if line.strip()]
@@ -56,7 +57,13 @@ def read_results(path: Path) -> list[FilterResult]:
         results += [FilterResult.model_validate_json(line) for line in lines[-1:]]
     except ValueError:
         log.warning("%s: dropped a cut last line; that row will be filtered again", path)
-    return results
+    return list({r.index: r for r in results}.values())
+
+
+def ran_out_of_memory(result: FilterResult) -> bool:
+    """No verdict yet: memory ran out beside other workers. Audits before 2026-12-05 recorded this as the
+    failure of the filter that was running, with the error in `detail`."""
+    return result.reason == OUT_OF_MEMORY or (not result.passed and "out of memory" in result.detail)
 
 
 def audit(
@@ -67,8 +74,12 @@ def audit(
     results_path: Path,
     on_result: Callable[[FilterResult], None] | None = None,
 ) -> list[FilterResult]:
-    """Filter the given rows (skipping those already in `results_path`) and return all results."""
-    done = {r.index for r in read_results(results_path)}
+    """Filter the given rows (skipping those already in `results_path`) and return all results.
+
+    Rows that ran out of memory beside the other workers run again at the end with one worker, alone on
+    the device; if they run out of memory then, that is their outcome.
+    """
+    done = {r.index for r in read_results(results_path) if not ran_out_of_memory(r)}
     todo = [(i, rows[i]["code"]) for i in indices if i not in done]
     config = config.model_copy(update={"short_circuit": False})
 
@@ -84,6 +95,15 @@ def audit(
     with FilterPool(config, workers, results_path.with_suffix(".log")) as pool:
         pool.map(todo, record)
     wanted = set(indices)
+    again = [
+        (r.index, rows[r.index]["code"])
+        for r in read_results(results_path)
+        if r.index in wanted and ran_out_of_memory(r)
+    ]
+    if again and workers > 1:
+        log.warning("%d rows ran out of memory beside other workers: running them again, one at a time", len(again))
+        with FilterPool(config, 1, results_path.with_suffix(".log")) as pool:
+            pool.map(again, record)
     return [r for r in read_results(results_path) if r.index in wanted]
 
 

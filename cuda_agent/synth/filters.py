@@ -20,7 +20,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 FILTERS = ("runs_eager", "deterministic", "input_dependent", "time_window", "runs_compile")
-"""Filter names in the order they run; also the rejection reasons, with 'timeout' and 'crash'."""
+"""Filter names in the order they run; also the rejection reasons, with 'timeout', 'crash' and 'out_of_memory'."""
+
+OUT_OF_MEMORY = "out_of_memory"
+"""Not a verdict: workers share the device's memory, so one problem's allocation can fail for a neighbour's.
+The audit runs such problems again alone (`audit.py`); synthesis drops them."""
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    # TaskError wraps what get_inputs() raised, so the message is the only common ground.
+    return "out of memory" in str(exc) or "can't allocate memory" in str(exc)
+
 
 FAR_PAST_WINDOW = 3.0
 """A warm call this many times the window's upper end fails the time filter without the full protocol."""
@@ -53,7 +63,9 @@ class FilterResult(BaseModel):
 
     index: int
     passed: bool = False
-    reason: str | None = Field(default=None, description="First failed filter, 'timeout', 'crash' or 'error'.")
+    reason: str | None = Field(
+        default=None, description="First failed filter, 'timeout', 'crash', 'out_of_memory' or 'error'."
+    )
     checks: dict[str, bool] = Field(default_factory=dict, description="Filter name -> passed, for those evaluated.")
     eager_ms: float | None = Field(
         default=None, description="Median eager time; one warm call's time when that is far past the window."
@@ -199,6 +211,9 @@ def _run_filters(
             first = draw_inputs(problem, name, 1, config.device)
             eager = _forward(model, first, 0, config.device)
     except (TaskError, Exception) as exc:  # a problem that does not run fails filter 1; that is data
+        if out_of_memory(exc):
+            result.reason, result.detail = OUT_OF_MEMORY, f"runs_eager: {type(exc).__name__}: {exc}"[:300]
+            return result
         result.checks["runs_eager"] = False
         result.reason, result.detail = "runs_eager", f"{type(exc).__name__}: {exc}"[:300]
         return result
@@ -238,6 +253,9 @@ def _run_filters(
         try:
             result.checks[filter_name] = bool(check())
         except Exception as exc:  # e.g. a second input draw that fails: the filter fails
+            if out_of_memory(exc):
+                result.reason, result.detail = OUT_OF_MEMORY, f"{filter_name}: {type(exc).__name__}: {exc}"[:300]
+                return result
             result.checks[filter_name] = False
             result.detail = f"{filter_name}: {type(exc).__name__}: {exc}"[:300]
         result.stage_s[filter_name] = time.perf_counter() - start

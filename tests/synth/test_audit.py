@@ -33,3 +33,49 @@ def test_audit_resumes_past_done_rows_and_a_line_cut_by_a_kill(tmp_path: Path) -
         1,
     )  # row 0 recorded one check
     assert summary.outcomes == {"pass": 2, "input_dependent": 1}
+
+
+OOM_THE_FIRST_TIME = """
+import os
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x)
+
+
+def get_inputs():
+    marker = {marker!r}
+    if not os.path.exists(marker):  # the first run anywhere: as if a neighbour held the memory
+        open(marker, "w").close()
+        raise RuntimeError("CUDA out of memory. Tried to allocate 1.00 GiB")
+    return [torch.randn(16, 16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_rows_that_ran_out_of_memory_run_again_alone(tmp_path: Path) -> None:
+    rows = [
+        {"code": OOM_THE_FIRST_TIME.format(marker=str(tmp_path / "ran"))},
+        {"code": TEMPLATE.format(body="torch.tanh(x)")},
+        {"code": TEMPLATE.format(body="x * 3")},
+    ]
+    out = tmp_path / "audit.jsonl"
+    # Row 2 as an audit before 2026-12-05 recorded a neighbour's OOM: a failed filter with the error in detail.
+    legacy = FilterResult(index=2, reason="deterministic", checks={"runs_eager": True, "deterministic": False},
+                          detail="deterministic: OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB")  # fmt: skip
+    out.write_text(legacy.model_dump_json() + "\n")
+    config = FilterConfig(compile=False, min_ms=0.0, max_ms=1e6)
+    results = audit(rows, [0, 1, 2], config, workers=2, results_path=out)
+
+    by_index = {r.index: r for r in results}
+    assert len(results) == 3 and all(by_index[i].passed for i in range(3))
+    lines = [FilterResult.model_validate_json(line) for line in out.read_text().splitlines()]
+    assert [r.reason for r in lines if r.index == 0] == ["out_of_memory", None]  # then alone, and it ran
+    assert len([r for r in lines if r.index == 2]) == 2  # the legacy line was run again
+    assert summarize(results).outcomes == {"pass": 3}

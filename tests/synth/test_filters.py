@@ -74,3 +74,44 @@ def test_without_short_circuit_every_filter_is_evaluated() -> None:
 def test_randomness_in_init_is_not_stochastic() -> None:
     code = TEMPLATE.format(body="x * self.w")
     assert "randn" not in forward_source(code)
+
+
+OOM_ON_CALL = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls == {call}:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 8.00 GiB")
+        return x * 2
+
+
+def get_inputs():
+    return [torch.randn(8, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _run_code(code: str):
+    clock = Clock(time.perf_counter, None, None)
+    config = FilterConfig(min_ms=0.0, max_ms=1e6, compile=False, short_circuit=False)
+    return run_filters(0, code, config, clock, make_flusher("cpu", None))
+
+
+def test_running_out_of_memory_is_no_verdict() -> None:
+    # Workers share the device's memory: an allocation can fail for a neighbour's, so no filter fails.
+    later = _run_code(OOM_ON_CALL.format(call=2))  # the deterministic check's second call
+    assert later.reason == "out_of_memory" and not later.passed and later.detail.startswith("deterministic:")
+    assert later.checks == {"runs_eager": True}
+    first = _run_code(OOM_ON_CALL.format(call=1))
+    assert first.reason == "out_of_memory" and first.checks == {} and first.detail.startswith("runs_eager:")

@@ -563,6 +563,11 @@ def cmd_synth(args: argparse.Namespace) -> int:
     print(f"kept {synth.kept}/{config.n} in {out}; this session {synth.kept - kept_before} in {hours * 60:.1f} min "
           f"({rate:.0f} kept/hour, {config.workers} workers, {device})")  # fmt: skip
     print("outcomes: " + ", ".join(f"{k} {v}" for k, v in synth.reasons.most_common()))
+    second = [r for r in synth.records if r.scale != 1.0]
+    if second:
+        print(
+            f"second tries with the batch scaled (too fast at first): {len(second)}, kept {sum(r.kept for r in second)}"
+        )
     return 0
 
 

@@ -32,6 +32,16 @@ hours = (end - start) / 3600
 print(f"{kept} kept of {len(rows)} candidates in {end - start} s with {workers} workers (incl. start-up)")
 print(f"{kept / hours:.0f} kept/hour; 6,000 kept would take {6000 / max(kept / hours, 1e-9):.2f} h")
 print(dict(Counter(r["reason"] or "kept" for r in rows).most_common()))
+# Start-up (catalog, workers' warm-up) is paid once per run: the rate after the run's first half is the one
+# that a 2-hour run sees.
+timed = [r for r in rows if r.get("at_s") is not None]
+if timed:
+    last = max(r["at_s"] for r in timed)
+    late = [r for r in timed if r["at_s"] > last / 2]
+    late_kept = sum(r["kept"] for r in late)
+    rate = late_kept / (last / 2 / 3600)
+    print(f"second half ({last / 2:.0f}-{last:.0f} s after the filters started): {late_kept} kept of {len(late)}"
+          f" -> {rate:.0f} kept/hour steady; 6,000 kept would take {6000 / max(rate, 1e-9):.2f} h plus start-up")
 print("second tries (batch scaled):", Counter(r["reason"] or "kept" for r in rows if r.get("scale", 1.0) != 1.0))
 # Where the workers' time went (median seconds per filtered candidate), to tell waiting for GPU turns from work.
 filtered = [r["filter"] for r in rows if r.get("filter") and r["filter"].get("wall_s") is not None]

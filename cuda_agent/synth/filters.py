@@ -49,7 +49,9 @@ class FilterConfig(BaseModel):
     short_circuit: bool = True
     """Stop at the first failed filter (synthesis); False evaluates all (data-set reports)."""
     timeout_s: float = 180.0
-    """Per problem, including a cold torch.compile (about 20 s on this CPU)."""
+    """Per problem, from the moment a warm worker receives it."""
+    startup_s: float = 600.0
+    """For a worker to start and warm up (torch import, CUDA, a first torch.compile: many at once are slow)."""
     threads: int = 1
     """torch intra-op threads per worker (on CUDA they only build models and draw CPU-side values)."""
     compile: bool = True

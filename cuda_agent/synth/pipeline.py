@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -59,6 +60,7 @@ class SynthRecord(BaseModel):
     kb_nearest: str | None = None
     kb_same_signature: str | None = Field(default=None, description="A KernelBench ref with the same operator set.")
     code: str | None = Field(default=None, description="Kept problems only (the parquet is rebuilt from these).")
+    at_s: float | None = Field(default=None, description="Seconds from this run's start (or resume) to this record.")
 
 
 def depth_quota(n: int, mix: dict[int, float]) -> dict[int, int]:
@@ -114,6 +116,7 @@ class Synthesizer:
         self.seen_near: set[str] = set()
         self.reasons: Counter[str] = Counter()
         self.next_index = 0
+        self.started = time.perf_counter()
         self.pending: dict[int, Candidate] = {}
         """Candidates handed to the filters and not yet answered, by index."""
         self.resized: deque[Candidate] = deque()
@@ -212,6 +215,7 @@ class Synthesizer:
             self.resized.append(candidate.model_copy(update={"code": code, "scale": scale}))
 
     def _append(self, record: SynthRecord) -> None:
+        record.at_s = round(time.perf_counter() - self.started, 3)
         self._remember(record)
         with sidecar_path(self.out).open("a") as f:
             f.write(record.model_dump_json() + "\n")

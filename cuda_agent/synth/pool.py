@@ -7,6 +7,7 @@ time limit or dies is killed with its group and replaced, and its problem is rec
 
 from __future__ import annotations
 
+import os
 import queue
 import shutil
 import subprocess
@@ -20,7 +21,11 @@ from typing import IO
 
 from cuda_agent.subproc import child_env, kill_group
 from cuda_agent.synth.filters import FilterConfig, FilterResult
-from cuda_agent.synth.worker import RESULT_PREFIX
+from cuda_agent.synth.worker import READY_LINE, RESULT_PREFIX
+
+
+class WorkerStartError(RuntimeError):
+    """A filter worker died or hung before it was ready: the environment's fault, not a problem's."""
 
 
 class FilterWorker:
@@ -31,10 +36,16 @@ class FilterWorker:
         self.log = log
         self.proc: subprocess.Popen[str] | None = None
         self.results: queue.Queue[str | None] = queue.Queue()
+        self.ready = threading.Event()
         self.handled = 0
 
     def start(self) -> None:
-        env = child_env({"CUDA_VISIBLE_DEVICES": ""} if self.config.device == "cpu" else None)
+        """Start the worker and wait until it is warm (worker.warm_up), so no problem pays its cold start."""
+        extra = {"CUDA_VISIBLE_DEVICES": ""} if self.config.device == "cpu" else {}
+        # Inductor's default compiles in a pool of one process per core, per worker: 12 workers on 16 cores
+        # would start 192. The workers are the parallelism; each compiles in its own process.
+        extra.setdefault("TORCHINDUCTOR_COMPILE_THREADS", os.environ.get("TORCHINDUCTOR_COMPILE_THREADS", "1"))
+        env = child_env(extra)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cuda_agent.synth.worker", self.config.model_dump_json()],
             stdin=subprocess.PIPE,
@@ -44,16 +55,26 @@ class FilterWorker:
             env=env,
             start_new_session=True,
         )
-        self.results = queue.Queue()
-        threading.Thread(target=self._read, args=(self.proc, self.results), daemon=True).start()
+        self.results, self.ready = queue.Queue(), threading.Event()
+        threading.Thread(target=self._read, args=(self.proc, self.results, self.ready), daemon=True).start()
+        if not self.ready.wait(self.config.startup_s) or self.proc.poll() is not None:
+            code = self.proc.poll()
+            self.stop()
+            where = f"its stderr is in {self.log.name}" if self.log is not None else "run with a log to see why"
+            state = f"exited with {code}" if code is not None else f"was not ready in {self.config.startup_s:.0f} s"
+            raise WorkerStartError(f"a synthesis filter worker {state} before its first problem ({where}); "
+                                   "check that torch imports and the device works, or raise startup_s")  # fmt: skip
 
     @staticmethod
-    def _read(proc: subprocess.Popen[str], results: queue.Queue[str | None]) -> None:
+    def _read(proc: subprocess.Popen[str], results: queue.Queue[str | None], ready: threading.Event) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             if line.startswith(RESULT_PREFIX):
                 results.put(line[len(RESULT_PREFIX) :])
+            elif line.rstrip("\n") == READY_LINE:
+                ready.set()
         results.put(None)  # end of stream: the worker died
+        ready.set()  # and start() should not wait for it
 
     def check(self, index: int, code: str) -> FilterResult:
         """Filter one problem; restarts the worker after a timeout or a crash."""

@@ -41,3 +41,17 @@ def test_compile_filter_runs_in_the_worker() -> None:
     finally:
         worker.stop()
     assert result.passed and result.checks["runs_compile"] and result.compile_matches
+
+
+def test_a_worker_that_cannot_start_is_an_error_not_a_problem_verdict(tmp_path) -> None:
+    import torch
+
+    from cuda_agent.synth.pool import WorkerStartError
+
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without CUDA, where a CUDA worker fails to set up")
+    log = (tmp_path / "workers.log").open("a")
+    worker = FilterWorker(FilterConfig(device="cuda", compile=False), log)
+    with pytest.raises(WorkerStartError, match="exited with"):
+        worker.check(1, TEMPLATE.format(body="x * 2.0"))
+    assert worker.proc is None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import re
 import time
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -50,6 +51,8 @@ class FilterConfig(BaseModel):
     """Stop at the first failed filter (synthesis); False evaluates all (data-set reports)."""
     timeout_s: float = 180.0
     """Per problem, from the moment a warm worker receives it."""
+    wait_cap: float = 5.0
+    """Waiting for GPU turns stops the time limit's clock, up to this many time limits (pool.py)."""
     startup_s: float = 600.0
     """For a worker to start and warm up (torch import, CUDA, a first torch.compile: many at once are slow)."""
     threads: int = 1
@@ -180,11 +183,15 @@ def _check_compile(model: Any, inputs: list[Any], eager: list[Any], result: Filt
     return True
 
 
-def run_filters(index: int, code: str, config: FilterConfig, clock: Any, flush: Any) -> FilterResult:
-    """Apply the four filters to one problem's source (executes it: call only in a worker process)."""
+def run_filters(
+    index: int, code: str, config: FilterConfig, clock: Any, flush: Any, on_wait: Callable[[bool], None] | None = None
+) -> FilterResult:
+    """Apply the four filters to one problem's source (executes it: call only in a worker process).
+
+    `on_wait(True/False)` marks the start and end of each wait for a GPU turn (gpu_turns.py)."""
     from cuda_agent.synth.gpu_turns import GpuTurns, NoTurns
 
-    turns = GpuTurns(config.turns_dir) if config.turns_dir else NoTurns()
+    turns = GpuTurns(config.turns_dir, on_wait) if config.turns_dir else NoTurns()
     start = time.perf_counter()
     result = _run_filters(FilterResult(index=index), code, config, clock, flush, turns)
     result.wall_s, result.turn_wait_s = time.perf_counter() - start, turns.waited_s

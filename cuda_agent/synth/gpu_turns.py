@@ -14,26 +14,28 @@ import contextlib
 import fcntl
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
 class GpuTurns:
     """A readers-writer lock over the files `gate` and `gpu` in `folder` (shared by the workers of one GPU)."""
 
-    def __init__(self, folder: str | Path) -> None:
+    def __init__(self, folder: str | Path, on_wait: Callable[[bool], None] | None = None) -> None:
         self.gate = Path(folder) / "gate"
         self.gpu = Path(folder) / "gpu"
         self.waited_s = 0.0
         """Time spent waiting for turns, so a slow run can tell waiting from working."""
+        self.on_wait = on_wait
+        """Called with True when a wait starts and False when it ends: one worker's long run makes the others
+        wait, and their time limits should not count that (pool.py)."""
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
         """Run kernels beside other workers' runs, never during a timing."""
-        start = time.perf_counter()
-        with self._locked(self.gate, fcntl.LOCK_EX):
-            gpu = self._acquire(self.gpu, fcntl.LOCK_SH)
-        self.waited_s += time.perf_counter() - start
+        with self._waiting():
+            with self._locked(self.gate, fcntl.LOCK_EX):
+                gpu = self._acquire(self.gpu, fcntl.LOCK_SH)
         try:
             yield
         finally:
@@ -42,10 +44,30 @@ class GpuTurns:
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
         """Have the GPU alone: new runs wait at the gate, runs in progress finish first."""
-        start = time.perf_counter()
-        with self._locked(self.gate, fcntl.LOCK_EX), self._locked(self.gpu, fcntl.LOCK_EX):
-            self.waited_s += time.perf_counter() - start
+        with self._waiting():
+            gate = self._acquire(self.gate, fcntl.LOCK_EX)
+            try:
+                gpu = self._acquire(self.gpu, fcntl.LOCK_EX)
+            except BaseException:
+                os.close(gate)
+                raise
+        try:
             yield
+        finally:
+            os.close(gpu)
+            os.close(gate)
+
+    @contextlib.contextmanager
+    def _waiting(self) -> Iterator[None]:
+        start = time.perf_counter()
+        if self.on_wait is not None:
+            self.on_wait(True)
+        try:
+            yield
+        finally:
+            self.waited_s += time.perf_counter() - start
+            if self.on_wait is not None:
+                self.on_wait(False)
 
     @contextlib.contextmanager
     def _locked(self, path: Path, how: int) -> Iterator[None]:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,11 +22,37 @@ from typing import IO
 
 from cuda_agent.subproc import child_env, kill_group
 from cuda_agent.synth.filters import FilterConfig, FilterResult
-from cuda_agent.synth.worker import READY_LINE, RESULT_PREFIX
+from cuda_agent.synth.worker import READY_LINE, RESULT_PREFIX, WAIT_PREFIX
 
 
 class WorkerStartError(RuntimeError):
     """A filter worker died or hung before it was ready: the environment's fault, not a problem's."""
+
+
+class WaitClock:
+    """How long a worker has waited for GPU turns since `reset`, a wait in progress included."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.total = 0.0
+        self.since: float | None = None
+
+    def reset(self) -> None:
+        with self.lock:
+            self.total, self.since = 0.0, None
+
+    def mark(self, waiting: bool) -> None:
+        with self.lock:
+            now = time.monotonic()
+            if waiting and self.since is None:
+                self.since = now
+            elif not waiting and self.since is not None:
+                self.total += now - self.since
+                self.since = None
+
+    def waited(self) -> float:
+        with self.lock:
+            return self.total + (time.monotonic() - self.since if self.since is not None else 0.0)
 
 
 class FilterWorker:
@@ -37,6 +64,7 @@ class FilterWorker:
         self.proc: subprocess.Popen[str] | None = None
         self.results: queue.Queue[str | None] = queue.Queue()
         self.ready = threading.Event()
+        self.waits = WaitClock()
         self.handled = 0
 
     def start(self) -> None:
@@ -56,9 +84,13 @@ class FilterWorker:
             start_new_session=True,
         )
         self.results, self.ready = queue.Queue(), threading.Event()
-        threading.Thread(target=self._read, args=(self.proc, self.results, self.ready), daemon=True).start()
-        if not self.ready.wait(self.config.startup_s) or self.proc.poll() is not None:
-            code = self.proc.poll()
+        args = (self.proc, self.results, self.ready, self.waits)
+        threading.Thread(target=self._read, args=args, daemon=True).start()
+        if not self.ready.wait(self.config.startup_s) or self.results.qsize():  # set, but by the end of stdout
+            try:
+                code = self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
             self.stop()
             where = f"its stderr is in {self.log.name}" if self.log is not None else "run with a log to see why"
             state = f"exited with {code}" if code is not None else f"was not ready in {self.config.startup_s:.0f} s"
@@ -66,11 +98,15 @@ class FilterWorker:
                                    "check that torch imports and the device works, or raise startup_s")  # fmt: skip
 
     @staticmethod
-    def _read(proc: subprocess.Popen[str], results: queue.Queue[str | None], ready: threading.Event) -> None:
+    def _read(
+        proc: subprocess.Popen[str], results: queue.Queue[str | None], ready: threading.Event, waits: WaitClock
+    ) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             if line.startswith(RESULT_PREFIX):
                 results.put(line[len(RESULT_PREFIX) :])
+            elif line.startswith(WAIT_PREFIX):
+                waits.mark(line[len(WAIT_PREFIX) :].strip() == "1")
             elif line.rstrip("\n") == READY_LINE:
                 ready.set()
         results.put(None)  # end of stream: the worker died
@@ -82,14 +118,17 @@ class FilterWorker:
             self.start()
         assert self.proc is not None and self.proc.stdin is not None
         try:
+            self.waits.reset()
             self.proc.stdin.write(_request(index, code))
             self.proc.stdin.flush()
-            line = self.results.get(timeout=self.config.timeout_s)
+            line = self._result()
         except (BrokenPipeError, OSError):
             line = None
         except queue.Empty:
+            waited = self.waits.waited()
             self.stop()
-            return FilterResult(index=index, reason="timeout", detail=f"no result in {self.config.timeout_s:.0f} s")
+            detail = f"no result in {self.config.timeout_s:.0f} s of work ({waited:.0f} s more waiting for GPU turns)"
+            return FilterResult(index=index, reason="timeout", detail=detail)
         if line is None:
             try:  # stdout closed a moment before the process is reaped
                 code_ = self.proc.wait(timeout=5)
@@ -99,6 +138,24 @@ class FilterWorker:
             return FilterResult(index=index, reason="crash", detail=f"worker exited with {code_}")
         self.handled += 1
         return FilterResult.model_validate_json(line)
+
+    def _result(self) -> str | None:
+        """The next result line; queue.Empty after `timeout_s` of work.
+
+        Time spent waiting for GPU turns is not work: one worker's long run holds a timer, and the timer
+        every other worker; counted, it marked 9 innocent H200 candidates 'timeout' with the one slow one.
+        The holder's own limit ends such a wait. Waits count again past `wait_cap` x `timeout_s` in all, so
+        that nothing waits forever."""
+        start, limit = time.monotonic(), self.config.timeout_s
+        while True:
+            elapsed = time.monotonic() - start
+            left = limit + min(self.waits.waited(), self.config.wait_cap * limit) - elapsed
+            if left <= 0:
+                raise queue.Empty
+            try:
+                return self.results.get(timeout=min(left, 1.0))
+            except queue.Empty:
+                continue
 
     def stop(self) -> None:
         if self.proc is not None:

@@ -15,6 +15,8 @@ import time
 RESULT_PREFIX = "@@synth-result@@ "
 READY_LINE = "@@synth-ready@@"
 """Written once set up and warmed up: the parent starts a problem's clock only after it."""
+WAIT_PREFIX = "@@synth-wait@@ "
+"""Followed by 1 when a wait for a GPU turn starts and 0 when it ends: the parent stops the clock meanwhile."""
 
 
 def warm_up(device: str, compile_: bool) -> None:
@@ -58,11 +60,16 @@ def main(argv: list[str]) -> int:
     flush = make_flusher(config.device, l2_bytes)
     warm_up(config.device, config.compile)
     out = sys.stdout
+
+    def on_wait(waiting: bool) -> None:
+        out.write(f"\n{WAIT_PREFIX}{int(waiting)}\n")  # own line, even after a problem's unfinished print
+        out.flush()
+
     out.write(READY_LINE + "\n")
     out.flush()
     for line in sys.stdin:
         request = json.loads(line)
-        result = run_filters(request["index"], request["code"], config, clock, flush)
+        result = run_filters(request["index"], request["code"], config, clock, flush, on_wait)
         if cuda:
             torch.cuda.empty_cache()
         out.write(RESULT_PREFIX + result.model_dump_json() + "\n")

@@ -55,3 +55,25 @@ def test_a_worker_that_cannot_start_is_an_error_not_a_problem_verdict(tmp_path) 
     with pytest.raises(WorkerStartError, match="exited with"):
         worker.check(1, TEMPLATE.format(body="x * 2.0"))
     assert worker.proc is None
+
+
+def test_waiting_for_another_workers_gpu_turn_does_not_count_against_the_time_limit(tmp_path) -> None:
+    import threading
+
+    # Two workers sharing turns (the lock files work on any device): the slow one's 6 s runs hold the timer
+    # of the quick one, whose own work takes well under its 3 s limit.
+    slow = FilterWorker(FilterConfig(turns_dir=str(tmp_path), timeout_s=60, compile=False, max_ms=1e6))
+    quick = FilterWorker(FilterConfig(turns_dir=str(tmp_path), timeout_s=3, compile=False, min_ms=0.0, max_ms=1e6))
+    try:
+        slow.start()
+        quick.start()
+        held = threading.Thread(target=slow.check, args=(1, TEMPLATE.format(body="__import__('time').sleep(6) or x")))
+        held.start()
+        __import__("time").sleep(1.5)  # the slow one is in its first run
+        result = quick.check(2, TEMPLATE.format(body="x * self.w"))
+        held.join()
+    finally:
+        slow.stop()
+        quick.stop()
+    assert result.passed, result
+    assert result.turn_wait_s is not None and result.turn_wait_s > 3  # it did wait past its limit, and got through

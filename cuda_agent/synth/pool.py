@@ -20,12 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO
 
+from cuda_agent.errors import SandboxError
 from cuda_agent.subproc import child_env, kill_group
 from cuda_agent.synth.filters import FilterConfig, FilterResult
 from cuda_agent.synth.worker import READY_LINE, RESULT_PREFIX, WAIT_PREFIX
 
 
-class WorkerStartError(RuntimeError):
+class WorkerStartError(SandboxError):
     """A filter worker died or hung before it was ready: the environment's fault, not a problem's."""
 
 
@@ -95,7 +96,7 @@ class FilterWorker:
             where = f"its stderr is in {self.log.name}" if self.log is not None else "run with a log to see why"
             state = f"exited with {code}" if code is not None else f"was not ready in {self.config.startup_s:.0f} s"
             raise WorkerStartError(f"a synthesis filter worker {state} before its first problem ({where}); "
-                                   "check that torch imports and the device works, or raise startup_s")  # fmt: skip
+                                   "check that torch imports and that the device works there")  # fmt: skip
 
     @staticmethod
     def _read(

@@ -34,11 +34,13 @@ def cmd_tasks_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     table = Table(title=f"{args.source}: {len(tasks)} tasks")
-    for column in ("ref", "name", "level", "ops"):
+    # Only Ops-6K-layout sets record their operators; an always-empty column would read as missing data.
+    with_ops = any(t.metadata.get("ops") for t in tasks)
+    for column in ("ref", "name", "level", "ops") if with_ops else ("ref", "name", "level"):
         table.add_column(column)
     for t in tasks:
-        ops = ", ".join(t.metadata.get("ops", []))
-        table.add_row(t.ref, t.name, "" if t.level is None else str(t.level), ops)
+        row = [t.ref, t.name, "" if t.level is None else str(t.level)]
+        table.add_row(*row, *([", ".join(map(str, t.metadata.get("ops", [])))] if with_ops else []))
     Console().print(table)
     return 0
 

@@ -8,9 +8,11 @@ A reference names one task:
 - `PATH::KEY` for a task inside a user data set (a parquet, a KernelBench checkout or a folder),
   where KEY is what follows the set's name in its refs, e.g. `~/kb.parquet::L2/12`.
 
-The bundled sets are looked up, in order, in `$CUDA_AGENT_KERNELBENCH` / `$CUDA_AGENT_OPS6K`
-(a file or folder each), in `$CUDA_AGENT_DATA_DIR`, and in the `shared/` folder beside the
-project checkout or the current directory.
+The bundled sets are looked up in `$CUDA_AGENT_KERNELBENCH` / `$CUDA_AGENT_OPS6K` (a file or
+folder each), else in the folder given as `data_dir` (`--data-dir`) or `$CUDA_AGENT_DATA_DIR`, else
+in the `shared/` folder beside the project checkout or the current directory. A location named
+explicitly must exist: falling back to another copy of the data would silently evaluate on other
+data than the one asked for.
 """
 
 from __future__ import annotations
@@ -76,14 +78,28 @@ class Catalog:
             f"examples/<name>, a path to a .py problem file, or PATH::KEY for a user data set"
         )
 
+    def __post_init__(self) -> None:
+        explicit = self._explicit_data_dir()
+        if explicit is not None and not explicit[0].is_dir():
+            raise DataNotFoundError(
+                f"{explicit[1]}: no such folder; give the folder that holds kernelbench/ and ops6k/"
+            )
+
     def locate(self, name: str) -> Path:
-        """Path of a bundled set's data, or DataNotFoundError listing where we looked."""
+        """Path of a bundled set's data, or DataNotFoundError listing where we looked.
+
+        Raises:
+            DataNotFoundError: not found, or a location named explicitly (`$CUDA_AGENT_KERNELBENCH` /
+                `$CUDA_AGENT_OPS6K`, `data_dir`, `$CUDA_AGENT_DATA_DIR`) does not hold it; nothing else is tried then.
+        """
         spec = _SETS[name]
-        candidates = []
         if os.environ.get(spec.env_var):
-            candidates.append(Path(os.environ[spec.env_var]).expanduser())
-        for base in self._data_dirs():
-            candidates.append(base / spec.relative)
+            return _explicit(Path(os.environ[spec.env_var]).expanduser(), f"{spec.env_var}={os.environ[spec.env_var]}")
+        explicit = self._explicit_data_dir()
+        if explicit is not None:
+            folder, said = explicit
+            return _explicit(folder / spec.relative, said, f"(put {name} there, or set {spec.env_var})")
+        candidates = [base / spec.relative for base in _default_data_dirs()]
         for candidate in candidates:
             if candidate.exists():
                 return candidate
@@ -94,15 +110,14 @@ class Catalog:
             f"or set {spec.env_var} to a parquet file, a KernelBench checkout or a folder of problems."
         )
 
-    def _data_dirs(self) -> list[Path]:
-        dirs = []
+    def _explicit_data_dir(self) -> tuple[Path, str] | None:
+        """The data folder the user named (`--data-dir` first, then the environment), and how it was named."""
         if self.data_dir is not None:
-            dirs.append(Path(self.data_dir).expanduser())
+            return Path(self.data_dir).expanduser(), f"--data-dir {self.data_dir}"
         if os.environ.get("CUDA_AGENT_DATA_DIR"):
-            dirs.append(Path(os.environ["CUDA_AGENT_DATA_DIR"]).expanduser())
-        project_root = Path(__file__).resolve().parents[2]
-        dirs += [project_root.parent / "shared", Path.cwd().parent / "shared", Path.cwd() / "shared"]
-        return dirs
+            value = os.environ["CUDA_AGENT_DATA_DIR"]
+            return Path(value).expanduser(), f"CUDA_AGENT_DATA_DIR={value}"
+        return None
 
     def _load(self, source: str) -> list[Task]:
         if source == "examples":
@@ -118,6 +133,17 @@ class Catalog:
         if path.exists():
             return sources.load_path(path)
         raise TaskError(f"unknown task set {source!r}: use one of {', '.join(SOURCES)} or a path")
+
+
+def _default_data_dirs() -> list[Path]:
+    project_root = Path(__file__).resolve().parents[2]
+    return [project_root.parent / "shared", Path.cwd().parent / "shared", Path.cwd() / "shared"]
+
+
+def _explicit(path: Path, said: str, hint: str = "") -> Path:
+    if not path.exists():
+        raise DataNotFoundError(f"{said}: {path} does not exist {hint}".rstrip())
+    return path
 
 
 def _find(tasks: list[Task], ref: str, original: str) -> Task:

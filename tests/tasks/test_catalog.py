@@ -2,7 +2,10 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -12,6 +15,7 @@ import pytest
 from cuda_agent.cli import main
 from cuda_agent.errors import DataNotFoundError, TaskError
 from cuda_agent.tasks import Catalog
+from cuda_agent.tasks import catalog as catalog_module
 from cuda_agent.tasks.sources import load_path
 
 
@@ -61,13 +65,42 @@ def test_unknown_refs_raise_task_error(shared_dir: Path, ref: str) -> None:
         Catalog(data_dir=shared_dir).resolve(ref)
 
 
-def test_missing_data_dir_names_where_it_looked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    catalog = Catalog(data_dir=tmp_path / "nowhere")
-    # The checkout's own ../shared would be found; point the lookup away from it.
-    monkeypatch.setattr(Catalog, "_data_dirs", lambda self: [tmp_path / "nowhere"])
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The `cuda-agent` command as a user types it (the entry point beside this interpreter)."""
+    program = Path(sys.executable).parent / "cuda-agent"
+    return subprocess.run([str(program), *args], capture_output=True, text=True, env={**os.environ, **(env or {})})
+
+
+def test_missing_data_set_names_where_it_looked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CUDA_AGENT_DATA_DIR", raising=False)
+    monkeypatch.delenv("CUDA_AGENT_KERNELBENCH", raising=False)
+    # The checkout's own ../shared would be found; point the default lookup away from it.
+    monkeypatch.setattr(catalog_module, "_default_data_dirs", lambda: [tmp_path / "nowhere"])
     with pytest.raises(DataNotFoundError, match="--data-dir"):
-        catalog.tasks("kernelbench")
+        Catalog().tasks("kernelbench")
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "named"),
+    [
+        (["--data-dir", "/nonexistent"], {}, "--data-dir /nonexistent: no such folder"),
+        ([], {"CUDA_AGENT_DATA_DIR": "/nonexistent"}, "CUDA_AGENT_DATA_DIR=/nonexistent: no such folder"),
+        ([], {"CUDA_AGENT_KERNELBENCH": "/nonexistent.parquet"}, "CUDA_AGENT_KERNELBENCH=/nonexistent.parquet"),
+    ],
+)
+def test_a_data_location_given_but_missing_is_an_error(
+    shared_dir: Path, args: list[str], env: dict[str, str], named: str
+) -> None:
+    # ../shared/ exists beside the checkout: the command must not fall back to it.
+    done = cli(*args, "tasks", "list", "kernelbench", env=env)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith(f"error: {named}") and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_data_dir_without_the_set_is_an_error(shared_dir: Path, tmp_path: Path) -> None:
+    done = cli("--data-dir", str(tmp_path), "tasks", "show", "kernelbench/L1/19")
+    assert done.returncode == 2
+    assert "kernelbench/kernelbench_l1-3.parquet does not exist" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_env_var_overrides_kernelbench_location(shared_dir: Path, tmp_path: Path, monkeypatch) -> None:
@@ -122,3 +155,13 @@ def test_cli_unknown_ref_is_one_line_error(capsys: pytest.CaptureFixture) -> Non
     assert main(["tasks", "show", "kernelbench/L1/0"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("source", "has_ops"), [("kernelbench", False), ("ops6k", True)])
+def test_cli_table_shows_ops_only_for_sets_that_have_them(shared_dir: Path, source: str, has_ops: bool) -> None:
+    done = cli("tasks", "list", source, env={"COLUMNS": "200"})
+    assert done.returncode == 0
+    header = next(line for line in done.stdout.splitlines() if " ref " in line)
+    assert ("ops" in header.split()) == has_ops
+    if has_ops:
+        assert "nn.BatchNorm3d, torch.diag" in done.stdout

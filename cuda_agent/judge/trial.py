@@ -9,18 +9,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from cuda_agent.judge.compare import check_output
+from cuda_agent.judge.compare import check_output, same_values
 from cuda_agent.tasks.inspection import flatten_outputs
-
-
-def _same_tensor(a: Any, b: Any) -> bool:
-    import torch
-
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.is_floating_point() or a.is_complex():
-        return bool(torch.equal(a.isnan(), b.isnan())) and bool(torch.equal(a.nan_to_num(), b.nan_to_num()))
-    return bool(torch.equal(a, b))
 
 
 def _fail(trial: dict[str, Any], reason: str, violation: str | None = None) -> dict[str, Any]:
@@ -57,7 +47,7 @@ def judge_trial(run: Any, inputs: list[Any], given: list[Any], out: Any, seed: i
             return _fail(trial, f"output is {type(value).__name__}, not a plain torch.Tensor", "non_tensor_output")
     snapshot = [o.detach().clone() for o in outputs]
     for original, handed in zip(inputs, given, strict=True):
-        if isinstance(original, torch.Tensor) and not _same_tensor(original, handed):
+        if isinstance(original, torch.Tensor) and not same_values(original, handed):
             return _fail(trial, "the solution modified its input tensors in place", "mutated_inputs")
     with torch.no_grad():
         reference = flatten_outputs(run.reference(*inputs))
@@ -69,7 +59,7 @@ def judge_trial(run: Any, inputs: list[Any], given: list[Any], out: Any, seed: i
     reference64 = _reference64(run, inputs) if wants64 else None
     run.sync()
     for late, early in zip(outputs, snapshot, strict=True):
-        if not _same_tensor(late, early):
+        if not same_values(late, early):
             return _fail(trial, "the output changed after forward returned (work left running)", "late_output_write")
     if len(outputs) != len(reference):
         return _fail(trial, f"forward returned {len(outputs)} outputs, the reference returns {len(reference)}")

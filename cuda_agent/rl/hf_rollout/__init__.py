@@ -1,0 +1,42 @@
+"""A rollout backend for verl on transformers: `actor_rollout_ref.rollout.name: hf`.
+
+Where vLLM or SGLang is installed, use them (`rollout.name: vllm` / `sglang`): they batch far
+better and verl drives them unchanged. This backend is for machines that have neither (our H200
+image, a CPU box, CI) and for small models: it generates with the policy's own transformers
+model, one replica per trainer rank (tensor parallel 1), beside the FSDP actor on the same GPU.
+
+How it plugs into verl 0.9.1 without changing verl: importing this package registers
+- the worker-side rollout class in `verl.workers.rollout.base._ROLLOUT_REGISTRY[("hf", "async")]`
+  (`adapter.HFServerAdapter`: receives the actor's weights after every update), and
+- the replica in `verl.workers.rollout.replica.RolloutReplicaRegistry` under "hf"
+  (`replica.HFReplica`: starts an `HFRolloutServer` Ray actor that serves `generate` to the
+  agent loop's `LLMServerClient`, token ids in, token ids and log-probs out).
+
+verl imports it in every process through either of its hooks: the `verl.plugins` entry point
+in our pyproject (loaded by `import verl` when cuda-agent is pip-installed) or the config's
+external-library hook, `actor_rollout_ref.model.external_lib=cuda_agent.rl.hf_rollout`, which
+`cuda_agent.rl.launch` sets whenever the rollout is `hf` (this also works from a source checkout
+on PYTHONPATH, where entry points do not exist).
+"""
+
+from __future__ import annotations
+
+NAME = "hf"
+
+
+def _load_replica() -> type:
+    from cuda_agent.rl.hf_rollout.replica import HFReplica
+
+    return HFReplica
+
+
+def register() -> None:
+    """Add the `hf` rollout to verl's registries (idempotent)."""
+    from verl.workers.rollout.base import _ROLLOUT_REGISTRY
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+    _ROLLOUT_REGISTRY[(NAME, "async")] = "cuda_agent.rl.hf_rollout.adapter.HFServerAdapter"
+    RolloutReplicaRegistry.register(NAME, _load_replica)
+
+
+register()

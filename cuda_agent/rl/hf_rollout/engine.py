@@ -1,0 +1,227 @@
+"""Token-in, token-out generation with a transformers causal LM: the computation behind the `hf` rollout.
+
+`HFEngine` keeps one model (the rollout's copy of the policy), generates a batch of requests
+together (left-padded, one KV cache) and returns, per request, the sampled token ids and the
+log-probability of each under the distribution it was sampled from: `log_softmax(logits / T)`,
+before top-k/top-p (vLLM's `processed_logprobs`, verl's default). That is what verl's actor
+recomputes (`logits / temperature`), so the two agree up to numerics: PPO's ratio starts at 1.
+
+`load_weights` takes the actor's tensors by Hugging Face name (what verl's engines yield to a
+rollout in `update_weights`), so after a sync the rollout samples from the updated policy.
+
+No Ray and no verl here: `server.py` puts this behind verl's server interface.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class GenRequest:
+    """One generation request (verl's `generate(prompt_ids, sampling_params)` in our types)."""
+
+    prompt_ids: list[int]
+    """The whole context so far, as token ids."""
+    max_tokens: int
+    """Most new tokens; at least 1."""
+    temperature: float = 1.0
+    """Sampling temperature; 0 or less is greedy (log-probs then at temperature 1)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass; 1 keeps every token."""
+    top_k: int = -1
+    """Keep the k most likely tokens; 0 or less keeps all (vLLM's -1)."""
+
+
+@dataclass
+class GenResult:
+    """What one request produced."""
+
+    token_ids: list[int] = field(default_factory=list)
+    """Sampled ids, the stop token included when one ended the reply."""
+    log_probs: list[float] = field(default_factory=list)
+    """log p(token) under the sampling distribution (temperature applied, before top-k/top-p)."""
+    stopped: bool = False
+    """True when a stop token ended the reply, False when max_tokens did."""
+
+
+def request_from_params(
+    prompt_ids: Sequence[int], params: dict[str, Any], default_max_tokens: int, max_model_len: int
+) -> GenRequest:
+    """A `GenRequest` from verl's sampling parameters (vLLM names), budgeted the way verl's vLLM server does.
+
+    Raises:
+        ValueError: the prompt leaves no room, or a parameter this backend does not implement is set.
+    """
+    room = max_model_len - len(prompt_ids)
+    if room < 1:
+        raise ValueError(f"prompt of {len(prompt_ids)} tokens leaves no room within max_model_len={max_model_len}")
+    penalty = float(params.get("repetition_penalty", 1.0) or 1.0)
+    if penalty != 1.0:
+        raise ValueError(f"the hf rollout does not implement repetition_penalty={penalty}; leave it at 1.0")
+    limit = params.get("max_tokens", params.get("max_new_tokens"))
+    max_tokens = max(1, min(int(limit) if limit is not None else default_max_tokens, room))
+    top_k = params.get("top_k")
+    return GenRequest(
+        prompt_ids=[int(t) for t in prompt_ids],
+        max_tokens=max_tokens,
+        temperature=float(params.get("temperature", 1.0)),
+        top_p=float(params.get("top_p", 1.0) if params.get("top_p") is not None else 1.0),
+        top_k=int(top_k) if top_k is not None else -1,
+    )
+
+
+class HFEngine:
+    """A transformers causal LM that generates batches and takes new weights by name.
+
+    Args:
+        model: the causal LM (in eval mode on its device).
+        stop_token_ids: ids that end a reply (EOS of tokenizer and generation config).
+        pad_token_id: id used for left padding (never attended to).
+        seed: seed of the sampling generator.
+    """
+
+    def __init__(self, model: Any, stop_token_ids: Iterable[int], pad_token_id: int, seed: int = 0) -> None:
+        self.model = model.eval()
+        self.device = next(model.parameters()).device
+        self.stop_token_ids = frozenset(int(t) for t in stop_token_ids)
+        self.pad_token_id = int(pad_token_id)
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(seed)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str | Path,
+        device: str,
+        dtype: str = "bfloat16",
+        random_weights: bool = False,
+        attn_implementation: str = "sdpa",
+        seed: int = 0,
+    ) -> HFEngine:
+        """Load the model and its stop ids from a Hugging Face folder.
+
+        Args:
+            path: model folder (config, tokenizer, weights unless `random_weights`).
+            device: "cuda" or "cpu".
+            dtype: torch dtype name, e.g. "bfloat16" or "float32".
+            random_weights: build from the config only (verl's `load_format: dummy`; the actor's weights
+                arrive with the first sync).
+            attn_implementation: transformers attention backend (flash-attn is not assumed).
+            seed: sampling seed.
+        """
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+        torch_dtype = getattr(torch, dtype)
+        config = AutoConfig.from_pretrained(path)
+        if random_weights:
+            torch.manual_seed(seed)
+            model = AutoModelForCausalLM.from_config(
+                config, torch_dtype=torch_dtype, attn_implementation=attn_implementation
+            )
+        else:
+            model = AutoModelForCausalLM.from_pretrained(
+                path, torch_dtype=torch_dtype, attn_implementation=attn_implementation
+            )
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        stops = set(_ids(tokenizer.eos_token_id))
+        try:
+            stops |= set(_ids(GenerationConfig.from_pretrained(path).eos_token_id))
+        except OSError:
+            pass  # no generation_config.json: the tokenizer's EOS is the stop
+        vocab = model.get_input_embeddings().num_embeddings
+        stops = {t for t in stops if 0 <= t < vocab}
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(stops, default=0)
+        return cls(model.to(device), stops, pad, seed=seed)
+
+    @torch.no_grad()
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> int:
+        """Copy tensors into the model by Hugging Face parameter name; returns how many were loaded.
+
+        Raises:
+            KeyError: a name the model does not have (the actor and rollout models differ).
+        """
+        params = dict(self.model.named_parameters())
+        params.update(dict(self.model.named_buffers()))
+        loaded = 0
+        for name, tensor in named_tensors:
+            target = params.get(name)
+            if target is None:
+                raise KeyError(f"the rollout model has no parameter {name!r}; actor and rollout models differ")
+            target.copy_(tensor.to(device=target.device, dtype=target.dtype))
+            loaded += 1
+        return loaded
+
+    @torch.no_grad()
+    def generate(self, requests: Sequence[GenRequest]) -> list[GenResult]:
+        """Generate every request in one batch (left-padded, KV-cached); see `GenResult`."""
+        n, device = len(requests), self.device
+        width = max(len(r.prompt_ids) for r in requests)
+        ids = torch.full((n, width), self.pad_token_id, dtype=torch.long, device=device)
+        mask = torch.zeros((n, width), dtype=torch.long, device=device)
+        for i, request in enumerate(requests):
+            ids[i, width - len(request.prompt_ids) :] = torch.tensor(request.prompt_ids, device=device)
+            mask[i, width - len(request.prompt_ids) :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        temperature = torch.tensor([r.temperature for r in requests], device=device, dtype=torch.float32)
+        top_p = torch.tensor([r.top_p for r in requests], device=device, dtype=torch.float32)
+        top_k = torch.tensor([r.top_k for r in requests], device=device)
+        results = [GenResult() for _ in requests]
+        done = [False] * n
+        past, step_ids, step_positions = None, ids, positions
+        for _ in range(max(r.max_tokens for r in requests)):
+            out = self.model(
+                input_ids=step_ids,
+                attention_mask=mask,
+                position_ids=step_positions,
+                past_key_values=past,
+                use_cache=True,
+            )
+            past = out.past_key_values
+            tokens, logprobs = self._sample(out.logits[:, -1, :].float(), temperature, top_p, top_k)
+            for i, (token, logprob) in enumerate(zip(tokens.tolist(), logprobs.tolist(), strict=True)):
+                if done[i]:
+                    continue
+                results[i].token_ids.append(token)
+                results[i].log_probs.append(logprob)
+                results[i].stopped = token in self.stop_token_ids
+                done[i] = results[i].stopped or len(results[i].token_ids) >= requests[i].max_tokens
+            if all(done):
+                break
+            step_ids = tokens[:, None]
+            mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype, device=device)], dim=1)
+            step_positions = step_positions[:, -1:] + 1
+        return results
+
+    def _sample(
+        self, logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor, top_k: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        greedy = temperature <= 0
+        scaled = logits / torch.where(greedy, torch.ones_like(temperature), temperature)[:, None]
+        logprobs = torch.log_softmax(scaled, dim=-1)
+        filtered = scaled.clone()
+        vocab = filtered.shape[-1]
+        k = torch.where((top_k > 0) & (top_k < vocab), top_k, torch.full_like(top_k, vocab))
+        if bool((k < vocab).any()):
+            kth = torch.sort(filtered, dim=-1, descending=True).values.gather(-1, (k - 1)[:, None])
+            filtered = filtered.masked_fill(filtered < kth, float("-inf"))
+        if bool((top_p < 1).any()):
+            values, order = torch.sort(filtered, dim=-1, descending=True)
+            probs = torch.softmax(values, dim=-1)
+            # Drop a token once the mass before it already reaches top_p (the first token always stays).
+            drop = (probs.cumsum(-1) - probs) >= top_p[:, None]
+            filtered = filtered.scatter(-1, order, values.masked_fill(drop, float("-inf")))
+        sampled = torch.multinomial(torch.softmax(filtered, dim=-1), 1, generator=self.generator).squeeze(-1)
+        tokens = torch.where(greedy, scaled.argmax(dim=-1), sampled)
+        return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+def _ids(value: Any) -> list[int]:
+    if value is None:
+        return []
+    return [int(v) for v in value] if isinstance(value, list | tuple) else [int(value)]

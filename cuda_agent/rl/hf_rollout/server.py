@@ -1,0 +1,168 @@
+"""The `hf` rollout server: verl's token-in, token-out `generate` on an `HFEngine`, as a Ray actor.
+
+verl's agent loop reaches a rollout through `LLMServerClient.generate`, which calls
+`server.generate.remote(prompt_ids=..., sampling_params=..., request_id=...)` on the replica's
+server handle and expects a `TokenOutput` (token ids, log-probs, stop reason). This actor answers
+that call. Requests that arrive while a batch runs wait and go together into the next batch, so
+concurrent episodes share forward passes (continuous batching, coarsely). The batch runs in a
+worker thread: the actor's event loop keeps taking requests and control calls.
+
+The actor holds its own copy of the policy on the GPU of the trainer worker it serves (or the
+CPU). The worker's `HFServerAdapter.update_weights` pushes the actor's tensors here after each
+update (`update_weights`), so every rollout after a sync samples from the new policy.
+
+verl's sleep/wake-up/kv-cache calls exist to free a vLLM engine's memory for training; this
+server keeps no cache between batches, so they only record state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Any
+
+import torch
+
+from cuda_agent.rl.hf_rollout.engine import GenRequest, HFEngine, request_from_params
+
+logger = logging.getLogger(__name__)
+
+
+class HFRolloutServer:
+    """Serves `generate` for one rollout replica (one trainer rank).
+
+    Args:
+        config: verl's rollout config (`RolloutConfig` or its DictConfig): dtype, seed, lengths, load_format.
+        model_config: verl's `actor_rollout_ref.model` config: path, override_config.
+        device: "cuda" or "cpu".
+        cuda_visible_devices: the trainer worker's GPU, set before CUDA starts (Ray does not set it here).
+        replica_rank: this replica's rank (seeds differ per replica).
+    """
+
+    def __init__(
+        self,
+        config: Any,
+        model_config: Any,
+        device: str,
+        cuda_visible_devices: str | None = None,
+        replica_rank: int = 0,
+    ) -> None:
+        if cuda_visible_devices is not None:
+            os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices
+        override = dict(getattr(model_config, "override_config", None) or {})
+        self.prompt_length = int(config.prompt_length)
+        self.response_length = int(config.response_length)
+        self.max_model_len = int(config.max_model_len or self.prompt_length + self.response_length)
+        self.max_batch = int(config.max_num_seqs)
+        self.engine = HFEngine.from_pretrained(
+            _local_path(str(model_config.path)),
+            device=device,
+            dtype=str(config.dtype),
+            random_weights=str(config.load_format) == "dummy",
+            attn_implementation=override.get("attn_implementation", "sdpa"),
+            seed=int(config.seed) + replica_rank,
+        )
+        self.global_steps: int | None = None
+        self.weight_syncs = 0
+        self._pending: list[tuple[GenRequest, asyncio.Future]] = []
+        self._runner: asyncio.Task | None = None
+        self._lock = asyncio.Lock()  # a weight update never overlaps a batch
+
+    async def generate(
+        self,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        request_id: str,
+        image_data: Any = None,
+        video_data: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """verl's server `generate`: one reply to `prompt_ids`, as a `TokenOutput`."""
+        from verl.workers.rollout.replica import TokenOutput
+
+        if image_data is not None or video_data is not None:
+            raise ValueError("the hf rollout serves text models only; use vllm or sglang for images and video")
+        default = min(self.response_length, self.prompt_length + self.response_length - len(prompt_ids))
+        request = request_from_params(prompt_ids, sampling_params, default, self.max_model_len)
+        future = asyncio.get_running_loop().create_future()
+        self._pending.append((request, future))
+        if self._runner is None or self._runner.done():
+            self._runner = asyncio.create_task(self._run_batches())
+        result = await future
+        return TokenOutput(
+            token_ids=result.token_ids,
+            log_probs=result.log_probs if sampling_params.get("logprobs") else None,
+            stop_reason="completed",
+            extra_fields={"global_steps": self.global_steps},
+        )
+
+    async def _run_batches(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
+            async with self._lock:
+                try:
+                    results = await asyncio.to_thread(self.engine.generate, [request for request, _ in batch])
+                except Exception as exc:  # every waiting request gets the batch's error
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+            for (_, future), result in zip(batch, results, strict=True):
+                if not future.done():
+                    future.set_result(result)
+
+    async def update_weights(self, named_tensors: list[tuple[str, torch.Tensor]]) -> int:
+        """Load one bucket of the actor's tensors (by Hugging Face name); returns how many."""
+        async with self._lock:
+            return await asyncio.to_thread(self.engine.load_weights, named_tensors)
+
+    async def finish_weight_sync(self, global_steps: int | None) -> None:
+        """The last bucket arrived: later replies carry `global_steps` (verl's staleness metrics)."""
+        self.global_steps = global_steps
+        self.weight_syncs += 1
+
+    async def set_global_steps(self, global_steps: int) -> None:
+        self.global_steps = global_steps
+
+    def stats(self) -> dict[str, Any]:
+        """Device, weight syncs so far and the step of the current weights (for checks)."""
+        return {
+            "device": str(self.engine.device),
+            "weight_syncs": self.weight_syncs,
+            "global_steps": self.global_steps,
+        }
+
+    # verl's memory and scheduling controls: nothing to free or abort between batches.
+    async def wake_up(self, tags: list[str] | None = None) -> None:
+        return None
+
+    async def sleep(self) -> None:
+        return None
+
+    async def clear_kv_cache(self) -> None:
+        return None
+
+    async def release_kv_cache(self) -> None:
+        return None
+
+    async def resume_kv_cache(self) -> None:
+        return None
+
+    async def abort_all_requests(self, reject_request: bool = False) -> dict[str, Any]:
+        return {"aborted_count": 0, "request_ids": []}
+
+    async def resume_generation(self) -> None:
+        return None
+
+    async def start_profile(self, **kwargs: Any) -> None:
+        return None
+
+    async def stop_profile(self) -> None:
+        return None
+
+
+def _local_path(path: str) -> str:
+    from verl.utils.fs import copy_to_local
+
+    return copy_to_local(path)

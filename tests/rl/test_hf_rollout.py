@@ -1,0 +1,127 @@
+"""The `hf` rollout backend: generation with a tiny random Qwen2, log-probs as the actor recomputes them,
+weight sync, and registration in verl's rollout registries."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[rl]')")
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from cuda_agent.rl.hf_rollout.engine import GenRequest, HFEngine, request_from_params  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model folder with seeded random weights saved (fp32)."""
+    root = tmp_path_factory.mktemp("tiny-weights")
+    for item in tiny_model_dir.iterdir():
+        (root / item.name).write_bytes(item.read_bytes())
+    torch.manual_seed(0)
+    config = transformers.AutoConfig.from_pretrained(root)
+    transformers.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32).save_pretrained(root)
+    return root
+
+
+@pytest.fixture
+def engine(model_dir: Path) -> HFEngine:
+    return HFEngine.from_pretrained(model_dir, device="cpu", dtype="float32", seed=3)
+
+
+def actor_logprobs(model, prompt: list[int], response: list[int], temperature: float) -> torch.Tensor:
+    """What verl's actor computes for a response: log_softmax(logits / T) at each response token, one pass."""
+    from verl.utils.torch_functional import logprobs_from_logits
+
+    ids = torch.tensor([prompt + response])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float() / temperature
+    return logprobs_from_logits(logits, torch.tensor(response))
+
+
+def test_batched_generation_logprobs_match_the_actor_recomputation(engine: HFEngine, tiny_tokenizer) -> None:
+    prompts = [tiny_tokenizer.encode(text) for text in ("write a relu kernel", "hi", "a longer prompt, padded less")]
+    requests = [GenRequest(prompt_ids=p, max_tokens=12, temperature=0.7) for p in prompts]
+    results = engine.generate(requests)
+    for prompt, result in zip(prompts, results, strict=True):
+        assert 1 <= len(result.token_ids) <= 12 and len(result.log_probs) == len(result.token_ids)
+        assert result.stopped == (result.token_ids[-1] in engine.stop_token_ids)
+        expected = actor_logprobs(engine.model, prompt, result.token_ids, 0.7)
+        assert torch.allclose(torch.tensor(result.log_probs), expected, atol=1e-3), (result.log_probs, expected)
+
+
+def test_greedy_is_deterministic_and_top_k_one_is_greedy(engine: HFEngine, tiny_tokenizer) -> None:
+    prompt = tiny_tokenizer.encode("kernel")
+    greedy = engine.generate([GenRequest(prompt_ids=prompt, max_tokens=8, temperature=0.0)])[0]
+    again = engine.generate([GenRequest(prompt_ids=prompt, max_tokens=8, temperature=0.0)])[0]
+    top1 = engine.generate([GenRequest(prompt_ids=prompt, max_tokens=8, temperature=1.0, top_k=1)])[0]
+    assert greedy.token_ids == again.token_ids == top1.token_ids
+
+
+def test_weight_sync_changes_the_rollout_and_restores_it(engine: HFEngine, tiny_tokenizer) -> None:
+    prompt = tiny_tokenizer.encode("fixed prompt")
+    request = GenRequest(prompt_ids=prompt, max_tokens=6, temperature=0.0)
+    before = engine.generate([request])[0]
+    original = {name: p.detach().clone() for name, p in engine.model.named_parameters()}
+    torch.manual_seed(1)
+    changed = {name: p + 0.5 * torch.randn_like(p) for name, p in original.items()}
+    assert engine.load_weights(changed.items()) == len(original)
+    after = engine.generate([request])[0]
+    assert (after.token_ids, after.log_probs) != (before.token_ids, before.log_probs)
+    expected = actor_logprobs(engine.model, prompt, after.token_ids, 1.0)
+    assert torch.allclose(torch.tensor(after.log_probs), expected, atol=1e-3)
+    engine.load_weights(original.items())
+    restored = engine.generate([request])[0]
+    assert restored.token_ids == before.token_ids
+    assert restored.log_probs == pytest.approx(before.log_probs, abs=1e-5)
+    with pytest.raises(KeyError, match="no parameter"):
+        engine.load_weights([("not.a.weight", torch.zeros(1))])
+
+
+def test_request_budget_follows_verl_vllm_server() -> None:
+    assert request_from_params([1] * 10, {"max_tokens": 50}, 20, max_model_len=30).max_tokens == 20
+    assert request_from_params([1] * 10, {}, 7, max_model_len=30).max_tokens == 7
+    with pytest.raises(ValueError, match="no room"):
+        request_from_params([1] * 30, {}, 7, max_model_len=30)
+    with pytest.raises(ValueError, match="repetition_penalty"):
+        request_from_params([1], {"repetition_penalty": 1.1}, 7, max_model_len=30)
+
+
+def test_server_batches_concurrent_requests(model_dir: Path, tiny_tokenizer) -> None:
+    from omegaconf import OmegaConf
+
+    from cuda_agent.rl.hf_rollout.server import HFRolloutServer
+
+    config = OmegaConf.create(
+        {"prompt_length": 64, "response_length": 16, "max_model_len": None, "max_num_seqs": 8}
+        | {"dtype": "float32", "load_format": "auto", "seed": 0}
+    )
+    server = HFRolloutServer(config, OmegaConf.create({"path": str(model_dir)}), device="cpu")
+    prompts = [tiny_tokenizer.encode(f"prompt {i}") for i in range(5)]
+
+    async def run() -> list:
+        params = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": True, "max_tokens": 5}
+        return await asyncio.gather(
+            *[server.generate(p, dict(params), request_id=str(i)) for i, p in enumerate(prompts)]
+        )
+
+    outputs = asyncio.run(run())
+    for prompt, output in zip(prompts, outputs, strict=True):
+        assert 1 <= len(output.token_ids) <= 5 and len(output.log_probs) == len(output.token_ids)
+        expected = actor_logprobs(server.engine.model, prompt, output.token_ids, 1.0)
+        assert torch.allclose(torch.tensor(output.log_probs), expected, atol=1e-3)
+
+
+def test_importing_the_package_registers_hf_with_verl() -> None:
+    from verl.workers.rollout.base import get_rollout_class
+    from verl.workers.rollout.replica import get_rollout_replica_class
+
+    import cuda_agent.rl.hf_rollout  # noqa: F401
+    from cuda_agent.rl.hf_rollout.adapter import HFServerAdapter
+    from cuda_agent.rl.hf_rollout.replica import HFReplica
+
+    assert get_rollout_class("hf", "async") is HFServerAdapter
+    assert get_rollout_replica_class("hf") is HFReplica

@@ -114,6 +114,8 @@ def read_trajectory(path: Path) -> Trajectory:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise TrajectoryError(f"cannot read trajectory {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise TrajectoryError(f"{path} is not a text file; give the trajectory.jsonl an episode wrote") from exc
     records = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -125,11 +127,11 @@ def read_trajectory(path: Path) -> Trajectory:
                 logger.warning("%s: skipping a half-written last line (the episode was interrupted)", path)
                 continue
             raise TrajectoryError(f"{path}:{number} is not JSON ({exc}); the file is damaged") from exc
-    if not records or records[0].get("type") != "header":
+    if not records or not all(isinstance(r, dict) for r in records) or records[0].get("type") != "header":
         raise TrajectoryError(f"{path} does not start with a trajectory header line; is it a cuda-agent trajectory?")
     fields = {key: records[0][key] for key in _HEADER_FIELDS if key in records[0]}
-    turns = [Turn.model_validate({k: v for k, v in r.items() if k != "type"}) for r in records if r["type"] == "turn"]
-    ends = [r for r in records if r["type"] == "end"]
+    turns = [Turn.model_validate({k: v for k, v in r.items() if k != "type"}) for r in records if r.get("type") == "turn"]
+    ends = [r for r in records if r.get("type") == "end"]
     if ends:
         fields.update({key: ends[-1][key] for key in _END_FIELDS if key in ends[-1]})
     return Trajectory(**fields, turns=turns, complete=bool(ends))

@@ -6,6 +6,7 @@ outside; every string from the trajectory is HTML-escaped, since model output is
 
 from __future__ import annotations
 
+import difflib
 import json
 from html import escape
 from pathlib import Path
@@ -26,7 +27,16 @@ pre{white-space:pre-wrap;word-break:break-word;background:#fff;border:1px solid 
 .add{color:#060;background:#efe;display:block} .del{color:#900;background:#fee;display:block}
 .hunk{color:#55a;display:block} table{border-collapse:collapse} td,th{border:1px solid #ddd;padding:.2em .5em}
 .meta{color:#666;font-size:.9em}
+.path{font:600 12px ui-monospace,monospace;margin:.4em 0 0}
+pre.code{counter-reset:line;white-space:pre;overflow-x:auto}
+pre.code .ln{counter-increment:line;display:block}
+pre.code .ln::before{content:counter(line);display:inline-block;width:3em;margin-right:.8em;text-align:right;color:#aaa;
+ user-select:none}
+pre.diff{white-space:pre;overflow-x:auto}
 """
+
+
+_FILE_TOOLS = ("Write", "Edit", "MultiEdit")
 
 
 def _pre(text: str, css_class: str = "") -> str:
@@ -64,11 +74,60 @@ def _verdict(verdict: dict[str, Any]) -> str:
     return f'<div class="verdict"><table>{table}</table>{extra}</div>'
 
 
-def _arguments(call: ToolCall) -> str:
+def _code(text: str) -> str:
+    """A file's text as a code block with line numbers (drawn by CSS, so copying takes the code alone)."""
+    lines = "".join(f'<span class="ln">{escape(line)}</span>' for line in text.splitlines())
+    return f'<pre class="code">{lines}</pre>'
+
+
+def _edit_diff(path: str, old: Any, new: Any) -> str:
+    """The diff an Edit asked for, from its own strings (when the tool refused it, no file diff exists)."""
+    if not isinstance(old, str) or not isinstance(new, str):
+        return ""
+    lines = difflib.unified_diff(old.splitlines(), new.splitlines(), f"a/{path}", f"b/{path}", lineterm="")
+    return "\n".join(lines)
+
+
+def _file_change(call: ToolCall, args: dict[str, Any], result: ToolResult | None) -> str:
+    """Write shows the file as code; Edit and MultiEdit show a diff: what the model wrote, readable."""
+    path = str(args.get("path", ""))
+    done = result.metadata.get("diff") if result is not None else None
+    parts = [f'<div class="path">{escape(call.name)} {escape(path)}</div>']
+    if call.name == "Write":
+        parts.append(_code(str(args.get("content", ""))))
+        # A replaced file: the diff against what was there says what changed (a new file's diff is the code again).
+        if isinstance(done, str) and done and "@@ -0,0 " not in done:
+            parts.append(f"<details><summary>diff against the previous file</summary>{_diff(done)}</details>")
+        return "".join(parts)
+    if isinstance(done, str) and done:
+        return "".join([*parts, _diff(done)])
+    edits = args.get("edits") if call.name == "MultiEdit" else [args]
+    for edit in edits if isinstance(edits, list) else []:
+        if isinstance(edit, dict):
+            parts.append(_diff(_edit_diff(path, edit.get("old_string"), edit.get("new_string"))))
+    return "".join(parts)
+
+
+def _arguments(call: ToolCall, result: ToolResult | None) -> str:
+    """A call's arguments as a reader wants them: files as code or diffs, commands as shell lines, the rest as
+    `key: value` (multi-line values as blocks); arguments that are not a JSON object, as sent."""
     try:
-        return json.dumps(json.loads(call.arguments), indent=2, ensure_ascii=False)
+        args = json.loads(call.arguments)
     except json.JSONDecodeError:
-        return call.arguments
+        args = None
+    if not isinstance(args, dict):
+        return _pre(call.arguments)
+    if call.name in _FILE_TOOLS:
+        return _file_change(call, args, result)
+    if call.name == "Bash" and isinstance(args.get("command"), str):
+        return f'<pre class="command">$ {escape(args["command"])}</pre>'
+    simple = [f"{escape(k)}: {escape(json.dumps(v, ensure_ascii=False))}" for k, v in args.items() if not _multiline(v)]
+    blocks = [f'<div class="path">{escape(k)}</div>{_pre(v)}' for k, v in args.items() if _multiline(v)]
+    return (f'<pre class="args">{"  ".join(simple)}</pre>' if simple else "") + "".join(blocks)
+
+
+def _multiline(value: Any) -> bool:
+    return isinstance(value, str) and "\n" in value
 
 
 def _call(call: ToolCall, result: ToolResult | None) -> str:
@@ -80,12 +139,10 @@ def _call(call: ToolCall, result: ToolResult | None) -> str:
         tags += '<span class="tag">truncated</span>'
     if result is not None:
         tags += f'<span class="meta">{result.duration_s:.2f} s</span>'
-    parts = [f'<div class="call{" error" if failed else ""}">{tags}', _pre(_arguments(call))]
+    parts = [f'<div class="call{" error" if failed else ""}">{tags}', _arguments(call, result)]
     if call.error:
         parts.append(_pre(f"parse error: {call.error}", "error"))
     if result is not None:
-        diff = result.metadata.get("diff")
-        parts.append(_diff(diff) if isinstance(diff, str) and diff else "")
         parts.append(_pre(result.output, "output"))
     return "".join(parts) + "</div>"
 

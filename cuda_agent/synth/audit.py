@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from cuda_agent.errors import ConfigError
 from cuda_agent.synth.filters import FILTERS, OUT_OF_MEMORY, FilterConfig, FilterResult
 from cuda_agent.synth.pool import FilterPool
 
@@ -34,9 +35,22 @@ class AuditSummary(BaseModel):
 
 
 def read_rows(path: Path) -> list[dict]:
+    """The rows of a data set's parquet.
+
+    Raises:
+        ConfigError: no such file, or not a parquet with a `code` column.
+    """
     import pyarrow.parquet as pq
 
-    return pq.read_table(path).to_pylist()
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file; give a parquet with a code column (e.g. ops6k/ops6k.parquet)")
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # pyarrow raises several unrelated types for a file that is not parquet
+        raise ConfigError(f"{path}: not a readable parquet file ({type(exc).__name__})") from exc
+    if "code" not in table.column_names:
+        raise ConfigError(f"{path}: no code column (columns: {', '.join(table.column_names)})")
+    return table.to_pylist()
 
 
 def sample_rows(n_rows: int, sample: int | None, seed: int) -> list[int]:

@@ -10,16 +10,32 @@ import pytest
 
 from cuda_agent.agent.trajectory import TrajectoryWriter, read_trajectory
 from cuda_agent.agent.view import render_html
-from cuda_agent.cli import main
 from cuda_agent.types import ToolCall, ToolResult, Turn
+from tests.user import cli
 
 HOSTILE = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
-DIFF = "--- a/kernels/relu.cu\n+++ b/kernels/relu.cu\n@@ -0,0 +1 @@\n+__global__ void relu() {}\n"
+KERNEL = (
+    "#include <cuda_runtime.h>\n\n"
+    "__global__ void relu_kernel(const float* x, float* y, int n) {\n"
+    "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;  // a < b && c > d\n"
+    "}\n"
+)
+NEW_FILE_DIFF = "--- a/kernels/relu.cu\n+++ b/kernels/relu.cu\n@@ -0,0 +1,6 @@\n" + "".join(
+    f"+{line}\n" for line in KERNEL.splitlines()
+)
+EDIT_DIFF = (
+    "--- a/kernels/relu.cu\n+++ b/kernels/relu.cu\n@@ -5 +5 @@\n"
+    "-    if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;  // a < b && c > d\n"
+    "+    if (i < n) y[i] = fmaxf(x[i], 0.f);\n"
+)
 
 
 def write_trajectory(path: Path) -> Path:
     prompt = [{"role": "system", "content": "skill"}, {"role": "user", "content": "Write a ReLU kernel."}]
-    write = ToolCall(id="c0", name="Write", arguments=json.dumps({"path": "kernels/relu.cu", "content": "..."}))
+    write = ToolCall(id="c0", name="Write", arguments=json.dumps({"path": "kernels/relu.cu", "content": KERNEL}))
+    edit = {"path": "kernels/relu.cu", "old_string": "x[i] > 0.f ? x[i] : 0.f", "new_string": "fmaxf(x[i], 0.f)"}
+    refused = {"path": "kernels/relu.cu", "old_string": "int n)", "new_string": "long n)"}
     bash = ToolCall(id="c1", name="Bash", arguments='{"command": "python -m utils.verification"}')
     verdict = {"task": "examples/relu", "verdict": "incorrect", "reward": -1, "correct": False, "message": HOSTILE}
     turns = [
@@ -27,7 +43,9 @@ def write_trajectory(path: Path) -> Path:
             index=0,
             content=f"I will write a kernel. {HOSTILE}",
             tool_calls=[write],
-            tool_results=[ToolResult(tool_call_id="c0", name="Write", output="Created", metadata={"diff": DIFF})],
+            tool_results=[
+                ToolResult(tool_call_id="c0", name="Write", output="Created", metadata={"diff": NEW_FILE_DIFF})
+            ],
         ),
         Turn(
             index=1,
@@ -35,6 +53,18 @@ def write_trajectory(path: Path) -> Path:
             tool_calls=[bash],
             tool_results=[ToolResult(tool_call_id="c1", name="Bash", output=HOSTILE, is_error=True)],
             verdicts=[verdict],
+        ),
+        Turn(
+            index=2,
+            content="Simpler with fmaxf.",
+            tool_calls=[
+                ToolCall(id="c2", name="Edit", arguments=json.dumps(edit)),
+                ToolCall(id="c3", name="Edit", arguments=json.dumps(refused)),
+            ],
+            tool_results=[
+                ToolResult(tool_call_id="c2", name="Edit", output="Edited", metadata={"diff": EDIT_DIFF}),
+                ToolResult(tool_call_id="c3", name="Edit", output="'old_string' was not found", is_error=True),
+            ],
         ),
     ]
     with TrajectoryWriter(path, "examples/relu", "replay", prompt) as writer:
@@ -44,14 +74,29 @@ def write_trajectory(path: Path) -> Path:
     return path
 
 
-def test_cli_writes_an_escaped_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_writes_an_escaped_page(tmp_path: Path) -> None:
     trajectory = write_trajectory(tmp_path / "t.jsonl")
-    assert main(["view", str(trajectory), "-o", str(tmp_path / "out" / "page.html")]) == 0
+    done = cli("view", str(trajectory), "-o", str(tmp_path / "out" / "page.html"))
     page = (tmp_path / "out" / "page.html").read_text()
-    assert capsys.readouterr().out.strip() == str(tmp_path / "out" / "page.html")
+    assert done.returncode == 0 and done.stdout.strip() == str(tmp_path / "out" / "page.html")
     assert "<script" not in page and "&lt;script&gt;window.pwned" in page
-    assert '<span class="add">+__global__ void relu() {}</span>' in page
-    assert main(["view", str(tmp_path / "missing.jsonl")]) == 2
+    # The written kernel is code, one line per line, not a JSON string with \\n escapes.
+    assert '<span class="ln">__global__ void relu_kernel(const float* x, float* y, int n) {</span>' in page
+    assert "\\n" not in page and "&amp;&amp; c &gt; d" in page
+    assert '<span class="add">+    if (i &lt; n) y[i] = fmaxf(x[i], 0.f);</span>' in page
+    # A refused Edit shows what it asked for (no file changed, so no file diff exists).
+    assert '<span class="del">-int n)</span>\n<span class="add">+long n)</span>' in page
+    assert '<pre class="command">$ python -m utils.verification</pre>' in page
+
+
+@pytest.mark.parametrize(("content", "why"), [(bytes(range(256)) * 8, "is not a text file"), (b"[1, 2]\n", "header")])
+def test_view_of_a_file_that_is_no_trajectory_is_one_line(tmp_path: Path, content: bytes, why: str) -> None:
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(content)
+    done = cli("view", str(junk))
+    assert done.returncode == 2 and why in done.stderr
+    assert done.stderr.startswith("error: ") and len(done.stderr.splitlines()) == 1
+    assert cli("view", str(tmp_path / "missing.jsonl")).returncode == 2
 
 
 def find_chromium() -> str | None:

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 
 from cuda_agent.cli import main
 from cuda_agent.synth.report import dataset_figures
+from tests.user import cli
 
 from .test_decontaminate import KB, OTHER, RENAMED
 
@@ -38,3 +39,11 @@ def test_report_command_prints_and_writes_markdown(tmp_path: Path, capsys) -> No
     markdown = (tmp_path / "d.report.md").read_text()
     assert "| exact duplicates | 0 | 1 |" in markdown
     assert "depth 1 (%)" in capsys.readouterr().out
+
+
+def test_report_of_a_file_that_is_not_parquet_is_one_line(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(bytes(range(256)) * 8)
+    done = cli("synth", "report", str(junk))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr == f"error: {junk}: not a readable parquet file (ArrowInvalid)\n"

@@ -2,10 +2,7 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,6 +14,7 @@ from cuda_agent.errors import DataNotFoundError, TaskError
 from cuda_agent.tasks import Catalog
 from cuda_agent.tasks import catalog as catalog_module
 from cuda_agent.tasks.sources import load_path
+from tests.user import cli
 
 
 def test_kernelbench_parquet_has_250_tasks_by_level(shared_dir: Path) -> None:
@@ -63,12 +61,6 @@ def test_resolve_py_path(tmp_path: Path) -> None:
 def test_unknown_refs_raise_task_error(shared_dir: Path, ref: str) -> None:
     with pytest.raises(TaskError):
         Catalog(data_dir=shared_dir).resolve(ref)
-
-
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """The `cuda-agent` command as a user types it (the entry point beside this interpreter)."""
-    program = Path(sys.executable).parent / "cuda-agent"
-    return subprocess.run([str(program), *args], capture_output=True, text=True, env={**os.environ, **(env or {})})
 
 
 def test_missing_data_set_names_where_it_looked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -130,7 +130,9 @@ def read_trajectory(path: Path) -> Trajectory:
     if not records or not all(isinstance(r, dict) for r in records) or records[0].get("type") != "header":
         raise TrajectoryError(f"{path} does not start with a trajectory header line; is it a cuda-agent trajectory?")
     fields = {key: records[0][key] for key in _HEADER_FIELDS if key in records[0]}
-    turns = [Turn.model_validate({k: v for k, v in r.items() if k != "type"}) for r in records if r.get("type") == "turn"]
+    turns = [
+        Turn.model_validate({k: v for k, v in r.items() if k != "type"}) for r in records if r.get("type") == "turn"
+    ]
     ends = [r for r in records if r.get("type") == "end"]
     if ends:
         fields.update({key: ends[-1][key] for key in _END_FIELDS if key in ends[-1]})

@@ -5,8 +5,8 @@
 #   export PYTHONPATH=/tmp/site:$PWD CUDA_AGENT_DATA_DIR=$PWD/.carry
 # The image already has torch, numpy, pyarrow, rich, httpx, jinja2, pyyaml, pytest, transformers, tokenizers,
 # accelerate, peft, datasets' needs (see ../.library/device/KINDS.md). Usage: bash scripts/device_wheels.sh [rl|ray]
-#   ray: also Ray 2.60 without its Java jar (the whole wheel would pass the 64 MiB a call carries; Python
-#       workers never load the jar; stripped it is ~43 MB) and jsonschema with its dependencies, which
+#   ray: also Ray 2.60 without its Java jar and the libraries on top of Ray core (the whole wheel would pass the
+#       64 MiB a call carries; stripped and LZMA-compressed it is ~30 MB) and jsonschema with its dependencies, which
 #       ray.init imports and the image lacks (bench/multi_gpu.sh).
 #   rl: the same, plus verl 0.9.1 and what it imports.
 set -euo pipefail
@@ -43,11 +43,17 @@ if [ "${1:-}" = rl ] || [ "${1:-}" = ray ]; then
 import sys, zipfile
 from pathlib import Path
 src, out = Path(sys.argv[1]), Path(sys.argv[2]) / Path(sys.argv[1]).name
-with zipfile.ZipFile(src) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zout:
+# Libraries on top of Ray core that neither verl nor our pools import (checked: `ray.init`, remote tasks and
+# actors, placement groups, ray.util.collective and the state API run without them), and the dashboard's web client.
+unused = tuple(f"ray/{name}/" for name in ("jars", "rllib", "serve", "llm", "data", "train", "tune", "air",
+                                            "workflow", "dashboard/client"))
+# LZMA members (pip extracts them through zipfile) take the binaries from 44 to ~30 MB, so Ray, verl and the
+# tree fit in the 64 MiB a call carries.
+with zipfile.ZipFile(src) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_LZMA) as zout:
     for item in zin.infolist():
-        if item.filename.startswith("ray/jars/") or item.filename.endswith(".js.map"):
-            continue  # the Java worker's jar and the dashboard's source maps
-        zout.writestr(item, zin.read(item.filename))
+        if item.filename.startswith(unused) or item.filename.endswith(".js.map"):
+            continue
+        zout.writestr(item.filename, zin.read(item.filename), compress_type=zipfile.ZIP_LZMA)
 PY
     rm -rf "$tmp"
   fi

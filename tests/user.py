@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 CUDA_AGENT = Path(sys.executable).parent / "cuda-agent"
 """The console script pip installed beside this interpreter (what README's commands run)."""
@@ -23,3 +29,21 @@ def cli(
         cwd=cwd,
         timeout=timeout_s,
     )
+
+
+@contextmanager
+def browser_page() -> Iterator[Any]:
+    """A page of a real headless Chromium (the system's: no browser download); skips the test without one."""
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')"
+    )
+    names = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+    chromium = next((path for name in names if (path := shutil.which(name))), None)
+    if chromium is None:
+        pytest.skip("no Chromium on PATH (apt-get install -y chromium); playwright's own browser download is not used")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            yield browser.new_page(viewport={"width": 1280, "height": 900})
+        finally:
+            browser.close()

@@ -29,10 +29,10 @@ pre{white-space:pre-wrap;word-break:break-word;background:#fff;border:1px solid 
 .meta{color:#666;font-size:.9em}
 .path{font:600 12px ui-monospace,monospace;margin:.4em 0 0}
 pre.code{counter-reset:line;white-space:pre;overflow-x:auto}
-pre.code .ln{counter-increment:line;display:block}
+pre.code .ln{counter-increment:line}
 pre.code .ln::before{content:counter(line);display:inline-block;width:3em;margin-right:.8em;text-align:right;color:#aaa;
  user-select:none}
-pre.diff{white-space:pre;overflow-x:auto}
+pre.diff{white-space:pre;overflow-x:auto} pre.diff span{display:block;min-height:1.35em}
 """
 
 
@@ -50,8 +50,10 @@ def _diff(diff: str) -> str:
             kind = "hunk"
         else:
             kind = "add" if line.startswith("+") else "del" if line.startswith("-") else ""
-        lines.append(f'<span class="{kind}">{escape(line)}</span>' if kind else escape(line))
-    return '<pre class="diff">' + "\n".join(lines) + "</pre>"
+        # Every line a block of its own (so added and removed lines are shaded across the width), joined without
+        # newlines, which would show as blank lines between the blocks.
+        lines.append(f'<span class="{kind or "ctx"}">{escape(line)}</span>')
+    return '<pre class="diff">' + "".join(lines) + "</pre>"
 
 
 def _verdict(verdict: dict[str, Any]) -> str:
@@ -76,7 +78,7 @@ def _verdict(verdict: dict[str, Any]) -> str:
 
 def _code(text: str) -> str:
     """A file's text as a code block with line numbers (drawn by CSS, so copying takes the code alone)."""
-    lines = "".join(f'<span class="ln">{escape(line)}</span>' for line in text.splitlines())
+    lines = "\n".join(f'<span class="ln">{escape(line)}</span>' for line in text.splitlines())
     return f'<pre class="code">{lines}</pre>'
 
 

@@ -70,6 +70,8 @@ def run_bench(
         raise ConfigError("give exactly one of --model (run the agent) and --solutions (judge a folder)")
     device = detect_device(config.device)
     tasks = select_tasks(config.suite, config.levels, catalog)
+    # Bad input is refused before the run folder, its config.json or a progress bar exist.
+    folder = solutions_dir(config.solutions, device) if config.solutions is not None else None
     out_dir.mkdir(parents=True, exist_ok=True)
     _check_resume(config, out_dir, resume)
     store = ResultStore(out_dir / RESULTS)
@@ -86,7 +88,7 @@ def run_bench(
 
             run_episodes(todo, solve, config.workers, store, advance)
         else:
-            folder = solutions_dir(config.solutions or "", device)
+            assert folder is not None
             judge_solutions(todo, folder, pool, judge_config, store, advance, window=config.workers + 2)
     results = store.load()
     return build_report(config, [results[t.ref] for t in tasks if t.ref in results], tasks, device)

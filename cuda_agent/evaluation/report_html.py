@@ -10,18 +10,21 @@ from __future__ import annotations
 import html
 import io
 import math
+import re
 from typing import Any
 
 from cuda_agent.evaluation.metrics import group_of
 from cuda_agent.evaluation.records import BenchReport, GroupMetrics, TaskResult
-from cuda_agent.evaluation.report_md import PAPER_LEVELS, PAPER_OVERALL
+from cuda_agent.evaluation.report_md import PAPER_LEVELS, PAPER_OVERALL, suite_label
 from cuda_agent.evaluation.speed_of_light import fraction
 
 COLOURS = {"pass": "#2e7d32", "eager": "#1565c0", "compile": "#ef6c00", "fail": "#c62828"}
 STYLE = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:14px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.paper{color:#666;font-style:italic}
-figure{margin:1.5em 0}figcaption{color:#555;font-size:14px}svg{max-width:100%;height:auto}"""
+figure{margin:1.5em 0}figcaption{color:#555;font-size:14px}svg{max-width:100%;height:auto}
+.details h2{border-bottom:1px solid #ddd;padding-bottom:.2em}
+li.sub{list-style:circle;margin-left:1.5em}code{background:#f3f3f3;padding:0 .2em}"""
 
 
 def _svg(fig: Any) -> str:
@@ -165,17 +168,67 @@ def _summary_table(report: BenchReport) -> str:
     return f"<table>{head}{''.join(rows)}</table>"
 
 
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def _inline(text: str) -> str:
+    """One Markdown line's text: escaped, `code` spans kept as code (all report.md uses inline)."""
+    return _CODE.sub(lambda m: f"<code>{m.group(1)}</code>", html.escape(text))
+
+
+def _md_table(rows: list[str]) -> str:
+    cells = [[c.strip() for c in row.strip().strip("|").split("|")] for row in rows]
+    head, body = cells[0], [r for r in cells[1:] if not all(set(c) <= set("-: ") for c in r)]
+    thead = "<tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr>"
+    tbody = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in body)
+    return f"<table>{thead}{tbody}</table>"
+
+
+def markdown_to_html(markdown: str) -> str:
+    """report.md as HTML: headings, tables, bullet lists and paragraphs (the subset report_md writes)."""
+    blocks, lines, i = [], markdown.splitlines(), 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("|"):
+            end = i
+            while end < len(lines) and lines[end].startswith("|"):
+                end += 1
+            blocks.append(_md_table(lines[i:end]))
+            i = end
+            continue
+        if line.startswith("- ") or line.startswith("  - "):
+            end = i
+            while end < len(lines) and (lines[end].startswith("- ") or lines[end].startswith("  - ")):
+                end += 1
+            items = "".join(
+                f"<li{' class=sub' if item.startswith('  ') else ''}>{_inline(item.strip()[2:])}</li>"
+                for item in lines[i:end]
+            )
+            blocks.append(f"<ul>{items}</ul>")
+            i = end
+            continue
+        if line.startswith("#"):
+            level = min(len(line) - len(line.lstrip("#")) + 1, 4)  # the page's own h1 is above
+            blocks.append(f"<h{level}>{_inline(line.lstrip('#').strip())}</h{level}>")
+        elif line.strip():
+            blocks.append(f"<p>{_inline(line)}</p>")
+        i += 1
+    return "".join(blocks)
+
+
 def render_html(report: BenchReport, markdown: str) -> str:
-    """The whole page: the summary table, three plots, and report.md's text for the details."""
+    """The whole page: the summary table, three plots, and report.md's details as HTML tables."""
     figures = [
         (plot_distribution(report.tasks), "Speedup distribution per level (dashed: the 5% margin)."),
         (plot_task_bars(report.tasks), "Per-task speedup over torch.compile."),
         (plot_speed_of_light(report.tasks), "Speed-of-light fraction of the solution and the baselines."),
     ]
-    body = [f"<h1>Benchmark: {html.escape(report.config.suite)}</h1>", _summary_table(report)]
+    label = html.escape(suite_label(report.config.suite))
+    body = [f"<h1>Benchmark: {label}</h1>", _summary_table(report)]
     body += [f"<figure>{svg}<figcaption>{html.escape(caption)}</figcaption></figure>" for svg, caption in figures]
-    body.append(f"<h2>Details (report.md)</h2><pre>{html.escape(markdown)}</pre>")
+    details = markdown.split("\n", 1)[1] if markdown.startswith("# ") else markdown  # its title is the page's h1
+    body.append(f'<section class="details">{markdown_to_html(details)}</section>')
     return (
-        f"<!doctype html><html><head><meta charset=utf-8><title>cuda-agent bench: {html.escape(report.config.suite)}"
-        f"</title><style>{STYLE}</style></head><body>{''.join(body)}</body></html>\n"
+        f"<!doctype html><html><head><meta charset=utf-8><title>cuda-agent bench: {label}</title>"
+        f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>\n"
     )

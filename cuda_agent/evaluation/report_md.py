@@ -15,6 +15,20 @@ HEADER = "| | tasks | pass rate | faster than eager | faster than compile | spee
 RULE = "|---|---|---|---|---|---|---|"
 
 
+def suite_label(suite: str, limit: int = 60) -> str:
+    """The suite as a title: a comma-separated task list becomes its size and its first references."""
+    refs = [r.strip() for r in suite.split(",") if r.strip()]
+    if len(refs) <= 1 and len(suite) <= limit:
+        return suite
+    shown = []
+    for ref in refs:
+        if len(", ".join([*shown, ref])) > limit - 12:
+            break
+        shown.append(ref)
+    rest = len(refs) - len(shown)
+    return f"{len(refs)} tasks: {', '.join(shown)}" + (f", and {rest} more" if rest else "")
+
+
 def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f}%"
 
@@ -119,7 +133,7 @@ def render_markdown(report: BenchReport) -> str:
     env = report.environment
     what = f"model `{cfg.model}`" if cfg.model else f"solutions `{cfg.solutions}`"
     lines = [
-        f"# Benchmark: {cfg.suite}" + (f" levels {cfg.levels}" if cfg.levels else ""),
+        f"# Benchmark: {suite_label(cfg.suite)}" + (f" levels {cfg.levels}" if cfg.levels else ""),
         "",
         f"{what} on {env.get('device_name', cfg.device)} (torch {env.get('torch')}, judge protocol "
         f"{report.protocol_version}), {report.created_at}.",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from cuda_agent.agent.trajectory import TrajectoryWriter, read_trajectory
 from cuda_agent.agent.view import render_html
 from cuda_agent.types import ToolCall, ToolResult, Turn
-from tests.user import cli
+from tests.user import browser_page, cli
 
 HOSTILE = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
 KERNEL = (
@@ -85,7 +84,7 @@ def test_cli_writes_an_escaped_page(tmp_path: Path) -> None:
     assert "\\n" not in page and "&amp;&amp; c &gt; d" in page
     assert '<span class="add">+    if (i &lt; n) y[i] = fmaxf(x[i], 0.f);</span>' in page
     # A refused Edit shows what it asked for (no file changed, so no file diff exists).
-    assert '<span class="del">-int n)</span>\n<span class="add">+long n)</span>' in page
+    assert '<span class="del">-int n)</span><span class="add">+long n)</span>' in page
     assert '<pre class="command">$ python -m utils.verification</pre>' in page
 
 
@@ -99,33 +98,20 @@ def test_view_of_a_file_that_is_no_trajectory_is_one_line(tmp_path: Path, conten
     assert cli("view", str(tmp_path / "missing.jsonl")).returncode == 2
 
 
-def find_chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        if path := shutil.which(name):
-            return path
-    return None
-
-
 def test_page_renders_in_a_headless_browser(tmp_path: Path) -> None:
-    sync_api = pytest.importorskip(
-        "playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')"
-    )
-    chromium = find_chromium()
-    if chromium is None:
-        pytest.skip("no Chromium on PATH (apt-get install -y chromium); playwright's own browser download is not used")
     page_path = tmp_path / "page.html"
     page_path.write_text(render_html(read_trajectory(write_trajectory(tmp_path / "t.jsonl"))))
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        try:
-            page = browser.new_page()
-            page.goto(page_path.as_uri())
-            assert page.title() == "examples/relu · cuda-agent"
-            assert page.locator("section.turn").count() == 2
-            assert page.locator("#turn-0 .diff .add").inner_text() == "+__global__ void relu() {}"
-            assert page.locator("#turn-1 .call.error .tag.error").inner_text() == "error"
-            assert HOSTILE in page.locator("#turn-1 pre.output").inner_text()
-            assert page.evaluate("window.pwned") is None
-            assert page.locator(".final .tag.pass").inner_text() == "pass"
-        finally:
-            browser.close()
+    with browser_page() as page:
+        page.goto(page_path.as_uri())
+        assert page.title() == "examples/relu · cuda-agent"
+        assert page.locator("section.turn").count() == 3
+        code = page.locator("#turn-0 pre.code")
+        assert code.locator(".ln").count() == len(KERNEL.splitlines())
+        assert code.inner_text().splitlines() == KERNEL.splitlines()  # line numbers are drawn, not copied
+        assert page.locator("#turn-2 .diff .add").first.inner_text() == "+    if (i < n) y[i] = fmaxf(x[i], 0.f);"
+        assert page.locator("#turn-1 .call.error .tag.error").inner_text() == "error"
+        assert HOSTILE in page.locator("#turn-1 pre.output").inner_text()
+        assert page.evaluate("window.pwned") is None
+        assert page.locator(".final .tag.pass").inner_text() == "pass"
+        # For a person to look at (the test run keeps it under pytest's tmp folder).
+        page.screenshot(path=str(tmp_path / "view.png"), full_page=True)

@@ -11,6 +11,7 @@ import pytest
 from cuda_agent.cli import main
 from cuda_agent.evaluation.metrics import geometric_mean
 from cuda_agent.reward import beats
+from tests.user import cli
 
 SOLUTIONS = Path(__file__).parent / "solutions"
 # Short timing phases keep the test quick; the baselines' cache key ignores them (they come from the cache).
@@ -96,3 +97,15 @@ def test_bench_with_a_model_scores_best_and_final(tmp_path: Path) -> None:
     assert report["metrics"]["overall"]["pass_rate"] == report["final_metrics"]["overall"]["pass_rate"] == 1.0
     assert set(report["metrics"]["groups"]) == {"no level"}
     assert "| this run, final workspace | 1 | 100.0% |" in (out / "report.md").read_text()
+
+
+def test_bench_with_a_missing_solutions_folder_leaves_nothing_behind(tmp_path: Path) -> None:
+    done = cli(
+        "bench", "--suite", "examples", "--solutions", str(tmp_path / "nowhere"), "--out", "runs/x", cwd=tmp_path
+    )
+    assert done.returncode == 2 and done.stdout == ""  # no progress bar
+    assert (
+        done.stderr
+        == f"error: --solutions {tmp_path / 'nowhere'}: no such folder (give a folder of solution files, or 'examples')\n"
+    )
+    assert list(tmp_path.iterdir()) == []  # no run folder, no config.json

@@ -79,6 +79,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
     overrides = {"device": args.device, "precision": args.precision, "time": not args.no_time}
     if args.trials is not None:
         overrides["trials"] = args.trials
+    overrides["policy"] = args.policy
     config = JudgeConfig(**overrides)
     verdict = judge(task, Path(args.solution), config)
     if args.json:
@@ -131,7 +132,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     print(f"cuda-agent sandbox ({args.pool} pool) on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
     try:
-        serve(pool, host=args.host, port=args.port, token=args.token)
+        serve(pool, host=args.host, port=args.port, token=args.token, defaults={"policy": args.policy})
     finally:
         pool.close()
     return 0
@@ -262,7 +263,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         device=args.device,
         workers=args.workers,
         max_turns=args.max_turns,
-        judge=_parse_judge_overrides(args.judge),
+        judge=_parse_judge_overrides(args.judge) | ({"policy": args.policy} if args.policy else {}),
         speed_of_light=not args.no_speed_of_light,
     )
     model_factory = None
@@ -368,6 +369,8 @@ def _add_episode_commands(commands: argparse._SubParsersAction) -> None:
     demo.set_defaults(func=cmd_demo)
 
 
+POLICY_CHOICES = ("cuda-agent", "kernelbench")
+_POLICY_HELP = "rules: cuda-agent (SKILL.md's, the default) or kernelbench (torch may mix with your own kernels)"
 _SUITE_HELP = "kernelbench, kernelbench/L2, ops6k[0:100] (a slice of the rows), examples, or a folder of problems"
 
 
@@ -389,6 +392,7 @@ def _add_bench_commands(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"], help="CUDA or CPU kernels")
     bench.add_argument("--max-turns", type=int, default=200, help="turn limit per episode (paper: 200 in evaluation)")
     bench.add_argument("--judge", action="append", default=[], metavar="KEY=VALUE", help="JudgeConfig field override")
+    bench.add_argument("--policy", default=None, choices=POLICY_CHOICES, help=_POLICY_HELP)
     bench.add_argument("--baselines", type=Path, default=None, help="seed the baseline cache from this file first")
     bench.add_argument("--no-speed-of-light", action="store_true", help="skip the speed-of-light bounds")
     bench.set_defaults(func=_bench_main)
@@ -434,6 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument("--precision", default="strict", choices=["strict", "paper"], help="precision mode")
     judge.add_argument("--trials", type=int, default=None, help="correctness trials (default 5)")
     judge.add_argument("--no-time", action="store_true", help="check correctness only")
+    judge.add_argument("--policy", default="cuda-agent", choices=POLICY_CHOICES, help=_POLICY_HELP)
     judge.add_argument("--json", action="store_true", help="print exactly one JSON verdict")
     judge.set_defaults(func=cmd_judge)
 
@@ -447,6 +452,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-pending", type=int, default=256, help="queue size; beyond it requests get 503")
     serve.add_argument("--max-pids", type=int, default=512, help="processes per job")
     serve.add_argument("--address-space-gb", type=float, default=16, help="address space per process (not on CUDA)")
+    serve.add_argument(
+        "--policy", default="cuda-agent", choices=POLICY_CHOICES, help=_POLICY_HELP + " (a request's config wins)"
+    )
     serve.add_argument("--ray-address", default=None, help="Ray cluster address (default: start a local Ray)")
     serve.set_defaults(func=cmd_serve)
 

@@ -92,6 +92,12 @@ class Verdict(_Record):
     checks: list[dict[str, Any]] = Field(default_factory=list, description="Per-trial correctness figures.")
     stage_s: dict[str, float] = Field(default_factory=dict, description="Wall time per judge stage, in seconds.")
     env: dict[str, Any] = Field(default_factory=dict, description="torch, CUDA, driver, flags, protocol version.")
+    policy: str = Field(default="cuda-agent", description="The rule set judged under: 'cuda-agent' or 'kernelbench'.")
+    custom_kernel_time_fraction: float | None = Field(
+        default=None,
+        description="Share of forward's GPU (CPU) time spent in the candidate's own code rather than torch's "
+        "operators, from a profiled call; None when the candidate did not get that far.",
+    )
 
 
 class ToolCall(_Record):

@@ -42,6 +42,11 @@ class JudgeConfig(BaseModel):
     kernels in solutions/kernelbench/ measured at most 1.8x."""
     precision_floor: float = 1e-5
     """...or this normwise relative error, whichever is larger (TF32 matmuls measured 2.3e-5 and up)."""
+    policy: Literal["cuda-agent", "kernelbench"] = "cuda-agent"
+    """Which solutions are legal. 'cuda-agent': SKILL.md's workspace rules (forward reaches only the compiled
+    extension; training and workspaces). 'kernelbench': torch operators may mix with the candidate's own kernels,
+    which must still do real work on the timed path; everything that fakes a speed-up or a result stays forbidden
+    (policy.py, policy_runtime.py)."""
     static_policy: bool = True
     """Run the static policy stage. False only to test the runtime defences on their own."""
     robustness_trials: bool = True

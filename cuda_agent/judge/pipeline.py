@@ -111,6 +111,7 @@ class _Judgement:
             device=self.env.get("device_name", self.device),
             stage_s=self.stage_s,
             env=self.env,
+            policy=self.cfg.policy,
             **fields,
         )
 
@@ -119,7 +120,9 @@ class _Judgement:
         if not self.cfg.static_policy:
             self.env["static_policy"] = False
             return None
-        violations = check_policy(self.solution, self.device, task_dtypes=_task_dtypes(self.task))
+        violations = check_policy(
+            self.solution, self.device, task_dtypes=_task_dtypes(self.task), policy=self.cfg.policy
+        )
         self.stage_s["policy"] = time.monotonic() - start
         if violations:
             return self.verdict("rejected", f"static policy: {violations[0].message}", violations=violations)
@@ -204,6 +207,7 @@ class _Judgement:
             min_reps=cfg.min_reps,
             max_reps=cfg.max_reps,
             target_phase_s=cfg.target_phase_s,
+            policy=cfg.policy,
         )
         confinement = None
         if self.user is not None:
@@ -322,7 +326,13 @@ class _Judgement:
         self.env["device_name"] = run.env.get("device_name", self.device)
         if run.status != "ok":
             verdict = {"incorrect": "incorrect", "rejected": "rejected"}.get(run.status, "runtime_error")
-            return self.verdict(verdict, run.message, violations=run.violations, checks=run.trials)
+            return self.verdict(
+                verdict,
+                run.message,
+                violations=run.violations,
+                checks=run.trials,
+                custom_kernel_time_fraction=run.custom_kernel_time_fraction,
+            )
         solution_ms = run.timing["median_ms"] if run.timing else None
         eager_ms = base.eager["median_ms"] if base and base.eager else None
         compile_ms = base.compile["median_ms"] if base and base.compile else None
@@ -342,6 +352,7 @@ class _Judgement:
             checks=run.trials,
             speedup_vs_eager=eager_ms / solution_ms if solution_ms and eager_ms else None,
             speedup_vs_compile=compile_ms / solution_ms if solution_ms and compile_ms else None,
+            custom_kernel_time_fraction=run.custom_kernel_time_fraction,
         )
 
 

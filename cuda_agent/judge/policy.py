@@ -1,15 +1,20 @@
 """The judge's static policy stage: reject a candidate for what its source says, before anything runs.
 
-`check_policy(solution, device)` parses the Python file with `ast` and reads the C++/CUDA code as
-text: for a single-file solution, the strings it passes to `load_inline`; for a workspace, the
-files under `kernels/`. It returns one `Violation` per broken rule (see `RULES`); an empty list
+`check_policy(solution, device, policy=...)` parses the Python file with `ast` and reads the C++/CUDA
+code as text: for a single-file solution, the strings it passes to `load_inline`; for a workspace,
+the files under `kernels/`. It returns one `Violation` per broken rule (see `RULES`); an empty list
 means the candidate may be built. No candidate code runs here.
 
-What it checks: that ModelNew is a plain nn.Module whose forward reaches only the compiled
-extension plus allocation and view helpers; that the file imports, patches, hooks, threads,
-streams, reads files or builds code only in allowed ways; that the C++ uses no torch compute,
-no libraries beyond cuBLAS (GEMM) and cuDNN (convolution), no side streams, background threads,
-persisting-L2 windows or process control; and, for float32 tasks, no reduced precision.
+What it checks under the 'cuda-agent' policy (SKILL.md's rules): that ModelNew is a plain nn.Module
+whose forward reaches only the compiled extension plus allocation and view helpers; that the file
+imports, patches, hooks, threads, streams, reads files or builds code only in allowed ways; that the
+C++ uses no torch compute, no libraries beyond cuBLAS (GEMM) and cuDNN (convolution), no side
+streams, background threads, persisting-L2 windows or process control; and, for float32 tasks, no
+reduced precision. Under 'kernelbench', forward and the C++ may use torch operators and any
+header-only CUDA library (`KERNELBENCH_RELAXED`), but forward must still call the extension, and
+everything that fakes a speed-up or a result stays forbidden; torch's compiler, its private
+internals and dispatch-key guards are refused too, because they would hide torch's work from the
+runtime check that the candidate's kernels reach its outputs (policy_runtime.py).
 
 What it does NOT protect against: anything decided by values at run time. A tensor reaching
 torch through a path the text rules cannot see, caching results across calls, reading the
@@ -43,11 +48,13 @@ RULES: dict[str, str] = {
     "missing_model_new": "There is no top-level `class ModelNew`, or the name is rebound after it.",
     "subclasses_reference": "ModelNew derives from something other than nn.Module (e.g. the reference Model).",
     "forbidden_override": "ModelNew overrides an nn.Module method or a special method other than __init__/forward.",
-    "forbidden_import": "An import outside torch, torch.nn, torch.utils.cpp_extension, math, typing and "
-    "cuda_extension (torch.nn.functional and the reference included).",
+    "forbidden_import": "An import outside torch, torch.nn, torch.utils.cpp_extension, math, typing, os (to read "
+    "the environment) and cuda_extension (torch.nn.functional and the reference included; under kernelbench any "
+    "torch module).",
     "dynamic_code": "eval/exec/compile/__import__, getattr/setattr with computed names, globals()/vars(), dunder "
     "access, decorators, or C++ sources and flags that are not plain literals.",
-    "try_except": "A try statement, contextlib.suppress or an __exit__ method (a silent fallback).",
+    "try_except": "A try statement in forward or a function it calls, contextlib.suppress or an __exit__ method "
+    "(a silent fallback on the timed path).",
     "torch_compute_in_forward": "forward (or a function it calls) calls torch or a submodule instead of the "
     "compiled extension, or indexes tensors with tensors.",
     "tensor_arithmetic_in_forward": "forward applies + - * / @ or comparisons to values that may be tensors.",
@@ -62,7 +69,8 @@ RULES: dict[str, str] = {
     "forbidden_library": "Headers, libraries, linker or compiler flags outside the allow-list.",
     "cublas_misuse": "cuBLAS calls other than GEMM, or cuDNN calls other than convolution.",
     "l2_persistence": "Persisting-L2 access windows, limits or evict-last cache policies.",
-    "file_or_network_access": "Files, environment, network, sleeping or process control, in Python or C++.",
+    "file_or_network_access": "Files, network, sleeping or process control in Python or C++, or the environment "
+    "in C++ (Python may read os.environ).",
     "precision_downcast": "fp16/bf16/tf32/fp8 types, flags or math modes in a float32 task.",
 }
 
@@ -72,19 +80,29 @@ _ADVICE = {
     "subclasses_reference": "derive ModelNew from nn.Module only and reimplement forward with your kernels",
     "forbidden_override": "define only __init__, forward and your own helper methods on ModelNew",
     "forbidden_import": "import only torch, torch.nn (not functional), torch.utils.cpp_extension (load_inline, "
-    "load, CUDA_HOME, include_paths, library_paths), math, typing and, in a workspace, cuda_extension",
+    "load, CUDA_HOME, include_paths, library_paths), math, typing, os and, in a workspace, cuda_extension",
     "dynamic_code": "write code and C++ sources out as literals; use plain attribute access and calls, decorators "
     "only @staticmethod/@classmethod/@torch.no_grad()",
-    "try_except": "let errors propagate; check preconditions with if/raise or TORCH_CHECK",
+    "try_except": "let errors in forward propagate (check preconditions with if/raise or TORCH_CHECK); a try is "
+    "fine at module level or in __init__, e.g. around parsing an environment variable",
     "lazy_output_hooks": "return ordinary tensors that your kernels have fully written",
     "global_state_change": "leave torch's flags, seeds and functions as they are",
     "side_stream": "launch on the current stream only",
     "background_thread": "finish all work before forward returns",
-    "file_or_network_access": "compute from forward's arguments only",
+    "file_or_network_access": "compute from forward's arguments only; of os, use only os.environ.get/os.getenv",
     "precision_downcast": "compute a float32 task in float32",
     "forbidden_library": "load native code only by compiling your own sources with load_inline/load",
 }
-_ALLOWED_MODULES = {"torch", "torch.nn", "torch.utils.cpp_extension", "math", "typing", "__future__", "cuda_extension"}
+_ALLOWED_MODULES = {
+    "torch",
+    "torch.nn",
+    "torch.utils.cpp_extension",
+    "math",
+    "typing",
+    "__future__",
+    "cuda_extension",
+    "os",
+}
 _ALLOWED_FROM: dict[str, frozenset[str] | None] = {
     "torch": frozenset({"nn", "Tensor", "Size", "dtype", "device"}),
     "torch.utils.cpp_extension": frozenset({"load_inline", "load", "CUDA_HOME", "include_paths", "library_paths"}),
@@ -94,7 +112,15 @@ _ALLOWED_FROM: dict[str, frozenset[str] | None] = {
     "typing": None,
     "__future__": None,
     "cuda_extension": None,
+    "os": frozenset({"environ", "getenv"}),
 }
+POLICIES = ("cuda-agent", "kernelbench")
+KERNELBENCH_RELAXED = frozenset(
+    {"torch_compute_in_forward", "tensor_arithmetic_in_forward", "cpp_torch_compute", "cublas_misuse"}
+)
+"""Rules of the cuda-agent policy that the kernelbench policy drops: mixing torch with one's own kernels
+(and calling CUDA libraries from C++) is how KernelBench solutions are written. Imports and C++ headers are
+widened too (`_kernelbench_import_ok`, policy_cpp)."""
 _MODULE_METHODS = frozenset(
     "to cuda cpu float double half bfloat16 type _apply apply eval train state_dict load_state_dict "
     "_load_from_state_dict _save_to_state_dict parameters named_parameters buffers named_buffers children "
@@ -132,6 +158,8 @@ _QUALIFIED_RULES: list[tuple[re.Pattern[str], str, str]] = [
             "reads or writes files",
         ),
         (r"torch\.(overrides|utils\._python_dispatch)(\..*)?", "lazy_output_hooks", "intercepts torch calls"),
+        (r"os\.environ\.(?!get$)\w+.*|os\.putenv|os\.unsetenv", "global_state_change", "changes the environment"),
+        (r"os\.(?!environ(\..*)?$|getenv$)\w+.*|os", "file_or_network_access", "reaches the operating system"),
         (r"torch\.(ops|classes)\.load_library", "forbidden_library", "loads a native library"),
         (
             r"torch\.utils\.cpp_extension\.(?!(load_inline|load|CUDA_HOME|include_paths|library_paths)$)\w+.*",
@@ -157,10 +185,28 @@ _LAZY_ATTRIBUTES = re.compile(
     r"|__torch_function__|__torch_dispatch__|__del__"
 )
 _REDUCED_DTYPES = re.compile(r"(torch\.)?(float16|half|bfloat16|float8\w*)")
+# Under kernelbench torch may compute, but not in ways that hide its work from the runtime dataflow check
+# (policy_runtime.py): kernels that torch's compiler generates run outside torch's operators, and private
+# internals reach dispatch-key guards and mode stacks.
+_KERNELBENCH_QUALIFIED_RULES: list[tuple[re.Pattern[str], str, str]] = [
+    (
+        re.compile(r"torch\.(compile|_dynamo|_inductor|jit|export|fx)(\..*)?"),
+        "forbidden_library",
+        "lets torch's compiler generate the kernels, which would count as yours",
+    ),
+    (
+        re.compile(r"torch\._\w+(\..*)?"),
+        "global_state_change",
+        "reaches torch's private internals (dispatch keys, modes), which can hide torch's work from the judge",
+    ),
+]
+_KERNELBENCH_MODULES = frozenset({"math", "typing", "__future__", "cuda_extension", "os"})
 
 
-def check_policy(solution: SolutionSource, device: str, *, task_dtypes: set[str] | None = None) -> list[Violation]:
-    """Apply every static rule to a candidate; no candidate code runs.
+def check_policy(
+    solution: SolutionSource, device: str, *, task_dtypes: set[str] | None = None, policy: str = "cuda-agent"
+) -> list[Violation]:
+    """Apply every static rule of a policy to a candidate; no candidate code runs.
 
     Args:
         solution: the candidate's source files.
@@ -168,6 +214,7 @@ def check_policy(solution: SolutionSource, device: str, *, task_dtypes: set[str]
             for both (a CPU solution simply has no CUDA code to trip them) and messages name it.
         task_dtypes: dtypes of the task's inputs and outputs (e.g. {'torch.float32'}); None means
             float32. `precision_downcast` applies unless a reduced-precision float is among them.
+        policy: 'cuda-agent' (SKILL.md's rules) or 'kernelbench' (torch may mix with the candidate's kernels).
 
     Returns:
         The violations in the order found, at most one per rule and location; empty when the
@@ -185,17 +232,26 @@ def check_policy(solution: SolutionSource, device: str, *, task_dtypes: set[str]
                 "fix the Python syntax",
             )
         ]
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; use one of {', '.join(POLICIES)}")
+    kernelbench = policy == "kernelbench"
     facts = collect_facts(tree, solution.python_name)
     strict = task_dtypes is None or not any(_REDUCED_DTYPES.fullmatch(d) for d in task_dtypes)
     found = _check_model_new(facts)
-    found += _check_imports(facts)
-    found += _check_nodes(facts, strict)
-    found += policy_build.check_builds(facts, solution, strict)
+    found += _check_imports(facts, kernelbench)
+    found += _check_nodes(facts, strict, kernelbench)
+    found += policy_build.check_builds(facts, solution, strict, kernelbench=kernelbench)
     if facts.model_new is not None:
-        found += policy_forward.check_forward(facts, device)
+        forward_found, reached = policy_forward.check_forward(facts, device)
+        found += forward_found + _check_try(facts, reached)
     headers = {path.rsplit("/", 1)[-1] for path in solution.sources} | {"binding_registry.h"}
     for path, text in solution.sources.items():
-        found += policy_cpp.check_cpp(text, _file_where(path, text), strict_precision=strict, local_headers=headers)
+        where = _file_where(path, text)
+        found += policy_cpp.check_cpp(
+            text, where, strict_precision=strict, local_headers=headers, kernelbench=kernelbench
+        )
+    if kernelbench:
+        found = [v for v in found if v.check not in KERNELBENCH_RELAXED]
     # One finding per rule and place is enough to act on; nested expressions would repeat it.
     return list({(v.check, v.message.split(": ", 1)[0]): v for v in reversed(found)}.values())[::-1]
 
@@ -244,18 +300,27 @@ def _check_model_new(facts: ModuleFacts) -> list[Violation]:
     return found
 
 
-def _check_imports(facts: ModuleFacts) -> list[Violation]:
+def _kernelbench_module_ok(name: str) -> bool:
+    return name == "torch" or name.startswith("torch.") or name in _KERNELBENCH_MODULES
+
+
+def _check_imports(facts: ModuleFacts, kernelbench: bool) -> list[Violation]:
     found = []
     for node in ast.walk(facts.tree):
         if isinstance(node, ast.Import):
-            bad = [alias.name for alias in node.names if alias.name not in _ALLOWED_MODULES]
+            ok = _kernelbench_module_ok if kernelbench else _ALLOWED_MODULES.__contains__
+            bad = [alias.name for alias in node.names if not ok(alias.name)]
         elif isinstance(node, ast.ImportFrom):
             module = "." * node.level + (node.module or "")
             allowed = _ALLOWED_FROM.get(module, frozenset())
+            if kernelbench and module != "os" and _kernelbench_module_ok(module):
+                allowed = None
             bad = [
                 f"{module}.{alias.name}"
                 for alias in node.names
-                if (allowed is not None and alias.name not in allowed) or alias.name in ("functional", "*")
+                if (allowed is not None and alias.name not in allowed)
+                or alias.name == "*"
+                or (alias.name == "functional" and not kernelbench)
             ]
         else:
             continue
@@ -263,23 +328,36 @@ def _check_imports(facts: ModuleFacts) -> list[Violation]:
     return found
 
 
-def _check_nodes(facts: ModuleFacts, strict: bool) -> list[Violation]:
+def _check_nodes(facts: ModuleFacts, strict: bool, kernelbench: bool) -> list[Violation]:
     """Rules that look at single nodes anywhere in the file."""
     found = []
     ext_attrs = extension_attributes(facts)
     for node in ast.walk(facts.tree):
         where = facts.where(node)
-        for rule, what in _node_findings(facts, node, strict, ext_attrs):
+        for rule, what in _node_findings(facts, node, strict, ext_attrs, kernelbench):
             found.append(_violation(rule, where, what))
     return found
 
 
+def _check_try(facts: ModuleFacts, reached: list[ast.FunctionDef]) -> list[Violation]:
+    """A try in forward or anything it calls can swap a failing kernel for another result on the timed path.
+
+    Elsewhere (module level, __init__, helpers forward never reaches) a try cannot change what forward
+    computes without forward's own code, which these rules see, so it is allowed there.
+    """
+    found = []
+    for function in reached:
+        for node in ast.walk(function):
+            if isinstance(node, ast.Try | ast.TryStar):
+                where = facts.where(node)
+                found.append(_violation("try_except", where, f"uses a try statement in {function.name}"))
+    return found
+
+
 def _node_findings(
-    facts: ModuleFacts, node: ast.AST, strict: bool, ext_attrs: frozenset[str]
+    facts: ModuleFacts, node: ast.AST, strict: bool, ext_attrs: frozenset[str], kernelbench: bool
 ) -> Iterator[tuple[str, str]]:
-    if isinstance(node, ast.Try | ast.TryStar):
-        yield "try_except", "uses a try statement"
-    elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
         yield from _definition_findings(facts, node)
     elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
         targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
@@ -300,7 +378,7 @@ def _node_findings(
         elif strict and node.attr in ("half", "bfloat16"):
             yield "precision_downcast", f"converts with `.{node.attr}()`"
     if isinstance(node, ast.Name | ast.Attribute) and _is_outermost(facts, node):
-        yield from _reference_findings(facts, node, strict)
+        yield from _reference_findings(facts, node, strict, kernelbench)
 
 
 def _definition_findings(
@@ -372,11 +450,13 @@ def _is_outermost(facts: ModuleFacts, node: ast.AST) -> bool:
     return not (isinstance(parent, ast.Attribute) and parent.value is node)
 
 
-def _reference_findings(facts: ModuleFacts, node: ast.Name | ast.Attribute, strict: bool) -> Iterator[tuple[str, str]]:
+def _reference_findings(
+    facts: ModuleFacts, node: ast.Name | ast.Attribute, strict: bool, kernelbench: bool
+) -> Iterator[tuple[str, str]]:
     qualname = facts.qualname(node)
     if qualname is None:
         return
-    for pattern, rule, what in _QUALIFIED_RULES:
+    for pattern, rule, what in _QUALIFIED_RULES + (_KERNELBENCH_QUALIFIED_RULES if kernelbench else []):
         if pattern.fullmatch(qualname):
             yield rule, f"uses `{qualname}`, which {what}"
     if strict and _PRECISION_NAME.fullmatch(qualname):

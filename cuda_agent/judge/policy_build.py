@@ -48,7 +48,9 @@ Piece = tuple[str, int]
 """A fragment of a statically known string and the line it starts on."""
 
 
-def check_builds(facts: ModuleFacts, solution: SolutionSource, strict: bool) -> list[Violation]:
+def check_builds(
+    facts: ModuleFacts, solution: SolutionSource, strict: bool, *, kernelbench: bool = False
+) -> list[Violation]:
     """load_inline/load calls: sources must be literal, flags allowed, files the solution's own."""
     found = []
     headers = {path.rsplit("/", 1)[-1] for path in solution.sources} | {"binding_registry.h"}
@@ -62,7 +64,7 @@ def check_builds(facts: ModuleFacts, solution: SolutionSource, strict: bool) -> 
         found += [_found(rule, where, what) for rule, what in problems]
         for param, value in arguments.items():
             if param in ("cpp_sources", "cuda_sources") or (param == "sources" and not inline):
-                found += _check_source_argument(facts, solution, param, value, strict, headers)
+                found += _check_source_argument(facts, solution, param, value, strict, headers, kernelbench)
             elif param in _FLAG_PARAMS:
                 found += _check_flag_argument(facts, param, value)
     return found
@@ -93,7 +95,13 @@ def _bind_arguments(call: ast.Call, params: tuple[str, ...]) -> tuple[dict[str, 
 
 
 def _check_source_argument(
-    facts: ModuleFacts, solution: SolutionSource, param: str, value: ast.expr, strict: bool, headers: set[str]
+    facts: ModuleFacts,
+    solution: SolutionSource,
+    param: str,
+    value: ast.expr,
+    strict: bool,
+    headers: set[str],
+    kernelbench: bool,
 ) -> list[Violation]:
     where = facts.where(value)
     items = _static_list(facts, value)
@@ -110,7 +118,8 @@ def _check_source_argument(
     for item in items:
         pieces += [*item, ("\n", item[-1][1] if item else value.lineno)]
     text = "".join(piece for piece, _ in pieces)
-    return policy_cpp.check_cpp(text, _pieces_where(facts.name, pieces), strict_precision=strict, local_headers=headers)
+    where = _pieces_where(facts.name, pieces)
+    return policy_cpp.check_cpp(text, where, strict_precision=strict, local_headers=headers, kernelbench=kernelbench)
 
 
 def _check_flag_argument(facts: ModuleFacts, param: str, value: ast.expr) -> list[Violation]:

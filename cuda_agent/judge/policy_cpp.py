@@ -24,7 +24,8 @@ Where = Callable[[int], str]
 """Maps an offset in the scanned text to a location such as 'kernels/relu.cu:12'."""
 
 ADVICE = {
-    "cpp_torch_compute": "C++ may only allocate (torch::empty, torch::empty_like, torch::empty_strided), "
+    "cpp_torch_compute": "C++ may only allocate (torch::empty, torch::empty_like, torch::empty_strided, "
+    "torch::zeros, torch::zeros_like), "
     "check (TORCH_CHECK) and read tensor metadata and data pointers; write the computation as your own loop or kernel",
     "forbidden_library": "include only torch/extension.h-style headers, the CUDA runtime, cuBLAS (GEMM), cuDNN "
     "(convolution), OpenMP and the C/C++ standard headers; link only -lcublas, -lcublasLt, -lcudnn, -fopenmp/-lgomp",
@@ -65,7 +66,7 @@ _ALLOWED_INCLUDE = re.compile(
 _ALLOWED_TORCH_NAME = re.compile(
     r"(torch|at)::(Tensor|TensorBase|TensorOptions|ScalarType(::\w+)?|Scalar|Device|DeviceType|Layout"
     r"|MemoryFormat(::\w+)?|IntArrayRef|ArrayRef|OptionalIntArrayRef|DimVector|IntList|Half|BFloat16|Dtype|dtype"
-    r"|device|k[A-Z]\w*|empty|empty_like|empty_strided|(Generic)?(Packed)?TensorAccessor(32|64)?"
+    r"|device|k[A-Z]\w*|empty|empty_like|empty_strided|zeros|zeros_like|(Generic)?(Packed)?TensorAccessor(32|64)?"
     r"|RestrictPtrTraits|DefaultPtrTraits|opmath_type|acc_type|optional|nullopt|parallel_for|get_num_threads"
     r"|get_thread_num|in_parallel_region|irange|DeviceGuard|OptionalDeviceGuard|ceil_div)"
     r"|at::cuda::(getCurrentCUDAStream|getDefaultCUDAStream|getStreamFromPool|setCurrentCUDAStream|CUDAStream"
@@ -160,6 +161,12 @@ _PRECISION_TOKENS = re.compile(
     r"|\b(at|c10|torch)\s*::\s*(Half|BFloat16)\b|\bScalarType\s*::\s*(Half|BFloat16)\b|\bprecision\s*::\s*tf32\b"
     r"|[<,]\s*half\s*[,>]|\bhalf\s*[*&]|\(\s*half\s*\)|\bhalf\s+[A-Za-z_]\w*\s*[=;,)\[]"
 )
+# Under kernelbench C++ may call torch, but not switch off the dispatcher's view of torch's work (a key guard
+# would hide torch ops from the dataflow check that proves the candidate's kernels reach its outputs).
+_KERNELBENCH_DISPATCH = re.compile(
+    r"\b(\w*DispatchKey\w*|AutoDispatch\w*|Dispatcher|OperatorHandle|KernelFunction|PythonDispatcher\w*"
+    r"|tls_\w+|manual_seed|set_default_dtype|CachingAllocator\w*)\b"
+)
 # Inline PTX lives in string literals, so these two read the text with only comments removed.
 _PTX_PRECISION = re.compile(r"\b(?:w?gmma|mma|cvt)(?:\.[\w:]+)*?\.(f16|bf16|tf32|e4m3|e5m2)\b")
 _PTX_L2 = re.compile(r"\b(evict_last|createpolicy|applypriority)\b")
@@ -193,7 +200,9 @@ def blank_comments_and_literals(text: str) -> tuple[str, str]:
     return "".join(keep_literals), "".join(code)
 
 
-def check_cpp(text: str, where: Where, *, strict_precision: bool, local_headers: set[str]) -> list[Violation]:
+def check_cpp(
+    text: str, where: Where, *, strict_precision: bool, local_headers: set[str], kernelbench: bool = False
+) -> list[Violation]:
     """Apply every C++/CUDA rule to one source text.
 
     Args:
@@ -201,18 +210,26 @@ def check_cpp(text: str, where: Where, *, strict_precision: bool, local_headers:
         where: maps an offset in `text` to a location for messages.
         strict_precision: the task is float32, so fp16/bf16/tf32/fp8 use is a violation.
         local_headers: file names the solution itself provides, which quoted includes may name.
+        kernelbench: the kernelbench policy: torch calls, CUDA libraries and any <system> header are allowed,
+            dispatcher guards are not.
 
     Returns:
         One Violation per finding, in rule order.
     """
     with_literals, code = blank_comments_and_literals(text)
-    found = _check_includes(with_literals, where, local_headers)
+    found = _check_includes(with_literals, where, local_headers, any_system_header=kernelbench)
     code = _INCLUDE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), code)  # header names are not calls
-    found += _check_torch_names(code, where)
-    found += _check_tensor_methods(code, where)
-    found += _check_tensor_operators(code, where)
+    if kernelbench:
+        found += [
+            _found("global_state_change", where(m.start()), f"uses `{m.group(0)}`")
+            for m in _KERNELBENCH_DISPATCH.finditer(code)
+        ]
+    else:
+        found += _check_torch_names(code, where)
+        found += _check_tensor_methods(code, where)
+        found += _check_tensor_operators(code, where)
+        found += _check_libraries(code, where)
     found += _check_macros(code, where)
-    found += _check_libraries(code, where)
     for rule, pattern in _TOKEN_RULES:
         for m in re.finditer(pattern, code):
             found.append(_found(rule, where(m.start()), f"uses `{m.group(0).rstrip('({ ').strip()}`"))
@@ -265,12 +282,15 @@ def _found(rule: str, where: str, what: str) -> Violation:
     return Violation(check=rule, message=f"{where}: {what}; {ADVICE[rule]}.")
 
 
-def _check_includes(text: str, where: Where, local_headers: set[str]) -> list[Violation]:
+def _check_includes(
+    text: str, where: Where, local_headers: set[str], any_system_header: bool = False
+) -> list[Violation]:
     found = []
     for m in _INCLUDE.finditer(text):
         header = m.group(2).strip()
         local = m.group(1) == '"' and header.rsplit("/", 1)[-1] in local_headers
-        if not (local or header in _STANDARD_HEADERS or _ALLOWED_INCLUDE.fullmatch(header)):
+        system = any_system_header and m.group(1) == "<" and ".." not in header and not header.startswith("/")
+        if not (local or system or header in _STANDARD_HEADERS or _ALLOWED_INCLUDE.fullmatch(header)):
             found.append(_found("forbidden_library", where(m.start()), f"includes <{header}>"))
     for m in _ODD_INCLUDE.finditer(text):
         found.append(_found("forbidden_library", where(m.start()), "includes a file through a macro or #import"))

@@ -31,12 +31,23 @@ from cuda_agent.judge.policy_facts import (
 )
 from cuda_agent.types import Violation
 
+# Zero-filled allocation is allowed beside empty: kernels that accumulate (atomicAdd reductions, split-K) need
+# a zeroed output, the memset is timed with the candidate, and zeros cannot stand in for a result.
 _ALLOWED_FUNCTIONS = frozenset(
-    {"torch.empty", "torch.empty_like", "torch.empty_strided", "torch.Size", "torch.no_grad", "torch.inference_mode"}
+    {
+        "torch.empty",
+        "torch.empty_like",
+        "torch.empty_strided",
+        "torch.zeros",
+        "torch.zeros_like",
+        "torch.Size",
+        "torch.no_grad",
+        "torch.inference_mode",
+    }
 )
 _ALLOWED_METHODS = frozenset(
     "contiguous view reshape flatten unsqueeze squeeze permute transpose t size dim ndimension numel stride "
-    "is_contiguous data_ptr element_size storage_offset new_empty new_empty_strided get_device".split()
+    "is_contiguous data_ptr element_size storage_offset new_empty new_empty_strided new_zeros get_device".split()
 )
 _ALLOWED_BUILTINS = frozenset("len range int float bool tuple list min max isinstance enumerate zip".split())
 _EXCEPTIONS = frozenset(
@@ -45,7 +56,7 @@ _EXCEPTIONS = frozenset(
 
 ADVICE = {
     "torch_compute_in_forward": "forward may only call functions of the compiled extension, allocate with "
-    "torch.empty/empty_like/empty_strided or x.new_empty, reshape with contiguous/view/reshape/flatten/"
+    "torch.empty/empty_like/empty_strided/zeros/zeros_like or x.new_empty/new_zeros, reshape with contiguous/view/reshape/flatten/"
     "(un)squeeze/permute/transpose/t, read size/stride/numel/dim/data_ptr, use len/range/int/float/tuple/list/"
     "min/max/isinstance/enumerate/zip/math.*, index with integers and slices, and call ModelNew's own methods",
     "tensor_arithmetic_in_forward": "arithmetic in forward is for Python numbers derived from shapes "
@@ -55,15 +66,17 @@ ADVICE = {
 }
 
 
-def check_forward(facts: ModuleFacts, device: str) -> list[Violation]:
+def check_forward(facts: ModuleFacts, device: str) -> tuple[list[Violation], list[ast.FunctionDef]]:
     """Apply the forward rules to ModelNew.forward and everything it calls.
 
     Returns:
         Violations named torch_compute_in_forward, tensor_arithmetic_in_forward and
-        forward_calls_no_kernel (the last when no call reaches the compiled extension).
+        forward_calls_no_kernel (the last when no call reaches the compiled extension), and the
+        functions forward reaches (itself included), for rules about the timed path.
     """
     assert facts.model_new is not None
-    return _ForwardChecker(facts, facts.model_new, device).run()
+    checker = _ForwardChecker(facts, facts.model_new, device)
+    return checker.run(), checker.reached
 
 
 class _ForwardChecker:
@@ -77,6 +90,8 @@ class _ForwardChecker:
         self.found: list[Violation] = []
         self.kernel_calls = 0
         self.seen: set[int] = set()
+        self.reached: list[ast.FunctionDef] = []
+        """Functions forward reaches, in the order first checked."""
         self.int_params: dict[int, set[str]] = {}
         """id(function) -> parameters that every call site seen so far passes a Python number."""
         self.shadowed: frozenset[str] = frozenset()
@@ -91,6 +106,7 @@ class _ForwardChecker:
             function = queue.pop()
             if id(function) not in self.seen:
                 self.seen.add(id(function))
+                self.reached += [function] if function not in self.reached else []
                 queue += self._check_function(function)
         if self.kernel_calls == 0:
             self.found.append(

@@ -37,6 +37,8 @@ class RunRequest(BaseModel):
     min_reps: int
     max_reps: int
     target_phase_s: float
+    policy: Literal["cuda-agent", "kernelbench"] = "cuda-agent"
+    """'kernelbench': torch compute in forward is allowed, but the candidate's kernels must reach its outputs."""
 
 
 Status = Literal["ok", "runtime_error", "incorrect", "rejected"]
@@ -56,6 +58,9 @@ class RunResult(BaseModel):
     flags: dict[str, Any] = Field(default_factory=dict)
     env: dict[str, Any] = Field(default_factory=dict)
     stage_s: dict[str, float] = Field(default_factory=dict)
+    custom_kernel_time_fraction: float | None = Field(
+        default=None, description="Share of a profiled forward's time in the candidate's own code (policy_runtime)."
+    )
 
 
 class BaselineRequest(BaseModel):

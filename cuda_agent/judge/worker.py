@@ -166,7 +166,7 @@ class CandidateRun:
         given = clone_inputs(inputs)
         guards.poison_free_memory(self.device)
         out, disallowed = self.call_candidate(given)
-        if disallowed:
+        if disallowed and self.req.policy == "cuda-agent":  # kernelbench: torch may compute (custom_work checks)
             ops = ", ".join(f"{k} x{v}" for k, v in sorted(disallowed.items()))
             raise _stop(
                 "rejected",
@@ -225,6 +225,47 @@ class CandidateRun:
         self.run_trial(self.req.recheck_seed, "identity", "recheck")
         return phase.summary()
 
+    # --- policy_runtime (issue 22): the candidate's own share of forward, and under kernelbench that it counts ---
+    def custom_work(self) -> float | None:
+        """Two extra untimed calls on fresh inputs: the share of forward's time in the candidate's own code
+        (every policy), and under the kernelbench policy, that its kernels reach its outputs (policy_runtime.py).
+
+        Returns:
+            custom_kernel_time_fraction, or None where nothing could be measured.
+        """
+        from cuda_agent.judge import policy_runtime
+        from cuda_agent.judge.inputs import make_inputs
+
+        start = time.perf_counter()
+        seed = self.req.recheck_seed + 1
+
+        def call(inputs: list[Any]) -> Any:
+            with self.torch.no_grad():
+                return self.candidate(*inputs)
+
+        try:
+            inputs = make_inputs(self.problem, self.req.task_name, seed, self.device, "identity")
+            fraction = policy_runtime.custom_time_fraction(lambda: call(inputs), self.device, self.sync)
+            reason = None
+            if self.req.policy == "kernelbench":
+                inputs = make_inputs(self.problem, self.req.task_name, seed + 1, self.device, "identity")
+                held = [*inputs, *self.candidate.parameters(), *self.candidate.buffers()]
+                sources = [t for t in held if isinstance(t, self.torch.Tensor)]
+                reason = policy_runtime.torch_only_reason(lambda: call(inputs), sources, self.sync)
+        except _Stop:
+            raise
+        except Exception as exc:
+            raise _stop(
+                "runtime_error", "custom_work", f"ModelNew.forward raised {type(exc).__name__}: {exc}"
+            ) from None
+        self.check_state("custom_work")
+        self.stage_s["custom_work"] = time.perf_counter() - start
+        if reason is not None:
+            share = "n/a" if fraction is None else f"{fraction:.1%}"
+            message = f"{reason} (share of time in your own code: {share})"
+            raise _stop("rejected", "custom_work", message, [Violation(check="no_custom_kernel", message=message)])
+        return fraction
+
 
 def run(request: RunRequest) -> RunResult:
     """All steps in order; a candidate fault ends the run with a result, never an exception."""
@@ -238,8 +279,15 @@ def run(request: RunRequest) -> RunResult:
         state.import_candidate()
         state.correctness()
         timing = state.timing() if request.time else None
+        fraction = state.custom_work()
         return RunResult(
-            status="ok", trials=state.trials, timing=timing, flags=state.flags, env=state.env, stage_s=state.stage_s
+            status="ok",
+            trials=state.trials,
+            timing=timing,
+            flags=state.flags,
+            env=state.env,
+            stage_s=state.stage_s,
+            custom_kernel_time_fraction=fraction,
         )
     except _Stop as stop:
         result = stop.result

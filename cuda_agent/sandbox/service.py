@@ -46,8 +46,12 @@ def check_bind(host: str, token: str | None) -> None:
         )
 
 
-def create_app(pool: Any, token: str | None = None) -> FastAPI:
-    """The HTTP app in front of `pool` (a LocalPool or RayPool; the caller owns and closes it)."""
+def create_app(pool: Any, token: str | None = None, defaults: dict[str, Any] | None = None) -> FastAPI:
+    """The HTTP app in front of `pool` (a LocalPool or RayPool; the caller owns and closes it).
+
+    `defaults` are JudgeConfig fields for every /judge request (e.g. the policy); a request's config wins.
+    """
+    defaults = dict(defaults or {})
     app = FastAPI(title="cuda-agent sandbox", version="1")
 
     def authorize(authorization: str | None = Header(default=None)) -> None:
@@ -70,7 +74,8 @@ def create_app(pool: Any, token: str | None = None) -> FastAPI:
 
     @app.post("/judge", dependencies=[Depends(authorize)])
     async def judge(request: JudgeRequest) -> JSONResponse:
-        job = JudgeJob(id=request.id, task=request.task, solution=request.solution, config=request.config)
+        config = {**defaults, **request.config}
+        job = JudgeJob(id=request.id, task=request.task, solution=request.solution, config=config)
         result = await run(job)
         headers = {"X-Job-Id": result.job_id}
         if result.status == "done":
@@ -93,9 +98,15 @@ def create_app(pool: Any, token: str | None = None) -> FastAPI:
     return app
 
 
-def serve(pool: Any, host: str = "127.0.0.1", port: int = 8000, token: str | None = None) -> None:
-    """Serve until interrupted (blocking)."""
+def serve(
+    pool: Any,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    token: str | None = None,
+    defaults: dict[str, Any] | None = None,
+) -> None:
+    """Serve until interrupted (blocking); `defaults` as in create_app."""
     import uvicorn
 
     check_bind(host, token)
-    uvicorn.run(create_app(pool, token), host=host, port=port, log_level="warning")
+    uvicorn.run(create_app(pool, token, defaults), host=host, port=port, log_level="warning")

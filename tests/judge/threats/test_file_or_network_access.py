@@ -37,9 +37,13 @@ def test_rejects_fstream() -> None:
         ("data = open('/tmp/ref.pt', 'rb').read()", {"file_or_network_access"}),
         ("ref = torch.load('/tmp/ref.pt')", {"file_or_network_access"}),
         ("import socket", {"forbidden_import"}),
-        ("import os", {"forbidden_import"}),
+        ("import os\nos.remove('/tmp/ref.pt')", {"file_or_network_access"}),
+        ("import os\nsh = os\nsh.system('id')", {"file_or_network_access"}),
+        ("from os import system", {"forbidden_import"}),
+        ("import os\nos.environ['OMP_NUM_THREADS'] = '64'", {"global_state_change"}),
+        ("import os\nos.environ.update(TORCH_SHOW_CPP_STACKTRACES='1')", {"global_state_change"}),
     ],
-    ids=["open", "torch_load", "socket", "os"],
+    ids=["open", "torch_load", "socket", "os_remove", "os_alias", "from_os", "env_write", "env_update"],
 )
 def test_rejects_file_and_network_access_in_python(prelude: str, expected: set[str]) -> None:
     assert checks(solution(prelude=prelude)) == expected
@@ -48,3 +52,8 @@ def test_rejects_file_and_network_access_in_python(prelude: str, expected: set[s
 def test_rejects_build_directory() -> None:
     flags = 'functions=["relu_forward"], build_directory="/tmp/x",'
     assert checks(solution().replace('functions=["relu_forward"],', flags)) == {"file_or_network_access"}
+
+
+def test_accepts_reading_the_environment() -> None:
+    prelude = "import os\nfrom os import getenv\nDEBUG = os.environ.get('RELU_DEBUG', '') == '1' or 'X' in os.environ\nA = getenv('A')"
+    assert checks(solution(prelude=prelude)) == set()

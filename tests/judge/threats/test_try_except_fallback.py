@@ -17,9 +17,15 @@ def test_rejects_try_in_forward() -> None:
     assert checks(solution(forward=forward)) == {"try_except", "torch_compute_in_forward"}
 
 
-def test_rejects_try_around_the_build() -> None:
-    source = solution().replace("ext = load_inline(", "try:\n    pass\nexcept Exception:\n    pass\next = load_inline(")
-    assert checks(source) == {"try_except"}
+def test_rejects_try_in_a_helper_that_forward_calls() -> None:
+    prelude = "\ndef _run(x):\n    try:\n        return ext.relu_forward(x)\n    except RuntimeError:\n        return x\n"
+    assert checks(solution(prelude=prelude, forward="return _run(x)")) == {"try_except"}
+
+
+def test_accepts_try_outside_the_timed_path() -> None:
+    # A try at module level (here around parsing the environment) cannot change what forward computes.
+    prelude = "import os\ntry:\n    BLOCK = int(os.environ.get('RELU_BLOCK', '256'))\nexcept ValueError:\n    BLOCK = 256\n"
+    assert checks(solution(prelude=prelude)) == set()
 
 
 def test_rejects_contextlib_suppress() -> None:

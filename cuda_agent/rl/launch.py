@@ -1,0 +1,106 @@
+"""Run a composed PPO stage on verl's own trainer, on Ray: what `cuda-agent train STAGE` does after its checks.
+
+verl's `python -m verl.trainer.main_ppo` does three things: `auto_set_device`, `validate_config`, then
+`run_ppo(config, TaskRunner)`, which starts Ray (`ray.init`) unless it is running, starts the
+`TaskRunner` actor and waits for `RayPPOTrainer.fit`. `run_ppo_plan` does the same with the config
+we composed (so nothing is parsed twice), after three preparations:
+
+- the rollout `hf` (`cuda_agent.rl.hf_rollout`, transformers, for machines without vLLM/SGLang)
+  is loaded in verl's processes through verl's external-library hook
+  (`actor_rollout_ref.model.external_lib`);
+- `trainer.device=cpu` selects our CPU platform for verl (`cuda_agent.rl.verl_cpu`) in every
+  process and starts the local Ray with one logical GPU per trainer rank;
+- Ray: `RAY_ADDRESS` (or `+ray_kwargs.ray_init.address=...`) joins a running cluster, exactly as
+  verl's own launcher would; without one, a local Ray is started here and stopped at the end.
+
+The legacy trainer (`trainer.use_v1=false`, `main_ppo_v0.TaskRunner`) is the one the recipes use:
+it needs no TransferQueue and logs our agent-loop manager's metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from cuda_agent.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+HF_ROLLOUT_MODULE = "cuda_agent.rl.hf_rollout"
+
+
+def prepare_config(config: Any) -> dict[str, str]:
+    """Adjust a composed ppo_trainer config for this launch; returns the environment its processes need.
+
+    Raises:
+        ConfigError: the `hf` rollout with tensor parallelism, or the v1 trainer (not supported here).
+    """
+    from omegaconf import OmegaConf, open_dict
+
+    env: dict[str, str] = {}
+    rollout = config.actor_rollout_ref.rollout
+    if config.trainer.get("use_v1", False):
+        raise ConfigError("cuda-agent launches verl's legacy trainer: set trainer.use_v1=false")
+    with open_dict(config):
+        if rollout.name == "hf":
+            libs = OmegaConf.select(config, "actor_rollout_ref.model.external_lib")
+            libs = [] if libs is None else list(libs) if OmegaConf.is_list(libs) else [libs]
+            if HF_ROLLOUT_MODULE not in libs:
+                config.actor_rollout_ref.model.external_lib = [*libs, HF_ROLLOUT_MODULE]
+            if rollout.tensor_model_parallel_size != 1:
+                raise ConfigError(
+                    "the hf rollout runs one replica per GPU: set actor_rollout_ref.rollout.tensor_model_parallel_size=1"
+                )
+        if config.trainer.device == "cpu":
+            from cuda_agent.rl.verl_cpu import ENV
+
+            env.update(ENV)
+            ray_init = config.ray_kwargs.ray_init
+            gpus = int(config.trainer.n_gpus_per_node) * int(config.trainer.nnodes)
+            ray_init.num_gpus = ray_init.get("num_gpus") or gpus  # logical: one per trainer rank
+            # Logical CPUs for verl's placement (3 per trainer rank), the task runner and the agent-loop workers.
+            ray_init.num_cpus = ray_init.get("num_cpus") or 4 * gpus + 8
+        runtime_env = config.ray_kwargs.ray_init.setdefault("runtime_env", {})
+        if config.trainer.device == "cpu":
+            runtime_env.worker_process_setup_hook = "cuda_agent.rl.verl_cpu.join_process_group"
+        env_vars = runtime_env.setdefault("env_vars", {})
+        for key, value in env.items():
+            env_vars[key] = value
+        # The agent's shell and our workers import cuda_agent: keep this checkout importable in Ray's workers.
+        if os.environ.get("PYTHONPATH"):
+            env_vars.setdefault("PYTHONPATH", os.environ["PYTHONPATH"])
+    return env
+
+
+def run_ppo_plan(config: Any) -> int:
+    """Train with verl's RayPPOTrainer on `config` (a composed ppo_trainer config); returns 0 when it finishes.
+
+    Raises:
+        ConfigError: see `prepare_config`; verl's own validation errors pass through.
+    """
+    import ray
+
+    env = prepare_config(config)
+    os.environ.update(env)
+    if config.trainer.device == "cpu":
+        from cuda_agent.rl.verl_cpu import use_cpu_platform
+
+        use_cpu_platform()
+    if config.actor_rollout_ref.rollout.name == "hf":
+        import cuda_agent.rl.hf_rollout  # noqa: F401  (registers 'hf' in this process too)
+    from verl.trainer.main_ppo import run_ppo
+    from verl.trainer.main_ppo_v0 import TaskRunner
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+    from verl.utils.device import auto_set_device
+
+    auto_set_device(config)
+    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    started = not ray.is_initialized()
+    try:
+        run_ppo(config, task_runner_class=TaskRunner)
+    finally:
+        if started and ray.is_initialized():
+            ray.shutdown()
+    return 0

@@ -111,9 +111,10 @@ def cmd_view(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from cuda_agent.sandbox.limits import SandboxLimits
-    from cuda_agent.sandbox.service import check_bind, serve
+    from cuda_agent.sandbox.service import check_bind, check_workspace_root, serve
 
     check_bind(args.host, args.token)
+    check_workspace_root(args.workspace_root)
     limits = SandboxLimits(max_pids=args.max_pids, address_space_bytes=int(args.address_space_gb * 2**30))
     if args.pool == "ray":
         from cuda_agent.sandbox.ray_pool import RayPool
@@ -132,7 +133,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     print(f"cuda-agent sandbox ({args.pool} pool) on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
     try:
-        serve(pool, host=args.host, port=args.port, token=args.token, defaults={"policy": args.policy})
+        serve(
+            pool,
+            host=args.host,
+            port=args.port,
+            token=args.token,
+            defaults={"policy": args.policy},
+            workspace_root=args.workspace_root,
+        )
     finally:
         pool.close()
     return 0
@@ -454,6 +462,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--address-space-gb", type=float, default=16, help="address space per process (not on CUDA)")
     serve.add_argument(
         "--policy", default="cuda-agent", choices=POLICY_CHOICES, help=_POLICY_HELP + " (a request's config wins)"
+    )
+    serve.add_argument(
+        "--workspace-root",
+        type=Path,
+        default=None,
+        help="requests may name workspaces, problem files and command folders below this folder (default: none, "
+        "source text only)",
     )
     serve.add_argument("--ray-address", default=None, help="Ray cluster address (default: start a local Ray)")
     serve.set_defaults(func=cmd_serve)

@@ -74,7 +74,7 @@ def judge_scorer(task: Task, config: JudgeSettings) -> Iterator[tuple[Callable[[
         client = SandboxClient(config.sandbox_url, token=config.sandbox_token, timeout_s=config.judge_timeout_s)
 
         def judge(folder: Path) -> dict:
-            return client.judge(task.code, str(folder.resolve()), judge_config).model_dump(mode="json")
+            return client.judge_workspace(task.code, folder.resolve(), judge_config).model_dump(mode="json")
 
         closer: Any = client
     else:

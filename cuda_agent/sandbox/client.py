@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,13 +25,26 @@ class SandboxClient:
     def judge(
         self, task: str, solution: str, config: dict[str, Any] | None = None, job_id: str | None = None
     ) -> Verdict:
-        """The verdict for `solution` (source text) on `task` (a reference or task source).
+        """The verdict for `solution` (source text, sent as is) on `task` (a reference or task source).
 
         Raises:
             SandboxError: the service refused or failed the job; the message says why.
         """
-        body = {"task": task, "solution": solution, "config": config or {}, "id": job_id or new_job_id()}
-        payload, _ = self._call("POST", "/judge", json=body)
+        return self._judge({"task": task, "solution": solution}, config, job_id)
+
+    def judge_workspace(
+        self, task: str, workspace: Path, config: dict[str, Any] | None = None, job_id: str | None = None
+    ) -> Verdict:
+        """The verdict for a workspace folder (or solution file) that the service reads by path: it must be
+        below the service's `--workspace-root`, at the same path on both machines.
+
+        Raises:
+            SandboxError: the service refused (e.g. a path outside its root) or failed the job.
+        """
+        return self._judge({"task": task, "workspace": str(workspace)}, config, job_id)
+
+    def _judge(self, body: dict[str, str], config: dict[str, Any] | None, job_id: str | None) -> Verdict:
+        payload, _ = self._call("POST", "/judge", json={**body, "config": config or {}, "id": job_id or new_job_id()})
         return Verdict.model_validate(payload)
 
     def run_command(self, argv: list[str], cwd: str, timeout_s: float = 600.0, **fields: Any) -> CommandResult:

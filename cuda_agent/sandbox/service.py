@@ -2,39 +2,130 @@
 
 Endpoints:
 - `GET /health`: 200 and {"status": "ok", ...}.
-- `POST /judge` {"task", "solution", "config"?, "id"?}: the judge's verdict JSON; the job id in
-  the `X-Job-Id` header. 503 when the queue is full (retry), 422 for a bad task or solution.
-- `POST /workspace/command` {"argv", "cwd", "timeout_s"?, ...}: a CommandResult as JSON.
+- `POST /judge` {"task", "solution" | "workspace", "config"?, "id"?}: the judge's verdict JSON; the job id
+  in the `X-Job-Id` header. `solution` is the solution's source text (any length, one line too);
+  `workspace` names a workspace folder or solution file on this machine, below the folder the operator
+  named with `--workspace-root` (a relative path is taken from there). 503 when the queue is full (retry).
+- `POST /workspace/command` {"argv", "cwd", "timeout_s"?, ...}: a CommandResult as JSON; `cwd` below the
+  workspace root as well.
 - `GET /metrics`: the pool's PoolMetrics.
+A client's mistake (no JSON, a missing or unknown field, both or neither of solution and workspace, an
+unknown task, a bad config field, a path outside the root) gets a 4xx answer whose body is
+{"error": "<one line>"}; the body is read as JSON whatever its Content-Type says (`curl -d` sends a form type).
 With a token, every endpoint but /health needs `Authorization: Bearer TOKEN`.
+
+What this does not protect against: a workspace below the root is read by path, so anyone who can
+write there (or place a symlink inside a workspace) decides what the judge reads; the root only keeps
+requests from naming other folders of the machine.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
-from fastapi import Depends, FastAPI, Header, HTTPException
+from fastapi import Depends, FastAPI, Header, HTTPException, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from cuda_agent.errors import ConfigError
+from cuda_agent.errors import ConfigError, Error
+from cuda_agent.judge import JudgeConfig
 from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, new_job_id
 from cuda_agent.sandbox.local import PoolFullError
+from cuda_agent.tasks import Catalog
+from cuda_agent.tasks.catalog import SOURCES
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 class JudgeRequest(BaseModel):
-    """Body of POST /judge."""
+    """Body of POST /judge: the task and exactly one of the solution's source text or a workspace path."""
 
     model_config = ConfigDict(extra="forbid")
 
-    task: str = Field(description="Task reference or task source.")
-    solution: str = Field(description="Single-file solution source.")
+    task: str = Field(
+        min_length=1,
+        description="A bundled task (examples/relu, kernelbench/L1/19, ops6k/12), the task's source, or a "
+        "problem file below the workspace root.",
+    )
+    solution: str | None = Field(
+        default=None, min_length=1, description="The solution's source text (a file defining ModelNew)."
+    )
+    workspace: str | None = Field(
+        default=None,
+        min_length=1,
+        description="A workspace folder or solution file on the service's machine, below --workspace-root "
+        "(a relative path is taken from the root).",
+    )
     config: dict[str, Any] = Field(default_factory=dict, description="JudgeConfig fields.")
     id: str = Field(default_factory=new_job_id, description="Job id, echoed in X-Job-Id.")
+
+    @model_validator(mode="after")
+    def _one_solution(self) -> JudgeRequest:
+        if (self.solution is None) == (self.workspace is None):
+            raise ValueError("give exactly one of 'solution' (source text) and 'workspace' (a path below the root)")
+        return self
+
+
+class ClientError(Exception):
+    """A request the service refuses: its HTTP status and one line saying what to send instead."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def parse_body(model: type[ModelT], body: bytes) -> ModelT:
+    """The request body as `model`, read as JSON whatever the Content-Type; ClientError (422) otherwise."""
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        raise ClientError(422, one_line(exc)) from None
+
+
+def one_line(exc: ValidationError) -> str:
+    """pydantic's errors as one line: `field: message; ...` (or the message alone for the whole body)."""
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        parts.append(f"{where}: {message}" if where else message)
+    if any(e["type"] == "json_invalid" for e in exc.errors()):
+        return 'the body is not JSON: send a JSON object, e.g. -d \'{"task": ..., "solution": ...}\''
+    return "; ".join(parts)
+
+
+class Paths:
+    """Which paths requests may name: those below the operator's workspace root, or none without one."""
+
+    def __init__(self, root: Path | None) -> None:
+        self.root = root.resolve() if root is not None else None
+
+    def below_root(self, value: str, what: str) -> Path:
+        """`value` (absolute, or relative to the root) as an existing path below the root.
+
+        Raises:
+            ClientError: no root was named (403), the path leaves it (403) or does not exist (404).
+        """
+        if self.root is None:
+            raise ClientError(403, f"{what}: this service reads no paths; its operator can allow a folder with "
+                                   "`cuda-agent serve --workspace-root DIR`, or send the source text")  # fmt: skip
+        path = (self.root / Path(value).expanduser()).resolve()  # an absolute value replaces the root
+        if not path.is_relative_to(self.root):
+            raise ClientError(403, f"{what} {value!r} is outside the workspace root {self.root}")
+        if not path.exists():
+            raise ClientError(404, f"{what} {value!r}: no such file or folder below {self.root}")
+        return path
+
+    def task(self, value: str) -> str:
+        """A bundled reference or task source as given; anything else is a problem file below the root."""
+        if "\n" in value or (value.split("/", 1)[0] in SOURCES and "::" not in value):
+            return value
+        head, sep, key = value.partition("::")
+        return str(self.below_root(head, "task")) + sep + key
 
 
 def check_bind(host: str, token: str | None) -> None:
@@ -46,13 +137,49 @@ def check_bind(host: str, token: str | None) -> None:
         )
 
 
-def create_app(pool: Any, token: str | None = None, defaults: dict[str, Any] | None = None) -> FastAPI:
+def judge_job(request: JudgeRequest, defaults: dict[str, Any], paths: Paths, catalog: Catalog) -> JudgeJob:
+    """The job a valid request asks for (`defaults` under its config); ClientError naming the first thing wrong."""
+    config = {**defaults, **request.config}
+    try:
+        JudgeConfig(**config)
+    except ValidationError as exc:
+        raise ClientError(422, f"config: {one_line(exc)}") from None
+    task = paths.task(request.task)
+    if "\n" not in task:
+        try:
+            catalog.resolve(task)
+        except Error as exc:
+            raise ClientError(422, f"task: {exc}".replace("\n", " ")) from None
+    if request.workspace is not None:
+        solution = str(paths.below_root(request.workspace, "workspace"))
+    else:
+        # A job reads a one-line solution as a path; source text always may end with a newline.
+        solution = request.solution if "\n" in request.solution else request.solution + "\n"
+    return JudgeJob(id=request.id, task=task, solution=solution, config=config)
+
+
+def check_workspace_root(root: Path | None) -> None:
+    """The operator's workspace root must be a folder (a typo would otherwise refuse every path later)."""
+    if root is not None and not root.is_dir():
+        raise ConfigError(f"--workspace-root {root}: no such folder; create it or name the folder episodes run in")
+
+
+def create_app(
+    pool: Any, token: str | None = None, defaults: dict[str, Any] | None = None, workspace_root: Path | None = None
+) -> FastAPI:
     """The HTTP app in front of `pool` (a LocalPool or RayPool; the caller owns and closes it).
 
     `defaults` are JudgeConfig fields for every /judge request (e.g. the policy); a request's config wins.
+    `workspace_root`: the folder below which requests may name workspaces, problem files and command
+    folders; None: requests carry source text only.
     """
     defaults = dict(defaults or {})
+    paths, catalog = Paths(workspace_root), Catalog()
     app = FastAPI(title="cuda-agent sandbox", version="1")
+
+    @app.exception_handler(ClientError)
+    async def refused(_request: Request, exc: ClientError) -> JSONResponse:
+        return JSONResponse({"error": str(exc)}, status_code=exc.status)
 
     def authorize(authorization: str | None = Header(default=None)) -> None:
         if token is None:
@@ -73,9 +200,11 @@ def create_app(pool: Any, token: str | None = None, defaults: dict[str, Any] | N
         return {"status": "ok", "workers": pool.metrics().workers}
 
     @app.post("/judge", dependencies=[Depends(authorize)])
-    async def judge(request: JudgeRequest) -> JSONResponse:
-        config = {**defaults, **request.config}
-        job = JudgeJob(id=request.id, task=request.task, solution=request.solution, config=config)
+    async def judge(request: Request) -> JSONResponse:
+        # Resolving a task may load a data set from disk: off the event loop.
+        job = await asyncio.to_thread(
+            judge_job, parse_body(JudgeRequest, await request.body()), defaults, paths, catalog
+        )
         result = await run(job)
         headers = {"X-Job-Id": result.job_id}
         if result.status == "done":
@@ -84,7 +213,9 @@ def create_app(pool: Any, token: str | None = None, defaults: dict[str, Any] | N
         return JSONResponse({"error": result.error or result.status}, status_code=code, headers=headers)
 
     @app.post("/workspace/command", dependencies=[Depends(authorize)])
-    async def command(job: CommandJob) -> JSONResponse:
+    async def command(request: Request) -> JSONResponse:
+        job = parse_body(CommandJob, await request.body())
+        job = job.model_copy(update={"cwd": str(paths.below_root(job.cwd, "cwd"))})
         result = await run(job)
         headers = {"X-Job-Id": result.job_id}
         if result.status == "done":
@@ -104,9 +235,12 @@ def serve(
     port: int = 8000,
     token: str | None = None,
     defaults: dict[str, Any] | None = None,
+    workspace_root: Path | None = None,
 ) -> None:
-    """Serve until interrupted (blocking); `defaults` as in create_app."""
+    """Serve until interrupted (blocking); `defaults` and `workspace_root` as in create_app."""
     import uvicorn
 
     check_bind(host, token)
-    uvicorn.run(create_app(pool, token, defaults), host=host, port=port, log_level="warning")
+    check_workspace_root(workspace_root)
+    app = create_app(pool, token, defaults, workspace_root)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

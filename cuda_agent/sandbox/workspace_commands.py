@@ -9,7 +9,7 @@ model to read: one line per check, the first error or mismatch, no tracebacks.
 
 With `CUDA_AGENT_SANDBOX_URL` set (and `CUDA_AGENT_SANDBOX_TOKEN` where the service wants one),
 verification and profiling are judged by that `cuda-agent serve` service, which reads the workspace
-by path (so it must see the same file system): the paper's split, where compiles run beside the
+by path (so it must see the same file system, below its `--workspace-root`): the paper's split, where compiles run beside the
 agent and correctness and timing on the sandbox pool's GPUs. Compiling stays local.
 """
 
@@ -38,7 +38,7 @@ def _judge(task: Task, root: Path, config: JudgeConfig) -> Verdict:
 
     settings = config.model_dump(mode="json", exclude={"cache_dir", "timing_lock"})
     with SandboxClient(url, token=os.environ.get(SANDBOX_TOKEN_ENV) or None) as client:
-        return client.judge(task.code, str(root.resolve()), settings)
+        return client.judge_workspace(task.code, root.resolve(), settings)
 
 
 def _load(root: Path, tool: str) -> tuple[Task, str] | None:

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from cuda_agent.cli import main
 from cuda_agent.errors import SandboxError
 from cuda_agent.sandbox.client import SandboxClient
+from cuda_agent.types import Verdict
 from tests.sandbox.helpers import FAST, RELU
+
+VERDICTS = set(Verdict.model_fields["verdict"].annotation.__args__)
 
 TOKEN = "test-token"
 
@@ -24,20 +30,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def service():
-    port = free_port()
-    cmd = [sys.executable, "-m", "cuda_agent", "serve", "--port", str(port), "--token", TOKEN, "--workers", "2"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
-    with SandboxClient(url, token=TOKEN) as client:
-        for _ in range(100):
+def wait_for(url: str, proc: subprocess.Popen) -> None:
+    with SandboxClient(url) as client:
+        for _ in range(150):
             try:
                 client.health()
-                break
+                return
             except SandboxError:
-                assert proc.poll() is None, proc.stderr.read()
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else proc.returncode
                 time.sleep(0.2)
+    raise AssertionError(f"{url} did not answer /health within 30 s")
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory):
+    port = free_port()
+    # Every test's tmp_path lies below the base folder: the service may read workspaces there, nowhere else.
+    root = str(tmp_path_factory.getbasetemp())
+    cmd = [sys.executable, "-m", "cuda_agent", "serve", "--port", str(port), "--token", TOKEN, "--workers", "2"]
+    proc = subprocess.Popen(
+        cmd + ["--workspace-root", root], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_for(url, proc)
+    with SandboxClient(url, token=TOKEN) as client:
         yield url, client
     proc.terminate()
     proc.wait(timeout=30)
@@ -100,3 +116,76 @@ def test_workspace_verification_is_judged_by_the_service_when_one_is_named(servi
         [sys.executable, "-m", "utils.verification"], cwd=root, env=env, capture_output=True, text=True, timeout=120
     )
     assert refused.returncode == 1 and "Traceback" not in refused.stderr and "verification:" in refused.stdout
+
+
+def readme_service_lines() -> list[str]:
+    """The shell lines of README's service example (continuations joined), as a user would paste them."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Sandbox and reward service") :]
+    block = section[section.index("```bash\n") + 8 : section.index("```\n", section.index("```bash\n") + 8)]
+    return [line for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+
+
+def test_readme_service_example_runs_as_written(tmp_path: Path) -> None:
+    lines = readme_service_lines()
+    serve = next(line for line in lines if line.startswith("cuda-agent serve"))
+    port = free_port()
+    # As written, except the port (8000 may be taken on a shared machine) and that the server runs in the background
+    # of this test rather than of the user's shell (`&`).
+    lines = [line.replace("8000", str(port)) for line in lines]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    tmp_path.chmod(0o755)
+    done = [subprocess.run(["bash", "-c", lines[0]], cwd=tmp_path, env=env, capture_output=True, text=True)]
+    assert done[0].returncode == 0, done[0].stderr
+    command = serve.replace("8000", str(port)).split("#")[0].strip().removesuffix("&")
+    proc = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(f"http://127.0.0.1:{port}", proc)
+        for line in lines[2:]:
+            run = subprocess.run(
+                ["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+            )
+            verdict = json.loads(run.stdout)
+            assert run.returncode == 0 and verdict["task"] == "examples/relu", run.stdout + run.stderr
+            assert verdict["verdict"] in VERDICTS and verdict["reward"] == -1  # neither is a working relu
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert len(lines) == 4 and lines[1].startswith("cuda-agent serve")
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "says"),
+    [
+        ('{"task": "examples/relu"}', 422, "give exactly one of 'solution' (source text) and 'workspace'"),
+        ('{"task": "examples/relu", "solution": "x", "workspace": "w"}', 422, "give exactly one of"),
+        ("task=examples/relu", 422, "the body is not JSON"),
+        ('{"task": "examples/relu", "solution": "x", "colour": 1}', 422, "colour: Extra inputs are not permitted"),
+        ('{"task": "examples/nope", "solution": "x"}', 422, "task: no task 'examples/nope'"),
+        ('{"task": "examples/relu", "solution": "x", "config": {"trials": "many"}}', 422, "config: trials:"),
+        ('{"task": "examples/relu", "workspace": "/etc"}', 403, "workspace '/etc' is outside the workspace root"),
+        ('{"task": "examples/relu", "workspace": "../../.."}', 403, "is outside the workspace root"),
+        ('{"task": "examples/relu", "workspace": "no/such/ws"}', 404, "workspace 'no/such/ws': no such file or folder"),
+        ('{"task": "/etc/passwd", "solution": "x"}', 403, "task '/etc/passwd' is outside the workspace root"),
+    ],
+)
+def test_client_mistakes_get_4xx_and_one_line(service, body: str, status: int, says: str) -> None:
+    url, _client = service
+    # A form content type, as `curl -d` sends by default: the body is read as JSON anyway.
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/x-www-form-urlencoded"}
+    response = httpx.post(f"{url}/judge", content=body, headers=headers, timeout=60)
+    assert response.status_code == status
+    error = response.json()["error"]
+    assert says in error and "\n" not in error
+
+
+def test_command_folders_must_be_below_the_root(service) -> None:
+    _url, client = service
+    with pytest.raises(SandboxError, match="403.*cwd '/' is outside the workspace root"):
+        client.run_command(["ls"], cwd="/", timeout_s=10)
+
+
+def test_a_one_line_solution_is_source_text(service) -> None:
+    _url, client = service
+    verdict = client.judge("examples/relu", "class ModelNew: pass", config=FAST)
+    assert verdict.verdict != "pass" and verdict.reward == -1  # judged as code (the issue's 500), not read as a path

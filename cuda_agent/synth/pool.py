@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import os
 import queue
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -21,6 +19,8 @@ from pathlib import Path
 from typing import IO
 
 from cuda_agent.errors import SandboxError
+from cuda_agent.gpu_turns import turns_for
+from cuda_agent.judge.config import default_cache_dir
 from cuda_agent.subproc import child_env, kill_group
 from cuda_agent.synth.filters import FilterConfig, FilterResult
 from cuda_agent.synth.worker import READY_LINE, RESULT_PREFIX, WAIT_PREFIX
@@ -176,9 +176,10 @@ class FilterPool:
 
     def __init__(self, config: FilterConfig, workers: int, log_path: Path | None = None) -> None:
         self.log = log_path.open("a") if log_path is not None else None
-        self.turns_dir: str | None = None
-        if config.device == "cuda" and workers > 1 and config.turns_dir is None:
-            self.turns_dir = tempfile.mkdtemp(prefix="cuda-agent-gpu-turns-")  # timings run alone (gpu_turns.py)
+        self.turns_dir: str | None = config.turns_dir
+        if config.device == "cuda" and config.turns_dir is None:
+            # The GPU's own turns (gpu_turns.py), shared with judgements and other pools: timings run alone.
+            self.turns_dir = str(turns_for(default_cache_dir()).folder)
             config = config.model_copy(update={"turns_dir": self.turns_dir})
         self.idle: queue.Queue[FilterWorker] = queue.Queue()
         self.all = [FilterWorker(config, self.log) for _ in range(workers)]
@@ -226,8 +227,6 @@ class FilterPool:
             worker.stop()
         if self.log is not None and not self.log.closed:
             self.log.close()
-        if self.turns_dir is not None:
-            shutil.rmtree(self.turns_dir, ignore_errors=True)
 
     def __enter__(self) -> FilterPool:
         return self

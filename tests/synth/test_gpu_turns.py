@@ -7,8 +7,8 @@ import threading
 import time
 from pathlib import Path
 
+from cuda_agent.gpu_turns import GpuTurns
 from cuda_agent.synth.filters import FilterConfig
-from cuda_agent.synth.gpu_turns import GpuTurns
 from cuda_agent.synth.pool import FilterPool
 
 
@@ -63,10 +63,12 @@ def test_a_killed_timer_releases_the_gpu(tmp_path: Path) -> None:
     assert [edge for _, edge, _ in log] == ["in", "out"]
 
 
-def test_pool_gives_gpu_workers_one_lock_folder_and_removes_it() -> None:
+def test_pool_gives_gpu_workers_the_gpus_own_lock_folder(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-1234")
     pool = FilterPool(FilterConfig(device="cuda"), workers=2)
     folder = pool.turns_dir
-    assert folder and Path(folder).is_dir() and {w.config.turns_dir for w in pool.all} == {folder}
+    assert folder == str(tmp_path / "gpu-turns" / "GPU-1234")  # the one judgements of that GPU take turns in
+    assert {w.config.turns_dir for w in pool.all} == {folder}
     pool.close()
-    assert not Path(folder).exists()
     assert FilterPool(FilterConfig(device="cpu"), workers=2).turns_dir is None

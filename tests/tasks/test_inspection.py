@@ -6,8 +6,9 @@ import pytest
 
 from cuda_agent.errors import TaskError
 from cuda_agent.tasks import Catalog
-from cuda_agent.tasks.inspection import inspect_task
+from cuda_agent.tasks.inspection import inspect_task, machine_memory
 from cuda_agent.tasks.sources import load_file
+from tests.user import cli
 
 GOOD = """
 import torch
@@ -72,3 +73,28 @@ def test_broken_problem_gives_one_line_error(tmp_path: Path, code: str, cause: s
     message = str(info.value)
     assert "problem.py" in message and cause in message
     assert "\n" not in message
+
+
+def _huge(expression: str) -> str:
+    """GOOD with inputs of `expression` floats: twice this machine's memory, so it can never fit."""
+    total = machine_memory().total
+    return GOOD.replace("return [torch.randn(4, 8)]", f"return [{expression.format(n=total // 2)}]").replace(
+        "return x * self.w, x.sum()", "return x.relu()"
+    )
+
+
+def test_a_task_too_big_for_memory_is_refused_before_it_runs(tmp_path: Path) -> None:
+    # Sized on the meta device: nothing is allocated, the answer comes at once and says what to do.
+    done = cli("tasks", "show", _task(tmp_path, _huge("torch.rand({n})")).ref, "--inspect")
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1
+    total_gib = machine_memory().total / 2**30
+    assert f"needs about {10 * total_gib:.1f} GiB (inputs drawn twice, three outputs)" in done.stderr
+    assert f"this machine has {total_gib:.1f} GiB" in done.stderr and "Inspect it on a machine" in done.stderr
+
+
+def test_an_allocation_past_the_cap_fails_in_the_child_not_the_machine(tmp_path: Path) -> None:
+    # An explicit CPU tensor is allocated for real even while sizing on the meta device: the cap stops it.
+    done = cli("tasks", "show", str(_task(tmp_path, _huge("torch.empty({n}, device='cpu')")).ref), "--inspect")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"one allocation of {machine_memory().total * 2 / 2**30:.1f} GiB failed" in done.stderr
+    assert "this machine has" in done.stderr and "the inspection may use" in done.stderr

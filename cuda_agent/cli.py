@@ -13,7 +13,10 @@ import sys
 from pathlib import Path
 
 from cuda_agent.cli_train import add_train_command
-from cuda_agent.errors import Error
+from cuda_agent.errors import Error, InfraError
+
+EXIT_OURS = 3
+"""Exit status when our own infrastructure failed (0: a verdict; 2: bad usage or input)."""
 
 
 def _catalog(args: argparse.Namespace):
@@ -73,10 +76,19 @@ def cmd_tasks_show(args: argparse.Namespace) -> int:
 
 
 def cmd_judge(args: argparse.Namespace) -> int:
+    from cuda_agent.errors import ConfigError
     from cuda_agent.judge import JudgeConfig, judge
+    from cuda_agent.judge.pipeline import detect_device
 
+    if args.device == "cuda" and detect_device("auto") != "cuda":
+        raise ConfigError("--device cuda: no GPU is visible on this machine; use --device cpu or auto")
     task = _catalog(args).resolve(args.task)
-    overrides = {"device": args.device, "precision": args.precision, "time": not args.no_time}
+    overrides = {
+        "device": args.device,
+        "precision": args.precision,
+        "time": not args.no_time,
+        "verdict_cache": not args.no_verdict_cache,
+    }
     if args.trials is not None:
         overrides["trials"] = args.trials
     overrides["policy"] = args.policy
@@ -448,6 +460,9 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument("--no-time", action="store_true", help="check correctness only")
     judge.add_argument("--policy", default="cuda-agent", choices=POLICY_CHOICES, help=_POLICY_HELP)
     judge.add_argument("--json", action="store_true", help="print exactly one JSON verdict")
+    judge.add_argument(
+        "--no-verdict-cache", action="store_true", help="judge again even if this candidate was judged before"
+    )
     judge.set_defaults(func=cmd_judge)
 
     serve = commands.add_parser("serve", help="serve the sandbox pool over HTTP (judge, workspace commands, metrics)")
@@ -698,6 +713,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
         return args.func(args)
+    except InfraError as exc:  # ours, not the input's nor the candidate's: no verdict, no reward
+        print(f"error (ours, not the candidate's; try again): {exc}".replace("\n", " "), file=sys.stderr)
+        return EXIT_OURS
     except Error as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -3,6 +3,12 @@
 A candidate that fails to compile or computes the wrong answer is data (a `Verdict`);
 everything here means the caller asked for something impossible or our infrastructure broke,
 and the message says what to do about it.
+
+Two families matter to whoever turns judgements into rewards:
+- `InfraError` (ours: the judge's own crash or out-of-memory, no GPU, a worker that died before
+  loading the candidate, a failed baseline, a pool shutting down or full): there is no verdict and
+  no reward. Trainers and benchmarks drop such a sample and count it; they never score it.
+- everything else (`ConfigError`, `TaskError`, `SolutionError`, ...): the input is wrong; fix it.
 """
 
 
@@ -26,12 +32,26 @@ class SolutionError(Error):
     """A solution path or file cannot be read at all (missing, not text)."""
 
 
-class SandboxError(Error):
-    """A sandbox or worker process died for a reason that is not the candidate's fault."""
+class InfraError(Error):
+    """Our failure, neither the candidate's nor the input's: no verdict exists; retry or drop, never score."""
 
 
-class JudgeInfraError(Error):
-    """The judge itself failed (not the candidate); the judgement must be retried, never scored."""
+class SandboxError(InfraError):
+    """A sandbox or worker process died, or a pool refused or dropped a job, for a reason that is not the candidate's."""
+
+
+class JudgeInfraError(InfraError):
+    """The judge itself failed (not the candidate); the judgement must be retried, never scored.
+
+    Args:
+        message: what failed and what to do.
+        out_of_memory: the failure was an allocation in our own code (input generation, the
+            comparison), which another judgement sharing the device can cause: worth one retry alone.
+    """
+
+    def __init__(self, message: str, out_of_memory: bool = False) -> None:
+        super().__init__(message)
+        self.out_of_memory = out_of_memory
 
 
 class ModelError(Error):

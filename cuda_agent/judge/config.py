@@ -74,7 +74,10 @@ class JudgeConfig(BaseModel):
     baseline_timeout_s: float = 900.0
     """Time limit of the baseline timing process (torch.compile included)."""
     cache_dir: Path = Field(default_factory=default_cache_dir)
-    """Builds and baseline timings are cached below this folder."""
+    """Builds, baseline timings and verdicts are cached below this folder."""
+    verdict_cache: bool = True
+    """Answer a candidate judged before (same task, bytes, settings, judge, torch, driver, device) with its stored
+    verdict (`env.verdict_cached`; a pass keeps its first timings). False: judge every time."""
     timing_lock: Path | None = None
     """A file that baseline processes lock (flock) around each timed phase, so that several can share one
     GPU: they start, build inputs and compile in parallel and time one at a time (`cuda-agent bench

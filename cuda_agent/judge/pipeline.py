@@ -3,7 +3,10 @@
 `judge()` is the library call behind `cuda-agent judge`. It runs in the grader's process and
 never executes candidate code there: the build, the candidate run and the baseline timings are
 child processes in their own process groups, killed at their time limits. A candidate fault of
-any kind comes back as a Verdict; only our own failures raise (JudgeInfraError).
+any kind comes back as a Verdict; only our own failures raise (JudgeInfraError): no GPU when one
+was asked for, our code failing in the candidate's process before the candidate ran or running out
+of memory outside the candidate's calls (retried once), a baseline that could not be timed.
+A verdict judged before is answered from the verdict cache (verdict_cache.py).
 
 What this does not protect against (yet): a candidate process that escapes through the OS
 (network, files outside its folder, other users' processes). Static policy forbids the means;
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
+import platform
 import re
 import shutil
 import subprocess
@@ -31,6 +35,7 @@ from cuda_agent.judge.env import PROTOCOL_VERSION
 from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.protocol import BaselineRequest, BaselineResult, RunRequest, RunResult
 from cuda_agent.judge.solution import SolutionSource, read_solution
+from cuda_agent.judge.verdict_cache import VerdictCache, verdict_key
 from cuda_agent.reward import compute_reward
 from cuda_agent.subproc import Confinement, child_env, run_module
 from cuda_agent.types import Task, Timings, Verdict, Violation
@@ -72,6 +77,19 @@ def gpu_name() -> str:
     return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else "cuda"
 
 
+_OUT_OF_MEMORY = re.compile(r"OutOfMemoryError|out of memory|can't allocate memory", re.IGNORECASE)
+
+
+def require_gpu(device: str) -> None:
+    """Raise at once when `device` is 'cuda' and no GPU is visible, rather than fail every stage later.
+
+    Raises:
+        JudgeInfraError: no GPU is visible on this machine.
+    """
+    if device == "cuda" and detect_device("auto") != "cuda":
+        raise JudgeInfraError("device 'cuda' was asked for, but no GPU is visible here (nvidia-smi lists none)")
+
+
 def _task_dtypes(task: Task) -> set[str] | None:
     """Reduced-precision dtypes a task names in its source (read, not run: the grader runs no task code).
 
@@ -89,6 +107,8 @@ class _Judgement:
         self.device = detect_device(config.device)
         self.stage_s: dict[str, float] = {}
         self.env: dict[str, Any] = {"protocol_version": PROTOCOL_VERSION, "precision_mode": config.precision}
+        self.cacheable = True
+        """False once the outcome depended on the machine's load (a timeout, a killed process, an OOM)."""
         self.user, why_not = (
             candidate_user(config.candidate_user, config.cache_dir) if config.candidate_user else (None, None)
         )
@@ -114,6 +134,27 @@ class _Judgement:
             policy=self.cfg.policy,
             **fields,
         )
+
+    def cache_key(self) -> str:
+        machine: dict[str, Any] = {"device_name": gpu_name() if self.device == "cuda" else "cpu"}
+        if self.device == "cuda":
+            machine["driver"] = _driver()
+        else:  # CPU timings belong to this machine's cores
+            machine["host"] = platform.node()
+        return verdict_key(self.task.code, self.solution.content_hash, self.cfg, self.device, machine)
+
+    def cached(self) -> Verdict | None:
+        """The verdict of the same candidate judged before, if the cache is on and has it."""
+        if not self.cfg.verdict_cache:
+            return None
+        return VerdictCache(self.cfg.cache_dir / "verdicts").get(self.cache_key(), self.task.ref)
+
+    def store(self, verdict: Verdict) -> Verdict:
+        """Keep a deterministic verdict for the next identical candidate; returns it, marked as not cached."""
+        verdict = verdict.model_copy(update={"env": {**verdict.env, "verdict_cached": False}})
+        if self.cfg.verdict_cache and self.cacheable:
+            VerdictCache(self.cfg.cache_dir / "verdicts").put(self.cache_key(), verdict)
+        return verdict
 
     def policy(self) -> Verdict | None:
         start = time.monotonic()
@@ -158,6 +199,7 @@ class _Judgement:
         self.stage_s["build"] = result.wall_s
         self.env["build_cached"] = result.cached
         if result.timed_out:
+            self.cacheable = False
             return self.verdict("timeout", result.log, compile_log=result.log), result.ext_dir
         if not result.ok:
             return self.verdict("compile_error", "compilation failed", compile_log=result.log), result.ext_dir
@@ -225,7 +267,15 @@ class _Judgement:
             return payload
         if "task_error" in payload:
             raise TaskError(payload["task_error"])
-        return RunResult.model_validate(payload)
+        if "judge_error" in payload:
+            raise JudgeInfraError(
+                f"the judge's own code failed in the run stage, not the candidate's: {payload['judge_error']}",
+                out_of_memory=payload["out_of_memory"],
+            )
+        result = RunResult.model_validate(payload)
+        if result.status == "runtime_error" and _OUT_OF_MEMORY.search(result.message):
+            self.cacheable = False  # the candidate's own allocation failed: another judgement may have held memory
+        return result
 
     def _child(
         self,
@@ -252,6 +302,8 @@ class _Judgement:
             module, [str(request_path), str(result_path)], timeout_s=timeout_s, env=env, cwd=workdir, confine=confine
         )
         self.stage_s[stage] = time.monotonic() - start
+        if child.timed_out or not result_path.exists():
+            self.cacheable = False
         if child.timed_out:
             # The child dumps its Python stack on SIGTERM before the kill: say where it was stuck.
             tail = "\n".join(child.stderr.strip().splitlines()[-12:])
@@ -308,7 +360,8 @@ class _Judgement:
             raise JudgeInfraError(f"timing the reference failed: {payload.message}")
         result = BaselineResult.model_validate(payload)
         if result.error:
-            raise TaskError(f"{self.task.ref}: {result.error}")
+            # The candidate's run has just run this reference: a failure to time it is ours, not the candidate's.
+            raise JudgeInfraError(f"{self.task.ref}: timing the reference failed: {result.error}")
         self.env["baseline_cached"] = False
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache_file.with_suffix(".tmp")
@@ -366,14 +419,20 @@ def prepare(task: Task, solution: SolutionSource | Path, config: JudgeConfig | N
     config = config or JudgeConfig()
     source = solution if isinstance(solution, SolutionSource) else read_solution(Path(solution))
     j = _Judgement(task, source, config)
-    rejected = j.policy() or j.protected_files()
+    rejected = j.protected_files()
     if rejected is not None:
         return rejected
+    cached = j.cached()
+    if cached is not None:  # the whole judgement is known: the job ends here, without a GPU turn
+        return cached
+    rejected = j.policy()
+    if rejected is not None:
+        return j.store(rejected)
     with tempfile.TemporaryDirectory(prefix="cuda-agent-build-") as tmp:
         solution_file = Path(tmp) / "solution.py"
         solution_file.write_text(source.python)
         failed, _ext_dir = j.build(solution_file)
-    return failed
+    return j.store(failed) if failed is not None else None
 
 
 def judge(task: Task, solution: SolutionSource | Path, config: JudgeConfig | None = None) -> Verdict:
@@ -393,26 +452,57 @@ def judge(task: Task, solution: SolutionSource | Path, config: JudgeConfig | Non
         JudgeInfraError: the judge failed for a reason that is not the candidate's.
     """
     config = config or JudgeConfig()
+    require_gpu(config.device)
     source = solution if isinstance(solution, SolutionSource) else read_solution(Path(solution))
     j = _Judgement(task, source, config)
-    rejected = j.policy() or j.protected_files()
+    rejected = j.protected_files()
+    if rejected is not None:
+        return rejected
+    cached = j.cached()
+    if cached is not None:
+        return cached
+    return j.store(_judge_fresh(j))
+
+
+def _judge_fresh(j: _Judgement) -> Verdict:
+    rejected = j.policy()
     if rejected is not None:
         return rejected
     with tempfile.TemporaryDirectory(prefix="cuda-agent-judge-") as tmp:
         workdir = Path(tmp)
         solution_file = workdir / "solution.py"
-        solution_file.write_text(source.python)
+        solution_file.write_text(j.solution.python)
         failed, ext_dir = j.build(solution_file)
         if failed is not None:
             return failed
-        run = j.run(solution_file, ext_dir, workdir)
+        try:
+            run = j.run(solution_file, ext_dir, workdir)
+        except JudgeInfraError as exc:
+            if not exc.out_of_memory:
+                raise
+            run = _run_again(j, ext_dir, exc)
         if isinstance(run, Verdict):
             return run
-        if not (config.time and run.status == "ok"):
+        if not (j.cfg.time and run.status == "ok"):
             return j.finish(run, None)
     with tempfile.TemporaryDirectory(prefix="cuda-agent-baseline-") as tmp:
         # Not the candidate's folder: it may own it, and have left links or modules there for us.
         return j.finish(run, j.baselines(Path(tmp)))
+
+
+def _run_again(j: _Judgement, ext_dir: Path, first: JudgeInfraError) -> RunResult | Verdict:
+    """The run stage once more after our own code ran out of memory, in a fresh folder (the first one is the
+    candidate's now); a second failure is ours as well, never the candidate's verdict."""
+    j.cacheable = False
+    j.env["run_attempts"] = 2
+    with tempfile.TemporaryDirectory(prefix="cuda-agent-judge-") as tmp:
+        workdir = Path(tmp)
+        solution_file = workdir / "solution.py"
+        solution_file.write_text(j.solution.python)
+        try:
+            return j.run(solution_file, ext_dir, workdir)
+        except JudgeInfraError as exc:
+            raise JudgeInfraError(f"{exc} (and again on a second try; first: {first})", exc.out_of_memory) from exc
 
 
 def reference_timings(task: Task, config: JudgeConfig | None = None) -> BaselineResult:

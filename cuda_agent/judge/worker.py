@@ -68,6 +68,8 @@ class CandidateRun:
             time.perf_counter, torch.cuda.synchronize if cuda else None, torch.cuda.Event if cuda else None
         )
         self.trials: list[dict[str, Any]] = []
+        self.candidate_started = False
+        """Set just before the candidate's code first runs: an error of ours before it cannot be the candidate's."""
         self.stage_s: dict[str, float] = {}
         self.env = env.describe(self.device)
         self.l2 = guards.PersistingL2() if cuda else None
@@ -96,6 +98,7 @@ class CandidateRun:
         start = time.perf_counter()
         os.environ["TORCH_EXTENSIONS_DIR"] = self.req.ext_dir
         sys.path[:0] = self.req.python_path
+        self.candidate_started = True
         spec = importlib.util.spec_from_file_location("cuda_agent_candidate", self.req.solution_path)
         module = importlib.util.module_from_spec(spec)
         # Module-level load_inline calls load (or finish building) here; see build.loading_extensions.
@@ -296,6 +299,32 @@ def run(request: RunRequest) -> RunResult:
                 update={"trials": state.trials, "flags": state.flags, "env": state.env, "stage_s": state.stage_s}
             )
         return result
+    except TaskError:
+        raise
+    except Exception as exc:
+        # Raised in our own code, never inside one of the candidate's calls (those end with a _Stop above).
+        # Before the candidate ran, or an allocation failure anywhere (our comparison and inputs need
+        # memory that a judgement beside us may hold), it is our failure. After the candidate ran, any
+        # other error of our checks may have been provoked by it (odd outputs, patched modules): its fault.
+        if state is None or not state.candidate_started or out_of_memory(exc):
+            raise JudgeFault(exc) from exc
+        message = f"the judge's checks failed after the candidate's code ran: {type(exc).__name__}: {exc}"
+        return RunResult(status="runtime_error", stage="judge", message=message, trials=state.trials, env=state.env)
+
+
+class JudgeFault(Exception):
+    """Our own code failed in the candidate's process: reported to the grader as `judge_error`, never a verdict."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.out_of_memory = out_of_memory(cause)
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """An allocation failure: torch's CUDA OOM, Python's MemoryError, or the CPU allocator's refusal."""
+    import torch
+
+    return isinstance(exc, torch.OutOfMemoryError | MemoryError) or "can't allocate memory" in str(exc)
 
 
 def main(argv: list[str]) -> int:
@@ -311,6 +340,9 @@ def main(argv: list[str]) -> int:
         # The reference itself is broken: not the candidate's fault. Exit code 3 tells the grader.
         Path(argv[1]).write_text(json.dumps({"task_error": str(exc)}))
         return 3
+    except JudgeFault as exc:
+        Path(argv[1]).write_text(json.dumps({"judge_error": str(exc), "out_of_memory": exc.out_of_memory}))
+        return 4
     Path(argv[1]).write_text(result.model_dump_json())
     return 0
 

@@ -17,6 +17,19 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "cuda_agent" / "tasks" / "examples"
 
 
+def hungry_reference() -> str:
+    """The relu task, with a reference whose forward asks for more memory than any machine has.
+
+    The reference runs inside the judge's comparison, after the candidate's call: the allocation that fails
+    there is the judge's own out-of-memory, as the float64 comparison's 12 GiB was on a shared H200.
+    """
+    return (
+        (EXAMPLES / "problems" / "relu.py")
+        .read_text()
+        .replace("return torch.relu(x)", "torch.empty(1 << 60, dtype=torch.uint8)\n        return torch.relu(x)")
+    )
+
+
 def example_solution(name: str, device: str = "cpu") -> str:
     return (EXAMPLES / "solutions" / device / f"{name}.py").read_text()
 
@@ -40,4 +53,5 @@ def run_judge(tmp_path: Path, task_ref: str, source: str, device: str = "cpu", *
     path.write_text(source)
     task = Catalog().resolve(task_ref)
     config.setdefault("time", False)
+    config.setdefault("verdict_cache", False)  # each test judges afresh; the cache has tests of its own
     return judge(task, path, JudgeConfig(device=device, **config))

@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from cuda_agent.cli import main
-from tests.judge.helpers import example_solution, replace_model_new, run_judge, with_forward_body
+from cuda_agent.errors import JudgeInfraError
+from cuda_agent.judge import JudgeConfig, judge
+from cuda_agent.tasks import Catalog
+from cuda_agent.types import Task, Verdict
+from tests.conftest import has_gpu
+from tests.judge.helpers import (
+    EXAMPLES,
+    example_solution,
+    hungry_reference,
+    replace_model_new,
+    run_judge,
+    with_forward_body,
+)
 
 RELU = example_solution("relu")
 
@@ -127,3 +141,91 @@ def test_a_lock_left_by_a_killed_load_is_removed_and_the_judgement_goes_on(tmp_p
     again = run_judge(tmp_path, "examples/relu", RELU, run_timeout_s=120)
     assert again.verdict == "pass", again.message  # without the cleanup: a wait until the run limit
     assert not any((folder / "lock").exists() for folder in builds)
+
+
+RELU_TASK = (EXAMPLES / "problems" / "relu.py").read_text()
+HUNGRY_REFERENCE = hungry_reference()
+
+
+def judge_new_task(tmp_path: Path, source: str, task_code: str = RELU_TASK, **config) -> Verdict:
+    """Judge `source` on a copy of `task_code` that no earlier run has seen, so no verdict of it is cached yet
+    (the build is shared: it depends on the solution only)."""
+    path = tmp_path / "solution.py"
+    path.write_text(source)
+    unique = f"{task_code}\n# {uuid.uuid4().hex}\n"
+    task = Task(ref="inline/relu", name="relu", source="inline", code=unique)
+    return judge(task, path, JudgeConfig(**{"device": "cpu", "time": False, **config}))
+
+
+def test_out_of_memory_in_the_judges_comparison_is_our_error_not_a_verdict(tmp_path: Path) -> None:
+    with pytest.raises(JudgeInfraError, match="not the candidate's.*can't allocate memory.*second try") as caught:
+        judge_new_task(tmp_path, RELU, HUNGRY_REFERENCE)
+    assert caught.value.out_of_memory
+
+
+def test_out_of_memory_in_the_candidates_forward_stays_its_runtime_error(tmp_path: Path) -> None:
+    source = with_forward_body(RELU, "torch.empty(1 << 60, dtype=torch.uint8)\nreturn relu_ext.relu_forward(x)")
+    path = tmp_path / "solution.py"
+    path.write_text(source)
+    task = Task(ref="inline/relu", name="relu", source="inline", code=f"{RELU_TASK}\n# {uuid.uuid4().hex}\n")
+    config = JudgeConfig(device="cpu", time=False, static_policy=False, trials=1)
+    verdict = judge(task, path, config)
+    assert (verdict.verdict, verdict.reward) == ("runtime_error", -1)
+    assert "ModelNew.forward raised" in verdict.message and "can't allocate memory" in verdict.message
+    again = judge(Task(ref="inline/relu", name="relu", source="inline", code=task.code), path, config)
+    assert again.env["verdict_cached"] is False  # whether it fits depends on what else held memory: judged again
+
+
+def test_cli_exits_3_with_one_line_on_our_failure(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    task, solution = tmp_path / "hungry.py", tmp_path / "solution.py"
+    task.write_text(HUNGRY_REFERENCE)
+    solution.write_text(RELU)
+    assert main(["judge", str(task), str(solution), "--device", "cpu", "--no-time", "--json"]) == 3
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
+    assert "not the candidate's" in captured.err
+
+
+def test_device_cuda_without_a_gpu_exits_2_at_once(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    if has_gpu():
+        pytest.skip("this machine has a GPU")
+    solution = tmp_path / "solution.py"
+    solution.write_text(RELU)
+    start = time.monotonic()
+    assert main(["judge", "examples/relu", str(solution), "--device", "cuda"]) == 2
+    assert time.monotonic() - start < 5
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no GPU" in err
+    with pytest.raises(JudgeInfraError, match="no GPU"):  # the library (a pool's worker) says it is ours
+        judge(Catalog().resolve("examples/relu"), solution, JudgeConfig(device="cuda"))
+
+
+def test_a_repeated_candidate_is_served_from_the_verdict_cache(tmp_path: Path) -> None:
+    path = tmp_path / "solution.py"
+    path.write_text(RELU)
+    task = Task(ref="inline/relu", name="relu", source="inline", code=f"{RELU_TASK}\n# {uuid.uuid4().hex}\n")
+    config = JudgeConfig(device="cpu", time=False, trials=2)
+    first = judge(task, path, config)
+    assert first.verdict == "pass" and first.env["verdict_cached"] is False
+    start = time.monotonic()
+    again = judge(task.model_copy(update={"ref": "examples/relu_again"}), path, config)
+    assert time.monotonic() - start < 1.0
+    assert again.env["verdict_cached"] is True and list(again.stage_s) == ["verdict_cache"]
+    assert again.task == "examples/relu_again" and again.env["cached_from"]["stage_s"] == first.stage_s
+    assert again.model_dump(exclude={"env", "stage_s", "task"}) == first.model_dump(exclude={"env", "stage_s", "task"})
+    path.write_text(RELU + "\n")
+    assert judge(task, path, config).env["verdict_cached"] is False  # one byte more: judged again
+    path.write_text(RELU)
+    assert judge(task, path, config.model_copy(update={"trials": 1})).env["verdict_cached"] is False
+    assert judge(task, path, config.model_copy(update={"verdict_cache": False})).env["verdict_cached"] is False
+
+
+def test_load_dependent_verdicts_are_not_cached(tmp_path: Path) -> None:
+    source = with_forward_body(RELU, "while True:\n    pass\nreturn relu_ext.relu_forward(x.contiguous())")
+    path = tmp_path / "solution.py"
+    path.write_text(source)
+    task = Task(ref="inline/relu", name="relu", source="inline", code=f"{RELU_TASK}\n# {uuid.uuid4().hex}\n")
+    config = JudgeConfig(device="cpu", time=False, run_timeout_s=8)
+    assert judge(task, path, config).verdict == "timeout"
+    again = judge(task, path, config)
+    assert again.verdict == "timeout" and again.env["verdict_cached"] is False

@@ -15,6 +15,19 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("CUDA_AGENT_CACHE", Path.home() / ".cache" / "cuda-agent"))
 
 
+class RunLimits(BaseModel):
+    """The time limits a candidate's run got, and what they were derived from (recorded in `Verdict.env`)."""
+
+    step_s: float
+    """Longest one step of the run may take (a call, a comparison, the set-up): past it, a hang."""
+    total_s: float
+    """Longest the whole run may take."""
+    eager_ms: float | None
+    """The reference's eager time the limits were derived from; None: not known (floor and cap only)."""
+    source: str
+    """Where eager_ms came from: 'cached baseline', 'unknown' or 'fixed' (adaptive limits off)."""
+
+
 class JudgeConfig(BaseModel):
     """How to judge a candidate."""
 
@@ -70,7 +83,20 @@ class JudgeConfig(BaseModel):
     build_timeout_s: float = 600.0
     """Time limit of the build stage."""
     run_timeout_s: float = 600.0
-    """Time limit of the candidate's correctness-plus-timing process."""
+    """Cap on the candidate's correctness-plus-timing process: its whole run, and each step of it."""
+    adaptive_limits: bool = True
+    """Derive the run's limits from the reference's eager time (`run_limits`); False: run_timeout_s alone."""
+    step_floor_s: float = 30.0
+    """Adaptive: a step of the run (one call of the candidate or the reference, a comparison, the set-up) may
+    take this long plus `limit_margin` x `slowdown_allowed` x the reference's eager time; a step that takes
+    longer is a hang (`timeout`). Covers process start and CUDA set-up on a loaded machine."""
+    slowdown_allowed: float = 20.0
+    """Adaptive: a correct kernel this many times slower than eager still finishes within the limits."""
+    limit_margin: float = 2.0
+    """Adaptive: slack on the expected time of such a slow kernel (a busy machine, the float64 reference)."""
+    standby_worker: bool = True
+    """Start the candidate's process while the judgement's earlier stages run (standby.py), so that the process
+    start is off the GPU's time. False: start it when its turn comes."""
     baseline_timeout_s: float = 900.0
     """Time limit of the baseline timing process (torch.compile included)."""
     cache_dir: Path = Field(default_factory=default_cache_dir)
@@ -82,3 +108,26 @@ class JudgeConfig(BaseModel):
     """A file that baseline processes lock (flock) around each timed phase, so that several can share one
     GPU: they start, build inputs and compile in parallel and time one at a time (`cuda-agent bench
     baselines --workers N`). None: no lock; the sandbox pool gives a judgement the GPU alone instead."""
+
+    def run_limits(self, eager_ms: float | None, source: str = "cached baseline") -> RunLimits:
+        """The run's limits for a reference that takes `eager_ms` per call (None: unknown).
+
+        A step is at most one call of the candidate (allowed `slowdown_allowed` x eager) or of the reference
+        (float64 included), so its limit is the floor plus `limit_margin` x that call. The whole run counts the
+        candidate's calls (trials, robustness trials, recheck, warm-up and the fewest timed repetitions), the
+        reference's and a timed phase's target time; it is capped by `run_timeout_s`, as a step is.
+        """
+        cap = self.run_timeout_s
+        if not self.adaptive_limits:
+            return RunLimits(step_s=cap, total_s=cap, eager_ms=eager_ms, source="fixed")
+        if eager_ms is None:
+            return RunLimits(step_s=min(self.step_floor_s, cap), total_s=cap, eager_ms=None, source="unknown")
+        call_s = eager_ms / 1e3
+        step = self.step_floor_s + self.limit_margin * self.slowdown_allowed * call_s
+        trials = self.trials + (2 if self.robustness_trials else 0) + 1
+        calls = trials + ((self.warmup_reps + self.min_reps) if self.time else 0)
+        expected = (
+            calls * self.slowdown_allowed * call_s + trials * 4 * call_s + (self.target_phase_s if self.time else 0)
+        )
+        total = 2 * self.step_floor_s + self.limit_margin * expected
+        return RunLimits(step_s=min(step, cap), total_s=min(max(total, step), cap), eager_ms=eager_ms, source=source)

@@ -15,6 +15,7 @@ OS-level isolation (resource limits, namespaces, an unprivileged user) is the sa
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import platform
@@ -23,10 +24,12 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from cuda_agent.errors import JudgeInfraError, TaskError
+from cuda_agent.gpu_turns import turns_for
 from cuda_agent.judge import baseline as baseline_mod
 from cuda_agent.judge.build import build_solution, ext_dir_for
 from cuda_agent.judge.config import JudgeConfig
@@ -35,14 +38,17 @@ from cuda_agent.judge.env import PROTOCOL_VERSION
 from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.protocol import BaselineRequest, BaselineResult, RunRequest, RunResult
 from cuda_agent.judge.solution import SolutionSource, read_solution
+from cuda_agent.judge.standby import TURNS_ENV, Standby
 from cuda_agent.judge.verdict_cache import VerdictCache, verdict_key
 from cuda_agent.reward import compute_reward
-from cuda_agent.subproc import Confinement, child_env, run_module
+from cuda_agent.subproc import ChildResult, Confinement, child_env, run_module
 from cuda_agent.types import Task, Timings, Verdict, Violation
 from cuda_agent.workspace.build import BUILD_DIR, build_tree, glue_hash
 from cuda_agent.workspace.layout import tampered_files
 
 SEEDS = (1001, 2002, 3003, 4004, 5005, 6006, 7007, 8008, 9009, 10010)
+STARTUP_S = 300.0
+"""Longest the candidate's process may take to start (import torch, set up CUDA) before it is our failure."""
 
 
 def _builds_inline(python: str) -> bool:
@@ -108,6 +114,9 @@ class _Judgement:
         self.stage_s: dict[str, float] = {}
         self.env: dict[str, Any] = {"protocol_version": PROTOCOL_VERSION, "precision_mode": config.precision}
         self.cacheable = True
+        self.standby: Standby | None = None
+        """The candidate's process, started ahead (standby.py); used once by run()."""
+        self.limits = config.run_limits(None, "unknown")
         """False once the outcome depended on the machine's load (a timeout, a killed process, an OOM)."""
         self.user, why_not = (
             candidate_user(config.candidate_user, config.cache_dir) if config.candidate_user else (None, None)
@@ -223,8 +232,86 @@ class _Judgement:
             return False, outcome.log
         return outcome.ok, outcome.log
 
+    def start_standby(self) -> Standby:
+        """Start the candidate's process now; it imports torch and sets up CUDA while we build (standby.py)."""
+        env = child_env()
+        if self.device != "cuda":
+            env["CUDA_VISIBLE_DEVICES"] = ""
+            threads = str(self.cfg.cpu_threads)
+            env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
+        else:
+            env[TURNS_ENV] = str(turns_for(self.cfg.cache_dir).folder)
+        self.standby = Standby("cuda_agent.judge.worker", env, namespace=self.user is not None)
+        return self.standby
+
+    def discard_standby(self) -> None:
+        if self.standby is not None:
+            self.standby.close()
+            self.standby = None
+
+    @contextlib.contextmanager
+    def gpu_turn(self, shared: bool = False) -> Iterator[None]:
+        """This judgement's turn on its GPU (gpu_turns.py): exclusive for a candidate's or a baseline's process."""
+        if self.device != "cuda":
+            yield
+            return
+        turns = turns_for(self.cfg.cache_dir)
+        try:
+            with turns.shared() if shared else turns.exclusive():
+                yield
+        finally:
+            self.stage_s["gpu_wait"] = self.stage_s.get("gpu_wait", 0.0) + turns.waited_s
+            self.stage_s["gpu_held"] = self.stage_s.get("gpu_held", 0.0) + turns.held_s
+
+    def _run_watched(
+        self, args: list[str], env: dict[str, str], workdir: Path, confine: Confinement | None
+    ) -> tuple[ChildResult, str]:
+        """Run the worker (the standby started ahead, else a new one) in our GPU turn, watched per step;
+        (how it ended, what its limit was)."""
+        started_ahead = self.standby is not None
+        standby = self.standby or self.start_standby()
+        self.standby = None
+        try:
+            why_not = standby.wait_ready(STARTUP_S)
+            if why_not:
+                raise JudgeInfraError(f"{why_not}; this is our failure, not the candidate's: retry the judgement")
+            self.stage_s["run.standby_ready"] = standby.ready_s or 0.0
+            self.env["standby_worker"] = "started ahead" if started_ahead else "started for the run"
+            limits = self.limits
+            go_env = {k: env[k] for k in ("TORCH_EXTENSIONS_DIR", "HOME", "TMPDIR") if k in env}
+            with self.gpu_turn():
+                standby.go(args, workdir, go_env, confine)
+                child, killed_by = standby.wait(limits.step_s, limits.total_s)
+        finally:
+            standby.close()
+        if killed_by == "step":
+            return child, f"one step of it (a call, a comparison) took longer than {limits.step_s:.0f} s"
+        return child, f"it took longer than {limits.total_s:.0f} s"
+
+    def cached_baseline(self) -> BaselineResult | None:
+        path = self._baseline_file()
+        return BaselineResult.model_validate_json(path.read_text()) if path.exists() else None
+
+    def _baseline_file(self) -> Path:
+        cfg = self.cfg
+        name = gpu_name() if self.device == "cuda" else "cpu"
+        import torch
+
+        key_env = {
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda if self.device == "cuda" else None,
+            "protocol_version": PROTOCOL_VERSION,
+            "cpu_threads": cfg.cpu_threads if self.device != "cuda" else None,
+        }
+        key = baseline_mod.cache_key(self.task.code, name, key_env, {"tf32": False}, cfg.compile_mode)
+        return cfg.cache_dir / "baselines" / f"{key}.json"
+
     def run(self, solution_file: Path, ext_dir: Path, workdir: Path) -> RunResult | Verdict:
         cfg = self.cfg
+        base = self.cached_baseline() if cfg.adaptive_limits else None
+        eager_ms = base.eager["median_ms"] if base and base.eager else None
+        self.limits = cfg.run_limits(eager_ms, "cached baseline" if eager_ms is not None else "unknown")
+        self.env["run_limits"] = self.limits.model_dump()
         request = RunRequest(
             python_path=self.module_path(ext_dir),
             task_code=self.task.code,
@@ -298,9 +385,14 @@ class _Judgement:
             hand_over(workdir, confine.user)  # after this, we write nothing more in workdir: its owner is the candidate
             env = confined_env(env, str(workdir))
         start = time.monotonic()
-        child = run_module(
-            module, [str(request_path), str(result_path)], timeout_s=timeout_s, env=env, cwd=workdir, confine=confine
-        )
+        args = [str(request_path), str(result_path)]
+        limit = f"it exceeded {timeout_s:.0f} s"
+        if stage == "run":
+            child, limit = self._run_watched(args, env, workdir, confine)
+        else:
+            # Parallel baseline runs (a timing lock) time one at a time by that lock and share the GPU otherwise.
+            with self.gpu_turn(shared=self.cfg.timing_lock is not None):
+                child = run_module(module, args, timeout_s=timeout_s, env=env, cwd=workdir, confine=confine)
         self.stage_s[stage] = time.monotonic() - start
         if child.timed_out or not result_path.exists():
             self.cacheable = False
@@ -308,7 +400,7 @@ class _Judgement:
             # The child dumps its Python stack on SIGTERM before the kill: say where it was stuck.
             tail = "\n".join(child.stderr.strip().splitlines()[-12:])
             where = f"; where it was: {tail}" if tail else ""
-            return self.verdict("timeout", f"the {stage} stage exceeded {timeout_s:.0f} s and was killed{where}")
+            return self.verdict("timeout", f"the {stage} stage was killed: {limit}{where}")
         if confine is not None and (result_path.is_symlink() or result_path.exists() and not result_path.is_file()):
             # The candidate owns the folder: a link there would have us read whatever it points at.
             return self.verdict("runtime_error", f"the {stage} result file was replaced by something not a file")
@@ -322,17 +414,7 @@ class _Judgement:
 
     def baselines(self, workdir: Path) -> BaselineResult:
         cfg = self.cfg
-        name = gpu_name() if self.device == "cuda" else "cpu"
-        import torch
-
-        key_env = {
-            "torch": torch.__version__,
-            "cuda": torch.version.cuda if self.device == "cuda" else None,
-            "protocol_version": PROTOCOL_VERSION,
-            "cpu_threads": cfg.cpu_threads if self.device != "cuda" else None,
-        }
-        key = baseline_mod.cache_key(self.task.code, name, key_env, {"tf32": False}, cfg.compile_mode)
-        cache_file = cfg.cache_dir / "baselines" / f"{key}.json"
+        cache_file = self._baseline_file()
         if cache_file.exists():
             self.env["baseline_cached"] = True
             return BaselineResult.model_validate_json(cache_file.read_text())
@@ -468,6 +550,15 @@ def _judge_fresh(j: _Judgement) -> Verdict:
     rejected = j.policy()
     if rejected is not None:
         return rejected
+    if j.cfg.standby_worker:
+        j.start_standby()  # its process start (torch, CUDA) overlaps the build and is off our GPU turn
+    try:
+        return _judge_built(j)
+    finally:
+        j.discard_standby()
+
+
+def _judge_built(j: _Judgement) -> Verdict:
     with tempfile.TemporaryDirectory(prefix="cuda-agent-judge-") as tmp:
         workdir = Path(tmp)
         solution_file = workdir / "solution.py"

@@ -52,12 +52,14 @@ def judge_trial(run: Any, inputs: list[Any], given: list[Any], out: Any, seed: i
     with torch.no_grad():
         reference = flatten_outputs(run.reference(*inputs))
     run.sync()
+    run.tick()  # each step reports progress: the grader's time limit is per step (standby.py)
     if transform != "identity" and not all(bool(torch.isfinite(r).all()) for r in reference if r.is_floating_point()):
         trial.update(skipped="reference is not finite on these inputs")
         return trial
     wants64 = req.strict_precision and any(r.dtype == torch.float32 for r in reference)
     reference64 = _reference64(run, inputs) if wants64 else None
     run.sync()
+    run.tick()
     for late, early in zip(outputs, snapshot, strict=True):
         if not same_values(late, early):
             return _fail(trial, "the output changed after forward returned (work left running)", "late_output_write")
@@ -78,6 +80,7 @@ def judge_trial(run: Any, inputs: list[Any], given: list[Any], out: Any, seed: i
             precision_floor=req.precision_floor,
         )
         checks.append(check.as_dict())
+        run.tick()
         if not check.ok:
             trial.update(outputs=checks, precision=check.precision)
             prefix = f"output {i}: " if len(reference) > 1 else ""

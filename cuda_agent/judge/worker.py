@@ -11,6 +11,10 @@ grader's own process. The order of events is the defence:
    (5, 6), inputs compared with their copies (11), flags and functions re-checked (8, 15);
 4. timing on inputs made for that phase alone, then one more correctness trial (9).
 
+The process may be started ahead as a standby (`--standby`, standby.py): it imports torch and the
+judge and sets up CUDA, then waits for its one request. After every step it writes a byte to the
+grader's progress pipe, so a hang is caught at the step's limit, not at the whole run's.
+
 Not protected here: native code that rewrites this process's memory or the result file. See
 `guards.py` and the sandbox layer.
 """
@@ -28,6 +32,7 @@ from cuda_agent.errors import TaskError
 from cuda_agent.judge import guards
 from cuda_agent.judge.build import loading_extensions
 from cuda_agent.judge.protocol import RunRequest, RunResult
+from cuda_agent.judge.standby import TURNS_ENV, progress, serve_once
 from cuda_agent.types import Violation
 
 
@@ -60,6 +65,8 @@ class CandidateRun:
 
         self.req = request
         self.torch = torch
+        self.tick = progress()
+        """Tells the grader that a step finished (standby.py): its time limits are per step."""
         self.device = request.device
         self.flags = env.apply_precision_flags()
         self.integrity = guards.capture_integrity()
@@ -155,6 +162,7 @@ class CandidateRun:
             with self.torch.no_grad(), tracer:
                 out = self.candidate(*inputs)
             self.sync()
+            self.tick()
         except _Stop:
             raise
         except Exception as exc:
@@ -217,6 +225,7 @@ class CandidateRun:
                 min_reps=self.req.min_reps,
                 max_reps=self.req.max_reps,
                 target_phase_s=self.req.target_phase_s,
+                tick=self.tick,
             )
         except Exception as exc:
             raise _stop(
@@ -279,7 +288,9 @@ def run(request: RunRequest) -> RunResult:
         state.stage_s["setup.torch_and_device"] = time.perf_counter() - start
         state.load_reference()
         state.stage_s["setup"] = time.perf_counter() - start
+        state.tick()
         state.import_candidate()
+        state.tick()
         state.correctness()
         timing = state.timing() if request.time else None
         fraction = state.custom_work()
@@ -327,12 +338,36 @@ def out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, torch.OutOfMemoryError | MemoryError) or "can't allocate memory" in str(exc)
 
 
+def warm_up() -> None:
+    """What a standby does before its request: imports and CUDA set-up, nothing that runs a kernel.
+
+    CUDA's context is made in a shared GPU turn (gpu_turns.py), so never during another process's timing.
+    """
+    import torch
+    import torch._dynamo  # noqa: F401
+    import torch.utils._python_dispatch  # noqa: F401
+    import torch.utils.cpp_extension  # noqa: F401
+
+    from cuda_agent.judge import compare, env, inputs, timing, trial  # noqa: F401
+    from cuda_agent.tasks import problem  # noqa: F401
+
+    turns = os.environ.get(TURNS_ENV)
+    if turns and torch.cuda.is_available():
+        from cuda_agent.gpu_turns import GpuTurns
+
+        with GpuTurns(turns).shared():
+            torch.cuda.init()
+            env.describe("cuda")
+
+
 def main(argv: list[str]) -> int:
     import faulthandler
     import signal
 
     # At the time limit the grader sends SIGTERM before SIGKILL: the stacks show where the run hung.
     faulthandler.register(signal.SIGTERM, all_threads=True)
+    if argv[:1] == ["--standby"]:
+        argv = serve_once(warm_up)
     request = RunRequest.model_validate_json(Path(argv[0]).read_text())
     try:
         result = run(request)

@@ -1,0 +1,240 @@
+"""A judge child started ahead of its work, and watched for progress while it works.
+
+Starting Python and importing torch costs seconds (8.5 s of a 13.5 s run stage on the H200), and a
+candidate must still get a fresh process of its own. So the grader starts the candidate's process
+before it is needed (`Standby.start`): it imports torch and the judge, then waits for one request
+on stdin. When the GPU turn is ours, `go` hands it the request, the folder and the confinement,
+and the process is used for that one candidate only, then ends.
+
+While it works, the child writes a byte to a progress pipe after every step (a call of the
+candidate or the reference, a comparison, a timed repetition). `wait` kills it when a step takes
+longer than `step_s` (a hang: C++ spinning with the GIL held is caught within that time) or the
+whole run longer than `total_s`; a slow but working candidate keeps ticking and finishes.
+
+Confinement: the process is started in a mount namespace of its own (where it will confine), as
+us; on `go` it mounts the candidate's private build copy, enters the candidate's folder and drops
+to the candidate's user before it reads the request, exactly as a child started confined would.
+
+What this does not protect against: a candidate that writes to the progress pipe itself (it runs
+in the same process) extends its own life up to `total_s`, the cap it had anyway.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+from cuda_agent.subproc import CLONE_NEWNS, MS_BIND, MS_PRIVATE, MS_REC, ChildResult, Confinement, kill_group
+
+PROGRESS_FD_ENV = "CUDA_AGENT_PROGRESS_FD"
+"""The child finds its progress pipe's file descriptor in this variable."""
+TURNS_ENV = "CUDA_AGENT_GPU_TURNS"
+"""The lock folder of the GPU a standby will run on (its CUDA set-up takes a shared turn there)."""
+READY = b"R"
+TICK = b"."
+
+
+def _enter_namespace() -> None:  # between fork and exec: no threads, no locks
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        raise OSError(ctypes.get_errno(), "making / private")
+
+
+class Standby:
+    """One child process of `python -P -m MODULE --standby`, started now and used once by `go`."""
+
+    def __init__(self, module: str, env: dict[str, str], namespace: bool = False) -> None:
+        """
+        Args:
+            module: the child's module; its main() understands `--standby` (see `serve_once`).
+            env: the child's environment (the candidate's settings are added on `go`).
+            namespace: start it in a mount namespace of its own, so that `go` can mount a confinement's
+                folders (root only).
+        """
+        self._folder = tempfile.TemporaryDirectory(prefix="cuda-agent-standby-")
+        folder = Path(self._folder.name)
+        self._out: IO[bytes] = open(folder / "stdout", "w+b")  # noqa: SIM115 (closed in close())
+        self._err: IO[bytes] = open(folder / "stderr", "w+b")  # noqa: SIM115
+        self._progress_r, progress_w = os.pipe()
+        self.started = time.monotonic()
+        self.went: float | None = None
+        env = {**env, PROGRESS_FD_ENV: str(progress_w), "TMPDIR": str(folder), "HOME": str(folder)}
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-P", "-m", module, "--standby"],
+                cwd=folder,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=self._out,
+                stderr=self._err,
+                pass_fds=(progress_w,),
+                start_new_session=True,
+                preexec_fn=_enter_namespace if namespace else None,
+            )
+        finally:
+            os.close(progress_w)
+        self.ready_s: float | None = None
+        """Seconds from start to ready (imports and set-up done), once seen."""
+
+    def wait_ready(self, timeout_s: float) -> str | None:
+        """Block until the child has finished its set-up; None, or why it never got ready (it is then killed)."""
+        deadline = self.started + timeout_s
+        while self.ready_s is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.close()
+                return f"the judge's worker was not ready after {timeout_s:.0f} s"
+            readable, _, _ = select.select([self._progress_r], [], [], left)
+            if not readable:
+                continue
+            data = os.read(self._progress_r, 64)
+            if not data:
+                code = self.proc.wait()
+                tail = self._tail(self._err, 8)
+                self.close()
+                return f"the judge's worker exited ({code}) before it was ready: {tail or 'no output'}"
+            if READY in data:
+                self.ready_s = time.monotonic() - self.started
+        return None
+
+    def go(self, args: list[str], cwd: Path, env: dict[str, str], confine: Confinement | None) -> None:
+        """Hand the child its one request: arguments of its main(), folder, environment and confinement."""
+        message = {
+            "args": args,
+            "cwd": str(cwd),
+            "env": env,
+            "binds": [list(b) for b in confine.binds] if confine else [],
+            "user": [confine.user.pw_uid, confine.user.pw_gid] if confine and confine.user else None,
+        }
+        self.went = time.monotonic()
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write((json.dumps(message) + "\n").encode())
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass  # it died meanwhile: wait() reports how it ended
+
+    def wait(
+        self, step_s: float, total_s: float, grace_s: float = 2.0, output_cap: int = 200_000
+    ) -> tuple[ChildResult, str]:
+        """Wait for the child to exit; (how it ended, which limit killed it: 'step', 'total' or '').
+
+        Args:
+            step_s: longest a step may take (from go, or from the last progress byte).
+            total_s: longest the whole run may take, from go.
+        """
+        went = self.went or time.monotonic()
+        last = went
+        killed_by = ""
+        while True:
+            now = time.monotonic()
+            deadline = min(last + step_s, went + total_s)
+            if now >= deadline:
+                killed_by = "total" if went + total_s <= last + step_s else "step"
+                break
+            readable, _, _ = select.select([self._progress_r], [], [], deadline - now)
+            if not readable:
+                continue
+            if not os.read(self._progress_r, 4096):
+                break  # every holder of the pipe has exited
+            last = time.monotonic()
+        if killed_by:
+            # SIGTERM first: the worker dumps its stacks on it (faulthandler), so a hang can be located.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        kill_group(self.proc.pid)
+        code = self.proc.wait()
+        result = ChildResult(
+            returncode=None if killed_by else code,
+            stdout=self._tail(self._out, output_cap),
+            stderr=self._tail(self._err, output_cap),
+            timed_out=bool(killed_by),
+            wall_s=time.monotonic() - went,
+        )
+        self.close()
+        return result, killed_by
+
+    def close(self) -> None:
+        """Kill the child if it still runs and remove its files (safe to call twice)."""
+        if self.proc.poll() is None:
+            kill_group(self.proc.pid)
+            self.proc.wait()
+        else:
+            kill_group(self.proc.pid)  # descendants it left
+        if self._progress_r >= 0:
+            os.close(self._progress_r)
+            self._progress_r = -1
+        for handle in (self._out, self._err):
+            handle.close()
+        self._folder.cleanup()
+
+    @staticmethod
+    def _tail(handle: IO[bytes], cap: int) -> str:
+        if handle.closed:
+            return ""
+        handle.flush()
+        handle.seek(0)
+        return handle.read().decode(errors="replace")[-cap:]
+
+
+# The child's side.
+
+
+def progress() -> Callable[[], None]:
+    """A function that reports one finished step to the grader (nothing when no pipe was given)."""
+    fd = int(os.environ.get(PROGRESS_FD_ENV, "-1"))
+    if fd < 0:
+        return lambda: None
+
+    def tick() -> None:
+        with contextlib.suppress(OSError):
+            os.write(fd, TICK)
+
+    return tick
+
+
+def serve_once(warm_up: Callable[[], None]) -> list[str]:
+    """In the child: warm up, say ready, read the one request, confine, and return main()'s arguments.
+
+    Raises:
+        SystemExit: stdin closed without a request (the grader discarded this standby).
+    """
+    warm_up()
+    fd = int(os.environ.get(PROGRESS_FD_ENV, "-1"))
+    if fd >= 0:
+        os.write(fd, READY)
+    line = sys.stdin.readline()
+    if not line:
+        raise SystemExit(0)
+    message = json.loads(line)
+    os.environ.update(message["env"])
+    tempfile.tempdir = None  # picked from TMPDIR again: the candidate's folder, not the standby's
+    if message["binds"]:
+        libc = ctypes.CDLL(None, use_errno=True)
+        for source, target in message["binds"]:
+            if libc.mount(source.encode(), target.encode(), None, MS_BIND, None) != 0:
+                raise OSError(ctypes.get_errno(), f"bind-mounting {source} on {target}")
+    os.chdir(message["cwd"])
+    if message["user"] is not None:
+        uid, gid = message["user"]
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+    return message["args"]

@@ -1,0 +1,29 @@
+"""A child for tests of standby.py: after its request it ticks N times, T seconds apart, then reports.
+
+`python -m tests.judge.standby_child [--standby] TICKS EVERY_S OUT [LIST_DIR]` writes JSON to OUT:
+its working folder, its user id, and the names in LIST_DIR (to see a bind mount).
+"""
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from cuda_agent.judge.standby import progress, serve_once
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["--standby"]:
+        argv = serve_once(lambda: None)
+    ticks, every, out = int(argv[0]), float(argv[1]), Path(argv[2])
+    tick = progress()
+    for _ in range(ticks):
+        time.sleep(every)
+        tick()
+    listing = sorted(os.listdir(argv[3])) if len(argv) > 3 else []
+    out.write_text(json.dumps({"cwd": os.getcwd(), "uid": os.getuid(), "listing": listing}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

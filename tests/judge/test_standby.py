@@ -1,0 +1,140 @@
+"""The candidate's process started ahead (standby.py) and its per-step time limit (JudgeConfig.run_limits)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.judge import JudgeConfig
+from cuda_agent.judge.standby import Standby
+from cuda_agent.subproc import Confinement, child_env
+from tests.judge.helpers import run_judge
+
+CHILD = "tests.judge.standby_child"
+
+
+def _standby(**kw) -> Standby:
+    standby = Standby(CHILD, child_env(), **kw)
+    assert standby.wait_ready(120) is None
+    return standby
+
+
+def test_a_ticking_child_outlives_its_step_limit_and_runs_in_the_folder_it_is_given(tmp_path: Path) -> None:
+    standby = _standby()
+    out = tmp_path / "out.json"
+    standby.go(["6", "0.4", str(out)], tmp_path, {}, None)
+    child, killed_by = standby.wait(step_s=1.5, total_s=60)
+    assert (killed_by, child.returncode, child.timed_out) == ("", 0, False)
+    assert child.wall_s > 2.0  # 2.4 s in all, longer than one step's limit
+    assert json.loads(out.read_text())["cwd"] == str(tmp_path)
+
+
+def test_a_silent_child_is_killed_at_the_step_limit(tmp_path: Path) -> None:
+    standby = _standby()
+    standby.go(["1", "30", str(tmp_path / "out.json")], tmp_path, {}, None)
+    start = time.monotonic()
+    child, killed_by = standby.wait(step_s=1.0, total_s=60)
+    assert killed_by == "step" and child.timed_out and child.returncode is None
+    assert time.monotonic() - start < 5
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_the_whole_run_has_a_limit_too(tmp_path: Path) -> None:
+    standby = _standby()
+    standby.go(["100", "0.2", str(tmp_path / "out.json")], tmp_path, {}, None)
+    child, killed_by = standby.wait(step_s=5.0, total_s=1.5)
+    assert killed_by == "total" and child.timed_out and 1.4 < child.wall_s < 6
+
+
+def test_a_discarded_standby_runs_nothing_and_leaves_no_process() -> None:
+    standby = _standby()
+    pid = standby.proc.pid
+    standby.close()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="confinement (mounts, another user) needs root")
+def test_a_standby_ends_up_confined_as_a_child_started_confined_would() -> None:
+    nobody = pwd.getpwnam("nobody")
+    root = Path(tempfile.mkdtemp(prefix="standby-test-"))  # pytest's own folder is root's alone (0700)
+    root.chmod(0o755)
+    shared, private, work = root / "shared", root / "private", root / "work"
+    for folder in (shared, private, work):
+        folder.mkdir()
+        os.chown(folder, nobody.pw_uid, nobody.pw_gid)
+    (private / "only_in_the_copy").touch()
+    standby = _standby(namespace=True)
+    out = work / "out.json"
+    confine = Confinement(user=nobody, binds=((str(private), str(shared)),))
+    standby.go(["0", "0", str(out), str(shared)], work, {}, confine)
+    child, killed_by = standby.wait(step_s=30, total_s=60)
+    assert killed_by == "" and child.returncode == 0, child.stderr
+    report = json.loads(out.read_text())
+    assert report == {"cwd": str(work), "uid": nobody.pw_uid, "listing": ["only_in_the_copy"]}
+    assert os.listdir(shared) == []  # the mount was the child's alone
+    shutil.rmtree(root)
+
+
+@pytest.mark.parametrize(("eager_ms", "task"), [(0.1, "L1/12"), (2.7, "L1/1"), (186.1, "L1/68, the slowest of L1")])
+def test_adaptive_limits_catch_a_hang_within_a_minute_and_let_a_20x_slower_kernel_finish(
+    eager_ms: float, task: str
+) -> None:
+    cfg = JudgeConfig()
+    limits = cfg.run_limits(eager_ms)
+    slow_call_s = cfg.slowdown_allowed * eager_ms / 1e3
+    assert limits.step_s <= 60, task  # a hang is a step that never ends: caught within a minute
+    assert slow_call_s * cfg.limit_margin <= limits.step_s - cfg.step_floor_s + 1e-9, task
+    calls = cfg.trials + 2 + 1 + cfg.warmup_reps + cfg.min_reps
+    assert limits.total_s >= calls * slow_call_s + cfg.target_phase_s, task  # the whole slow run fits
+    assert limits.total_s <= cfg.run_timeout_s
+    assert cfg.run_limits(None).step_s == cfg.step_floor_s  # unknown eager time: the floor
+    assert JudgeConfig(adaptive_limits=False).run_limits(eager_ms).step_s == 600
+
+
+SPIN = r'''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp_source = r"""
+#include <torch/extension.h>
+
+torch::Tensor spin_forward(torch::Tensor x) {
+    volatile int64_t i = 0;
+    while (i >= 0) {
+        i = i + 1;
+        if (i > 4000000000000000000LL) i = 0;
+    }
+    return torch::empty_like(x);
+}
+"""
+
+spin_ext = load_inline(name="tests_spin_cpu", cpp_sources=cpp_source, functions=["spin_forward"], verbose=False)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return spin_ext.spin_forward(x.contiguous())
+'''
+
+
+def test_a_spinning_cpp_kernel_times_out_within_the_adaptive_limit(tmp_path: Path) -> None:
+    # The extension's function holds the GIL while it spins: only a limit kept outside the process can end it.
+    verdict = run_judge(tmp_path, "examples/relu", SPIN)
+    limits = verdict.env["run_limits"]
+    assert verdict.verdict == "timeout" and verdict.reward == -1, verdict.message
+    assert limits["step_s"] == JudgeConfig().run_limits(limits["eager_ms"]).step_s  # from the cached eager time
+    assert "one step of it" in verdict.message and "in forward" in verdict.message, verdict.message  # its stack
+    assert verdict.stage_s["run"] < limits["step_s"] + 20  # the step's limit, not the old 600 s
+    assert verdict.env["standby_worker"] == "started ahead"

@@ -2,6 +2,7 @@
 
     cuda-agent train data --suite ops6k [--single-turn] [--device cuda|cpu] [--out FILE]
     cuda-agent train rft-data [--rollouts DIR] [--out FILE]
+    cuda-agent train critic-data [--rollouts DIR] [--out FILE]
     cuda-agent train STAGE [--config FILE] [--out DIR] [--set KEY=VALUE ...] [--dry-run]
 
 Kept beside cli.py (which adds these commands to its parser) to keep each module within its size budget.
@@ -29,19 +30,31 @@ def cmd_train_data(args: argparse.Namespace) -> int:
 
 
 def cmd_train_rft_data(args: argparse.Namespace) -> int:
-    from cuda_agent.errors import ConfigError
-    from cuda_agent.rl.rft import filter_trajectories, read_trajectories, write_sft_parquet
+    from cuda_agent.rl.rft import read_collected, write_rft_data
 
-    trajectories, unreadable = read_trajectories(Path(args.rollouts))
+    collected, unreadable = read_collected(Path(args.rollouts))
     for path in unreadable:
         print(f"warning: cannot read {path}; skipped", file=sys.stderr)
-    if not trajectories:
-        raise ConfigError(f"no trajectory.jsonl under {args.rollouts}: run `cuda-agent train collect` first")
-    result = filter_trajectories(trajectories)
-    if not result.kept:
-        raise ConfigError(f"no trajectory passes the RFT filter ({result.summary()}); nothing to fine-tune on")
-    out = write_sft_parquet(result.kept, Path(args.out))
-    print(f"{result.summary()}; wrote {out}")
+    result = write_rft_data(collected, Path(args.out))
+    print(f"{result.summary()}; wrote {args.out}")
+    return 0
+
+
+def cmd_train_critic_data(args: argparse.Namespace) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cuda_agent.errors import ConfigError
+    from cuda_agent.rl.rft import read_collected, replay_rows
+
+    collected, _ = read_collected(Path(args.rollouts))
+    rows = replay_rows(collected)
+    if not rows:
+        raise ConfigError(f"no episode with tokens.json and a reward under {args.rollouts}: run `train collect` first")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), out)
+    print(f"wrote {len(rows)} replay rows (of {len(collected)} episodes) to {out}")
     return 0
 
 
@@ -57,10 +70,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(describe(plan))
     problems = check_plan(plan, launching=not args.dry_run)
     for problem in problems:
-        print(f"{'warning' if args.dry_run else 'error'}: {problem}", file=sys.stderr)
+        print(f"error: {problem}", file=sys.stderr)
     if args.dry_run:
         print(f"dry run: the config composes against verl; {len(problems)} problem(s) to fix before launching")
-        return 0
+        return 1 if problems else 0
     if problems:
         raise ConfigError(f"{len(problems)} problem(s) stop the launch (listed above)")
     return launch(plan)
@@ -85,6 +98,13 @@ def _add_rft_data_command(sub: argparse._SubParsersAction) -> None:
     rft.set_defaults(func=cmd_train_rft_data)
 
 
+def _add_critic_data_command(sub: argparse._SubParsersAction) -> None:
+    critic = sub.add_parser("critic-data", help="the collected episodes as the critic warm-up's replay rows")
+    critic.add_argument("--rollouts", default="runs/collect/rollouts", help="the collect stage's work_dir")
+    critic.add_argument("--out", default="runs/critic_warmup/replay.parquet", help="the critic-warmup recipe's data")
+    critic.set_defaults(func=cmd_train_critic_data)
+
+
 def add_train_command(commands: argparse._SubParsersAction) -> None:
     """Add `train data` and `train STAGE` to the CLI's sub-commands."""
     from cuda_agent.rl.recipes import STAGES
@@ -92,9 +112,12 @@ def add_train_command(commands: argparse._SubParsersAction) -> None:
     train = commands.add_parser(
         "train", help="data for verl, then compose, check and launch a training stage on verl (needs '.[rl]')"
     )
-    sub = train.add_subparsers(dest="stage", required=True, metavar="{data,rft-data," + ",".join(STAGES) + "}")
+    sub = train.add_subparsers(
+        dest="stage", required=True, metavar="{data,rft-data,critic-data," + ",".join(STAGES) + "}"
+    )
     _add_data_command(sub)
     _add_rft_data_command(sub)
+    _add_critic_data_command(sub)
     for stage in STAGES:
         run = sub.add_parser(stage, help=f"stage {STAGES.index(stage) + 1} of {len(STAGES)}: compose, check, launch")
         run.add_argument("--config", default=None, help="a recipe YAML (default: the bundled recipes/<stage>.yaml)")

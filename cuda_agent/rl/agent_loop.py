@@ -39,7 +39,8 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 
 from cuda_agent.rl.config import CudaAgentLoopConfig
-from cuda_agent.rl.metrics import episode_metrics
+from cuda_agent.rl.metrics import drop_our_failures, dropped_fields, episode_metrics, is_our_failure
+from cuda_agent.rl.rft import TokenRecord
 from cuda_agent.rl.rollout import episode_fields, reward_extra_info, run_rollout, task_from_row, token_record
 from cuda_agent.rl.verl_model import VerlTokenModel
 
@@ -81,15 +82,30 @@ class CudaAgentLoop(AgentLoopBase):
         episode_dir = self.settings.work_dir / f"{task.ref.replace('/', '_')}-{request_id[:12]}"
         # A thread of its own per episode: builds and judging block for seconds to minutes, and verl's
         # default executor is shared with its tokenisation work.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cuda-agent-episode") as pool:
-            result, latencies = await loop.run_in_executor(
-                pool, run_rollout, model, task, self.settings, episode_dir, self.prompt_length + self.response_length
-            )
+        try:
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cuda-agent-episode") as pool:
+                result, latencies = await loop.run_in_executor(
+                    pool,
+                    run_rollout,
+                    model,
+                    task,
+                    self.settings,
+                    episode_dir,
+                    self.prompt_length + self.response_length,
+                )
+        except Exception as exc:
+            if not is_our_failure(exc):
+                raise
+            return self._dropped(model, str(exc))
         capped = len(model.response_ids) > self.response_length
         response_ids, response_mask, logprobs = token_record(
             model.response_ids, model.response_mask, model.response_logprobs, self.response_length
         )
         fields = episode_fields(result, latencies, response_ids, capped)
+        # The exact tokens, beside the trajectory: RFT trains on them and the critic warm-up replays them.
+        TokenRecord(
+            prompt_ids=model.prompt_ids, response_ids=response_ids, response_mask=response_mask, reward=fields["reward"]
+        ).write(result.trajectory.parent)
         return AgentLoopOutput(
             prompt_ids=model.prompt_ids,
             response_ids=response_ids,
@@ -104,6 +120,20 @@ class CudaAgentLoop(AgentLoopBase):
             extra_fields={**fields, "reward_extra_info": reward_extra_info(result, fields)},
         )
 
+    def _dropped(self, model: VerlTokenModel, reason: str) -> AgentLoopOutput:
+        # Our failure: masked out (all-zero response mask, no reward) and counted, never trained on.
+        response_ids = model.response_ids[: self.response_length] or [self.tokenizer.eos_token_id]
+        fields = dropped_fields(reason)
+        return AgentLoopOutput(
+            prompt_ids=model.prompt_ids,
+            response_ids=response_ids,
+            response_mask=[0] * len(response_ids),
+            reward_score=0.0,
+            num_turns=1,
+            metrics=AgentLoopMetrics(),
+            extra_fields={"reward_extra_info": {**fields, "turns": 0, "clipped": 0.0, "judge_s": 0.0}},
+        )
+
 
 class CudaAgentLoopManager(AgentLoopManager):
     """verl's agent-loop manager, plus our episode metrics in every training step's log.
@@ -116,6 +146,8 @@ class CudaAgentLoopManager(AgentLoopManager):
     """
 
     def _performance_metrics(self, metrics: list[list[dict[str, Any]]], output: Any) -> dict[str, float]:
+        # The one hook verl 0.9.1 calls on the assembled batch before the trainer sees it: mask our failures there.
+        drop_our_failures(output)
         timing = super()._performance_metrics(metrics, output)
         timing.update(episode_metrics(output.non_tensor_batch))
         return timing

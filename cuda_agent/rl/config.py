@@ -19,6 +19,10 @@ class JudgeSettings(BaseModel):
     sandbox_token: str | None = Field(default=None, description="Bearer token of the service, if it wants one.")
     device: Literal["cuda", "cpu"] = Field(default="cuda", description="Kernel kind and judge device.")
     judge_timeout_s: float = Field(default=3600.0, gt=0, description="Longest wait for one judgement.")
+    share_training_gpus: bool = Field(
+        default=False,
+        description="Judge without a service, on the GPUs training uses (a one-GPU demo; timings are noisy).",
+    )
 
 
 class CudaAgentLoopConfig(JudgeSettings):

@@ -11,6 +11,13 @@ them from `compute_score`. verl 0.9.1 then carries them as follows:
 - `trainer.rollout_data_dir` / `trainer.validation_data_dir` dump them per sample as JSONL.
 
 Never name a field `reward`: verl's validation keeps its own `reward` list and checks lengths.
+
+Our failures (the sandbox or the model server broke; DESIGN 3 "whose failure is it") are never
+scored: the sample gets `our_failure` 1.0 and verdict "dropped" (`dropped_fields`), and
+`drop_our_failures` zeroes its response mask before the trainer sees the batch, so it adds nothing
+to the actor's or the critic's loss (verl's `seq-mean-token-mean` skips fully masked sequences) and
+nothing to the advantages. The reward statistics here leave dropped samples out and count them
+(`our_failures`).
 """
 
 from __future__ import annotations
@@ -20,14 +27,22 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from cuda_agent.errors import ContextLengthError, JudgeInfraError, ModelError, SandboxError
 from cuda_agent.reward import beats
 
 REWARDS = (-1, 1, 2, 3)
 """The paper's reward values: the buckets of the reward histogram."""
 PREFIX = "cuda_agent/"
+OUR_FAILURES = (SandboxError, JudgeInfraError, ModelError)
+"""Exceptions that mean we failed, not the candidate: the sample is dropped and counted, never scored."""
 
 
-def judged_fields(verdict: Mapping[str, Any] | None, reward: float) -> dict[str, Any]:
+def is_our_failure(exc: BaseException) -> bool:
+    """True for our failures (`OUR_FAILURES`); a full context is the episode's end, not ours."""
+    return isinstance(exc, OUR_FAILURES) and not isinstance(exc, ContextLengthError)
+
+
+def judged_fields(verdict: Mapping[str, Any] | None, reward: float, our_failure: bool = False) -> dict[str, Any]:
     """The per-sample fields of one judged candidate, the same keys whatever happened.
 
     Args:
@@ -51,7 +66,32 @@ def judged_fields(verdict: Mapping[str, Any] | None, reward: float) -> dict[str,
         "faster_than_eager": float(passed and beats(solution, eager)),
         "faster_than_compile": float(passed and beats(solution, compiled if compiled is not None else eager)),
         "speedup_vs_compile": verdict.get("speedup_vs_compile") if passed else None,
+        "our_failure": float(our_failure),
     }
+
+
+def dropped_fields(reason: str) -> dict[str, Any]:
+    """The per-sample fields of a sample dropped for our failure: same keys, score 0, our_failure 1."""
+    return judged_fields({"verdict": "dropped", "message": reason}, 0.0, our_failure=True)
+
+
+def drop_our_failures(batch: Any) -> int:
+    """Zero the response mask (and token rewards) of every sample flagged `our_failure` in a verl batch.
+
+    Args:
+        batch: verl's `DataProto` from the agent-loop manager (`non_tensor_batch["our_failure"]`).
+
+    Returns:
+        How many samples were dropped.
+    """
+    flags = batch.non_tensor_batch.get("our_failure")
+    if flags is None:
+        return 0
+    rows = [i for i, flag in enumerate(flags) if flag is not None and float(flag) > 0]
+    for key in ("response_mask", "rm_scores"):
+        if rows and key in batch.batch.keys():
+            batch.batch[key][rows] = 0
+    return len(rows)
 
 
 def _numbers(values: Iterable[Any] | None) -> list[float]:
@@ -88,8 +128,10 @@ def episode_metrics(columns: Mapping[str, Iterable[Any]], prefix: str = PREFIX) 
             `non_tensor_batch`); `score` is required, the others are used when present.
         prefix: put before every key.
 
+    Samples flagged `our_failure` are left out of every statistic and counted in `our_failures`.
+
     Returns:
-        reward/{mean,min,max}, reward/share_{-1,1,2,3} (the histogram, as shares of the batch),
+        our_failures (count), reward/{mean,min,max}, reward/share_{-1,1,2,3} (the histogram, as shares of the batch),
         pass_rate, faster_than_eager_rate, faster_than_compile_rate, verdict/<name> shares,
         speedup_vs_compile/geomean (over passed samples), turns/{mean,min,max}, clipped_ratio and
         judge_s/{mean,max}; {} for a batch without `score`.
@@ -99,11 +141,18 @@ def episode_metrics(columns: Mapping[str, Iterable[Any]], prefix: str = PREFIX) 
         >>> m["cuda_agent/pass_rate"], m["cuda_agent/reward/share_3"], m["cuda_agent/verdict/rejected"]
         (0.5, 0.5, 0.5)
     """
+    failures = [bool(f) and float(f) > 0 for f in columns.get("our_failure", ())]
+    if any(failures):
+        columns = {
+            key: [v for v, failed in zip(values, failures, strict=False) if not failed]
+            for key, values in columns.items()
+        }
     scores = _numbers(columns.get("score"))
-    if not scores:
+    if not scores and not any(failures):
         return {}
-    n = len(scores)
-    metrics = _spread("reward", scores)
+    n = max(len(scores), 1)
+    metrics: dict[str, float] = {"our_failures": float(sum(failures))}
+    metrics.update(_spread("reward", scores))
     metrics.update({f"reward/share_{r}": sum(1 for s in scores if s == r) / n for r in REWARDS})
     for field, name in (
         ("passed", "pass_rate"),

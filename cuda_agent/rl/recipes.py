@@ -113,18 +113,17 @@ def hydra_value(value: Any) -> str:
 def plan_training(recipe: Recipe, out_dir: Path, user_overrides: list[str] = ()) -> TrainingPlan:
     """Compose verl's config with the recipe's and the user's overrides; write the agent-loop YAML.
 
+    The agent-loop YAML is written after composing, with `max_turns` taken from the composed
+    `actor_rollout_ref.rollout.multi_turn.max_assistant_turns` when that is set, so a user's
+    `--set ...max_assistant_turns=N` is what the episodes get (the YAML would otherwise win).
+
     Raises:
         ConfigError: verl is not installed, or an override names a key verl's config lacks.
     """
     overrides = [f"{key}={hydra_value(value)}" for key, value in recipe.overrides.items()]
-    if recipe.agent_loop is not None:
-        loop_file = out_dir / "agent_loop.yaml"
-        out_dir.mkdir(parents=True, exist_ok=True)
-        entry = {"name": "cuda_agent", "_target_": "cuda_agent.rl.agent_loop.CudaAgentLoop"}
-        settings = recipe.agent_loop.model_copy(update={"work_dir": recipe.agent_loop.work_dir.resolve()})
-        # Absolute: verl's agent-loop workers are Ray actors whose working directory is not ours.
-        entry.update(json.loads(settings.model_dump_json(exclude_none=True)))
-        loop_file.write_text(yaml.safe_dump([entry], sort_keys=False))
+    loop_file = out_dir / "agent_loop.yaml"
+    writes_loops = recipe.agent_loop is not None or recipe.stage == "critic-warmup"
+    if writes_loops:
         overrides.append(
             f"actor_rollout_ref.rollout.agent.agent_loop_config_path={hydra_value(str(loop_file.resolve()))}"
         )
@@ -132,11 +131,30 @@ def plan_training(recipe: Recipe, out_dir: Path, user_overrides: list[str] = ())
         overrides += _reward_function_overrides(recipe.reward_function)
     overrides += list(user_overrides)
     config = _compose(recipe.verl_config, overrides)
+    if writes_loops:
+        _write_agent_loops(recipe, config, loop_file)
     command = ["python", "-m", recipe.entrypoint, *overrides]
     if recipe.launcher == "torchrun":
         gpus = int(config.trainer.n_gpus_per_node)
         command = ["torchrun", "--standalone", f"--nproc_per_node={gpus}", "-m", recipe.entrypoint, *overrides]
     return TrainingPlan(recipe=recipe, overrides=overrides, config=config, command=command)
+
+
+def _write_agent_loops(recipe: Recipe, config: Any, loop_file: Path) -> None:
+    entries: list[dict[str, Any]] = []
+    if recipe.agent_loop is not None:
+        turns = config.actor_rollout_ref.rollout.multi_turn.get("max_assistant_turns")
+        update: dict[str, Any] = {"work_dir": recipe.agent_loop.work_dir.resolve()}
+        # Absolute: verl's agent-loop workers are Ray actors whose working directory is not ours.
+        if turns:
+            update["max_turns"] = int(turns)
+        settings = recipe.agent_loop.model_copy(update=update)
+        entry = {"name": "cuda_agent", "_target_": "cuda_agent.rl.agent_loop.CudaAgentLoop"}
+        entries.append({**entry, **json.loads(settings.model_dump_json(exclude_none=True))})
+    if recipe.stage == "critic-warmup":
+        entries.append({"name": "cuda_agent_replay", "_target_": "cuda_agent.rl.critic_warmup.ReplayAgentLoop"})
+    loop_file.parent.mkdir(parents=True, exist_ok=True)
+    loop_file.write_text(yaml.safe_dump(entries, sort_keys=False))
 
 
 def _reward_function_overrides(settings: JudgeSettings) -> list[str]:
@@ -176,28 +194,160 @@ def _local_missing(value: Any) -> list[str]:
     return [p for p in paths if isinstance(p, str) and _is_local(p) and not Path(p).expanduser().exists()]
 
 
-def check_plan(plan: TrainingPlan, launching: bool) -> list[str]:
+VERL_PLACEHOLDER_MODEL = "~/models/deepseek-llm-7b-chat"
+"""verl's default model path (its critic's too): a plan that still names it has forgotten to set one."""
+HANDS_ON = ("single-turn", "rft", "critic-warmup", "agentic-ppo")
+"""Stages whose checkpoint the next stage starts from: they must save one."""
+
+
+def check_plan(plan: TrainingPlan, launching: bool = True) -> list[str]:
     """Everything wrong with a plan, all at once (empty when it can launch).
 
-    Checks local model and data paths, the sandbox service's /health, batch sizes and, when
-    `launching`, that this node has the GPUs the config asks for.
+    Checks local model paths (the actor's, and the critic's where verl starts one), data paths,
+    batch sizes, `trainer.save_freq` on stages whose checkpoint is handed on, that judging does not
+    share the training GPUs, that the agent-loop YAML agrees with `max_assistant_turns`, prompts
+    longer than `data.max_prompt_length` when verl would not drop them, verl's own config
+    validation (where the models can be read), the sandbox service's /health and this node's GPUs.
+
+    Args:
+        launching: also check that the launch command is on PATH (a dry run only prints it).
     """
-    cfg, problems = plan.config, []
-    ppo = plan.recipe.verl_config == "ppo_trainer"
-    model_path = cfg.actor_rollout_ref.model.path if ppo else cfg.model.path
-    problems += [f"model path {p} does not exist" for p in _local_missing(model_path)]
+    cfg, recipe, problems = plan.config, plan.recipe, []
+    ppo = recipe.verl_config == "ppo_trainer"
+    models = [cfg.actor_rollout_ref.model.path] if ppo else [cfg.model.path]
+    if ppo and _needs_critic(cfg):
+        models.append(cfg.critic.model.path)
+        if cfg.critic.model.path == VERL_PLACEHOLDER_MODEL:
+            problems.append(
+                f"critic.model.path is verl's placeholder {VERL_PLACEHOLDER_MODEL}: set it (or critic.enable=false)"
+            )
+    missing = sorted({p for model in models for p in _local_missing(model)})
+    problems += [f"model path {p} does not exist" for p in missing]
+    uncached = sorted({m for m in models if not _is_local(str(m)) and not _hub_cached(str(m))})
+    problems += [f"model {m} is not in the local Hugging Face cache: `huggingface-cli download {m}`" for m in uncached]
     for key in ("train_files", "val_files"):
         problems += [f"data.{key}: {p} does not exist" for p in _local_missing(cfg.data.get(key))]
     if ppo and cfg.actor_rollout_ref.actor.ppo_mini_batch_size > cfg.data.train_batch_size:
         problems.append("actor.ppo_mini_batch_size is larger than data.train_batch_size")
-    for judged in (plan.recipe.agent_loop, plan.recipe.reward_function):
+    if recipe.stage in HANDS_ON and str(cfg.trainer.get("save_freq", -1)) in ("-1", "0", "None"):
+        problems.append(
+            f"trainer.save_freq is {cfg.trainer.get('save_freq')}: stage {recipe.stage} saves nothing to hand on"
+        )
+    if recipe.stage == "critic-warmup" and recipe.entrypoint != "cuda_agent.rl.critic_warmup":
+        problems.append(
+            "the critic warm-up must run cuda_agent.rl.critic_warmup (verl's own warm-up updates the actor)"
+        )
+    problems += _judging_problems(recipe)
+    if ppo:
+        problems += _turn_problems(cfg)
+        problems += prompt_length_problems(cfg, models[0])
+        if not missing and not uncached:  # verl's validation reads the models' configs
+            problems += _verl_validation_problems(cfg)
+    for judged in (recipe.agent_loop, recipe.reward_function):
         if judged is not None and judged.sandbox_url:
             problems += _sandbox_problems(judged.sandbox_url)
-    if launching:
-        problems += _gpu_problems(int(cfg.trainer.n_gpus_per_node))
-        if shutil.which(plan.command[0]) is None:
-            problems.append(f"{plan.command[0]} is not on PATH")
+    if cfg.trainer.get("device") != "cpu":  # trainer.device=cpu: verl on the CPU (cuda_agent.rl.verl_cpu)
+        problems += _gpu_problems(int(cfg.trainer.n_gpus_per_node) * int(cfg.trainer.get("nnodes", 1) or 1))
+    if launching and shutil.which(plan.command[0]) is None:
+        problems.append(f"{plan.command[0]} is not on PATH")
     return problems
+
+
+def _hub_cached(name: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(name, "config.json"), str)
+
+
+def _needs_critic(cfg: Any) -> bool:
+    from verl.trainer.ppo.utils import need_critic
+
+    return bool(need_critic(cfg))
+
+
+def _judging_problems(recipe: Recipe) -> list[str]:
+    # Without a service each episode judges in a LocalPool on the GPUs that rollout and FSDP use: timings near
+    # the 5 % reward thresholds get noisy and the judge's out-of-memory errors land on training's memory.
+    judged = recipe.agent_loop or recipe.reward_function
+    if judged is None or judged.device != "cuda" or judged.share_training_gpus:
+        return []
+    url = judged.sandbox_url or (os.environ.get("CUDA_AGENT_SANDBOX_URL") if recipe.reward_function else None)
+    if url:
+        return []
+    return [
+        "no sandbox_url: candidates would be judged on the training GPUs; start `cuda-agent serve` on GPUs of "
+        "its own and set sandbox_url (or share_training_gpus: true for a one-GPU demo, with noisy timings)"
+    ]
+
+
+def _turn_problems(cfg: Any) -> list[str]:
+    turns = cfg.actor_rollout_ref.rollout.multi_turn.get("max_assistant_turns")
+    path = cfg.actor_rollout_ref.rollout.agent.get("agent_loop_config_path")
+    if not turns or not path or not Path(path).exists():
+        return []
+    entries = yaml.safe_load(Path(path).read_text()) or []
+    return [
+        f"{path}: max_turns {entry['max_turns']} would override multi_turn.max_assistant_turns={turns}"
+        for entry in entries
+        if entry.get("name") == "cuda_agent" and entry.get("max_turns") not in (None, int(turns))
+    ]
+
+
+def prompt_length_problems(cfg: Any, model_path: str) -> list[str]:
+    """Training prompts longer than `data.max_prompt_length` tokens, when verl would not drop them.
+
+    verl pads prompts but never truncates them (`data.truncation: error`), so one overlong prompt
+    fails the batch unless `data.filter_overlong_prompts` drops it first. Measured with the model's
+    tokenizer and chat template, as verl does; skipped when the tokenizer or the data is not local.
+    """
+    if cfg.data.get("filter_overlong_prompts") or cfg.data.get("truncation") != "error":
+        return []
+    lengths = prompt_lengths(cfg, model_path)
+    limit = int(cfg.data.max_prompt_length)
+    return [
+        f"{path}: {over} of {len(found)} prompts are longer than data.max_prompt_length={limit} tokens; "
+        "set data.filter_overlong_prompts=true or shorten them"
+        for path, found in lengths.items()
+        if (over := sum(1 for n in found if n > limit))
+    ]
+
+
+def prompt_lengths(cfg: Any, model_path: str) -> dict[str, list[int]]:
+    """Token count of every row's chat prompt, per local data file (empty without a local tokenizer)."""
+    if _local_missing(model_path) or not _is_local(str(model_path)):
+        return {}
+    import pyarrow.parquet as pq
+    from transformers import AutoTokenizer
+    from verl.utils.tokenizer.tokenizer import normalize_token_ids
+
+    tokenizer = AutoTokenizer.from_pretrained(str(Path(model_path).expanduser()))
+    key, out = cfg.data.get("prompt_key", "prompt"), {}
+    for split in ("train_files", "val_files"):
+        paths = cfg.data.get(split)
+        for path in paths if isinstance(paths, list | tuple) else [paths]:
+            if not isinstance(path, str) or path in out or not Path(path).expanduser().exists():
+                continue
+            prompts = pq.read_table(Path(path).expanduser(), columns=[key]).column(key).to_pylist()
+            out[path] = [
+                len(
+                    normalize_token_ids(
+                        tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+                    )
+                )
+                for messages in prompts
+            ]
+    return out
+
+
+def _verl_validation_problems(cfg: Any) -> list[str]:
+    from verl.trainer.ppo.utils import need_reference_policy
+    from verl.utils.config import validate_config
+
+    try:
+        validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=_needs_critic(cfg))
+    except Exception as exc:  # verl validates with asserts, ValueErrors and hydra instantiation errors alike
+        return [f"verl's config validation fails: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"]
+    return []
 
 
 def _sandbox_problems(url: str) -> list[str]:
@@ -218,8 +368,17 @@ def _gpu_problems(wanted: int) -> list[str]:
 
 
 def launch(plan: TrainingPlan) -> int:
-    """Run the plan's command in the foreground; returns its exit code."""
+    """Run the plan in the foreground; returns its exit code.
+
+    PPO stages run verl's own trainer on Ray from this process (`cuda_agent.rl.launch`, which starts a
+    local Ray unless RAY_ADDRESS names a cluster); the others run the plan's command.
+    """
     import subprocess
+
+    if plan.recipe.entrypoint == "verl.trainer.main_ppo":
+        from cuda_agent.rl.launch import run_ppo_plan
+
+        return run_ppo_plan(plan.config)
 
     env = dict(os.environ)
     return subprocess.run(plan.command, env=env, check=False).returncode

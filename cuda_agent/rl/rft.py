@@ -24,6 +24,13 @@ argument schemas into one struct type. So read the file with `cuda_agent.rl.sft_
 (verl's dataset, which turns both back into what the chat template saw during rollouts), not the
 plain `MultiTurnSFTDataset`.
 
+Exact tokens: an episode rolled out under verl also leaves `tokens.json` beside its trajectory
+(`TokenRecord`: the prompt ids, and the response ids and mask exactly as the policy saw and
+produced them). Where it exists, the row also carries `input_ids` and `loss_mask` (1 on the
+model's own tokens only), and `RFTDataset` trains on those ids as they are: re-rendering the
+messages through the chat template can give other tokens than the policy sampled (tool-call JSON
+spacing, key order), and the fine-tuned policy must learn what it generated.
+
 `cuda-agent train rft-data` runs all of it on the collect stage's episode folders.
 """
 
@@ -46,6 +53,33 @@ MALFORMED_RESULT = re.compile(
 """Tool results (from agent/tools/toolset.py) that mean the call was malformed rather than that the tool failed."""
 
 DROP_REASONS = ("incomplete", "reward", "malformed_tool_call", "repeated_loop")
+TOKENS_FILE = "tokens.json"
+"""Written beside trajectory.jsonl by the agent loop: the episode's exact tokens (`TokenRecord`)."""
+
+
+class TokenRecord(BaseModel):
+    """One rolled-out episode's tokens as the trainer saw them (what RFT and the critic warm-up replay)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt_ids: list[int] = Field(description="The first prompt's token ids.")
+    response_ids: list[int] = Field(description="Generated and tool-output ids, as trained on.")
+    response_mask: list[int] = Field(description="1 on generated ids, 0 on tool-output ids.")
+    reward: float | None = Field(description="The judge's reward; None when the sample was dropped (our failure).")
+
+    def write(self, folder: Path) -> Path:
+        """Save as `folder/tokens.json`."""
+        path = Path(folder) / TOKENS_FILE
+        path.write_text(self.model_dump_json())
+        return path
+
+
+class Collected(BaseModel):
+    """A collected episode: its trajectory and, when rolled out under verl, its exact tokens."""
+
+    trajectory: Trajectory
+    tokens: TokenRecord | None = None
+    path: Path = Field(description="The trajectory.jsonl it was read from.")
 
 
 class RFTFilterConfig(BaseModel):
@@ -151,8 +185,11 @@ def filter_trajectories(trajectories: list[Trajectory], config: RFTFilterConfig 
     return result
 
 
-def sft_row(trajectory: Trajectory) -> dict[str, Any]:
-    """One row of verl's multi-turn SFT data: every message with one fixed set of keys, and the tools."""
+def sft_row(trajectory: Trajectory, tokens: TokenRecord | None = None) -> dict[str, Any]:
+    """One row of verl's multi-turn SFT data: every message with one fixed set of keys, and the tools.
+
+    With `tokens`, the row also holds the exact `input_ids` and `loss_mask` (see the module docstring).
+    """
     messages = []
     for message in trajectory.messages():
         calls = [
@@ -171,7 +208,13 @@ def sft_row(trajectory: Trajectory) -> dict[str, Any]:
                 "tool_call_id": message.get("tool_call_id"),
             }
         )
-    return {"messages": messages, "tools": trajectory.tools, "task": trajectory.task, "reward": trajectory.reward}
+    row = {"messages": messages, "tools": trajectory.tools, "task": trajectory.task, "reward": trajectory.reward}
+    if tokens is not None:
+        row["input_ids"] = tokens.prompt_ids + tokens.response_ids
+        row["loss_mask"] = [0] * len(tokens.prompt_ids) + tokens.response_mask
+    else:
+        row["input_ids"], row["loss_mask"] = None, None
+    return row
 
 
 def drop_nulls(value: Any) -> Any:
@@ -183,29 +226,81 @@ def drop_nulls(value: Any) -> Any:
     return value
 
 
-def write_sft_parquet(trajectories: list[Trajectory], path: Path) -> Path:
-    """Write `trajectories` as verl multi-turn SFT parquet (columns messages, tools, task, reward)."""
+def write_sft_parquet(
+    trajectories: list[Trajectory], path: Path, tokens: list[TokenRecord | None] | None = None
+) -> Path:
+    """Write `trajectories` as verl multi-turn SFT parquet (columns messages, tools, task, reward, input_ids, loss_mask).
+
+    Args:
+        tokens: per trajectory, its exact tokens (or None: the dataset renders its messages instead).
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    tokens = tokens or [None] * len(trajectories)
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist([sft_row(t) for t in trajectories]), path)
+    pq.write_table(pa.Table.from_pylist([sft_row(t, k) for t, k in zip(trajectories, tokens, strict=True)]), path)
     return path
 
 
-def read_trajectories(root: Path) -> tuple[list[Trajectory], list[Path]]:
-    """Every `trajectory.jsonl` under `root` (e.g. the collect stage's work_dir), in path order.
+def read_collected(root: Path) -> tuple[list[Collected], list[Path]]:
+    """Every episode under `root` (trajectory.jsonl, and tokens.json beside it where present), in path order.
 
     Returns:
-        The trajectories, and the files that could not be read (listed, not fatal: one broken
-        episode should not cost the rest).
+        The episodes, and the files that could not be read (listed, not fatal).
     """
     from cuda_agent.agent import TrajectoryError, read_trajectory
 
-    trajectories, unreadable = [], []
+    collected, unreadable = [], []
     for path in sorted(Path(root).rglob("trajectory.jsonl")):
         try:
-            trajectories.append(read_trajectory(path))
-        except TrajectoryError:
+            trajectory = read_trajectory(path)
+            tokens_path = path.parent / TOKENS_FILE
+            tokens = TokenRecord.model_validate_json(tokens_path.read_text()) if tokens_path.exists() else None
+        except (TrajectoryError, ValueError, OSError):
             unreadable.append(path)
-    return trajectories, unreadable
+            continue
+        collected.append(Collected(trajectory=trajectory, tokens=tokens, path=path))
+    return collected, unreadable
+
+
+def write_rft_data(collected: list[Collected], out: Path, config: RFTFilterConfig | None = None) -> RFTResult:
+    """Filter collected episodes (`read_collected` of the collect stage's work_dir) and write the kept ones to `out`.
+
+    Raises:
+        ConfigError: nothing was collected, or nothing passes the filter (training on nothing is an error).
+    """
+    from cuda_agent.errors import ConfigError
+
+    if not collected:
+        raise ConfigError("no trajectory.jsonl was collected: run `cuda-agent train collect` first")
+    result = filter_trajectories([c.trajectory for c in collected], config)
+    if not result.kept:
+        raise ConfigError(f"no trajectory passes the RFT filter ({result.summary()}); nothing to fine-tune on")
+    kept = [c for c, reason in zip(collected, result.reasons, strict=True) if reason is None]
+    write_sft_parquet([c.trajectory for c in kept], out, [c.tokens for c in kept])
+    return result
+
+
+def replay_rows(collected: list[Collected]) -> list[dict[str, Any]]:
+    """verl RL rows for the critic warm-up: one per collected episode with exact tokens and a reward.
+
+    Each row names its `tokens.json`; `cuda_agent.rl.critic_warmup.ReplayAgentLoop` hands those tokens
+    and the reward to the trainer instead of rolling out again (the paper pre-trains the value model
+    on the collected trajectories). Dropped samples (our failures, no reward) are left out.
+    """
+    rows = []
+    for index, episode in enumerate(collected):
+        if episode.tokens is None or episode.tokens.reward is None:
+            continue
+        rows.append(
+            {
+                "data_source": "collected",
+                "prompt": episode.trajectory.prompt[-1:],  # the task line; only for verl's length filter and logs
+                "ability": "cuda",
+                "reward_model": {"style": "rule", "ground_truth": episode.trajectory.task},
+                "extra_info": {"index": index, "task": episode.trajectory.task, "tokens": str(episode.path.parent)},
+                "agent_name": "cuda_agent_replay",
+            }
+        )
+    return rows

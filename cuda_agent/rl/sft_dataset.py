@@ -1,15 +1,21 @@
-"""verl's multi-turn SFT dataset, reading our RFT parquet so that it renders as the agent's rollouts did.
+"""verl's multi-turn SFT dataset, reading our RFT parquet so that it trains on the tokens the rollouts had.
 
-Two differences from the plain `MultiTurnSFTDataset`, both so that the SFT tokens are the rollout's:
+Rows with `input_ids` and `loss_mask` (episodes rolled out under verl: `rft.TokenRecord`) are used
+exactly as stored: the ids the policy saw and sampled, the loss on its own tokens only. Re-rendering
+the messages through the chat template can give other ids than the rollout had (tool-call JSON
+spacing and key order, whitespace the template normalises), and RFT must teach what was generated.
+
+Rows without them (trajectories from an OpenAI-compatible server, which gives no token ids) are
+rendered from their messages, with two corrections so the rendering matches the rollouts:
 
 - Tool-call arguments are stored as JSON text (one column type for every tool) and handed to the
   chat template as dicts, as our backends do (`template_messages`); a template given text would
   print it as a quoted string, which the model never generated.
 - Parquet stores a list of tool schemas as one struct type, so every tool's `properties` comes back
-with the other tools' argument names set to null (`Read` would list `command: null`). The chat
-template would print those nulls into the system prompt, which the policy never saw in its
-rollouts. This dataset drops null-valued keys from the tools and messages after verl loads them. (A schema
-that really holds a JSON null, e.g. `"default": null`, loses it; ours hold none.)
+  with the other tools' argument names set to null (`Read` would list `command: null`). The chat
+  template would print those nulls into the system prompt, which the policy never saw in its
+  rollouts. This dataset drops null-valued keys from the tools and messages after verl loads them.
+  (A schema that really holds a JSON null, e.g. `"default": null`, loses it; ours hold none.)
 
 Use it through verl's extension point for dataset classes (a subclass is what verl asks for):
 `data.custom_cls.path=pkg://cuda_agent.rl.sft_dataset data.custom_cls.name=RFTDataset`.
@@ -19,6 +25,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import torch
+from verl.utils.dataset.dataset_utils import DatasetPadMode
 from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
 
 from cuda_agent.agent.models.transformers_local import template_messages
@@ -26,7 +35,7 @@ from cuda_agent.rl.rft import drop_nulls
 
 
 class RFTDataset(MultiTurnSFTDataset):
-    """`MultiTurnSFTDataset` whose tools and messages are restored to what `write_sft_parquet` was given."""
+    """`MultiTurnSFTDataset` over `write_sft_parquet` rows: exact token rows as stored, others re-rendered."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -35,3 +44,32 @@ class RFTDataset(MultiTurnSFTDataset):
 
     def _build_messages(self, example: dict) -> list:
         return template_messages(drop_nulls(super()._build_messages(example)))
+
+    def __getitem__(self, item: int) -> dict[str, torch.Tensor]:
+        row = self.dataframe.iloc[item]
+        ids = row.get("input_ids") if "input_ids" in self.dataframe.columns else None
+        if not isinstance(ids, list | tuple | np.ndarray) or len(ids) == 0:  # null comes back as None or pd.NA
+            return super().__getitem__(item)
+        return self._pack(
+            torch.tensor(list(ids), dtype=torch.long), torch.tensor(list(row["loss_mask"]), dtype=torch.long)
+        )
+
+    def _pack(self, input_ids: torch.Tensor, loss_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        # verl's padding and truncation rules for one sequence (MultiTurnSFTDataset.__getitem__, steps 2-3).
+        n = input_ids.shape[0]
+        if n > self.max_length:
+            if self.truncation == "error":
+                raise ValueError(f"a row has {n} tokens, more than data.max_length={self.max_length}")
+            keep = slice(-self.max_length, None) if self.truncation == "left" else slice(None, self.max_length)
+            input_ids, loss_mask, n = input_ids[keep], loss_mask[keep], self.max_length
+        position_ids = torch.arange(n, dtype=torch.long)
+        if self.pad_mode == DatasetPadMode.NO_PADDING:
+            return {"input_ids": input_ids, "position_ids": position_ids, "loss_mask": loss_mask}
+        pad = self.max_length - n
+        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        return {
+            "input_ids": torch.cat((input_ids, torch.full((pad,), pad_id, dtype=torch.long))),
+            "attention_mask": torch.cat((torch.ones(n, dtype=torch.long), torch.zeros(pad, dtype=torch.long))),
+            "position_ids": torch.cat((position_ids, torch.zeros(pad, dtype=torch.long))),
+            "loss_mask": torch.cat((loss_mask, torch.zeros(pad, dtype=torch.long))),
+        }

@@ -15,7 +15,10 @@ Enable it in verl (the single-turn recipe does):
 
 An answer that cannot be read (no code block, no model_new.py, cut off inside a block) is the
 model's failure: reward -1, verdict "malformed" and the reason, never an exception. A failure of
-ours (the service unreachable, a row without a task) raises, so that it is not taught as a -1.
+ours while judging (the service unreachable, a worker that died: `metrics.OUR_FAILURES`) is never
+taught as a -1 nor fatal to the step: the sample comes back with `our_failure` 1.0 and score 0, and
+the agent-loop manager masks it out of the batch (`metrics.drop_our_failures`). A row without a
+task is a broken data set and raises.
 
 What this does not protect against: without a service, every call judges in a pool of its own,
 so concurrent calls on one machine can time on the same GPU at once; train with `cuda-agent serve`.
@@ -32,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.rl.config import JudgeSettings
-from cuda_agent.rl.metrics import judged_fields
+from cuda_agent.rl.metrics import dropped_fields, is_our_failure, judged_fields
 from cuda_agent.rl.rollout import judge_scorer, task_from_row
 from cuda_agent.types import Task
 from cuda_agent.workspace import is_editable
@@ -158,12 +161,11 @@ def compute_score(
 
     Returns:
         `score` (the reward: -1, 1, 2 or 3) and, with the same keys for every answer, what verl logs:
-        verdict ("malformed" for an unreadable answer), passed, faster_than_eager,
-        faster_than_compile, speedup_vs_compile, judge_s and reason.
+        verdict ("malformed" for an unreadable answer, "dropped" for our failure), passed,
+        faster_than_eager, faster_than_compile, speedup_vs_compile, our_failure, judge_s and reason.
 
     Raises:
         TaskError: the row names no task.
-        SandboxError: the sandbox service cannot be reached or fails.
     """
     settings = _settings(kwargs)
     row = {"extra_info": dict(extra_info or {})}
@@ -174,8 +176,14 @@ def compute_score(
     if answer.problem is not None:
         return {**judged_fields({"verdict": "malformed"}, -1.0), "judge_s": 0.0, "reason": answer.problem}
     folder = write_candidate(answer.files, settings.work_dir / f"{_slug(task.ref)}-{uuid.uuid4().hex[:12]}")
-    with judge_scorer(task, settings) as (score, latencies):
-        verdict = score(folder)
-    reward = float(verdict.get("reward", -1))
-    reason = "" if verdict.get("verdict") == "pass" else str(verdict.get("message") or "")[:_REASON_CHARS]
-    return {**judged_fields(verdict, reward), "judge_s": sum(latencies), "reason": reason}
+    latencies: list[float] = []
+    try:
+        with judge_scorer(task, settings) as (score, latencies):
+            verdict = score(folder)
+    except Exception as exc:
+        if not is_our_failure(exc):
+            raise
+        return {**dropped_fields(str(exc)), "judge_s": sum(latencies), "reason": str(exc)[:_REASON_CHARS]}
+    reason = "" if verdict.verdict == "pass" else verdict.message[:_REASON_CHARS]
+    fields = judged_fields(verdict.model_dump(mode="json"), verdict.reward)
+    return {**fields, "judge_s": sum(latencies), "reason": reason}

@@ -159,3 +159,18 @@ def test_import_keeps_the_settings_verl_loaded_from_the_agent_loop_yaml() -> Non
         verl_agent_loop._agent_loop_registry["cuda_agent"] = saved or {
             "_target_": "cuda_agent.rl.agent_loop.CudaAgentLoop"
         }
+
+
+def test_our_failure_is_dropped_masked_and_counted(
+    tiny_tokenizer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("CUDA_AGENT_SANDBOX_URL", "")  # run_rollout sets it; monkeypatch restores it
+    server = ScriptedTokenServer(tiny_tokenizer, [ModelTurn(content="Done.")])
+    loop = make_loop(tiny_tokenizer, server, tmp_path / "rollouts", response_length=4000)
+    loop.settings = loop.settings.model_copy(update={"sandbox_url": "http://127.0.0.1:9"})  # nothing listens there
+    output = asyncio.run(loop.run({}, extra_info={"task": "examples/relu"}))
+    info = output.extra_fields["reward_extra_info"]
+    assert info["our_failure"] == 1.0 and info["verdict"] == "dropped" and output.reward_score == 0.0
+    assert output.response_ids and not any(output.response_mask)  # no token of it is trained on
+    assert len(server.replies) == 1  # the episode ran; judging it failed on our side

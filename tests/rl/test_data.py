@@ -52,7 +52,7 @@ def test_train_data_command_writes_where_the_recipes_read(
     assert (tmp_path / "runs/data/kernelbench_L1_single_turn.parquet").is_file()
     expected = {
         "single-turn": (default_out("ops6k", True), default_out("kernelbench", True)),
-        "critic-warmup": (default_out("ops6k", False), default_out("kernelbench", False)),
+        "critic-warmup": (Path("runs/critic_warmup/replay.parquet"),) * 2,  # `train critic-data` (collected episodes)
         "agentic-ppo": (default_out("ops6k", False), default_out("kernelbench", False)),
         "collect": (default_out("ops6k", False), default_out("ops6k", False)),
     }

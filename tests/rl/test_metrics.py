@@ -101,3 +101,35 @@ def test_verls_validation_metrics_average_our_fields_per_data_source() -> None:
     assert source["passed"]["mean@2"] == 0.5 and source["score"]["mean@2"] == 1.0
     assert source["faster_than_compile"]["mean@2"] == 0.5
     assert "verdict" not in source  # text fields are skipped, not averaged
+
+
+def test_our_failures_are_masked_out_of_the_batch_and_counted_not_scored() -> None:
+    from cuda_agent.rl.metrics import dropped_fields
+
+    infos = [judged_fields(passing(0.5, 1.0, 1.0), 3), dropped_fields("sandbox unreachable")]
+    assert set(infos[0]) == set(infos[1])  # verl takes the keys from the first sample: every sample has all
+    mask = torch.ones(2, 5, dtype=torch.long)
+    rm_scores = torch.zeros(2, 5)
+    rm_scores[:, -1] = torch.tensor([3.0, 0.0])
+    output = DataProto.from_dict(
+        tensors={
+            "prompts": torch.zeros(2, 4, dtype=torch.long),
+            "attention_mask": torch.ones(2, 9, dtype=torch.long),
+            "response_mask": mask,
+            "rm_scores": rm_scores,
+        },
+        non_tensors={key: np.array([info[key] for info in infos], dtype=object) for key in infos[0]},
+    )
+    manager = object.__new__(CudaAgentLoopManager)
+    per_sample = {"generate_sequences": 1.0, "tool_calls": 0.0, "compute_score": 1.0, "num_preempted": -1}
+    timing = manager._performance_metrics([[per_sample, per_sample]], output)
+    assert output.batch["response_mask"][0].sum() == 5 and output.batch["response_mask"][1].sum() == 0
+    assert timing["cuda_agent/our_failures"] == 1.0
+    assert timing["cuda_agent/reward/mean"] == 3.0 and timing["cuda_agent/pass_rate"] == 1.0  # the drop is not a -1
+
+    # verl's seq-mean-token-mean (the recipes' loss aggregation) leaves a fully masked sequence out of the loss.
+    from verl.trainer.ppo.core_algos import agg_loss
+
+    losses = torch.tensor([[1.0] * 5, [100.0] * 5])
+    loss = agg_loss(losses, output.batch["response_mask"].float(), "seq-mean-token-mean", global_batch_size=1)
+    assert loss.item() == pytest.approx(1.0)

@@ -91,7 +91,7 @@ def test_filter_counts_drops_by_reason_and_writes_sft_rows(tmp_path: Path) -> No
     pq = pytest.importorskip("pyarrow.parquet")
     path = write_sft_parquet(result.kept, tmp_path / "rft.parquet")
     rows = pq.read_table(path).to_pylist()
-    assert len(rows) == 2 and set(rows[0]) == {"messages", "tools", "task", "reward"}
+    assert len(rows) == 2 and set(rows[0]) == {"messages", "tools", "task", "reward", "input_ids", "loss_mask"}
     messages = rows[0]["messages"]
     assert [m["role"] for m in messages[:4]] == ["system", "user", "assistant", "tool"]
     assert json.loads(messages[2]["tool_calls"][0]["function"]["arguments"]) == {"path": "model.py"}
@@ -133,3 +133,56 @@ def test_rft_data_command_filters_collected_episodes(tmp_path: Path, capsys: pyt
     captured = capsys.readouterr()
     assert f"kept 2 of 3; dropped: reward 1; wrote {out}" in captured.out and "cannot read" in captured.err
     assert main(["train", "rft-data", "--rollouts", str(tmp_path / "none"), "--out", str(out)]) == 2
+
+
+def test_rft_trains_on_the_rollouts_exact_tokens(tiny_tokenizer: Any, tmp_path: Path) -> None:
+    """A rolled-out episode's ids are used as they are, not re-rendered (the template would print other ids)."""
+    pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[rl]')")
+    from cuda_agent.rl.rft import TokenRecord
+    from cuda_agent.rl.sft_dataset import RFTDataset
+
+    # As sampled: tool-call JSON with other spacing than the chat template renders.
+    sampled = tiny_tokenizer.encode('<tool_call>\n{"name":"Read","arguments":{"path":"model.py"}}\n</tool_call>')
+    tool = tiny_tokenizer.encode("<|im_end|>\n<|im_start|>user\n<tool_response>ok</tool_response>")
+    record = TokenRecord(
+        prompt_ids=[5, 6, 7],
+        response_ids=sampled + tool + [9],
+        response_mask=[1] * len(sampled) + [0] * len(tool) + [1],
+        reward=2,
+    )
+    path = write_sft_parquet([GOOD, GOOD], tmp_path / "rft.parquet", [record, None])
+    dataset = RFTDataset(str(path), tiny_tokenizer, {"max_length": 16384, "truncation": "right"})
+    exact, rendered = dataset[0], dataset[1]
+    n = len(record.prompt_ids) + len(record.response_ids)
+    assert exact["input_ids"][:n].tolist() == record.prompt_ids + record.response_ids
+    assert exact["loss_mask"][:n].tolist() == [0, 0, 0, *record.response_mask] and exact["loss_mask"][n:].sum() == 0
+    assert exact["attention_mask"].sum() == n
+    assert rendered["input_ids"].tolist() != exact["input_ids"].tolist()  # the row without tokens is rendered
+
+
+def test_collected_episodes_become_rft_and_critic_replay_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("pyarrow")
+    from cuda_agent.agent import TrajectoryWriter
+    from cuda_agent.cli import main
+    from cuda_agent.rl.rft import TokenRecord
+
+    rollouts = tmp_path / "rollouts"
+    for name, episode, reward in [("a", GOOD, 2.0), ("b", trajectory(("Read", {"path": "x"}), reward=-1), -1.0)]:
+        folder = rollouts / name / "run"
+        with TrajectoryWriter(folder / "trajectory.jsonl", episode.task, "m", episode.prompt) as w:
+            for step in episode.turns:
+                w.append(step)
+            w.finish(reward=episode.reward, exit_status="finished", terminated=True)
+        TokenRecord(prompt_ids=[1, 2], response_ids=[3, 4], response_mask=[1, 1], reward=reward).write(folder)
+    out = tmp_path / "replay.parquet"
+    assert main(["train", "critic-data", "--rollouts", str(rollouts), "--out", str(out)]) == 0
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(out).to_pylist()
+    assert [r["extra_info"]["tokens"] for r in rows] == [str(rollouts / n / "run") for n in ("a", "b")]
+    assert {r["agent_name"] for r in rows} == {"cuda_agent_replay"}  # the value model also learns from failures
+    rft = tmp_path / "rft.parquet"
+    assert main(["train", "rft-data", "--rollouts", str(rollouts), "--out", str(rft)]) == 0
+    assert pq.read_table(rft).to_pylist()[0]["input_ids"] == [1, 2, 3, 4]

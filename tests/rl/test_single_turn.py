@@ -25,7 +25,16 @@ from cuda_agent.tasks import Catalog  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 LEGIT = ROOT / "solutions" / "workspaces" / "examples_relu_cpu"
-KEYS = {"score", "verdict", "passed", "faster_than_eager", "faster_than_compile", "speedup_vs_compile", "judge_s"}
+KEYS = {
+    "score",
+    "verdict",
+    "passed",
+    "faster_than_eager",
+    "faster_than_compile",
+    "speedup_vs_compile",
+    "our_failure",
+    "judge_s",
+}
 
 
 def answer_text(model_new: str | None = None) -> str:
@@ -148,3 +157,13 @@ def test_correct_answer_through_verls_reward_manager(
     assert (info["verdict"], info["passed"], info["reason"]) == ("pass", 1.0, "")
     assert info["speedup_vs_compile"] > 0 and set(info) == KEYS | {"reason"}
     assert OmegaConf.select(plan.config, "reward.custom_reward_function.reward_kwargs.device") == "cpu"
+
+
+def test_our_failure_while_judging_is_dropped_and_counted_not_scored(relu_info: dict, tmp_path: Path) -> None:
+    # Nothing listens on port 9: the sandbox service is unreachable (ours, not the candidate's).
+    settings = {"device": "cpu", "work_dir": str(tmp_path), "sandbox_url": "http://127.0.0.1:9"}
+    result = compute_score("examples", answer_text(), "examples/relu", relu_info, **settings)
+    assert result["our_failure"] == 1.0 and result["verdict"] == "dropped" and result["score"] == 0.0
+    assert "cannot reach the sandbox" in result["reason"]
+    judged = compute_score("examples", "no code here", "examples/relu", relu_info, **settings)
+    assert set(judged) == set(result) and judged["our_failure"] == 0.0  # the same keys for every sample

@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import sys
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from cuda_agent.cli_train import add_train_command
@@ -48,11 +49,23 @@ def cmd_tasks_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _working(message: str, quiet: bool = False) -> AbstractContextManager:
+    """A spinner and `message` on stderr while long work runs, on a terminal only: pipes and --json stay clean."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    return nullcontext() if quiet or not console.is_terminal else console.status(message)
+
+
 def cmd_tasks_show(args: argparse.Namespace) -> int:
     from cuda_agent.tasks.inspection import inspect_task
 
     task = _catalog(args).resolve(args.ref)
-    inspection = inspect_task(task, device=args.device) if args.inspect else None
+    inspection = None
+    if args.inspect:
+        message = f"inspecting {task.ref}: running it once in a child process (large tasks take a minute)"
+        with _working(message, quiet=args.json):
+            inspection = inspect_task(task, device=args.device)
     if args.json:
         payload = task.model_dump()
         if inspection is not None:
@@ -93,7 +106,8 @@ def cmd_judge(args: argparse.Namespace) -> int:
         overrides["trials"] = args.trials
     overrides["policy"] = args.policy
     config = JudgeConfig(**overrides)
-    verdict = judge(task, Path(args.solution), config)
+    with _working(f"judging {args.solution} on {task.ref} (a first build takes about a minute)", quiet=args.json):
+        verdict = judge(task, Path(args.solution), config)
     if args.json:
         print(verdict.model_dump_json())
         return 0
@@ -159,27 +173,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def run_agent_episode(task, model, device: str, out: Path, max_turns: int):
-    """Workspace + tools + model + sandbox scoring: one episode, as `solve` and `demo` run it."""
-    import os
+    """One episode as `solve` and `demo` run it: the one episode runner, judged by a local sandbox pool.
 
-    from cuda_agent.agent.loop import EpisodeConfig, run_episode
-    from cuda_agent.sandbox import JudgeJob, LocalPool
-    from cuda_agent.workspace import create_workspace
+    Raises:
+        InfraError: the judgement failed for a reason of ours (main() prints one line and exits 3).
+    """
+    from cuda_agent.agent.episode import run_task_episode
+    from cuda_agent.agent.loop import EpisodeConfig
+    from cuda_agent.sandbox import LocalPool
 
-    root = create_workspace(task, out / "workspace", device=device, force=True)
-    # The agent's shell must find this interpreter as `python` (the utils/ commands need cuda_agent).
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     with LocalPool() as pool:
+        judge = _Announced(pool)
+        return run_task_episode(task, model, judge, out, device, EpisodeConfig(max_turns=max_turns), on_turn=_show_turn)
 
-        def score(folder: Path) -> dict:
-            print(f"judging {folder} in the sandbox ...", flush=True)
-            result = pool.run(JudgeJob(task=task.code, solution=str(folder.resolve()), config={"device": device}))
-            if result.verdict is None:
-                return {"verdict": "error", "reward": -1, "message": result.error or result.status}
-            return result.verdict.model_dump(mode="json")
 
-        config = EpisodeConfig(max_turns=max_turns)
-        return run_episode(model, root, task.ref, out, score, config, on_turn=_show_turn)
+class _Announced:
+    """A pool's `judge_workspace` that says what it is judging first (a judgement takes a while)."""
+
+    def __init__(self, pool) -> None:
+        self.pool = pool
+
+    def judge_workspace(self, task: str, workspace: Path, config: dict | None = None):
+        print(f"judging {workspace} in the sandbox ...", flush=True)
+        return self.pool.judge_workspace(task, workspace, config)
 
 
 def _show_turn(turn) -> None:
@@ -206,14 +222,14 @@ def _report_episode(result, out: Path) -> None:
     from cuda_agent.agent.view import write_view
 
     html = write_view(result.trajectory, out / "trajectory.html")
-    verdict = result.verdict or {}
+    verdict = result.verdict
     print(f"episode: {result.exit_status} after {result.turns} turns")
-    print(f"verdict: {verdict.get('verdict')}  reward: {result.reward}  {verdict.get('message', '')}")
-    timings = verdict.get("timings_ms") or {}
+    cached = " (from the verdict cache)" if verdict.env.get("verdict_cached") else ""
+    print(f"verdict: {verdict.verdict}  reward: {verdict.reward}  {verdict.message}{cached}")
+    timings = verdict.timings_ms.model_dump()
     if timings.get("solution"):
-        print(
-            f"times (ms): solution {timings['solution']:.4g}, eager {timings.get('eager')}, compile {timings.get('compile')}"
-        )
+        times = [f"{name} {timings[name]:.4g}" for name in ("solution", "eager", "compile") if timings.get(name)]
+        print(f"times (ms): {', '.join(times)}")
     print(f"trajectory: {result.trajectory}\nview: {html}")
 
 
@@ -361,7 +377,8 @@ def _print_verdict(verdict) -> None:
                 f"  speedup: {verdict.speedup_vs_eager:.3f}x vs eager, "
                 + (f"{verdict.speedup_vs_compile:.3f}x vs compile" if verdict.speedup_vs_compile else "")
             )
-    console.print("  stages: " + ", ".join(f"{k} {v:.1f}s" for k, v in verdict.stage_s.items()))
+    # soft_wrap: the terminal wraps a long line; rich would break it mid-list (and hard, in a pipe).
+    console.print("  stages: " + ", ".join(f"{k} {v:.1f}s" for k, v in verdict.stage_s.items()), soft_wrap=True)
 
 
 def _print_specs(label: str, specs: list) -> None:
@@ -595,7 +612,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
         def show(s: Synthesizer) -> None:
             tried = len(s.records)
-            progress.update(bar, completed=s.kept, description=f"kept ({tried} candidates, index {s.next_index})")
+            progress.update(bar, completed=s.kept, description=f"kept ({tried} candidates filtered so far)")
 
         run_synthesis(synth, composer, on_progress=show, log_path=out.with_suffix(".workers.log"))
     hours = (time.monotonic() - start) / 3600

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pty
 import shutil
 import subprocess
 import sys
@@ -47,3 +48,33 @@ def browser_page() -> Iterator[Any]:
             yield browser.new_page(viewport={"width": 1280, "height": 900})
         finally:
             browser.close()
+
+
+def cli_on_terminal(*args: str, timeout_s: float = 300) -> tuple[int, str, str]:
+    """Run `cuda-agent ARGS` with stderr on a pseudo-terminal (as in an interactive shell) and stdout in a pipe.
+
+    Returns:
+        The exit code, stdout, and what the terminal showed (stderr, with its control sequences).
+    """
+    main, secondary = pty.openpty()
+    proc = subprocess.Popen(
+        [str(CUDA_AGENT), *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env={**os.environ, "TERM": "xterm-256color", "COLUMNS": "120"},
+        text=True,
+    )
+    os.close(secondary)
+    shown = b""
+    while True:  # until the child (the terminal's only writer) has closed it
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(main)
+    stdout, _ = proc.communicate(timeout=timeout_s)
+    return proc.returncode, stdout, shown.decode(errors="replace")

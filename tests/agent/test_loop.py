@@ -13,12 +13,14 @@ import pytest
 
 from cuda_agent.agent import OpenAIModel, ReplayModel, read_trajectory
 from cuda_agent.agent.demo import scripted_turns
+from cuda_agent.agent.episode import run_task_episode
 from cuda_agent.agent.loop import EpisodeConfig, run_episode
 from cuda_agent.agent.models.base import ModelTurn
 from cuda_agent.agent.tools import ToolsConfig
 from cuda_agent.cli import run_agent_episode
+from cuda_agent.errors import JudgeInfraError
 from cuda_agent.tasks import Catalog
-from cuda_agent.types import ToolCall
+from cuda_agent.types import ToolCall, Verdict
 from cuda_agent.workspace import create_workspace
 from tests.agent.fake_openai import FakeOpenAI, completion
 
@@ -34,10 +36,10 @@ def _turn(*calls: ToolCall, content: str = "") -> ModelTurn:
     return ModelTurn(content=content, tool_calls=[c.model_copy(update={"id": f"c{i}"}) for i, c in enumerate(calls)])
 
 
-def _fake_score(folder: Path) -> dict:
+def _fake_score(folder: Path) -> Verdict:
     # A stand-in for the sandbox's judge (real in test_full_episode...): records what it was asked to judge.
     _fake_score.folders.append(folder)
-    return {"verdict": "incorrect", "reward": -1, "message": "not judged in this test"}
+    return Verdict(task="examples/relu", verdict="incorrect", reward=-1, correct=False, message="not judged here")
 
 
 _fake_score.folders = []
@@ -50,9 +52,9 @@ def ws(tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 def test_full_episode_from_a_real_http_model_to_a_passing_reward(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    environ = dict(os.environ)
     kernels = {p.name: p.read_text() for p in (LEGIT / "kernels").iterdir()}
     script = scripted_turns(kernels, (LEGIT / "model_new.py").read_text(), "cpu")
     with FakeOpenAI().running() as server:
@@ -63,7 +65,8 @@ def test_full_episode_from_a_real_http_model_to_a_passing_reward(
         result = run_agent_episode(Catalog().resolve("examples/relu"), model, "cpu", tmp_path / "run", max_turns=50)
         assert len(server.requests) == len(script)
     assert result.exit_status == "finished" and result.turns == len(script)
-    assert result.verdict["verdict"] == "pass" and result.reward >= 1, result.verdict
+    assert result.verdict.verdict == "pass" and result.reward >= 1, result.verdict
+    assert dict(os.environ) == environ  # the shell's PATH went to the episode's tools, not to this process
     trajectory = read_trajectory(result.trajectory)
     assert trajectory.complete and trajectory.reward == result.reward
     bash = [r.output for t in trajectory.turns for r in t.tool_results if r.name == "Bash"]
@@ -128,7 +131,36 @@ def test_best_verified_snapshot_is_scored_beside_the_final_workspace(ws: Path, t
     result = run_episode(model, ws, "examples/relu", tmp_path / "out", _fake_score, EpisodeConfig(max_turns=10))
     assert _fake_score.folders[0] == ws and _fake_score.folders[1].name == "turn_000"
     assert "broken" not in (_fake_score.folders[1] / "model_new.py").read_text()
-    assert len(result.scored) == 2
+    assert len(result.judge_s) == 2 and result.solution == ws  # a tie keeps the final workspace
+
+
+def test_our_failure_while_judging_is_recorded_and_raised_never_scored(ws: Path, tmp_path: Path) -> None:
+    def failing(folder: Path) -> Verdict:
+        raise JudgeInfraError("the judge ran out of memory in its own comparison")
+
+    with pytest.raises(JudgeInfraError):
+        run_episode(ReplayModel([_turn(content="done")]), ws, "examples/relu", tmp_path / "out", failing)
+    trajectory = read_trajectory(tmp_path / "out" / "trajectory.jsonl")
+    assert trajectory.complete and trajectory.verdict is None and trajectory.reward is None
+    assert trajectory.judge_error == "JudgeInfraError: the judge ran out of memory in its own comparison"
+    assert trajectory.exit_status == "finished"
+
+
+def test_the_episode_runner_gives_the_shell_its_python_without_changing_ours(tmp_path: Path) -> None:
+    class Judge:
+        def judge_workspace(self, task: str, workspace: Path, config: dict | None = None) -> Verdict:
+            self.asked = (task, workspace, config)
+            return Verdict(task="examples/relu", verdict="rejected", reward=-1, correct=False)
+
+    task, judge = Catalog().resolve("examples/relu"), Judge()
+    model = ReplayModel([_turn(_call("Bash", command="command -v python; echo $EXTRA")), _turn(content="done")])
+    environ = dict(os.environ)
+    result = run_task_episode(task, model, judge, tmp_path / "ep", "cpu", env={"EXTRA": "per-episode"})
+    assert dict(os.environ) == environ
+    output = read_trajectory(result.trajectory).turns[0].tool_results[0].output
+    assert output.split() == [str(Path(sys.executable).parent / "python"), "per-episode"]
+    assert judge.asked == (task.code, tmp_path / "ep" / "workspace", {"device": "cpu"})
+    assert result.verdict.verdict == "rejected" and result.final == result.verdict
 
 
 @pytest.mark.slow
@@ -145,4 +177,9 @@ def test_demo_replays_the_recording_to_a_reward(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "replaying a recorded episode" in done.stdout and "verdict: pass" in done.stdout
+    times = next(line for line in done.stdout.splitlines() if line.startswith("times (ms): "))
+    figures = [part.split()[1] for part in times.removeprefix("times (ms): ").split(", ")]
+    assert len(figures) == 3 and all(len(f.replace(".", "").lstrip("0")) <= 4 for f in figures), (
+        times
+    )  # no 0.0831884999
     assert (tmp_path / "runs" / "demo" / "trajectory.html").is_file()

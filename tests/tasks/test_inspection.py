@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -8,7 +9,7 @@ from cuda_agent.errors import TaskError
 from cuda_agent.tasks import Catalog
 from cuda_agent.tasks.inspection import inspect_task, machine_memory
 from cuda_agent.tasks.sources import load_file
-from tests.user import cli
+from tests.user import cli, cli_on_terminal
 
 GOOD = """
 import torch
@@ -98,3 +99,11 @@ def test_an_allocation_past_the_cap_fails_in_the_child_not_the_machine(tmp_path:
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"one allocation of {machine_memory().total * 2 / 2**30:.1f} GiB failed" in done.stderr
     assert "this machine has" in done.stderr and "the inspection may use" in done.stderr
+
+
+def test_inspect_shows_progress_on_a_terminal_and_json_stays_clean() -> None:
+    code, stdout, terminal = cli_on_terminal("tasks", "show", "examples/relu", "--inspect")
+    assert code == 0 and "inspecting examples/relu" in terminal and "eager forward:" in stdout
+    code, stdout, terminal = cli_on_terminal("tasks", "show", "examples/relu", "--inspect", "--json")
+    assert code == 0 and json.loads(stdout)["inspection"]["outputs"][0]["shape"] == [128, 1024]
+    assert "inspecting" not in terminal

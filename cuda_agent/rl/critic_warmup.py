@@ -13,8 +13,9 @@ checkpoint while warming up. This stage fixes both with verl's own extension poi
   step computes values, GAE (gamma 1, lambda 0.95) and the critic update, then checkpoints at
   `trainer.save_freq` and the last step like any PPO step (the critic lands in
   `global_step_N/critic`, the actor is saved unchanged). Run it with this module as the entry point
-  (`python -m cuda_agent.rl.critic_warmup` + verl's PPO overrides): its `FrozenActorTaskRunner`
-  installs the trainer inside the Ray task runner, then runs verl's `TaskRunner` unchanged.
+  (`cuda-agent train critic-warmup`, or `python -m cuda_agent.rl.critic_warmup` + verl's PPO
+  overrides): `frozen_actor_task_runner()` installs the trainer inside the Ray task runner's own
+  process, then runs verl's `TaskRunner` unchanged.
 """
 
 from __future__ import annotations
@@ -98,12 +99,10 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-def main() -> None:
-    """`python -m cuda_agent.rl.critic_warmup KEY=VALUE ...`: verl's PPO entry point with the frozen-actor trainer."""
-    import hydra
+@functools.cache
+def frozen_actor_task_runner() -> Any:
+    """verl's legacy `TaskRunner` as a Ray actor that builds `FrozenActorTrainer` in place of `RayPPOTrainer`."""
     import ray
-    import verl
-    from verl.trainer.main_ppo import run_ppo
     from verl.trainer.main_ppo_v0 import TaskRunner
 
     @ray.remote(num_cpus=1)
@@ -111,20 +110,28 @@ def main() -> None:
         def run(self, config: Any) -> None:
             import verl.trainer.main_ppo_v0 as v0
 
-            v0.RayPPOTrainer = _verl_classes()[1]  # in the task runner's own process, where verl builds it
+            v0.RayPPOTrainer = _verl_classes()[1]  # in the task runner's own process, where verl builds the trainer
             TaskRunner.__ray_metadata__.modified_class().run(config)
 
-    config_dir = str(Path(verl.__file__).parent / "trainer" / "config")
+    return FrozenActorTaskRunner
 
-    @hydra.main(config_path=config_dir, config_name="ppo_trainer", version_base=None)
+
+def main() -> None:
+    """`python -m cuda_agent.rl.critic_warmup KEY=VALUE ...`: verl's PPO launch with the frozen-actor trainer."""
+    import hydra
+    import verl
+
+    from cuda_agent.rl.launch import run_ppo_plan
+
+    @hydra.main(
+        config_path=str(Path(verl.__file__).parent / "trainer" / "config"), config_name="ppo_trainer", version_base=None
+    )
     def _main(config: Any) -> None:
-        from verl.trainer.ppo.utils import need_critic, need_reference_policy
-        from verl.utils.config import validate_config
+        from verl.trainer.ppo.utils import need_critic
 
         if not need_critic(config):
             raise ConfigError("the critic warm-up needs the critic: set algorithm.adv_estimator=gae")
-        validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=True)
-        run_ppo(config, task_runner_class=FrozenActorTaskRunner)
+        run_ppo_plan(config, task_runner_class=frozen_actor_task_runner())
 
     _main()
 

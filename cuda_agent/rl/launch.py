@@ -73,8 +73,10 @@ def prepare_config(config: Any) -> dict[str, str]:
     return env
 
 
-def run_ppo_plan(config: Any) -> int:
+def run_ppo_plan(config: Any, task_runner_class: Any = None) -> int:
     """Train with verl's RayPPOTrainer on `config` (a composed ppo_trainer config); returns 0 when it finishes.
+
+    `task_runner_class` replaces verl's `TaskRunner` (the critic warm-up's frozen-actor runner).
 
     Raises:
         ConfigError: see `prepare_config`; verl's own validation errors pass through.
@@ -99,7 +101,7 @@ def run_ppo_plan(config: Any) -> int:
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     started = not ray.is_initialized()
     try:
-        run_ppo(config, task_runner_class=TaskRunner)
+        run_ppo(config, task_runner_class=task_runner_class or TaskRunner)
     finally:
         if started and ray.is_initialized():
             ray.shutdown()

@@ -379,6 +379,11 @@ def launch(plan: TrainingPlan) -> int:
         from cuda_agent.rl.launch import run_ppo_plan
 
         return run_ppo_plan(plan.config)
+    if plan.recipe.entrypoint == "cuda_agent.rl.critic_warmup":
+        from cuda_agent.rl.critic_warmup import frozen_actor_task_runner
+        from cuda_agent.rl.launch import run_ppo_plan
+
+        return run_ppo_plan(plan.config, task_runner_class=frozen_actor_task_runner())
 
     env = dict(os.environ)
     return subprocess.run(plan.command, env=env, check=False).returncode

@@ -8,6 +8,7 @@ process of the job behind.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -88,6 +89,8 @@ def run_stage(
         )
         (workdir / "spec.json").write_text(spec.model_dump_json())
         snapshot = _protect(job) if isinstance(job, CommandJob) else {}
+        as_root = isinstance(job, CommandJob) and os.geteuid() == 0 and Path(job.cwd).is_dir()
+        owners = record_owners(Path(job.cwd)) if as_root else {}
         env = child_env(extra_env)
         # The runner points HOME at its private folder; builds, compiler objects and baseline timings
         # must still land in the one shared cache, or every job would rebuild and re-time from cold.
@@ -101,6 +104,8 @@ def run_stage(
             if cgroup is not None:
                 kill_cgroup(cgroup)
             tampered = _restore(job, snapshot) if snapshot else []
+            if owners:
+                restore_owners(Path(job.cwd), owners)
         wall_s = time.monotonic() - start
         outcome_file = workdir / "outcome.json"
         outcome = RunnerOutcome.model_validate_json(outcome_file.read_text()) if outcome_file.exists() else None
@@ -158,6 +163,22 @@ def trim(text: str, cap: int) -> str:
     return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
 
 
+def record_owners(root: Path) -> dict[Path, tuple[int, int]]:
+    """Owner and group of every path under `root` (the runner hands a workspace to the unprivileged user)."""
+    owners = {}
+    for path in [root, *root.rglob("*")]:
+        info = path.lstat()
+        owners[path] = (info.st_uid, info.st_gid)
+    return owners
+
+
+def restore_owners(root: Path, owners: dict[Path, tuple[int, int]]) -> None:
+    """Give every path under `root` back to its recorded owner; what the command created goes to root's owner."""
+    default = owners[root]
+    for path in [root, *root.rglob("*")]:
+        os.chown(path, *owners.get(path, default), follow_symlinks=False)
+
+
 def _protect(job: CommandJob) -> dict[Path, bytes]:
     """Snapshot the protected files and make them read-only (a real barrier once the user is dropped)."""
     snapshot = {}
@@ -186,6 +207,7 @@ def _restore(job: CommandJob, snapshot: dict[Path, bytes]) -> list[str]:
 
 
 def command_result(stage: StageOutcome) -> CommandResult:
+    hardening = stage.outcome.hardening if stage.outcome is not None else None
     return CommandResult(
         exit_code=stage.returncode,
         stdout=stage.stdout,
@@ -193,6 +215,8 @@ def command_result(stage: StageOutcome) -> CommandResult:
         wall_s=stage.wall_s,
         timed_out=stage.timed_out,
         tampered=stage.tampered,
+        user=hardening.user if hardening else None,
+        isolation=hardening.warnings if hardening else [],
     )
 
 

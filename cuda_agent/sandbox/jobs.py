@@ -88,6 +88,11 @@ class CommandResult(_Record):
     wall_s: float = Field(description="Wall time of the command in seconds.")
     timed_out: bool = Field(default=False, description="Killed at the job's time limit.")
     tampered: list[str] = Field(default_factory=list, description="Protected paths it changed (restored since).")
+    user: str | None = Field(default=None, description="The unprivileged user it ran as; None: the service's own.")
+    isolation: list[str] = Field(
+        default_factory=list,
+        description="Isolation not applied, and why (e.g. 'stayed root: nobody cannot reach ...').",
+    )
 
 
 JobStatus = Literal["done", "failed", "cancelled"]

@@ -61,7 +61,7 @@ class RunnerOutcome(BaseModel):
     hardening: Hardening = Hardening()
 
 
-def harden(spec: RunnerSpec, program: Path) -> Hardening:
+def harden(spec: RunnerSpec, programs: list[Path]) -> Hardening:
     """Apply the job's limits to this process; returns what was applied and what was not."""
     report = Hardening()
     if spec.cpus:
@@ -85,7 +85,7 @@ def harden(spec: RunnerSpec, program: Path) -> Hardening:
         if why_not:
             report.warnings.append(why_not)
     if spec.phase == "command":
-        user, why_not = unprivileged_user(spec.limits.user, [program, Path(spec.job.cwd)])
+        user, why_not = unprivileged_user(spec.limits.user, [*programs, Path(spec.job.cwd)])
         if why_not:
             report.warnings.append(why_not)
         if user is not None:
@@ -156,12 +156,16 @@ def main(argv: list[str]) -> int:
     if spec.phase == "command":
         job = spec.job
         assert isinstance(job, CommandJob)
-        program = _which(job.argv[0], job.env.get("PATH", os.environ.get("PATH", "")))
-        report = harden(spec, program or Path(sys.executable))
+        path = job.env.get("PATH", os.environ.get("PATH", ""))
+        # Workspace commands run Python (utils/compile.sh execs it): the user must reach the one on PATH too,
+        # or the command would fail as `python: not found` with no word of why.
+        python = _which(job.env.get("CUDA_AGENT_PYTHON") or os.environ.get("CUDA_AGENT_PYTHON") or "python", path)
+        programs = [p for p in (_which(job.argv[0], path), python) if p is not None]
+        report = harden(spec, programs or [Path(sys.executable)])
         out.write_text(RunnerOutcome(hardening=report).model_dump_json())
         os.chdir(job.cwd)
         os.execvpe(job.argv[0], job.argv, {**os.environ, **job.env})
-    report = harden(spec, Path(sys.executable))
+    report = harden(spec, [Path(sys.executable)])
     outcome = run_judge_phase(spec)
     outcome.hardening = report
     out.write_text(outcome.model_dump_json())

@@ -1,0 +1,63 @@
+"""Workspace commands run as root: who they run as, why, and who owns the workspace afterwards."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.sandbox import CommandJob, LocalPool
+from cuda_agent.subproc import first_blocked_dir
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only root hands commands to nobody")
+VENV_BIN = str(Path(sys.executable).parent)
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[LocalPool]:
+    with LocalPool(build_workers=1) as pool:
+        yield pool
+
+
+@pytest.fixture
+def workspace() -> Iterator[Path]:
+    # Directly under /tmp (pytest's own folder is root-only): a folder nobody can reach, as a real workspace is.
+    root = Path(tempfile.mkdtemp(prefix="cuda-agent-ws-", dir="/tmp"))
+    root.chmod(0o755)
+    (root / "kernels").mkdir()
+    (root / "kernels" / "k.cu").write_text("// kernel\n")
+    yield root
+    shutil.rmtree(root)
+
+
+def owners(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.lstat().st_uid, p.lstat().st_gid) for p in [root, *root.rglob("*")]}
+
+
+def test_command_runs_as_nobody_and_leaves_ownership_as_it_was(pool: LocalPool, workspace: Path) -> None:
+    before = owners(workspace)
+    job = CommandJob(
+        argv=["bash", "-c", "id -un; touch kernels/new.o"], cwd=str(workspace), env={"PATH": "/usr/bin:/bin"}
+    )
+    result = pool.run(job).command
+    assert result.exit_code == 0 and result.stdout == "nobody\n" and result.user == "nobody"
+    after = owners(workspace)
+    assert {k: v for k, v in after.items() if k in before} == before  # nothing was left to nobody
+    assert after["kernels/new.o"] == before["."]  # what it made belongs to the workspace's owner
+
+
+@pytest.mark.skipif(first_blocked_dir(Path(sys.executable)) is None, reason="nobody can reach this interpreter")
+def test_command_stays_root_and_says_why_when_nobody_cannot_reach_python(pool: LocalPool, workspace: Path) -> None:
+    # The issue's case: the service's PATH leads to a Python below /root; as nobody, bash found no `python` (127).
+    env = {"PATH": f"{VENV_BIN}:/usr/bin:/bin"}
+    job = CommandJob(argv=["bash", "-c", "python -c 'print(6 * 7)'"], cwd=str(workspace), env=env)
+    result = pool.run(job).command
+    assert (result.exit_code, result.stdout, result.user) == (0, "42\n", None)
+    why = " ".join(result.isolation)
+    assert "stayed root: nobody cannot reach" in why and "is not world-searchable" in why
+    assert owners(workspace)["."] == (0, 0)

@@ -173,8 +173,11 @@ class Trajectory(_Record):
     started_at: str = Field(default="", description="ISO 8601 UTC time the episode started.")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Config, workspace path, seeds, versions.")
     turns: list[Turn] = Field(default_factory=list, description="The assistant turns, in order.")
-    verdict: dict[str, Any] | None = Field(default=None, description="Final Verdict-compatible dict, if judged.")
+    verdict: Verdict | None = Field(default=None, description="The episode's verdict, if judged.")
     reward: float | None = Field(default=None, description="Episode reward (the judge's), if scored.")
+    judge_error: str | None = Field(
+        default=None, description="Why there is no verdict: a failure of ours while judging, never the candidate's."
+    )
     exit_status: str | None = Field(
         default=None, description="Class name of what ended the episode (e.g. 'Submitted'); None if it never ended."
     )

@@ -4,7 +4,9 @@ The loop asks the model for a turn, runs its tool calls, records the turn, and r
 the model's finish (a reply without tool calls), the turn limit (150 in training, 200 in
 evaluation), the token budget (131,072), or a context-length error. Then the final workspace and
 the best snapshot the agent verified along the way are scored through `score` (the sandbox's
-judge), and the better verdict is the episode's; its reward is the judge's.
+judge), and the better verdict is the episode's; its reward is the judge's. A failure of ours while
+scoring (an `InfraError`) is written to the trajectory as `judge_error` and raised: the episode has no
+verdict and no reward, and whoever runs it drops it (episode.py).
 """
 
 from __future__ import annotations
@@ -13,9 +15,8 @@ import hashlib
 import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,12 +24,12 @@ from cuda_agent.agent.context import ContextBudget
 from cuda_agent.agent.models.base import Model
 from cuda_agent.agent.tools import ToolsConfig, build_toolset
 from cuda_agent.agent.trajectory import TrajectoryWriter
-from cuda_agent.errors import ContextLengthError
-from cuda_agent.types import ToolResult, Turn
+from cuda_agent.errors import ContextLengthError, InfraError
+from cuda_agent.types import ToolResult, Turn, Verdict
 from cuda_agent.workspace.layout import is_editable
 
-Score = Callable[[Path], dict[str, Any]]
-"""Judges a workspace folder and returns a Verdict-compatible dict (the sandbox's judge job)."""
+Score = Callable[[Path], Verdict]
+"""Judges a workspace folder through the sandbox. A candidate's failure is a Verdict; ours raises InfraError."""
 
 _PROFILED = re.compile(r"profiling: reward (-?\d)")
 
@@ -48,11 +49,17 @@ class EpisodeResult(BaseModel):
     """What an episode produced."""
 
     trajectory: Path = Field(description="The trajectory JSONL file.")
-    verdict: dict[str, Any] | None = Field(description="The episode's verdict (the better of final and snapshot).")
-    reward: float | None = Field(description="The judge's reward of that verdict.")
+    verdict: Verdict = Field(description="The episode's verdict (the better of final and snapshot).")
+    final: Verdict = Field(description="The final workspace's verdict (a trainer's reward comes from this one).")
+    solution: Path = Field(description="The folder the episode's verdict was given to (workspace or snapshot).")
     exit_status: str = Field(description="finished, turn_limit, token_budget or context_length.")
     turns: int = Field(description="Model turns taken.")
-    scored: list[str] = Field(default_factory=list, description="Folders judged at the end, in order.")
+    judge_s: list[float] = Field(default_factory=list, description="Seconds of each judgement at the end, in order.")
+
+    @property
+    def reward(self) -> int:
+        """The judge's reward of the episode's verdict."""
+        return self.verdict.reward
 
 
 def system_prompt(root: Path) -> str:
@@ -106,6 +113,7 @@ def run_episode(
     score: Score,
     config: EpisodeConfig | None = None,
     on_turn: Callable[[Turn], None] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> EpisodeResult:
     """Run one episode in the workspace `root`; write the trajectory and snapshots under `out_dir`.
 
@@ -117,13 +125,17 @@ def run_episode(
         score: judges a folder (through the sandbox) and returns its verdict as a dict.
         config: limits; the paper's training values by default.
         on_turn: called with each finished turn (progress display).
+        env: environment variables of this episode's shell (PATH, the sandbox's URL), on top of ours.
+
+    Raises:
+        InfraError: scoring failed for a reason of ours (the trajectory says so in `judge_error`).
     """
     config = config or EpisodeConfig()
     out_dir.mkdir(parents=True, exist_ok=True)
     prompt = [{"role": "system", "content": system_prompt(root)}, {"role": "user", "content": task_prompt(task_ref)}]
     best: tuple[int, Path, str] | None = None  # (score, snapshot folder, content digest)
     exit_status, turns = "turn_limit", 0
-    with build_toolset(root, is_editable, config.tools) as tools:
+    with build_toolset(root, is_editable, config.tools, env) as tools:
         schemas = tools.schemas()
         budget = ContextBudget(config.max_tokens, counter=lambda msgs: model.count_tokens(msgs, schemas))
         meta = {"workspace": str(root), "config": config.model_dump()}
@@ -158,32 +170,37 @@ def run_episode(
                 if not reply.tool_calls:
                     exit_status = "finished"
                     break
-            verdict, scored = _score_episode(root, best, score)
-            reward = verdict.get("reward") if verdict else None
-            writer.finish(
-                verdict=verdict,
-                reward=reward,
-                exit_status=exit_status,
-                terminated=exit_status == "finished",
-                truncated=exit_status != "finished",
-            )
+            ended = {"exit_status": exit_status, "terminated": exit_status == "finished"}
+            ended["truncated"] = not ended["terminated"]
+            try:
+                judged, judge_s = _score_episode(root, best, score)
+            except InfraError as exc:
+                writer.finish(judge_error=f"{type(exc).__name__}: {exc}", **ended)
+                raise
+            folder, verdict = max(judged, key=lambda fv: fv[1].reward)  # max() keeps the first (final) on ties
+            writer.finish(verdict=verdict, reward=verdict.reward, **ended)
     return EpisodeResult(
         trajectory=out_dir / "trajectory.jsonl",
         verdict=verdict,
-        reward=reward,
+        final=judged[0][1],
+        solution=folder,
         exit_status=exit_status,
         turns=turns,
-        scored=[str(p) for p in scored],
+        judge_s=judge_s,
     )
 
 
 def _score_episode(
     root: Path, best: tuple[int, Path, str] | None, score: Score
-) -> tuple[dict[str, Any] | None, list[Path]]:
-    """Judge the final workspace, and the best snapshot when its kernels differ; keep the better verdict."""
+) -> tuple[list[tuple[Path, Verdict]], list[float]]:
+    """Judge the final workspace, and the best snapshot when its kernels differ; each folder's verdict, and
+    each judgement's seconds."""
     folders = [root]
     if best is not None and best[2] != _editable_digest(root):
         folders.append(best[1])
-    verdicts = [score(folder) for folder in folders]
-    chosen = max(verdicts, key=lambda v: v.get("reward", -1))  # max() keeps the first (final) on ties
-    return chosen, folders
+    judged, seconds = [], []
+    for folder in folders:
+        started = time.monotonic()
+        judged.append((folder, score(folder)))
+        seconds.append(time.monotonic() - started)
+    return judged, seconds

@@ -3,7 +3,8 @@
 Layout, one JSON object per line:
     {"type": "header", "task": ..., "model": ..., "prompt": [...], "tools": [...], "started_at": ..., "metadata": {...}}
     {"type": "turn", "index": 0, "content": ..., "tool_calls": [...], "tool_results": [...], ...}   (one per turn)
-    {"type": "end", "verdict": {...}, "reward": 3, "exit_status": "Submitted", "terminated": true, "truncated": false}
+    {"type": "end", "verdict": {...}, "reward": 3, "exit_status": "Submitted", "terminated": true, "truncated": false,
+     "judge_error": null}
 
 `read_trajectory` rebuilds a `Trajectory` (types.py); a file without its end line (the writer
 crashed) reads back with `complete=False`, and a half-written last line is skipped.
@@ -19,12 +20,12 @@ from pathlib import Path
 from typing import Any, Self
 
 from cuda_agent.errors import Error
-from cuda_agent.types import Trajectory, Turn
+from cuda_agent.types import Trajectory, Turn, Verdict
 
 logger = logging.getLogger(__name__)
 
 _HEADER_FIELDS = ("task", "model", "prompt", "tools", "started_at", "metadata")
-_END_FIELDS = ("verdict", "reward", "exit_status", "terminated", "truncated")
+_END_FIELDS = ("verdict", "reward", "exit_status", "terminated", "truncated", "judge_error")
 
 
 class TrajectoryError(Error):
@@ -44,8 +45,7 @@ class TrajectoryWriter:
     Example:
         >>> with TrajectoryWriter(out / "trajectory.jsonl", task.ref, model.name, prompt, schemas) as writer:
         ...     writer.append(model_turn.to_turn(i, results, model_s, tools_s))  # doctest: +SKIP
-        ...     writer.finish(verdict=verdict.model_dump(), reward=verdict.reward, exit_status="Submitted",
-        ...                   terminated=True)
+        ...     writer.finish(verdict=verdict, reward=verdict.reward, exit_status="Submitted", terminated=True)
     """
 
     def __init__(
@@ -74,15 +74,17 @@ class TrajectoryWriter:
 
     def finish(
         self,
-        verdict: dict[str, Any] | None = None,
+        verdict: Verdict | None = None,
         reward: float | None = None,
         exit_status: str | None = None,
         terminated: bool = False,
         truncated: bool = False,
+        judge_error: str | None = None,
     ) -> None:
-        """Write the end line and close the file. `verdict` is a Verdict-compatible dict (`Verdict.model_dump()`)."""
-        end = {"verdict": verdict, "reward": reward, "exit_status": exit_status}
-        self._write({"type": "end", **end, "terminated": terminated, "truncated": truncated})
+        """Write the end line and close the file; `judge_error` says why there is no verdict (a failure of ours)."""
+        end = {"verdict": verdict.model_dump(mode="json") if verdict else None, "reward": reward}
+        end |= {"exit_status": exit_status, "terminated": terminated, "truncated": truncated}
+        self._write({"type": "end", **end, "judge_error": judge_error})
         self.close()
 
     def _write(self, record: dict[str, Any]) -> None:
@@ -136,4 +138,7 @@ def read_trajectory(path: Path) -> Trajectory:
     ends = [r for r in records if r.get("type") == "end"]
     if ends:
         fields.update({key: ends[-1][key] for key in _END_FIELDS if key in ends[-1]})
+    verdict = fields.get("verdict")
+    if isinstance(verdict, dict) and verdict.get("verdict") == "error":  # files from before judge_error existed
+        fields.update(verdict=None, judge_error=str(verdict.get("message", "")))
     return Trajectory(**fields, turns=turns, complete=bool(ends))

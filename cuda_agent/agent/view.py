@@ -56,6 +56,10 @@ def _diff(diff: str) -> str:
     return '<pre class="diff">' + "".join(lines) + "</pre>"
 
 
+def _no_verdict(judge_error: str | None) -> str:
+    return f"<p>none: {escape(judge_error)} (our failure, not the candidate's)</p>" if judge_error else "<p>none</p>"
+
+
 def _verdict(verdict: dict[str, Any]) -> str:
     name = str(verdict.get("verdict", "?"))
     timings = verdict.get("timings_ms") or {}
@@ -178,7 +182,8 @@ def render_html(trajectory: Trajectory) -> str:
         summary,
         f'<details class="prompt"><summary>Prompt ({len(t.prompt)} messages)</summary>{prompt}</details>',
         *(_turn(turn) for turn in t.turns),
-        '<section class="final"><h2>Final verdict</h2>' + (_verdict(t.verdict) if t.verdict else "<p>none</p>"),
+        '<section class="final"><h2>Final verdict</h2>'
+        + (_verdict(t.verdict.model_dump(mode="json")) if t.verdict else _no_verdict(t.judge_error)),
         "</section>",
     ]
     return (

@@ -45,8 +45,9 @@ def _speedup(verdict: Verdict, baseline_ms: float | None) -> float | None:
 
 def group_metrics(verdicts: list[Verdict | None], outcomes: list[str]) -> GroupMetrics:
     """Metrics of one group. `verdicts[i]` is task i's scored verdict (None if none was reached);
-    `outcomes[i]` names it for the counts ('missing' or 'error' when there is no verdict)."""
-    n = len(verdicts)
+    `outcomes[i]` names it for the counts ('missing' or 'error' when there is no verdict). An 'error' is ours
+    (no verdict exists): counted in `verdicts`, left out of every rate, as if the task had not been run."""
+    n = sum(outcome != "error" for outcome in outcomes)
     correct = [v for v in verdicts if v is not None and v.verdict == "pass" and v.correct]
     vs_eager = [s for v in correct if (s := _speedup(v, v.timings_ms.eager)) is not None]
     vs_compile = [s for v in correct if (s := _speedup(v, _compile_ms(v))) is not None]

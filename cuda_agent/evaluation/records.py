@@ -73,7 +73,7 @@ class TaskResult(_Record):
 class GroupMetrics(_Record):
     """The paper's metrics over one group of tasks (all, or one level); fractions of all tasks in the group."""
 
-    tasks: int = Field(description="Tasks in the group, failed and missing ones included.")
+    tasks: int = Field(description="Tasks in the group, failed and missing ones included, errors of ours not.")
     correct: int = Field(description="Tasks whose solution passed.")
     pass_rate: float = Field(description="correct / tasks.")
     faster_than_eager: float = Field(description="Share of tasks correct and strictly >5% faster than eager.")

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from cuda_agent.evaluation.records import TaskResult
 from cuda_agent.evaluation.suites import find_solution
 from cuda_agent.sandbox.jobs import JobResult, JudgeJob
-from cuda_agent.types import Task
+from cuda_agent.types import Task, Verdict
 
 Advance = Callable[[TaskResult], None]
 
@@ -28,6 +28,8 @@ class Pool(Protocol):
     """What the runner needs of a sandbox pool (LocalPool and RayPool both fit)."""
 
     def submit(self, job: JudgeJob) -> Future[JobResult]: ...
+
+    def judge_workspace(self, task: str, workspace: Path, config: dict[str, Any] | None = None) -> Verdict: ...
 
 
 class ResultStore:
@@ -119,7 +121,8 @@ def run_episodes(
             task = futures[future]
             try:
                 result = future.result()
-            except Exception as exc:  # one broken episode (a model server error) must not end the run
+            except Exception as exc:  # one broken episode (a model server error, our judge's failure) must not end
+                # the run; it is no verdict: counted as an error of ours, tried again on resume
                 result = _base(task, status="error", error=f"{type(exc).__name__}: {exc}")
             store.append(result)
             advance(result)

@@ -7,45 +7,29 @@ be read and tested on its own.
 The sandbox: with `sandbox_url` set, the final workspace (and the best snapshot) is judged by a
 `cuda-agent serve` service, which reads the folder by path, so the episode folders must be on a
 file system the service also sees (a shared mount on a cluster). Without it, a `LocalPool` judges
-here. The agent's own tool calls (Bash builds, verification) still run on this machine.
+here. The agent's own tool calls (Bash builds, verification) still run on this machine. A failure
+of ours while judging raises (InfraError): the agent loop drops the sample and counts it.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from cuda_agent.agent import read_trajectory
-from cuda_agent.agent.loop import EpisodeConfig, EpisodeResult, run_episode
+from cuda_agent.agent.episode import WorkspaceJudge, run_task_episode
+from cuda_agent.agent.loop import EpisodeConfig, EpisodeResult
 from cuda_agent.agent.models.base import Model
 from cuda_agent.errors import ConfigError, TaskError
 from cuda_agent.rl.config import CudaAgentLoopConfig, JudgeSettings
 from cuda_agent.rl.metrics import judged_fields
+from cuda_agent.sandbox.workspace_commands import SANDBOX_TOKEN_ENV, SANDBOX_URL_ENV
 from cuda_agent.tasks import Catalog
-from cuda_agent.types import Task
-from cuda_agent.workspace import create_workspace
-
-
-class RolloutResult(BaseModel):
-    """The token record and the judge's answer for one rollout (what verl's AgentLoopOutput needs)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    prompt_ids: list[int] = Field(description="The first prompt's token ids.")
-    response_ids: list[int] = Field(description="Generated and tool-output ids, capped, ending on a model token.")
-    response_mask: list[int] = Field(description="1 on generated ids, 0 on tool-output ids; len == response_ids.")
-    response_logprobs: list[float] | None = Field(description="Log-prob per response id (0.0 off the model).")
-    reward: float = Field(description="The judge's reward, -1 when nothing was judged.")
-    num_turns: int = Field(description="Assistant turns + tool-result rounds + 1, as verl counts chat turns.")
-    extra_fields: dict[str, Any] = Field(description="verdict, reward, turns, exit_status, judge_s, ... for metrics.")
+from cuda_agent.types import Task, Verdict
 
 
 def task_from_row(row: Mapping[str, Any], catalog: Catalog | None = None) -> Task:
@@ -64,72 +48,61 @@ def task_from_row(row: Mapping[str, Any], catalog: Catalog | None = None) -> Tas
 
 
 @contextmanager
-def judge_scorer(task: Task, config: JudgeSettings) -> Iterator[tuple[Callable[[Path], dict], list[float]]]:
-    """A `score(folder) -> verdict dict` through the service or a LocalPool, and the list of judge latencies (s)."""
-    from cuda_agent.sandbox import JudgeJob, LocalPool, SandboxClient
+def sandbox_judge(config: JudgeSettings) -> Iterator[WorkspaceJudge]:
+    """The sandbox's judge: the `cuda-agent serve` service at `config.sandbox_url`, or a LocalPool here."""
+    from cuda_agent.sandbox import LocalPool, SandboxClient
 
-    latencies: list[float] = []
-    judge_config = {"device": config.device}
     if config.sandbox_url:
-        client = SandboxClient(config.sandbox_url, token=config.sandbox_token, timeout_s=config.judge_timeout_s)
-
-        def judge(folder: Path) -> dict:
-            return client.judge_workspace(task.code, folder.resolve(), judge_config).model_dump(mode="json")
-
-        closer: Any = client
+        with SandboxClient(config.sandbox_url, token=config.sandbox_token, timeout_s=config.judge_timeout_s) as client:
+            yield client
     else:
-        pool = LocalPool()
+        with LocalPool() as pool:
+            yield pool
 
-        def judge(folder: Path) -> dict:
-            result = pool.run(JudgeJob(task=task.code, solution=str(folder), config=judge_config))
-            if result.verdict is None:  # our failure, not the candidate's: recorded, scored as -1
-                return {"verdict": "error", "reward": -1, "message": result.error or result.status}
-            return result.verdict.model_dump(mode="json")
 
-        closer = pool
+@contextmanager
+def judge_scorer(task: Task, config: JudgeSettings) -> Iterator[tuple[Callable[[Path], Verdict], list[float]]]:
+    """A `score(folder) -> Verdict` through `sandbox_judge`, and the list of its judge latencies (s).
 
-    def score(folder: Path) -> dict:
-        started = time.monotonic()
-        try:
-            return judge(folder)
-        finally:
-            latencies.append(time.monotonic() - started)
+    `score` raises InfraError for a failure of ours: the caller drops the sample and counts it.
+    """
+    latencies: list[float] = []
+    with sandbox_judge(config) as judge:
 
-    with closer:
+        def score(folder: Path) -> Verdict:
+            started = time.monotonic()
+            try:
+                return judge.judge_workspace(task.code, folder.resolve(), {"device": config.device})
+            finally:
+                latencies.append(time.monotonic() - started)
+
         yield score, latencies
-
-
-def _python_on_path() -> dict[str, str]:
-    # The workspace's utils/ commands run `python` and need cuda_agent: the agent's shell must find this interpreter.
-    bin_dir = str(Path(sys.executable).parent)
-    path = os.environ.get("PATH", "")
-    return {} if path.split(os.pathsep)[:1] == [bin_dir] else {"PATH": f"{bin_dir}{os.pathsep}{path}"}
 
 
 def run_rollout(
     model: Model, task: Task, config: CudaAgentLoopConfig, episode_dir: Path, max_context_tokens: int
 ) -> tuple[EpisodeResult, list[float]]:
-    """Run one episode of `task` with `model` in a fresh workspace under `episode_dir`; judge it.
+    """Run one episode of `task` with `model` in a fresh workspace under `episode_dir` (the one episode runner).
 
     Returns:
         The episode's result and the judge latencies in seconds.
 
     Raises:
         ConfigError: `max_context_tokens` is below the loop's minimum of 1024.
+        InfraError: the judgement failed for a reason of ours: drop the sample and count it, never score it.
     """
     if max_context_tokens < 1024:
         raise ConfigError(f"prompt_length + response_length is {max_context_tokens}; an episode needs at least 1024")
-    os.environ.update(_python_on_path())
+    env = {}
     if config.sandbox_url:  # the episode's utils/ verification and profiling are judged there too
-        os.environ["CUDA_AGENT_SANDBOX_URL"] = config.sandbox_url
+        env[SANDBOX_URL_ENV] = config.sandbox_url
         if config.sandbox_token:
-            os.environ["CUDA_AGENT_SANDBOX_TOKEN"] = config.sandbox_token
-    root = create_workspace(task, episode_dir / "workspace", device=config.device, force=True)
+            env[SANDBOX_TOKEN_ENV] = config.sandbox_token
     # The model enforces the response budget itself (ContextLengthError); no reserve is needed here.
     limits = EpisodeConfig(max_turns=config.max_turns, max_tokens=max_context_tokens, reserve_tokens=0)
-    with judge_scorer(task, config) as (score, latencies):
-        result = run_episode(model, root, task.ref, episode_dir / "run", score, limits)
-    return result, latencies
+    with sandbox_judge(config) as judge:
+        result = run_task_episode(task, model, judge, episode_dir, config.device, limits, env=env)
+    return result, result.judge_s
 
 
 def token_record(
@@ -153,23 +126,23 @@ def token_record(
 
 def episode_fields(result: EpisodeResult, latencies: list[float], response_ids: list[int], capped: bool) -> dict:
     """The extra_fields verl carries per sample into its metrics: flat scalars, plus the verdict as JSON text."""
-    verdict = result.verdict or {}
+    verdict = result.verdict
     turns = read_trajectory(result.trajectory).turns
     return {
         "tool_rounds": sum(1 for turn in turns if turn.tool_results),
         "model_s": sum(turn.model_s for turn in turns),
         "tools_s": sum(turn.tools_s for turn in turns),
-        "verdict": verdict.get("verdict", "none"),
-        "reward": float(result.reward if result.reward is not None else -1),
-        "correct": bool(verdict.get("correct", False)),
-        "speedup_vs_compile": verdict.get("speedup_vs_compile"),
+        "verdict": verdict.verdict,
+        "reward": float(verdict.reward),
+        "correct": verdict.correct,
+        "speedup_vs_compile": verdict.speedup_vs_compile,
         "turns": result.turns,
         "exit_status": result.exit_status,
         "judge_s": sum(latencies),
         "judgements": len(latencies),
         "response_tokens": len(response_ids),
         "clipped": capped,
-        "verdict_json": json.dumps(verdict, sort_keys=True),
+        "verdict_json": json.dumps(verdict.model_dump(mode="json"), sort_keys=True),
         "trajectory": str(result.trajectory),
     }
 
@@ -177,7 +150,7 @@ def episode_fields(result: EpisodeResult, latencies: list[float], response_ids: 
 def reward_extra_info(result: EpisodeResult, fields: dict) -> dict:
     """The numeric per-sample fields verl aggregates into metrics (`cuda_agent.rl.metrics`), from `episode_fields`."""
     return {
-        **judged_fields(result.verdict, fields["reward"]),
+        **judged_fields(result.verdict.model_dump(mode="json"), fields["reward"]),
         "turns": fields["turns"],
         "clipped": float(fields["clipped"]),
         "judge_s": fields["judge_s"],

@@ -7,9 +7,17 @@ from typing import Any
 
 import httpx
 
-from cuda_agent.errors import SandboxError
-from cuda_agent.sandbox.jobs import CommandResult, PoolMetrics, new_job_id
+from cuda_agent.errors import ConfigError, Error, SandboxError
+from cuda_agent.sandbox.jobs import CommandResult, PoolMetrics, error_class, new_job_id
 from cuda_agent.types import Verdict
+
+
+def _error(status: int, detail: Any) -> type[Error]:
+    """The class to raise for a refused or failed request: the one the service named, else by status (a 4xx is
+    the request's fault, anything else ours)."""
+    if isinstance(detail, dict) and detail.get("error_type"):
+        return error_class(detail["error_type"])
+    return ConfigError if 400 <= status < 500 else SandboxError
 
 
 class SandboxClient:
@@ -28,7 +36,9 @@ class SandboxClient:
         """The verdict for `solution` (source text, sent as is) on `task` (a reference or task source).
 
         Raises:
-            SandboxError: the service refused or failed the job; the message says why.
+            InfraError: ours (JudgeInfraError, SandboxError, PoolFullError, ...), as the same class the service's
+                pool reported (or SandboxError when the service cannot be reached): retry or drop, never score.
+            Error: the request or its input is wrong (ConfigError for a refused request; TaskError, ...).
         """
         return self._judge({"task": task, "solution": solution}, config, job_id)
 
@@ -39,7 +49,7 @@ class SandboxClient:
         below the service's `--workspace-root`, at the same path on both machines.
 
         Raises:
-            SandboxError: the service refused (e.g. a path outside its root) or failed the job.
+            InfraError, Error: as `judge` (ConfigError for a path outside the service's root).
         """
         return self._judge({"task": task, "workspace": str(workspace)}, config, job_id)
 
@@ -62,7 +72,7 @@ class SandboxClient:
             raise SandboxError(f"cannot reach the sandbox service at {self._http.base_url}: {exc}") from exc
         if response.status_code != 200:
             detail = response.json() if "json" in response.headers.get("content-type", "") else response.text
-            raise SandboxError(f"{method} {path} answered {response.status_code}: {detail}")
+            raise _error(response.status_code, detail)(f"{method} {path} answered {response.status_code}: {detail}")
         return response.json(), response.headers
 
     def close(self) -> None:

@@ -26,6 +26,7 @@ from cuda_agent.subproc import child_env, kill_group
 from cuda_agent.types import Verdict
 
 KILL_MARGIN_S = 60.0
+NO_VERDICT = "the judge stage reported no verdict (a fault of the sandbox, not of the candidate): retry the job"
 
 
 @dataclass
@@ -265,9 +266,10 @@ def stage_fields(job: JudgeJob | CommandJob, stage: StageOutcome) -> dict | None
         verdict = killed_verdict(job, stage)
         if verdict is not None:
             return {"status": "done", "verdict": verdict}
-        return {"status": "failed", "error": died_message(stage)}
+        return {"status": "failed", "error": died_message(stage), "error_type": "SandboxError"}
     if stage.outcome.error:
-        return {"status": "failed", "error": stage.outcome.error, "hardening": hardening}
+        error_type = stage.outcome.error_type
+        return {"status": "failed", "error": stage.outcome.error, "error_type": error_type, "hardening": hardening}
     if stage.outcome.verdict is not None:
         return {"status": "done", "verdict": stage.outcome.verdict, "hardening": hardening}
     return None
@@ -291,4 +293,4 @@ def run_job(
         fields = stage_fields(job, stage)
         if fields is not None:
             return fields
-    return {"status": "failed", "error": "the judge stage reported no verdict"}
+    return {"status": "failed", "error": NO_VERDICT, "error_type": "SandboxError"}

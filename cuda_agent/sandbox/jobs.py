@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from cuda_agent.errors import Error, SandboxError
 from cuda_agent.types import Verdict
 
 
@@ -107,10 +108,39 @@ class JobResult(_Record):
     verdict: Verdict | None = Field(default=None, description="The judge's verdict (judge jobs that are done).")
     command: CommandResult | None = Field(default=None, description="The command's outcome (command jobs).")
     error: str | None = Field(default=None, description="Why the job failed, in words that say what to do.")
+    error_type: str | None = Field(
+        default=None,
+        description="Class name of the error (cuda_agent.errors), e.g. 'JudgeInfraError' (ours) or 'TaskError' (input).",
+    )
     queued_s: float = Field(default=0.0, description="Seconds between submit and the first stage starting.")
     run_s: float = Field(default=0.0, description="Seconds spent running (all stages).")
     worker: str = Field(default="", description="Which worker or slot ran the last stage, e.g. 'build-1', 'timing-0'.")
     hardening: dict[str, Any] = Field(default_factory=dict, description="Limits applied and isolation warnings.")
+
+    def verdict_or_raise(self) -> Verdict:
+        """The verdict of a judge job that is done; otherwise the job's error, raised as its own type.
+
+        The same call gives the same result or exception whichever pool (or the HTTP client) ran the job.
+
+        Raises:
+            InfraError: ours (JudgeInfraError, SandboxError, ...): retry or drop the sample, never score it.
+            Error: the input was wrong (TaskError, SolutionError, ConfigError).
+        """
+        if self.status == "done" and self.verdict is not None:
+            return self.verdict
+        if self.status == "cancelled":
+            raise SandboxError(f"job {self.job_id} was cancelled (or its pool shut down) before a verdict")
+        raise error_class(self.error_type)(self.error or f"job {self.job_id} ended {self.status} without a verdict")
+
+
+def error_class(name: str | None) -> type[Error]:
+    """Our exception class called `name` (as JobResult.error_type names it); SandboxError for anything unknown."""
+    pending, found = [Error], {}
+    while pending:
+        cls = pending.pop()
+        found[cls.__name__] = cls
+        pending.extend(cls.__subclasses__())
+    return found.get(name or "", SandboxError)
 
 
 class PoolMetrics(_Record):

@@ -20,14 +20,24 @@ import queue
 import threading
 import time
 from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
 
 from cuda_agent.errors import SandboxError
 from cuda_agent.sandbox.cpu_sets import plan_cpu_sets
-from cuda_agent.sandbox.execution import StageHandle, needs_timing, run_stage, stage_fields, stage_timeout_s
+from cuda_agent.sandbox.execution import (
+    NO_VERDICT,
+    StageHandle,
+    needs_timing,
+    run_stage,
+    stage_fields,
+    stage_timeout_s,
+)
 from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, PoolMetrics
 from cuda_agent.sandbox.limits import SandboxLimits
 from cuda_agent.sandbox.slots import SlotQueue
 from cuda_agent.sandbox.stats import PoolStats, detect_gpus
+from cuda_agent.types import Verdict
 
 log = logging.getLogger(__name__)
 _STOP = object()
@@ -130,6 +140,20 @@ class LocalPool:
         """Submit and wait for the result."""
         return self.submit(job).result()
 
+    def judge(self, task: str, solution: str, config: dict[str, Any] | None = None) -> Verdict:
+        """The verdict of one candidate, as `SandboxClient.judge` gives it (same arguments, same exceptions).
+
+        Raises:
+            InfraError: ours (JudgeInfraError, SandboxError, PoolFullError): retry or drop, never score.
+            Error: the task, solution or config is wrong.
+        """
+        return self.run(JudgeJob(task=task, solution=solution, config=config or {})).verdict_or_raise()
+
+    def judge_workspace(self, task: str, workspace: Path, config: dict[str, Any] | None = None) -> Verdict:
+        """The verdict of a workspace folder (or solution file) on this machine, as `SandboxClient.judge_workspace`."""
+        job = JudgeJob(task=task, solution=str(Path(workspace).resolve()), config=config or {})
+        return self.run(job).verdict_or_raise()
+
     def cancel(self, job_id: str) -> bool:
         """Cancel a job that is waiting or running; its result has status 'cancelled'. False if unknown or done."""
         with self._lock:
@@ -201,7 +225,10 @@ class LocalPool:
                 self._finish(entry, result)
         except Exception as exc:  # a bug of ours must not leave a caller waiting forever
             log.exception("sandbox worker %s failed on job %s", worker, entry.job.id)
-            self._finish(entry, self._result(entry, worker, status="failed", error=f"sandbox error: {exc!r}"))
+            failed = self._result(
+                entry, worker, status="failed", error=f"sandbox error: {exc!r}", error_type="SandboxError"
+            )
+            self._finish(entry, failed)
 
     def _build_stage(self, entry: _Entry, worker: str) -> JobResult | None:
         job = entry.job
@@ -223,7 +250,7 @@ class LocalPool:
         phase = "command" if isinstance(job, CommandJob) else "judge"
         limit_s = job.timeout_s if isinstance(job, CommandJob) else stage_timeout_s(job, "judge")
         stage = run_stage(job, phase, self.limits, entry.device, limit_s, env, entry.handle, cpus)
-        fields = stage_fields(job, stage) or {"status": "failed", "error": "the judge stage reported no verdict"}
+        fields = stage_fields(job, stage) or {"status": "failed", "error": NO_VERDICT, "error_type": "SandboxError"}
         return self._result(entry, worker, **fields)
 
     def _result(self, entry: _Entry, worker: str, status: str = "done", **fields) -> JobResult:

@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
 from cuda_agent.errors import SandboxError
@@ -27,6 +28,7 @@ from cuda_agent.sandbox.limits import SandboxLimits
 from cuda_agent.sandbox.local import PoolFullError, check_gpu
 from cuda_agent.sandbox.slots import SlotQueue
 from cuda_agent.sandbox.stats import PoolStats
+from cuda_agent.types import Verdict
 
 log = logging.getLogger(__name__)
 ACTOR_START_S = 300.0
@@ -157,6 +159,15 @@ class RayPool:
     def run(self, job: JudgeJob | CommandJob) -> JobResult:
         return self.submit(job).result()
 
+    def judge(self, task: str, solution: str, config: dict[str, Any] | None = None) -> Verdict:
+        """The verdict of one candidate (raises as LocalPool.judge)."""
+        return self.run(JudgeJob(task=task, solution=solution, config=config or {})).verdict_or_raise()
+
+    def judge_workspace(self, task: str, workspace: Path, config: dict[str, Any] | None = None) -> Verdict:
+        """The verdict of a workspace folder (or solution file) on this machine, as `SandboxClient.judge_workspace`."""
+        job = JudgeJob(task=task, solution=str(Path(workspace).resolve()), config=config or {})
+        return self.run(job).verdict_or_raise()
+
     def cancel(self, job_id: str) -> bool:
         with self._lock:
             if job_id not in self._futures:
@@ -210,6 +221,7 @@ class RayPool:
                     fields = {
                         "status": "failed",
                         "error": f"the Ray worker failed ({type(exc).__name__}: {exc}); retry",
+                        "error_type": "SandboxError",
                     }
                     _await_restart(actor)
             if job.id in self._cancelled:

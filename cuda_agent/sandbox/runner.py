@@ -58,6 +58,8 @@ class RunnerOutcome(BaseModel):
     """prepare: the failing verdict, or None to go on; judge: the verdict."""
     error: str | None = None
     """Our failure or bad input (unknown task, unreadable solution), never the candidate's."""
+    error_type: str | None = None
+    """Class name of that error (cuda_agent.errors), so the caller can raise it as the same type."""
     hardening: Hardening = Hardening()
 
 
@@ -143,9 +145,9 @@ def run_judge_phase(spec: RunnerSpec) -> RunnerOutcome:
         step = prepare if spec.phase == "prepare" else judge
         return RunnerOutcome(verdict=step(task, solution, config))
     except Error as exc:
-        return RunnerOutcome(error=f"{type(exc).__name__}: {exc}")
+        return RunnerOutcome(error=f"{type(exc).__name__}: {exc}", error_type=type(exc).__name__)
     except ValueError as exc:  # pydantic's ValidationError of a bad config field
-        return RunnerOutcome(error=f"invalid judge config: {exc}")
+        return RunnerOutcome(error=f"invalid judge config: {exc}", error_type="ConfigError")
 
 
 def main(argv: list[str]) -> int:

@@ -5,7 +5,10 @@ Endpoints:
 - `POST /judge` {"task", "solution" | "workspace", "config"?, "id"?}: the judge's verdict JSON; the job id
   in the `X-Job-Id` header. `solution` is the solution's source text (any length, one line too);
   `workspace` names a workspace folder or solution file on this machine, below the folder the operator
-  named with `--workspace-root` (a relative path is taken from there). 503 when the queue is full (retry).
+  named with `--workspace-root` (a relative path is taken from there). No verdict: {"error", "error_type"}
+  with 503 for a failure of ours (the judge's, the sandbox's, a full queue: retry, never score it), 422
+  for a bad task, solution or config found while judging, 409 for a cancelled job; `SandboxClient` raises
+  `error_type` as that same exception class (cuda_agent.errors).
 - `POST /workspace/command` {"argv", "cwd", "timeout_s"?, ...}: a CommandResult as JSON; `cwd` below the
   workspace root as well.
 - `GET /metrics`: the pool's PoolMetrics.
@@ -30,9 +33,9 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from cuda_agent.errors import ConfigError, Error
+from cuda_agent.errors import ConfigError, Error, InfraError
 from cuda_agent.judge import JudgeConfig
-from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, new_job_id
+from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, error_class, new_job_id
 from cuda_agent.sandbox.local import PoolFullError
 from cuda_agent.tasks import Catalog
 from cuda_agent.tasks.catalog import SOURCES
@@ -128,6 +131,28 @@ class Paths:
         return str(self.below_root(head, "task")) + sep + key
 
 
+class Unanswered(Exception):
+    """A job that got no verdict or command result: its status, message and our error class for the client."""
+
+    def __init__(self, status: int, message: str, error_type: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.error_type, self.headers = status, error_type, headers or {}
+
+    def response(self) -> JSONResponse:
+        body = {"error": str(self), "error_type": self.error_type}
+        return JSONResponse(body, status_code=self.status, headers=self.headers)
+
+
+def unanswered(result: JobResult, headers: dict[str, str]) -> JSONResponse:
+    """The answer to a job without a result: 503 when the failure was ours (retry; never score it), 422 for
+    input found bad while judging (a task that does not run), 409 when it was cancelled (or the pool closed)."""
+    if result.status == "cancelled":
+        return Unanswered(409, result.error or "the job was cancelled", "SandboxError", headers).response()
+    error_type = error_class(result.error_type)
+    status = 503 if issubclass(error_type, InfraError) else 422
+    return Unanswered(status, result.error or result.status, error_type.__name__, headers).response()
+
+
 def check_bind(host: str, token: str | None) -> None:
     """Refuse to listen beyond this machine without a token."""
     if host not in LOOPBACK and not token:
@@ -181,6 +206,10 @@ def create_app(
     async def refused(_request: Request, exc: ClientError) -> JSONResponse:
         return JSONResponse({"error": str(exc)}, status_code=exc.status)
 
+    @app.exception_handler(Unanswered)
+    async def not_judged(_request: Request, exc: Unanswered) -> JSONResponse:
+        return exc.response()
+
     def authorize(authorization: str | None = Header(default=None)) -> None:
         if token is None:
             return
@@ -192,7 +221,7 @@ def create_app(
         try:
             future = pool.submit(job)
         except PoolFullError as exc:
-            raise HTTPException(status_code=503, detail=str(exc), headers={"Retry-After": "5"}) from exc
+            raise Unanswered(503, str(exc), type(exc).__name__, {"Retry-After": "5"}) from exc
         return await asyncio.wrap_future(future)
 
     @app.get("/health")
@@ -209,8 +238,7 @@ def create_app(
         headers = {"X-Job-Id": result.job_id}
         if result.status == "done":
             return JSONResponse(result.verdict.model_dump(mode="json"), headers=headers)
-        code = 409 if result.status == "cancelled" else 422
-        return JSONResponse({"error": result.error or result.status}, status_code=code, headers=headers)
+        return unanswered(result, headers)
 
     @app.post("/workspace/command", dependencies=[Depends(authorize)])
     async def command(request: Request) -> JSONResponse:
@@ -220,7 +248,7 @@ def create_app(
         headers = {"X-Job-Id": result.job_id}
         if result.status == "done":
             return JSONResponse(result.command.model_dump(mode="json"), headers=headers)
-        return JSONResponse({"error": result.error or result.status}, status_code=409, headers=headers)
+        return unanswered(result, headers)
 
     @app.get("/metrics", dependencies=[Depends(authorize)])
     async def metrics() -> dict[str, Any]:

@@ -48,7 +48,7 @@ def run_episode(model, workspace: Path, path: Path, turns: int = 3, finish: bool
             writer.append(turn)
         if finish:
             verdict = Verdict(task="examples/relu", verdict="pass", reward=3, correct=True)
-            writer.finish(verdict.model_dump(), 3, "Submitted", terminated=True)
+            writer.finish(verdict, 3, "Submitted", terminated=True)
     return messages
 
 
@@ -58,7 +58,7 @@ def test_round_trip_and_replay_reproduce_the_episode(workspace: Path, tmp_path: 
     trajectory = read_trajectory(path)
     assert trajectory.complete and trajectory.exit_status == "Submitted" and trajectory.reward == 3
     assert trajectory.terminated and not trajectory.truncated
-    assert Verdict.model_validate(trajectory.verdict).verdict == "pass"
+    assert trajectory.verdict.verdict == "pass"
     assert trajectory.messages() == messages
     assert trajectory.turns[1].token_ids == [5, 6, 7] and trajectory.turns[1].logprobs == [-0.1, -0.2, -0.3]
     assert "+    x = 1" in trajectory.turns[1].tool_results[0].metadata["diff"]

@@ -9,7 +9,7 @@ import pytest
 
 from cuda_agent.agent.trajectory import TrajectoryWriter, read_trajectory
 from cuda_agent.agent.view import render_html
-from cuda_agent.types import ToolCall, ToolResult, Turn
+from cuda_agent.types import ToolCall, ToolResult, Turn, Verdict
 from tests.user import browser_page, cli
 
 HOSTILE = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
@@ -69,7 +69,8 @@ def write_trajectory(path: Path) -> Path:
     with TrajectoryWriter(path, "examples/relu", "replay", prompt) as writer:
         for turn in turns:
             writer.append(turn)
-        writer.finish({**verdict, "verdict": "pass", "reward": 3, "message": ""}, 3, "Submitted", terminated=True)
+        final = Verdict.model_validate({**verdict, "verdict": "pass", "reward": 3, "message": ""})
+        writer.finish(final, 3, "Submitted", terminated=True)
     return path
 
 

@@ -93,3 +93,11 @@ def test_groups_by_level_and_scores_best_or_final() -> None:
     assert final.overall.correct == 1
     assert final.overall.geomean_speedup_compile == pytest.approx(0.5)
     assert final.groups["L1"].verdicts == {"incorrect": 1, "missing": 1}
+
+
+def test_errors_of_ours_are_counted_but_left_out_of_every_rate() -> None:
+    with_error = group_metrics([passed(1.0, 2.0, 1.5), failed("incorrect"), None], ["pass", "incorrect", "error"])
+    without = group_metrics([passed(1.0, 2.0, 1.5), failed("incorrect")], ["pass", "incorrect"])
+    assert with_error.verdicts == {"error": 1, "incorrect": 1, "pass": 1}
+    assert with_error.model_dump(exclude={"verdicts"}) == without.model_dump(exclude={"verdicts"})
+    assert with_error.tasks == 2 and with_error.pass_rate == 0.5

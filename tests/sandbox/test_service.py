@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from cuda_agent.cli import main
-from cuda_agent.errors import SandboxError
+from cuda_agent.errors import ConfigError, SandboxError
 from cuda_agent.sandbox.client import SandboxClient
 from cuda_agent.types import Verdict
 from tests.sandbox.helpers import FAST, RELU
@@ -81,9 +81,9 @@ def test_service_requires_the_token_and_reports_bad_input(service) -> None:
     url, client = service
     with SandboxClient(url) as anonymous:
         assert anonymous.health()["status"] == "ok"  # health stays open for load balancers
-        with pytest.raises(SandboxError, match="401"):
+        with pytest.raises(ConfigError, match="401"):  # the request's fault: not one of our failures
             anonymous.judge("examples/relu", RELU)
-    with pytest.raises(SandboxError, match="422.*no task"):
+    with pytest.raises(ConfigError, match="422.*no task"):
         client.judge("examples/no_such_task", RELU, config=FAST)
 
 
@@ -181,7 +181,7 @@ def test_client_mistakes_get_4xx_and_one_line(service, body: str, status: int, s
 
 def test_command_folders_must_be_below_the_root(service) -> None:
     _url, client = service
-    with pytest.raises(SandboxError, match="403.*cwd '/' is outside the workspace root"):
+    with pytest.raises(ConfigError, match="403.*cwd '/' is outside the workspace root"):
         client.run_command(["ls"], cwd="/", timeout_s=10)
 
 

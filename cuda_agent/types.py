@@ -148,9 +148,7 @@ class Turn(_Record):
     logprobs: list[float] | None = Field(default=None, description="Log-probability of each generated token.")
     model_s: float = Field(default=0.0, description="Wall time waiting for the model, in seconds.")
     tools_s: float = Field(default=0.0, description="Wall time running this turn's tools, in seconds.")
-    verdicts: list[dict[str, Any]] = Field(
-        default_factory=list, description="Verdict-compatible dicts of judgements made during this turn, if any."
-    )
+    verdicts: list[Verdict] = Field(default_factory=list, description="Judgements made during this turn, if any.")
 
     def messages(self) -> list[dict[str, Any]]:
         """The OpenAI-style messages this turn added to the conversation, in order."""

@@ -163,7 +163,7 @@ def _turn(turn: Turn) -> str:
     body = [head, _pre(turn.content) if turn.content else ""]
     body += [_call(call, results.get(call.id)) for call in turn.tool_calls]
     body += [_pre(f"{m.get('role')}: {m.get('content')}") for m in turn.extra_messages]
-    body += [_verdict(v) for v in turn.verdicts]
+    body += [_verdict(v.model_dump(mode="json")) for v in turn.verdicts]
     return f'<section class="turn" id="turn-{turn.index}">' + "".join(body) + "</section>"
 
 

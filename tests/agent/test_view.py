@@ -51,7 +51,7 @@ def write_trajectory(path: Path) -> Path:
             content="",
             tool_calls=[bash],
             tool_results=[ToolResult(tool_call_id="c1", name="Bash", output=HOSTILE, is_error=True)],
-            verdicts=[verdict],
+            verdicts=[Verdict.model_validate(verdict)],
         ),
         Turn(
             index=2,

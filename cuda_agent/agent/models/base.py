@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cuda_agent.types import ToolCall, ToolResult, Turn
+from cuda_agent.types import ToolCall, ToolResult, Turn, Verdict
 
 Message = dict[str, Any]
 ToolSchema = dict[str, Any]
@@ -43,7 +43,7 @@ class ModelTurn(BaseModel):
         model_s: float = 0.0,
         tools_s: float = 0.0,
         extra_messages: Sequence[Message] = (),
-        verdicts: Sequence[dict[str, Any]] = (),
+        verdicts: Sequence[Verdict] = (),
     ) -> Turn:
         """The trajectory record of this reply and what the loop did with it."""
         return Turn(

@@ -58,6 +58,8 @@ def group_metrics(verdicts: list[Verdict | None], outcomes: list[str]) -> GroupM
     def share(count: int) -> float:
         return count / n if n else 0.0
 
+    own = sorted(f for v in correct if (f := v.custom_kernel_time_fraction) is not None)
+
     return GroupMetrics(
         tasks=n,
         correct=len(correct),
@@ -70,6 +72,7 @@ def group_metrics(verdicts: list[Verdict | None], outcomes: list[str]) -> GroupM
         fast_p_compile={f"{p:g}": share(sum(s > p for s in vs_compile)) for p in FAST_P},
         verdicts=dict(sorted(Counter(outcomes).items())),
         rejections=dict(sorted(rejections.items())),
+        custom_kernel_time_fraction=own[len(own) // 2] if own else None,
     )
 
 

@@ -84,6 +84,11 @@ class GroupMetrics(_Record):
     fast_p_compile: dict[str, float] = Field(description="fast_p against torch.compile, keyed by p.")
     verdicts: dict[str, int] = Field(description="Tasks per verdict; 'missing' and 'error' for no verdict.")
     rejections: dict[str, int] = Field(description="Violations of rejected solutions, per rule (check name).")
+    custom_kernel_time_fraction: float | None = Field(
+        default=None,
+        description="Median over correct solutions of the share of their time in their own kernels (None: none "
+        "measured); below 1 only where torch computes part of the result (the kernelbench policy).",
+    )
 
 
 class Metrics(_Record):

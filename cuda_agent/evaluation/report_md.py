@@ -103,7 +103,7 @@ def _task_line(result: TaskResult) -> str:
         f"| {result.ref} | {outcome} | {_ms(t and t.solution)} | {_ms(t and t.eager)} | {_ms(t and t.compile)} "
         f"| {_x(v and v.speedup_vs_eager)} | {_x(v and v.speedup_vs_compile)} | {_ms(bound)} "
         f"| {_pct(fraction(bound, t and t.solution))} | {_pct(fraction(bound, t and t.eager))} "
-        f"| {_pct(fraction(bound, t and t.compile))} |"
+        f"| {_pct(fraction(bound, t and t.compile))} | {_pct(v and v.custom_kernel_time_fraction)} |"
     )
 
 
@@ -111,13 +111,15 @@ def _tasks(report: BenchReport) -> list[str]:
     lines = [
         "## Tasks",
         "",
-        "Times in ms (medians). SOL: speed-of-light bound; % SOL: bound / time (100% = at it).",
+        "Times in ms (medians). SOL: speed-of-light bound; % SOL: bound / time (100% = at it). Own: the share of "
+        "the solution's time spent in its own kernels rather than torch's operators (custom_kernel_time_fraction, "
+        "from a profiled call; GPU time on CUDA, CPU time on the CPU).",
         "",
     ]
     lines += [
         "| task | verdict | solution | eager | compile | vs eager | vs compile | SOL | % SOL solution "
-        "| % SOL eager | % SOL compile |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| % SOL eager | % SOL compile | own |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     return lines + [_task_line(r) for r in report.tasks]
 
@@ -136,7 +138,7 @@ def render_markdown(report: BenchReport) -> str:
         f"# Benchmark: {suite_label(cfg.suite)}" + (f" levels {cfg.levels}" if cfg.levels else ""),
         "",
         f"{what} on {env.get('device_name', cfg.device)} (torch {env.get('torch')}, judge protocol "
-        f"{report.protocol_version}), {report.created_at}.",
+        f"{report.protocol_version}, policy {cfg.judge.get('policy', 'cuda-agent')}), {report.created_at}.",
         "",
         "Rates are over all tasks: a task with no solution or no verdict counts as failed. Faster means "
         "t < 0.95 t_baseline (strictly more than 5%); speedups are geometric means over correct solutions only. "

@@ -195,7 +195,7 @@ _KERNELBENCH_QUALIFIED_RULES: list[tuple[re.Pattern[str], str, str]] = [
         "lets torch's compiler generate the kernels, which would count as yours",
     ),
     (
-        re.compile(r"torch\._\w+(\..*)?"),
+        re.compile(r"torch\._(?!_)\w+(\..*)?"),
         "global_state_change",
         "reaches torch's private internals (dispatch keys, modes), which can hide torch's work from the judge",
     ),

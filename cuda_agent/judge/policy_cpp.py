@@ -76,6 +76,7 @@ _ALLOWED_TORCH_NAME = re.compile(
 )
 _TORCH_NAME = re.compile(r"(?<![\w:])(?:::\s*)?((?:torch|at|c10|caffe2|aten)(?:\s*::\s*~?\w+)+)")
 _FORBIDDEN_NAMESPACE = re.compile(r"(?<![\w:])(cub|thrust|cutlass|cute|cudnn_frontend|Eigen|dnnl|mkldnn|oneapi)\s*::")
+_PREBUILT_NAMESPACE = re.compile(r"(?<![\w:])(dnnl|mkldnn|oneapi)\s*::")
 _FORBIDDEN_LIB_CALL = re.compile(
     r"\b(cusparse\w*|cufft\w*|curand\w*|cusolver\w*|nccl\w*|cblas_\w+|mkl_\w+|MKL_\w+|LAPACKE_\w+|npp\w+|[sdcz]gemm_)\s*\("
 )
@@ -165,7 +166,7 @@ _PRECISION_TOKENS = re.compile(
 # would hide torch ops from the dataflow check that proves the candidate's kernels reach its outputs).
 _KERNELBENCH_DISPATCH = re.compile(
     r"\b(\w*DispatchKey\w*|AutoDispatch\w*|Dispatcher|OperatorHandle|KernelFunction|PythonDispatcher\w*"
-    r"|tls_\w+|manual_seed|set_default_dtype|CachingAllocator\w*)\b"
+    r"|tls_\w+|CachingAllocator\w*)\b"
 )
 # Inline PTX lives in string literals, so these two read the text with only comments removed.
 _PTX_PRECISION = re.compile(r"\b(?:w?gmma|mma|cvt)(?:\.[\w:]+)*?\.(f16|bf16|tf32|e4m3|e5m2)\b")
@@ -224,6 +225,7 @@ def check_cpp(
             _found("global_state_change", where(m.start()), f"uses `{m.group(0)}`")
             for m in _KERNELBENCH_DISPATCH.finditer(code)
         ]
+        found += _check_prebuilt_libraries(code, where)
     else:
         found += _check_torch_names(code, where)
         found += _check_tensor_methods(code, where)
@@ -282,6 +284,13 @@ def _found(rule: str, where: str, what: str) -> Violation:
     return Violation(check=rule, message=f"{where}: {what}; {ADVICE[rule]}.")
 
 
+# Headers whose only use in a kernel file is a background thread, a file, a socket or process control.
+_KERNELBENCH_DENIED_HEADER = re.compile(
+    r"thread|future|condition_variable|stop_token|pthread\.h|fstream|filesystem|unistd\.h|dlfcn\.h|fcntl\.h"
+    r"|spawn\.h|netdb\.h|(sys|netinet|arpa)/[\w/]+\.h"
+)
+
+
 def _check_includes(
     text: str, where: Where, local_headers: set[str], any_system_header: bool = False
 ) -> list[Violation]:
@@ -289,7 +298,13 @@ def _check_includes(
     for m in _INCLUDE.finditer(text):
         header = m.group(2).strip()
         local = m.group(1) == '"' and header.rsplit("/", 1)[-1] in local_headers
-        system = any_system_header and m.group(1) == "<" and ".." not in header and not header.startswith("/")
+        system = (
+            any_system_header
+            and m.group(1) == "<"
+            and ".." not in header
+            and not header.startswith("/")
+            and not _KERNELBENCH_DENIED_HEADER.fullmatch(header)
+        )
         if not (local or system or header in _STANDARD_HEADERS or _ALLOWED_INCLUDE.fullmatch(header)):
             found.append(_found("forbidden_library", where(m.start()), f"includes <{header}>"))
     for m in _ODD_INCLUDE.finditer(text):
@@ -321,12 +336,26 @@ def _check_tensor_methods(code: str, where: Where) -> list[Violation]:
     ]
 
 
-def _check_libraries(code: str, where: Where) -> list[Violation]:
+def _check_prebuilt_libraries(code: str, where: Where) -> list[Violation]:
+    """Calls into prebuilt libraries other than cuBLAS/cuDNN: their work would count as the candidate's own.
+
+    Header-only ones (CUB, Thrust, CUTLASS, Eigen) compile into the candidate's kernels and are not listed.
+    """
     found = []
-    for m in _FORBIDDEN_NAMESPACE.finditer(code):
+    for m in _PREBUILT_NAMESPACE.finditer(code):
         found.append(_found("forbidden_library", where(m.start()), f"uses the library namespace `{m.group(1)}::`"))
     for m in _FORBIDDEN_LIB_CALL.finditer(code):
         found.append(_found("forbidden_library", where(m.start()), f"calls the library function `{m.group(1)}`"))
+    return found
+
+
+def _check_libraries(code: str, where: Where) -> list[Violation]:
+    found = [
+        _found("forbidden_library", where(m.start()), f"uses the library namespace `{m.group(1)}::`")
+        for m in _FORBIDDEN_NAMESPACE.finditer(code)
+        if not _PREBUILT_NAMESPACE.match(code, m.start())
+    ]
+    found += _check_prebuilt_libraries(code, where)
     for m in re.finditer(r"\bcublas\w+", code):
         if not _ALLOWED_CUBLAS.fullmatch(m.group(0)):
             found.append(_found("cublas_misuse", where(m.start()), f"calls `{m.group(0)}`, which is not a GEMM"))

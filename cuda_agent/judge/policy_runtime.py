@@ -48,6 +48,10 @@ _VIEW_AND_ALLOCATION = frozenset(
 )
 
 
+_MARK = "cuda_agent::dataflow_call"
+"""A profiler annotation around the checked call: its thread is forward's own."""
+
+
 def _opname(func: Any) -> str:
     return func.overloadpacket.__name__
 
@@ -156,9 +160,16 @@ def torch_only_reason(call: Callable[[], Any], sources: list[Any], sync: Callabl
     flow = _Dataflow(sync)
     for tensor in sources:
         flow.record(tensor, pure=True)
-    with flow.mode():
+    with _all_threads_profiler() as prof, torch.autograd.profiler.record_function(_MARK), flow.mode():
         out = call()
     sync()
+    hidden = _ops_on_other_threads(prof) if prof is not None else {}
+    if hidden:
+        ops = ", ".join(f"{name} x{count}" for name, count in sorted(hidden.items()))
+        return (
+            f"torch ran operators on another thread during forward ({ops}), out of the dataflow check's sight; "
+            "call torch from forward's own thread"
+        )
     outputs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
     if outputs and all(flow.is_pure(o) for o in outputs):
         return (
@@ -167,6 +178,33 @@ def torch_only_reason(call: Callable[[], Any], sources: list[Any], sync: Callabl
             "policy your kernels must compute part of the output"
         )
     return None
+
+
+def _all_threads_profiler() -> Any:
+    """A profiler of every thread's torch operators (a dispatch mode sees only its own thread), if kineto is there."""
+    import contextlib
+
+    import torch
+
+    if not torch.autograd.kineto_available():
+        return contextlib.nullcontext()
+    from torch._C._profiler import _ExperimentalConfig
+
+    config = _ExperimentalConfig(profile_all_threads=True)
+    return torch.autograd.profiler.profile(use_kineto=True, experimental_config=config)
+
+
+def _ops_on_other_threads(prof: Any) -> dict[str, int]:
+    """Compute operators that ran outside the marked call's thread (top-level events of another thread)."""
+    events = prof.function_events
+    own = {event.thread for event in events if event.name == _MARK}
+    counts: dict[str, int] = {}
+    for event in events:
+        namespace, _, name = event.name.rpartition("::")
+        other = event.thread not in own and event.cpu_parent is None
+        if other and namespace == "aten" and name not in _VIEW_AND_ALLOCATION:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 class _Dataflow:

@@ -496,3 +496,172 @@ def test_every_rule_is_described() -> None:
     with_advice = {rule for table in advice for rule in table} | {"syntax_error"}
     assert with_advice == set(RULES)
     assert all(description.endswith(".") for description in RULES.values())
+
+
+# The two policies (issue 22): kernelbench lets torch mix with the candidate's kernels; cuda-agent does not.
+
+MIXED = Path(__file__).resolve().parents[2] / "solutions" / "kernelbench_mixed"
+MIXED_FILES = sorted([*MIXED.glob("cpu/*.py"), *MIXED.glob("cuda/L2/*.py")])
+
+
+def test_mixed_solutions_are_at_least_twenty_of_each_form() -> None:
+    forms = [path.parent.name for path in MIXED_FILES]
+    assert forms.count("cpu") >= 20 and forms.count("L2") >= 20
+
+
+@pytest.mark.parametrize("path", MIXED_FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_mixed_solution_passes_kernelbench_and_is_rejected_under_cuda_agent(path: Path) -> None:
+    source = SolutionSource(python=path.read_text())
+    device = "cuda" if "cuda" in path.parts else "cpu"
+    assert check_policy(source, device, policy="kernelbench") == []
+    assert "torch_compute_in_forward" in {v.check for v in check_policy(source, device, policy="cuda-agent")}
+
+
+def test_mixed_solutions_match_their_generator(tmp_path: Path, shared_dir: Path) -> None:
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("kernelbench_mixed_generate", MIXED / "generate.py")
+    assert spec is not None and spec.loader is not None
+    generate = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = generate  # dataclasses look their module up there
+    spec.loader.exec_module(generate)
+    for path in generate.write_all(tmp_path, shared_dir):
+        committed = MIXED / path.relative_to(tmp_path)
+        assert committed.read_text() == path.read_text(), f"{committed} is stale: run {MIXED / 'generate.py'}"
+
+
+def _kb(source: str, device: str = "cuda") -> set[str]:
+    return {v.check for v in check_policy(SolutionSource(python=source), device, policy="kernelbench")}
+
+
+def _ca(source: str, device: str = "cuda") -> set[str]:
+    return {v.check for v in check_policy(SolutionSource(python=source), device)}
+
+
+MIXED_TEMPLATE = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.cpp_extension import load_inline
+PRELUDE
+cpp_source = r"""
+#include <torch/extension.h>
+HEADERS
+torch::Tensor scale_rows(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    BODY
+    return y;
+}
+"""
+ext = load_inline(name="mixed", cpp_sources=cpp_source, functions=["scale_rows"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+
+    def forward(self, x):
+        FORWARD
+'''
+
+
+def mixed(prelude: str = "", headers: str = "", body: str = "", forward: str = "") -> str:
+    forward = forward or "return ext.scale_rows(F.gelu(self.linear(x)) @ x.t())"
+    return (
+        MIXED_TEMPLATE.replace("PRELUDE", prelude)
+        .replace("HEADERS", headers)
+        .replace("BODY", body)
+        .replace("FORWARD", forward.replace("\n", "\n        "))
+    )
+
+
+def test_kernelbench_allows_torch_in_forward_and_cpp() -> None:
+    body = "y = at::softmax(x, 1) * 2; auto z = x.sum(); (void)z;"
+    assert _kb(mixed(body=body, headers="#include <ATen/ops/softmax.h>")) == set()
+    assert _ca(mixed(body=body)) >= {"forbidden_import", "torch_compute_in_forward", "cpp_torch_compute"}
+
+
+def test_kernelbench_still_needs_a_kernel_call_in_forward() -> None:
+    assert _kb(mixed(forward="return F.gelu(self.linear(x))")) == {"forward_calls_no_kernel"}
+
+
+@pytest.mark.parametrize(
+    ("prelude", "forward", "rule"),
+    [
+        ("", "with torch.cuda.stream(torch.cuda.Stream()):\n    return ext.scale_rows(x)", "side_stream"),
+        ("import threading", "return ext.scale_rows(x)", "forbidden_import"),
+        ("torch.backends.cudnn.benchmark = True", "return ext.scale_rows(x)", "global_state_change"),
+        ("", "return ext.scale_rows(x.half())", "precision_downcast"),
+        ("", "return ext.scale_rows(torch.compile(self.linear)(x))", "forbidden_library"),
+        ("", "torch._C._set_grad_enabled(False)\nreturn ext.scale_rows(x)", "global_state_change"),
+        ("", "try:\n    return ext.scale_rows(x)\nexcept RuntimeError:\n    return x", "try_except"),
+        ("", "return ext.scale_rows(torch.load('/tmp/ref.pt'))", "file_or_network_access"),
+    ],
+    ids=["stream", "threading", "backend_flag", "fp16", "torch_compile", "torch_private", "try", "torch_load"],
+)
+def test_kernelbench_keeps_what_fakes_a_speedup_or_a_result(prelude: str, forward: str, rule: str) -> None:
+    assert rule in _kb(mixed(prelude=prelude, forward=forward))
+
+
+def test_kernelbench_refuses_dispatch_key_guards_in_cpp() -> None:
+    body = "c10::impl::ExcludeDispatchKeyGuard guard(c10::DispatchKey::Python); y = x * 2;"
+    assert _kb(mixed(body=body)) == {"global_state_change"}
+
+
+def test_kernelbench_allows_header_only_libraries_but_not_threads_or_files() -> None:
+    assert _kb(mixed(headers="#include <thrust/device_vector.h>\n#include <cub/cub.cuh>")) == set()
+    assert _kb(mixed(headers="#include <thread>")) == {"forbidden_library"}
+    assert _kb(mixed(headers="#include <fstream>")) == {"forbidden_library"}
+    assert _kb(mixed(body="cblas_sgemm(101, 111, 111, 1, 1, 1, 1.f, a, 1, b, 1, 0.f, c, 1);")) == {"forbidden_library"}
+
+
+def test_unknown_policy_is_an_error() -> None:
+    with pytest.raises(ValueError, match="kernelbench"):
+        check_policy(SolutionSource(python=mixed()), "cuda", policy="kernel-bench")
+
+
+# The review of cuda-agent's harmless-pattern rejections (SKILL.md says why each remaining rule stays).
+
+CUDA_AGENT_OK = '''
+import os
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp_source = r"""
+#include <torch/extension.h>
+torch::Tensor row_sum(torch::Tensor x, torch::Tensor out) {
+    auto acc = torch::zeros({x.size(0)}, x.options());
+    (void)acc;
+    return out;
+}
+"""
+ext = load_inline(name="rows", cpp_sources=cpp_source, functions=["row_sum"])
+
+try:
+    BLOCK = int(os.environ.get("ROW_SUM_BLOCK", "256"))
+except ValueError:
+    BLOCK = 256
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.zeros(x.size(0), device=x.device, dtype=x.dtype)
+        return ext.row_sum(x, x.new_zeros(x.size(0)) if BLOCK > 0 else out)
+'''
+
+
+def test_cuda_agent_accepts_environment_reads_a_try_off_the_timed_path_and_zeros() -> None:
+    assert _ca(CUDA_AGENT_OK, "cpu") == set()
+
+
+def test_cuda_agent_still_refuses_a_try_on_the_timed_path_and_environment_writes() -> None:
+    in_forward = CUDA_AGENT_OK.replace(
+        "        out = torch.zeros",
+        "        try:\n            pass\n        except ValueError:\n            pass\n        out = torch.zeros",
+    )
+    assert _ca(in_forward, "cpu") == {"try_except"}
+    writes = CUDA_AGENT_OK.replace("BLOCK = 256\n", 'BLOCK = 256\nos.environ["OMP_NUM_THREADS"] = "1"\n', 1)
+    assert _ca(writes, "cpu") == {"global_state_change"}

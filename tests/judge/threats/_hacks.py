@@ -42,6 +42,7 @@ from cuda_agent.judge import JudgeConfig, judge
 from cuda_agent.judge.solution import SolutionSource
 from cuda_agent.tasks import Catalog
 from cuda_agent.types import Verdict
+from tests.judge.threats import _static
 
 HACK_CPP = r"""
 #include <torch/extension.h>
@@ -312,6 +313,7 @@ def judge_hack(tmp_path: Path, task_ref: str, model_new_class_source: str, **con
     source = solution(model_new_class_source)
     (tmp_path / "solution.py").write_text(source)  # kept beside the test for a reader
     config.setdefault("time", False)
+    config.setdefault("policy", _static.POLICY)
     task = Catalog().resolve(task_ref)
     return judge(task, SolutionSource(python=source), JudgeConfig(device="cpu", **config))
 

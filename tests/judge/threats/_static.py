@@ -6,8 +6,11 @@ Each threat file fills PRELUDE / HEADERS / LAUNCH / INIT / FORWARD to plant one 
 
 from __future__ import annotations
 
-from cuda_agent.judge.policy import check_policy
+from cuda_agent.judge.policy import KERNELBENCH_RELAXED, check_policy
 from cuda_agent.judge.solution import SolutionSource
+
+POLICY = "cuda-agent"
+"""The policy the threat tests judge under; conftest.py runs every test once per policy and sets this."""
 
 TEMPLATE = '''
 import torch
@@ -61,4 +64,19 @@ def solution(prelude: str = "", headers: str = "", launch: str = LAUNCH, init: s
 
 
 def checks(source: str, device: str = "cuda", **kwargs) -> set[str]:
+    kwargs.setdefault("policy", POLICY)
     return {v.check for v in check_policy(SolutionSource(python=source), device, **kwargs)}
+
+
+def expect(cuda_agent: set[str], kernelbench: set[str] | None = None) -> set[str]:
+    """The rules a hack trips under the current policy.
+
+    Under kernelbench: `kernelbench` when given, else cuda-agent's rules less those kernelbench drops
+    (KERNELBENCH_RELAXED), which must leave at least one: the hack still fails.
+    """
+    if POLICY == "cuda-agent":
+        return cuda_agent
+    if kernelbench is None:
+        kernelbench = cuda_agent - KERNELBENCH_RELAXED
+        assert kernelbench or not cuda_agent, f"{cuda_agent} all pass under kernelbench: give its outcome there"
+    return kernelbench

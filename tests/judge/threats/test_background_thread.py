@@ -9,7 +9,7 @@ import pytest
 
 from cuda_agent.judge.trial import judge_trial
 from tests.judge.threats._hacks import checks_of, failed_check, judge_hack, model_new
-from tests.judge.threats._static import checks, solution
+from tests.judge.threats._static import checks, expect, solution
 
 
 def test_template_is_legit() -> None:
@@ -27,29 +27,31 @@ def test_template_is_legit() -> None:
     ids=["std_thread", "std_async", "pthread", "host_callback"],
 )
 def test_rejects_background_work_in_cpp(launch: str) -> None:
-    assert checks(solution(launch=launch)) == {"background_thread"}
+    assert checks(solution(launch=launch)) == expect({"background_thread"})
 
 
 def test_rejects_threads_spelled_without_std() -> None:
     using = "using namespace std;"
-    assert checks(solution(headers=using, launch="thread t([] {}); t.join();")) == {"background_thread"}
-    assert checks(solution(headers=using, launch="static auto f = async(launch::async, [] {});")) == {
-        "background_thread"
-    }
-    assert checks(solution(headers="namespace s = std;")) == {"dynamic_code"}
+    assert checks(solution(headers=using, launch="thread t([] {}); t.join();")) == expect({"background_thread"})
+    assert checks(solution(headers=using, launch="static auto f = async(launch::async, [] {});")) == expect(
+        {"background_thread"}
+    )
+    assert checks(solution(headers="namespace s = std;")) == expect({"dynamic_code"})
 
 
 def test_rejects_thread_headers() -> None:
-    assert checks(solution(headers="#include <thread>\n#include <future>")) == {"forbidden_library"}
+    assert checks(solution(headers="#include <thread>\n#include <future>")) == expect({"forbidden_library"})
 
 
 def test_rejects_python_threads() -> None:
-    assert checks(solution(prelude="import threading")) == {"forbidden_import"}
+    assert checks(solution(prelude="import threading")) == expect({"forbidden_import"})
 
 
 def test_rejects_torch_async_helpers() -> None:
     forward = "future = torch.jit.fork(ext.relu_forward, x)\nreturn ext.relu_forward(x)"
-    assert checks(solution(forward=forward)) == {"background_thread", "torch_compute_in_forward"}
+    # kernelbench also refuses torch.jit: it lets torch generate code that would count as the candidate's.
+    kernelbench = {"background_thread", "forbidden_library"}
+    assert checks(solution(forward=forward)) == expect({"background_thread", "torch_compute_in_forward"}, kernelbench)
 
 
 def test_accepts_openmp() -> None:

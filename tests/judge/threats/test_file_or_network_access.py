@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.judge.threats._static import checks, solution
+from tests.judge.threats._static import checks, expect, solution
 
 
 def test_template_is_legit() -> None:
@@ -23,12 +23,12 @@ def test_template_is_legit() -> None:
     ids=["fopen", "getenv", "system", "socket", "dlopen"],
 )
 def test_rejects_file_and_network_access_in_cpp(headers: str, launch: str) -> None:
-    assert checks(solution(headers=headers, launch=launch)) == {"file_or_network_access"}
+    assert checks(solution(headers=headers, launch=launch)) == expect({"file_or_network_access"})
 
 
 def test_rejects_fstream() -> None:
     source = solution(headers="#include <fstream>", launch='std::ifstream in("/etc/passwd");')
-    assert checks(source) == {"forbidden_library", "file_or_network_access"}
+    assert checks(source) == expect({"forbidden_library", "file_or_network_access"})
 
 
 @pytest.mark.parametrize(
@@ -51,7 +51,7 @@ def test_rejects_file_and_network_access_in_python(prelude: str, expected: set[s
 
 def test_rejects_build_directory() -> None:
     flags = 'functions=["relu_forward"], build_directory="/tmp/x",'
-    assert checks(solution().replace('functions=["relu_forward"],', flags)) == {"file_or_network_access"}
+    assert checks(solution().replace('functions=["relu_forward"],', flags)) == expect({"file_or_network_access"})
 
 
 def test_accepts_reading_the_environment() -> None:

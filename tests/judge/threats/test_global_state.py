@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.judge.threats._hacks import checks_of, judge_hack, model_new
-from tests.judge.threats._static import checks, solution
+from tests.judge.threats._static import checks, expect, solution
 
 
 def test_template_is_legit() -> None:
@@ -32,23 +32,23 @@ def test_template_is_legit() -> None:
     ids=["cudnn_benchmark", "seed", "threads", "default_dtype", "deterministic", "memory", "random", "library"],
 )
 def test_rejects_global_state_in_python(prelude: str) -> None:
-    assert checks(solution(prelude=prelude)) == {"global_state_change"}
+    assert checks(solution(prelude=prelude)) == expect({"global_state_change"})
 
 
 @pytest.mark.parametrize(
     "launch", ["omp_set_num_threads(1);", "cudaDeviceReset();", "cudaDeviceSetCacheConfig(cudaFuncCachePreferL1);"]
 )
 def test_rejects_global_state_in_cpp(launch: str) -> None:
-    assert checks(solution(launch=launch)) == {"global_state_change"}
+    assert checks(solution(launch=launch)) == expect({"global_state_change"})
 
 
 def test_rejects_torch_context_flags_in_cpp() -> None:
     source = solution(launch="at::globalContext().setAllowTF32CuBLAS(true);")
-    assert checks(source) == {"global_state_change", "cpp_torch_compute"}
+    assert checks(source) == expect({"global_state_change", "cpp_torch_compute"})
 
 
 def test_rejects_overriding_aten_kernels() -> None:
-    assert checks(solution(headers="TORCH_LIBRARY_IMPL(aten, CUDA, m) { }")) == {"global_state_change"}
+    assert checks(solution(headers="TORCH_LIBRARY_IMPL(aten, CUDA, m) { }")) == expect({"global_state_change"})
 
 
 # Runtime: the judge end to end on the CPU, sharing one build of the hack extension (see _hacks.py).

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.judge.threats._hacks import checks_of, judge_hack, model_new
-from tests.judge.threats._static import checks, solution
+from tests.judge.threats._static import checks, expect, solution
 
 
 def test_template_is_legit() -> None:
@@ -47,53 +47,54 @@ def test_rejects_monkeypatching(prelude: str, expected: set[str]) -> None:
     ids=["eval", "exec", "dunder_import", "globals", "computed_getattr", "vars", "type3", "dunder_dict"],
 )
 def test_rejects_dynamic_code(prelude: str) -> None:
-    assert checks(solution(prelude=prelude)) == {"dynamic_code"}
+    assert checks(solution(prelude=prelude)) == expect({"dynamic_code"})
 
 
 def test_rejects_sys_modules() -> None:
     source = solution(prelude="import sys\nsys.modules['torch'].allclose = None")
-    assert checks(source) == {"forbidden_import", "dynamic_code", "global_state_change"}
+    assert checks(source) == expect({"forbidden_import", "dynamic_code", "global_state_change"})
 
 
 def test_rejects_decorators_that_replace_forward() -> None:
-    assert checks(solution(init="@torch.compile\ndef _unused(self, x):\n    return x\n")) == {"dynamic_code"}
+    source = solution(init="@torch.compile\ndef _unused(self, x):\n    return x\n")
+    assert checks(source) == expect({"dynamic_code"}, kernelbench={"dynamic_code", "forbidden_library"})
 
 
 def test_rejects_cpp_sources_built_at_import_time() -> None:
     source = solution().replace("cuda_sources=cuda_source,", "cuda_sources=cuda_source.replace('relu', 'relu'),")
-    assert checks(source) == {"dynamic_code"}
+    assert checks(source) == expect({"dynamic_code"})
 
 
 def test_rejects_cpp_source_fstring_with_a_variable() -> None:
     source = solution(prelude="op = input()").replace('cpp_sources="torch', 'cpp_sources=f"// {op}\\ntorch')
-    assert checks(source) == {"dynamic_code"}
+    assert checks(source) == expect({"dynamic_code"})
 
 
 def test_rejects_builder_passed_around() -> None:
     source = solution(prelude="build = load_inline").replace("ext = load_inline(", "ext = build(")
-    assert checks(source) == {"dynamic_code", "forward_calls_no_kernel", "torch_compute_in_forward"}
+    assert checks(source) == expect({"dynamic_code", "forward_calls_no_kernel", "torch_compute_in_forward"})
 
 
 def test_rejects_kwargs_to_the_builder() -> None:
     source = solution(prelude="opts = {}")
     source = source.replace('functions=["relu_forward"],', 'functions=["relu_forward"], **opts,')
-    assert checks(source) == {"dynamic_code"}
+    assert checks(source) == expect({"dynamic_code"})
 
 
 def test_rejects_replacing_a_function_of_the_extension() -> None:
-    assert checks(solution(prelude="") + "\next.relu_forward = torch.relu\n") == {"dynamic_code"}
+    assert checks(solution(prelude="") + "\next.relu_forward = torch.relu\n") == expect({"dynamic_code"})
     init = "def __init__(self):\n    super().__init__()\n    self.ext = ext\n    self.ext.relu_forward = torch.relu\n"
-    assert checks(solution(init=init, forward="return self.ext.relu_forward(x)")) == {"dynamic_code"}
+    assert checks(solution(init=init, forward="return self.ext.relu_forward(x)")) == expect({"dynamic_code"})
 
 
 def test_rejects_rebinding_the_extension_name() -> None:
     source = solution().replace("class ModelNew", "if True:\n    ext = torch\n\n\nclass ModelNew")
-    assert checks(source) == {"forward_calls_no_kernel", "torch_compute_in_forward"}
+    assert checks(source) == expect({"forward_calls_no_kernel", "torch_compute_in_forward"})
 
 
 def test_rejects_shadowing_the_extension_inside_forward() -> None:
     forward = "ext = torch\nreturn ext.relu(x)"
-    assert checks(solution(forward=forward)) == {"forward_calls_no_kernel", "torch_compute_in_forward"}
+    assert checks(solution(forward=forward)) == expect({"forward_calls_no_kernel", "torch_compute_in_forward"})
 
 
 def test_rejects_instance_attribute_that_shadows_a_method() -> None:
@@ -101,20 +102,22 @@ def test_rejects_instance_attribute_that_shadows_a_method() -> None:
         "def __init__(self):\n    super().__init__()\n    self._run = torch.relu\n\n"
         "def _run(self, t):\n    return ext.relu_forward(t)\n"
     )
-    assert checks(solution(init=init, forward="return self._run(x)")) == {
-        "forward_calls_no_kernel",
-        "torch_compute_in_forward",
-    }
+    assert checks(solution(init=init, forward="return self._run(x)")) == expect(
+        {
+            "forward_calls_no_kernel",
+            "torch_compute_in_forward",
+        }
+    )
 
 
 def test_rejects_setattr_on_the_model() -> None:
     init = "def __init__(self):\n    super().__init__()\n    setattr(self, 'ext', torch)\n"
-    assert checks(solution(init=init)) == {"dynamic_code"}
+    assert checks(solution(init=init)) == expect({"dynamic_code"})
 
 
 def test_rejects_cpp_that_calls_back_into_python() -> None:
     launch = 'y = pybind11::module_::import("torch").attr("relu")(x).cast<torch::Tensor>();'
-    assert checks(solution(launch=launch)) == {"dynamic_code"}
+    assert checks(solution(launch=launch)) == expect({"dynamic_code"})
 
 
 # Runtime: the judge end to end on the CPU, sharing one build of the hack extension (see _hacks.py).

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.judge.threats._hacks import checks_of, judge_hack, model_new
-from tests.judge.threats._static import checks, solution
+from tests.judge.threats._static import checks, expect, solution
 
 
 def test_template_is_legit() -> None:
@@ -15,16 +15,18 @@ def test_template_is_legit() -> None:
 
 
 def test_rejects_forward_that_returns_its_input() -> None:
-    assert checks(solution(forward="return x")) == {"forward_calls_no_kernel"}
+    assert checks(solution(forward="return x")) == expect({"forward_calls_no_kernel"})
 
 
 def test_rejects_extension_referenced_but_not_called() -> None:
-    assert checks(solution(forward="kernel = ext\nreturn x.view(-1).view(x.shape)")) == {"forward_calls_no_kernel"}
+    assert checks(solution(forward="kernel = ext\nreturn x.view(-1).view(x.shape)")) == expect(
+        {"forward_calls_no_kernel"}
+    )
 
 
 def test_rejects_forward_without_any_extension() -> None:
     source = solution().replace("ext = load_inline(", "unused = load_inline(")
-    assert checks(source) == {"forward_calls_no_kernel", "torch_compute_in_forward"}
+    assert checks(source) == expect({"forward_calls_no_kernel", "torch_compute_in_forward"})
 
 
 def test_accepts_kernel_call_through_a_method_and_attribute() -> None:
@@ -48,4 +50,6 @@ def test_accepts_kernel_call_through_a_method_and_attribute() -> None:
 )
 def test_runtime_rejects_kernel_compiled_but_never_run(tmp_path: Path, forward: str) -> None:
     verdict = judge_hack(tmp_path, "examples/relu", model_new(forward), static_policy=False)
-    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"torch_compute_at_runtime"}), verdict.message
+    # kernelbench: torch may compute, but the dataflow check finds that none of the kernel's results reach the output.
+    expected = expect({"torch_compute_at_runtime"}, {"no_custom_kernel"})
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", expected), verdict.message

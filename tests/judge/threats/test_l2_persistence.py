@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.judge.threats._static import checks, solution
+from tests.judge.threats._static import checks, expect, solution
 
 
 def test_template_is_legit() -> None:
@@ -23,4 +23,4 @@ def test_template_is_legit() -> None:
     ids=["limit", "window", "stream_attribute", "reset", "ptx_evict_last"],
 )
 def test_rejects_l2_persistence(launch: str) -> None:
-    assert checks(solution(launch=launch)) == {"l2_persistence"}
+    assert checks(solution(launch=launch)) == expect({"l2_persistence"})

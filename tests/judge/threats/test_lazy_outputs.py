@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.judge.threats._hacks import checks_of, judge_hack
-from tests.judge.threats._static import checks, solution
+from tests.judge.threats._static import checks, expect, solution
 
 
 def test_template_is_legit() -> None:
@@ -20,21 +20,23 @@ def test_rejects_tensor_subclass_with_torch_function() -> None:
         "\nclass Lazy(torch.Tensor):\n    @classmethod\n"
         "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n        return func(*args)\n"
     )
-    assert checks(solution(prelude=prelude)) == {"lazy_output_hooks"}
+    assert checks(solution(prelude=prelude)) == expect({"lazy_output_hooks"})
 
 
 def test_rejects_make_subclass() -> None:
     forward = "return torch.Tensor._make_subclass(torch.Tensor, ext.relu_forward(x))"
-    assert checks(solution(forward=forward)) == {"lazy_output_hooks", "torch_compute_in_forward"}
+    assert checks(solution(forward=forward)) == expect({"lazy_output_hooks", "torch_compute_in_forward"})
 
 
 def test_rejects_forward_hooks() -> None:
     init = "def __init__(self):\n    super().__init__()\n    self.register_forward_hook(lambda m, i, o: o)\n"
-    assert checks(solution(init=init)) == {"lazy_output_hooks"}
+    assert checks(solution(init=init)) == expect({"lazy_output_hooks"})
 
 
 def test_rejects_finalizers() -> None:
-    assert checks(solution(init="def __del__(self):\n    pass\n")) == {"lazy_output_hooks", "forbidden_override"}
+    assert checks(solution(init="def __del__(self):\n    pass\n")) == expect(
+        {"lazy_output_hooks", "forbidden_override"}
+    )
 
 
 def test_rejects_dispatch_modes() -> None:
@@ -42,7 +44,7 @@ def test_rejects_dispatch_modes() -> None:
         "from torch.utils._python_dispatch import TorchDispatchMode\n\n\nclass Mode(TorchDispatchMode):\n    pass\n"
     )
     source = solution(prelude=prelude)
-    assert checks(source) == {"forbidden_import", "lazy_output_hooks"}
+    assert checks(source) == expect({"forbidden_import", "lazy_output_hooks"}, kernelbench={"lazy_output_hooks"})
 
 
 # Runtime: the judge end to end on the CPU, sharing one build of the hack extension (see _hacks.py).

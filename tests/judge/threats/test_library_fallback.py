@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.judge.threats._static import checks, solution
+from tests.judge.threats._static import checks, expect, solution
 
 
 def test_template_is_legit() -> None:
@@ -25,16 +25,21 @@ def test_template_is_legit() -> None:
     ],
 )
 def test_rejects_forbidden_header(header: str) -> None:
-    assert checks(solution(headers=header)) == {"forbidden_library"}
+    # kernelbench: any <system> header but those for threads, files and processes (torch and header-only CUDA
+    # libraries compile into the candidate's own code, and the runtime checks that its kernels reach the output).
+    kernelbench = {"forbidden_library"} if header.startswith('#include "') else set()
+    assert checks(solution(headers=header)) == expect({"forbidden_library"}, kernelbench)
 
 
 def test_rejects_library_namespaces_without_include() -> None:
-    assert checks(solution(launch="cub::DeviceReduce::Sum(nullptr, bytes, a, b, n);")) == {"forbidden_library"}
+    source = solution(launch="cub::DeviceReduce::Sum(nullptr, bytes, a, b, n);")
+    assert checks(source) == expect({"forbidden_library"}, kernelbench=set())  # CUB is header-only
+    assert checks(solution(launch="dnnl::stream s;")) == {"forbidden_library"}  # a prebuilt library in both
 
 
 def test_rejects_cpu_blas_symbols() -> None:
     launch = "cblas_sgemm(101, 111, 111, 1, 1, 1, 1.f, a, 1, b, 1, 0.f, c, 1);"
-    assert checks(solution(launch=launch)) == {"forbidden_library"}
+    assert checks(solution(launch=launch)) == expect({"forbidden_library"})
 
 
 @pytest.mark.parametrize(
@@ -48,7 +53,8 @@ def test_rejects_cpu_blas_symbols() -> None:
     ids=["cublas_axpy", "cublas_geam", "cudnn_activation", "cudnn_softmax"],
 )
 def test_rejects_non_gemm_cublas_and_non_convolution_cudnn(launch: str) -> None:
-    assert checks(solution(headers="#include <cublas_v2.h>\n#include <cudnn.h>", launch=launch)) == {"cublas_misuse"}
+    source = solution(headers="#include <cublas_v2.h>\n#include <cudnn.h>", launch=launch)
+    assert checks(source) == expect({"cublas_misuse"}, kernelbench=set())  # any cuBLAS/cuDNN call
 
 
 def test_accepts_cublas_gemm() -> None:
@@ -68,14 +74,14 @@ def test_accepts_cublas_gemm() -> None:
 )
 def test_rejects_forbidden_build_flags(argument: str, flag: str) -> None:
     source = solution().replace('functions=["relu_forward"],', f'functions=["relu_forward"], {argument}=[{flag!r}],')
-    assert checks(source) == {"forbidden_library"}
+    assert checks(source) == expect({"forbidden_library"})
 
 
 def test_rejects_macro_flag_that_names_a_tensor_method() -> None:
     flags = 'functions=["relu_forward"], extra_cuda_cflags=["-DOP=relu"],'
     source = solution(launch="y = x.OP();").replace('functions=["relu_forward"],', flags)
-    assert checks(source) == {"cpp_torch_compute"}
+    assert checks(source) == expect({"cpp_torch_compute"}, kernelbench=set())  # torch may compute
 
 
 def test_rejects_loading_native_libraries_from_python() -> None:
-    assert checks(solution(prelude="torch.ops.load_library('/tmp/libhack.so')")) == {"forbidden_library"}
+    assert checks(solution(prelude="torch.ops.load_library('/tmp/libhack.so')")) == expect({"forbidden_library"})

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.judge.threats._hacks import checks_of, judge_hack, model_new
-from tests.judge.threats._static import checks, solution
+from tests.judge.threats._static import checks, expect, solution
 
 
 def test_template_is_legit() -> None:
@@ -34,19 +34,19 @@ MMA_TF32 = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0}, {%1}, {%2},
     ids=["half", "bf16", "wmma_half", "wmma_tf32", "ptx_mma", "ptx_cvt", "cublas_tf32", "cublas_fast16", "at_half"],
 )
 def test_rejects_reduced_precision_in_cpp(headers: str, launch: str) -> None:
-    assert checks(solution(headers=headers, launch=launch)) == {"precision_downcast"}
+    assert checks(solution(headers=headers, launch=launch)) == expect({"precision_downcast"})
 
 
 def test_rejects_half_in_python() -> None:
     forward = "return ext.relu_forward(x.half())"
-    assert checks(solution(forward=forward)) == {"precision_downcast", "torch_compute_in_forward"}
+    assert checks(solution(forward=forward)) == expect({"precision_downcast", "torch_compute_in_forward"})
     init = "def __init__(self):\n    super().__init__()\n    self.dtype = torch.bfloat16\n"
-    assert checks(solution(init=init)) == {"precision_downcast"}
+    assert checks(solution(init=init)) == expect({"precision_downcast"})
 
 
 def test_rejects_tf32_flag() -> None:
     source = solution(prelude="torch.backends.cuda.matmul.allow_tf32 = True")
-    assert checks(source) == {"precision_downcast", "global_state_change"}
+    assert checks(source) == expect({"precision_downcast", "global_state_change"})
 
 
 def test_accepts_half_in_a_half_task() -> None:

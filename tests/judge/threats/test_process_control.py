@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.judge.threats._hacks import judge_hack, model_new
-from tests.judge.threats._static import LAUNCH, checks, solution
+from tests.judge.threats._static import LAUNCH, checks, expect, solution
 
 
 def test_template_is_legit() -> None:
@@ -16,13 +16,13 @@ def test_template_is_legit() -> None:
 
 @pytest.mark.parametrize("launch", ["exit(0);", "std::abort();", "kill(0, 9);", "sleep(1000);", "std::exit(0);"])
 def test_rejects_process_control_in_cpp(launch: str) -> None:
-    assert checks(solution(launch=launch)) == {"file_or_network_access"}
+    assert checks(solution(launch=launch)) == expect({"file_or_network_access"})
 
 
 @pytest.mark.parametrize("statement", ["exit(0)", "raise SystemExit(0)", "quit()"])
 def test_rejects_process_control_in_python(statement: str) -> None:
     forward = f"{statement}\nreturn ext.relu_forward(x)"
-    assert checks(solution(forward=forward)) == {"file_or_network_access", "torch_compute_in_forward"}
+    assert checks(solution(forward=forward)) == expect({"file_or_network_access", "torch_compute_in_forward"})
 
 
 def test_printing_is_allowed_because_the_judge_ignores_it() -> None:

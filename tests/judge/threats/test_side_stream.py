@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.judge.threats._static import checks, solution
+from tests.judge.threats._static import checks, expect, solution
 
 
 def test_template_is_legit() -> None:
@@ -23,10 +23,10 @@ def test_template_is_legit() -> None:
     ids=["create", "non_blocking", "pool", "graph", "per_thread"],
 )
 def test_rejects_side_stream_in_cpp(launch: str) -> None:
-    assert checks(solution(launch=launch)) == {"side_stream"}
+    assert checks(solution(launch=launch)) == expect({"side_stream"})
 
 
 def test_rejects_side_stream_in_python() -> None:
     init = "def __init__(self):\n    super().__init__()\n    self.side = torch.cuda.Stream()\n"
     forward = "with torch.cuda.stream(self.side):\n    return ext.relu_forward(x)"
-    assert checks(solution(init=init, forward=forward)) == {"side_stream", "torch_compute_in_forward"}
+    assert checks(solution(init=init, forward=forward)) == expect({"side_stream", "torch_compute_in_forward"})

@@ -6,8 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.judge.threats import _static
 from tests.judge.threats._hacks import checks_of, judge_hack, model_new
-from tests.judge.threats._static import checks, solution
+from tests.judge.threats._static import checks, expect, solution
+
+MIXED = set()
+"""Under kernelbench torch may compute beside the candidate's kernels, so these pass the static policy there; the
+runtime check that the kernels reach the outputs (the runtime tests below) rejects the ones that are torch alone."""
 
 
 def test_template_is_legit() -> None:
@@ -28,36 +33,46 @@ def test_template_is_legit() -> None:
     ids=["torch_function", "tensor_method", "aten_op", "torch_C", "alias", "getattr_literal", "dtype_cast"],
 )
 def test_rejects_torch_fallback_in_forward(forward: str) -> None:
-    assert checks(solution(forward=forward)) == {"torch_compute_in_forward", "forward_calls_no_kernel"}
+    # kernelbench: forward must still call the extension; torch's private internals are refused there too.
+    kernelbench = {"forward_calls_no_kernel"} | ({"global_state_change"} if "_C" in forward else set())
+    assert checks(solution(forward=forward)) == expect(
+        {"torch_compute_in_forward", "forward_calls_no_kernel"}, kernelbench
+    )
 
 
 def test_rejects_torch_fallback_next_to_a_kernel_call() -> None:
     source = solution(forward="y = ext.relu_forward(x)\nreturn torch.clamp(y, max=6.0)")
-    assert checks(source) == {"torch_compute_in_forward"}
+    assert checks(source) == expect({"torch_compute_in_forward"}, MIXED)
 
 
 def test_rejects_functional_import_and_call() -> None:
     source = solution(prelude="import torch.nn.functional as F", forward="return F.relu(x)")
-    assert checks(source) == {"forbidden_import", "torch_compute_in_forward", "forward_calls_no_kernel"}
+    assert checks(source) == expect(
+        {"forbidden_import", "torch_compute_in_forward", "forward_calls_no_kernel"}, {"forward_calls_no_kernel"}
+    )
 
 
 def test_rejects_names_imported_from_torch() -> None:
     source = solution(prelude="from torch import relu", forward="return relu(x)")
-    assert checks(source) == {"forbidden_import", "torch_compute_in_forward", "forward_calls_no_kernel"}
+    assert checks(source) == expect(
+        {"forbidden_import", "torch_compute_in_forward", "forward_calls_no_kernel"}, {"forward_calls_no_kernel"}
+    )
 
 
 def test_rejects_calling_a_submodule() -> None:
     init = "def __init__(self):\n    super().__init__()\n    self.act = nn.ReLU()\n"
-    assert checks(solution(init=init, forward="return self.act(x)")) == {
-        "torch_compute_in_forward",
-        "forward_calls_no_kernel",
-    }
+    assert checks(solution(init=init, forward="return self.act(x)")) == expect(
+        {
+            "torch_compute_in_forward",
+            "forward_calls_no_kernel",
+        }
+    )
 
 
 def test_rejects_fallback_hidden_in_a_helper_function() -> None:
     prelude = "\ndef _finish(y):\n    return y.sum(dim=0, keepdim=True) * 0 + y\n"
     source = solution(prelude=prelude, forward="return _finish(ext.relu_forward(x))")
-    assert checks(source) == {"torch_compute_in_forward", "tensor_arithmetic_in_forward"}
+    assert checks(source) == expect({"torch_compute_in_forward", "tensor_arithmetic_in_forward"}, MIXED)
 
 
 @pytest.mark.parametrize(
@@ -66,17 +81,19 @@ def test_rejects_fallback_hidden_in_a_helper_function() -> None:
     ids=["scale", "matmul_operator", "in_place_add"],
 )
 def test_rejects_tensor_arithmetic_in_forward(forward: str) -> None:
-    assert checks(solution(forward=forward)) == {"tensor_arithmetic_in_forward"}
+    assert checks(solution(forward=forward)) == expect({"tensor_arithmetic_in_forward"}, MIXED)
 
 
 def test_rejects_swapping_tensor_data() -> None:
-    assert checks(solution(forward="y = ext.relu_forward(x)\ny.data = x\nreturn y")) == {"torch_compute_in_forward"}
+    assert checks(solution(forward="y = ext.relu_forward(x)\ny.data = x\nreturn y")) == expect(
+        {"torch_compute_in_forward"}, MIXED
+    )
 
 
 def test_rejects_indexing_with_a_tensor() -> None:
     init = "def __init__(self):\n    super().__init__()\n    self.perm = nn.Parameter(torch.arange(10.0))\n"
     source = solution(init=init, forward="return ext.relu_forward(x)[self.perm]")
-    assert checks(source) == {"torch_compute_in_forward"}
+    assert checks(source) == expect({"torch_compute_in_forward"}, MIXED)
 
 
 def test_accepts_arithmetic_on_shapes() -> None:
@@ -104,18 +121,20 @@ def test_accepts_arithmetic_on_shapes() -> None:
     ids=["torch_op", "aten_op", "native", "functional", "method", "reduction", "operator", "unary", "dispatcher"],
 )
 def test_rejects_torch_compute_in_cpp(launch: str) -> None:
-    assert checks(solution(launch=launch)) == {"cpp_torch_compute"}
+    assert checks(solution(launch=launch)) == expect({"cpp_torch_compute"}, MIXED)
 
 
 def test_rejects_torch_namespace_aliases_in_cpp() -> None:
-    assert checks(solution(headers="using namespace at;", launch="y = relu(x);")) == {"cpp_torch_compute"}
-    assert checks(solution(headers="namespace T = torch;", launch="y = T::relu(x);")) == {"cpp_torch_compute"}
+    source = solution(headers="using namespace at;", launch="y = relu(x);")
+    assert checks(source) == expect({"cpp_torch_compute"}, MIXED)
+    source = solution(headers="namespace T = torch;", launch="y = T::relu(x);")
+    assert checks(source) == expect({"cpp_torch_compute"}, MIXED)
 
 
 def test_rejects_macros_that_hide_a_tensor_method() -> None:
-    assert checks(solution(headers="#define R relu", launch="y = x.R();")) == {"cpp_torch_compute"}
-    assert checks(solution(headers="#define CALL(t, m) t.m()", launch="y = CALL(x, relu);")) == {"dynamic_code"}
-    assert checks(solution(headers="#define CAT(a, b) a##b", launch="y = x.CAT(re, lu)();")) == {"dynamic_code"}
+    assert checks(solution(headers="#define R relu", launch="y = x.R();")) == expect({"cpp_torch_compute"}, MIXED)
+    assert checks(solution(headers="#define CALL(t, m) t.m()", launch="y = CALL(x, relu);")) == expect({"dynamic_code"})
+    assert checks(solution(headers="#define CAT(a, b) a##b", launch="y = x.CAT(re, lu)();")) == expect({"dynamic_code"})
 
 
 # Runtime: the judge end to end on the CPU, sharing one build of the hack extension (see _hacks.py).
@@ -124,16 +143,19 @@ def test_rejects_macros_that_hide_a_tensor_method() -> None:
 def test_runtime_rejects_torch_fallback_hidden_from_static_checks(tmp_path: Path) -> None:
     # relu_clamp copies x and calls out.clamp_min_(0), a spelling the C++ text rules do not list.
     verdict = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu_clamp(x.contiguous())"))
-    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"torch_compute_at_runtime"}), verdict.message
-    assert "aten.clamp_min_" in verdict.message
+    # kernelbench: the kernel only copies x, so the output holds torch's work (a copy of a torch tensor's contents).
+    expected = expect({"torch_compute_at_runtime"}, {"no_custom_kernel"})
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", expected), verdict.message
+    assert "aten.clamp_min_" in verdict.message or _static.POLICY == "kernelbench"
 
 
 def test_runtime_rejects_torch_fallback_run_on_a_native_pool_thread(tmp_path: Path) -> None:
     # relu_clamp_pool runs clamp_min_ on a c10::ThreadPool thread and waits for it; a dispatch mode
-    # is thread-local, so only the all-threads profiler of the tracer sees it.
+    # is thread-local, so only the all-threads profiler of the tracer (kernelbench: of the dataflow check) sees it.
     verdict = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu_clamp_pool(x.contiguous())"))
-    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"torch_compute_at_runtime"}), verdict.message
-    assert "aten.clamp_min_" in verdict.message
+    expected = expect({"torch_compute_at_runtime"}, {"no_custom_kernel"})
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", expected), verdict.message
+    assert "clamp_min_" in verdict.message
 
 
 PYTHON_THREAD = """import threading
@@ -157,4 +179,10 @@ return box[0]"""
 )
 def test_runtime_rejects_torch_fallback_in_python(tmp_path: Path, forward: str) -> None:
     verdict = judge_hack(tmp_path, "examples/relu", model_new(forward), static_policy=False)
-    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"torch_compute_at_runtime"}), verdict.message
+    if _static.POLICY == "kernelbench" and "ext.relu" in forward:
+        # Mixing is what kernelbench allows: the kernel computes the result, torch then scales it.
+        assert verdict.verdict == "pass", verdict.message
+        assert verdict.custom_kernel_time_fraction is not None and verdict.custom_kernel_time_fraction > 0
+        return
+    expected = expect({"torch_compute_at_runtime"}, {"no_custom_kernel"})
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", expected), verdict.message

@@ -157,3 +157,6 @@ class PoolMetrics(_Record):
     cpus: dict[str, list[int]] = Field(
         default_factory=dict, description="Cores of the builds and of each timing worker when pinned; empty: not."
     )
+    busy_s: dict[str, float] = Field(
+        default_factory=dict, description="Seconds the workers of each kind spent running stages (busy fractions)."
+    )

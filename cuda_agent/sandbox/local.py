@@ -71,6 +71,7 @@ class LocalPool:
         limits: SandboxLimits | None = None,
         pin_cpus: bool | None = None,
         cores_per_timing: int = 2,
+        judges_per_gpu: int = 2,
     ) -> None:
         """
         Args:
@@ -82,6 +83,9 @@ class LocalPool:
             pin_cpus: keep `cores_per_timing` cores for each timing worker, away from builds: None (default)
                 when builds still keep half of the cores, True whenever one core is left for builds, False never.
             cores_per_timing: cores each timing worker keeps when pinned.
+            judges_per_gpu: judge stages in flight per GPU. The GPU itself is taken in turns (gpu_turns.py: a
+                candidate's correctness and timing, a baseline, alone), so a second stage starts its runner, its
+                standby worker and its cached build while the first one has the GPU.
         """
         import os
 
@@ -100,10 +104,18 @@ class LocalPool:
         self.cpu_plan = plan_cpu_sets(n_timing, cores_per_timing, pin_cpus)
         if self.cpu_plan.note and pin_cpus is not False:
             log.info("sandbox pool: timing workers not pinned to cores of their own: %s", self.cpu_plan.note)
-        self.stats = PoolStats(workers={"build": n_build, "timing": n_timing}, cpus=self.cpu_plan.as_metrics())
+        # CPU timing slots stay one stage each: nothing but the slot keeps two CPU timings apart.
+        per_slot = max(1, judges_per_gpu) if self.gpus else 1
+        self.stats = PoolStats(
+            workers={"build": n_build, "timing": n_timing * per_slot}, cpus=self.cpu_plan.as_metrics()
+        )
         self._threads = [
             threading.Thread(target=self._build_loop, args=(f"build-{i}",), daemon=True) for i in range(n_build)
-        ] + [threading.Thread(target=self._timing_loop, args=(i,), daemon=True) for i in range(n_timing)]
+        ] + [
+            threading.Thread(target=self._timing_loop, args=(i,), daemon=True)
+            for i in range(n_timing)
+            for _ in range(per_slot)
+        ]
         for thread in self._threads:
             thread.start()
 
@@ -237,6 +249,7 @@ class LocalPool:
             return self._final_stage(entry, worker, {}, build_cpus)
         limit_s = stage_timeout_s(job, "prepare")
         stage = run_stage(job, "prepare", self.limits, entry.device, limit_s, {}, entry.handle, build_cpus)
+        self.stats.on_busy("build", stage.wall_s)
         fields = stage_fields(job, stage)
         if fields is not None:
             return self._result(entry, worker, **fields)
@@ -250,6 +263,7 @@ class LocalPool:
         phase = "command" if isinstance(job, CommandJob) else "judge"
         limit_s = job.timeout_s if isinstance(job, CommandJob) else stage_timeout_s(job, "judge")
         stage = run_stage(job, phase, self.limits, entry.device, limit_s, env, entry.handle, cpus)
+        self.stats.on_busy("timing" if worker.startswith("timing") else "build", stage.wall_s)
         fields = stage_fields(job, stage) or {"status": "failed", "error": NO_VERDICT, "error_type": "SandboxError"}
         return self._result(entry, worker, **fields)
 

@@ -43,6 +43,12 @@ class PoolStats:
         self.by_status: Counter[str] = Counter()
         self.by_verdict: Counter[str] = Counter()
         self.latencies: deque[float] = deque(maxlen=LATENCY_WINDOW)
+        self.busy_s: Counter[str] = Counter()
+
+    def on_busy(self, kind: str, seconds: float) -> None:
+        """A worker of `kind` ('build', 'timing') ran a stage for `seconds`."""
+        with self._lock:
+            self.busy_s[kind] += seconds
 
     @property
     def pending(self) -> int:
@@ -83,4 +89,5 @@ class PoolStats:
                 latency_s=latency,
                 workers=dict(self.workers),
                 cpus=dict(self.cpus),
+                busy_s=dict(self.busy_s),
             )

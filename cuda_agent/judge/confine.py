@@ -28,14 +28,16 @@ from cuda_agent.subproc import Confinement, child_env, run_command, unprivileged
 
 def candidate_user(name: str | None, cache_dir: Path) -> tuple[pwd.struct_passwd | None, str | None]:
     """The user to run candidate code as, or None and why not (None, None: not asked for, or not root)."""
-    import torch
+    import importlib.util
 
     import cuda_agent
+
+    torch_dir = Path(importlib.util.find_spec("torch").origin).parent  # found, not imported: torch costs seconds
 
     # The cache too: its build folders are where the candidate's private copies are mounted. A fresh machine
     # has none yet; the judge makes it anyway, so make it now and probe the folder it will be.
     cache_dir.mkdir(parents=True, exist_ok=True)
-    needed = [Path(sys.executable), Path(torch.__file__).parent, Path(cuda_agent.__file__).parent, cache_dir]
+    needed = [Path(sys.executable), torch_dir, Path(cuda_agent.__file__).parent, cache_dir]
     needed += [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).exists()]
     user, why_not = unprivileged_user(name, needed)
     if user is None:
@@ -62,9 +64,9 @@ def _interpreter_refuses(user: pwd.struct_passwd, cache_dir: Path) -> str | None
     import hashlib
     import json
 
-    import torch
+    from cuda_agent.judge.verdict_cache import torch_versions  # read, not imported: torch costs seconds
 
-    setup = f"{user.pw_uid}|{sys.executable}|{sys.path}|{os.environ.get('PYTHONPATH')}|{torch.__version__}"
+    setup = f"{user.pw_uid}|{sys.executable}|{sys.path}|{os.environ.get('PYTHONPATH')}|{torch_versions()['torch']}"
     record = cache_dir / "confine" / f"{hashlib.sha256(setup.encode()).hexdigest()[:20]}.json"
     if record.exists():
         return json.loads(record.read_text())["why_not"]

@@ -39,7 +39,7 @@ from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.protocol import BaselineRequest, BaselineResult, RunRequest, RunResult
 from cuda_agent.judge.solution import SolutionSource, read_solution
 from cuda_agent.judge.standby import TURNS_ENV, Standby
-from cuda_agent.judge.verdict_cache import VerdictCache, verdict_key
+from cuda_agent.judge.verdict_cache import VerdictCache, torch_versions, verdict_key
 from cuda_agent.reward import compute_reward
 from cuda_agent.subproc import ChildResult, Confinement, child_env, run_module
 from cuda_agent.types import Task, Timings, Verdict, Violation
@@ -116,6 +116,8 @@ class _Judgement:
         self.cacheable = True
         self.standby: Standby | None = None
         """The candidate's process, started ahead (standby.py); used once by run()."""
+        self.candidate_ran = False
+        """The run's worker said the candidate's code was about to run (standby.CANDIDATE)."""
         self.limits = config.run_limits(None, "unknown")
         """False once the outcome depended on the machine's load (a timeout, a killed process, an OOM)."""
         self.user, why_not = (
@@ -271,6 +273,7 @@ class _Judgement:
         started_ahead = self.standby is not None
         standby = self.standby or self.start_standby()
         self.standby = None
+        self.candidate_ran = False
         try:
             why_not = standby.wait_ready(STARTUP_S)
             if why_not:
@@ -282,6 +285,7 @@ class _Judgement:
             with self.gpu_turn():
                 standby.go(args, workdir, go_env, confine)
                 child, killed_by = standby.wait(limits.step_s, limits.total_s)
+            self.candidate_ran = standby.candidate_started
         finally:
             standby.close()
         if killed_by == "step":
@@ -295,11 +299,10 @@ class _Judgement:
     def _baseline_file(self) -> Path:
         cfg = self.cfg
         name = gpu_name() if self.device == "cuda" else "cpu"
-        import torch
-
+        versions = torch_versions()  # read from torch's files: importing torch here would cost seconds
         key_env = {
-            "torch": torch.__version__,
-            "cuda": torch.version.cuda if self.device == "cuda" else None,
+            "torch": versions["torch"],
+            "cuda": versions["cuda"] if self.device == "cuda" else None,
             "protocol_version": PROTOCOL_VERSION,
             "cpu_threads": cfg.cpu_threads if self.device != "cuda" else None,
         }
@@ -396,6 +399,13 @@ class _Judgement:
         self.stage_s[stage] = time.monotonic() - start
         if child.timed_out or not result_path.exists():
             self.cacheable = False
+            if stage == "run" and not self.candidate_ran:
+                tail = " ".join(child.stderr.strip().splitlines()[-3:])
+                how = f"hung ({limit})" if child.timed_out else f"died (exit {child.returncode})"
+                raise JudgeInfraError(
+                    f"the judge's worker {how} before the candidate's code ran: our failure, not the candidate's; "
+                    f"retry the judgement ({tail or 'no output'})"
+                )
         if child.timed_out:
             # The child dumps its Python stack on SIGTERM before the kill: say where it was stuck.
             tail = "\n".join(child.stderr.strip().splitlines()[-12:])

@@ -43,6 +43,10 @@ TURNS_ENV = "CUDA_AGENT_GPU_TURNS"
 """The lock folder of the GPU a standby will run on (its CUDA set-up takes a shared turn there)."""
 READY = b"R"
 TICK = b"."
+CANDIDATE = b"C"
+"""Written once, just before the candidate's code first runs. A child that dies or hangs without having
+written it failed in our code (set-up, loading the reference): our failure. The candidate can add this
+byte itself, never take it back, so it cannot pass its own crash off as ours."""
 
 
 def _enter_namespace() -> None:  # between fork and exec: no threads, no locks
@@ -88,6 +92,8 @@ class Standby:
             os.close(progress_w)
         self.ready_s: float | None = None
         """Seconds from start to ready (imports and set-up done), once seen."""
+        self.candidate_started = False
+        """The child said (CANDIDATE) that the candidate's code was about to run."""
 
     def wait_ready(self, timeout_s: float) -> str | None:
         """Block until the child has finished its set-up; None, or why it never got ready (it is then killed)."""
@@ -148,8 +154,10 @@ class Standby:
             readable, _, _ = select.select([self._progress_r], [], [], deadline - now)
             if not readable:
                 continue
-            if not os.read(self._progress_r, 4096):
+            data = os.read(self._progress_r, 4096)
+            if not data:
                 break  # every holder of the pipe has exited
+            self.candidate_started = self.candidate_started or CANDIDATE in data
             last = time.monotonic()
         if killed_by:
             # SIGTERM first: the worker dumps its stacks on it (faulthandler), so a hang can be located.
@@ -208,6 +216,14 @@ def progress() -> Callable[[], None]:
             os.write(fd, TICK)
 
     return tick
+
+
+def mark_candidate() -> None:
+    """Tell the grader that the candidate's code runs next (CANDIDATE; nothing when no pipe was given)."""
+    fd = int(os.environ.get(PROGRESS_FD_ENV, "-1"))
+    if fd >= 0:
+        with contextlib.suppress(OSError):
+            os.write(fd, CANDIDATE)
 
 
 def serve_once(warm_up: Callable[[], None]) -> list[str]:

@@ -32,7 +32,7 @@ from cuda_agent.errors import TaskError
 from cuda_agent.judge import guards
 from cuda_agent.judge.build import loading_extensions
 from cuda_agent.judge.protocol import RunRequest, RunResult
-from cuda_agent.judge.standby import TURNS_ENV, progress, serve_once
+from cuda_agent.judge.standby import TURNS_ENV, mark_candidate, progress, serve_once
 from cuda_agent.types import Violation
 
 
@@ -106,6 +106,7 @@ class CandidateRun:
         os.environ["TORCH_EXTENSIONS_DIR"] = self.req.ext_dir
         sys.path[:0] = self.req.python_path
         self.candidate_started = True
+        mark_candidate()
         spec = importlib.util.spec_from_file_location("cuda_agent_candidate", self.req.solution_path)
         module = importlib.util.module_from_spec(spec)
         # Module-level load_inline calls load (or finish building) here; see build.loading_extensions.

@@ -229,3 +229,12 @@ def test_load_dependent_verdicts_are_not_cached(tmp_path: Path) -> None:
     assert judge(task, path, config).verdict == "timeout"
     again = judge(task, path, config)
     assert again.verdict == "timeout" and again.env["verdict_cached"] is False
+
+
+def test_a_worker_that_dies_before_the_candidate_runs_is_our_failure_after_it_the_candidates(tmp_path: Path) -> None:
+    dies_loading = RELU_TASK.replace("super().__init__()", "super().__init__()\n        import os\n        os._exit(7)")
+    with pytest.raises(JudgeInfraError, match=r"died \(exit 7\) before the candidate's code ran"):
+        judge_new_task(tmp_path, RELU, dies_loading, verdict_cache=False)
+    source = with_forward_body(RELU, "import os\nos._exit(7)")
+    verdict = judge_new_task(tmp_path, source, static_policy=False, verdict_cache=False)
+    assert verdict.verdict == "runtime_error" and "exit 7" in verdict.message

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Issue 22 on the H200: the mixed KernelBench solutions (torch's cuDNN convolution or cuBLAS GEMM plus the
+# solution's own fused kernel; solutions/kernelbench_mixed/cuda/L2/*.py) judged by `cuda-agent bench` under the
+# kernelbench policy, with custom_kernel_time_fraction per task in results.json and report.md. One device call
+# of about 4 minutes; everything comes back as $OUT/kernelbench_policy.tar.gz.
+#
+#   bash scripts/device_wheels.sh            # here, once: .whl/ (wheels the image lacks) and .carry/ (task parquets)
+#   then one device call carrying [".whl", ".carry"]:  bash bench/kernelbench_policy_gpu.sh
+#   afterwards, here: cuda-agent bench report DIR  (the GPU image has no matplotlib for report.html)
+#
+# Steps: (1) the static policy of every file under both policies (instant: kernelbench must accept, cuda-agent must
+# reject with torch_compute_in_forward); (2) the bench, baselines seeded from the committed H200 file, with fewer
+# trials and shorter timed phases than the defaults so that 22 tasks fit (BENCH_S caps it; results.jsonl keeps
+# every finished task if the cap hits); (3) fractions.txt: verdict and custom_kernel_time_fraction per task.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+W="$OUT/kernelbench_policy"
+mkdir -p "$W"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PATH=/tmp/site/bin:$PATH
+export CUDA_AGENT_DATA_DIR=$PWD/.carry CUDA_AGENT_CACHE=/tmp/ca-cache TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16
+SOLUTIONS=solutions/kernelbench_mixed/cuda
+BASELINES=${BASELINES:-bench/results/h200-2026-12-03/kernelbench_baselines.json}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$W/nvidia_smi.txt"
+{ date -u; git log -1 --format='%H %s' 2>/dev/null; echo "bash bench/kernelbench_policy_gpu.sh"; } > "$W/command.txt"
+
+python3 - "$SOLUTIONS" > "$W/policy_check.txt" 2>&1 <<'PY'
+import sys
+from pathlib import Path
+from cuda_agent.judge.policy import check_policy
+from cuda_agent.judge.solution import SolutionSource
+bad = 0
+for path in sorted(Path(sys.argv[1]).glob("L2/*.py"), key=lambda p: int(p.stem)):
+    source = SolutionSource(python=path.read_text())
+    kb = [v.check for v in check_policy(source, "cuda", policy="kernelbench")]
+    ca = sorted({v.check for v in check_policy(source, "cuda", policy="cuda-agent")})
+    bad += bool(kb) or "torch_compute_in_forward" not in ca
+    print(f"{path}: kernelbench {kb or 'accepted'}; cuda-agent rejected by {ca}")
+print(f"{bad} file(s) out of line")
+PY
+tail -1 "$W/policy_check.txt"
+
+TASKS=$(ls $SOLUTIONS/L2/*.py | sed -E 's#.*/L2/([0-9]+)\.py#kernelbench/L2/\1#' | sort -t/ -k3 -n | head -n "${MAX_TASKS:-99}" | paste -sd,)
+timeout "${BENCH_S:-205}" python3 -m cuda_agent bench --suite "$TASKS" --solutions "$SOLUTIONS" --device cuda \
+  --policy kernelbench --workers 16 --no-speed-of-light --baselines "$BASELINES" --out "$W/bench_kb" \
+  --judge trials=2 --judge robustness_trials=false --judge target_phase_s=0.25 --judge min_reps=5 \
+  2>&1 | tee "$W/bench.log" | tail -8
+
+python3 - "$W/bench_kb/results.jsonl" > "$W/fractions.txt" 2>&1 <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])] if len(sys.argv) > 1 else []
+for row in sorted(rows, key=lambda r: int(r["ref"].rsplit("/", 1)[1])):
+    v = row.get("verdict") or {}
+    frac = v.get("custom_kernel_time_fraction")
+    t = v.get("timings_ms") or {}
+    print(f"{row['ref']:18s} {v.get('verdict', row['status']):14s} own {'n/a' if frac is None else f'{frac:6.1%}'}"
+          f"  solution {t.get('solution')} ms  eager {t.get('eager')} ms  compile {t.get('compile')} ms"
+          f"  {'' if v.get('verdict') == 'pass' else (v.get('message') or row.get('error') or '')[:160]}")
+print(f"{len(rows)} tasks judged")
+PY
+cat "$W/fractions.txt"
+tar -czf "$OUT/kernelbench_policy.tar.gz" -C "$OUT" kernelbench_policy && rm -rf "$W"

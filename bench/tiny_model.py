@@ -6,6 +6,11 @@ byte), with ChatML specials and the Hermes tool-call chat template of our agent;
 initialised, seeded Qwen2 causal LM (the actor) and a Qwen2 token classifier with one label (the
 critic, what verl's `load_valuehead_model` builds), both saved with the tokenizer.
 
+verl's `load_valuehead_model` asks transformers for flash_attention_2, and flash-attn is installed
+neither here nor on the H200: the critic folder therefore carries its own model class
+(`modeling_tiny_critic.py`, loaded with `critic.model.trust_remote_code=true`) that takes sdpa
+when flash-attn is missing. verl itself is not changed.
+
 Usage (repository root):
     python bench/tiny_model.py --out /tmp/tiny            # /tmp/tiny/actor, /tmp/tiny/critic
     python bench/tiny_model.py --out /tmp/tiny --layers 2 --hidden 64 --vocab-size 4096 --seed 0
@@ -22,6 +27,21 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CRITIC_CODE = '''"""The tiny critic: Qwen2 token classification that uses sdpa when flash-attn is not installed."""
+
+import importlib.util
+
+from transformers import Qwen2ForTokenClassification
+
+
+class TinyCritic(Qwen2ForTokenClassification):
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        # verl's load_valuehead_model always asks for flash_attention_2.
+        if kwargs.get("attn_implementation") == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
+            kwargs["attn_implementation"] = "sdpa"
+        return super().from_pretrained(*args, **kwargs)
+'''
 SOLUTIONS = [
     ROOT / "solutions" / "workspaces" / "examples_relu_cpu",
     ROOT / "solutions" / "workspaces" / "kernelbench_L1_19",
@@ -93,7 +113,10 @@ def build(out: Path, vocab_size: int = 4096, hidden: int = 64, layers: int = 2, 
     torch.manual_seed(seed)
     transformers.Qwen2ForCausalLM(config()).save_pretrained(actor_dir)
     torch.manual_seed(seed + 1)
-    transformers.Qwen2ForTokenClassification(config(num_labels=1)).save_pretrained(critic_dir)
+    critic_config = config(num_labels=1)
+    critic_config.auto_map = {"AutoModelForTokenClassification": "modeling_tiny_critic.TinyCritic"}
+    transformers.Qwen2ForTokenClassification(critic_config).save_pretrained(critic_dir)
+    (critic_dir / "modeling_tiny_critic.py").write_text(CRITIC_CODE)
     for folder in (actor_dir, critic_dir):
         tokenizer.save_pretrained(folder)
     return actor_dir, critic_dir

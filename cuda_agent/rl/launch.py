@@ -11,7 +11,17 @@ we composed (so nothing is parsed twice), after three preparations:
 - `trainer.device=cpu` selects our CPU platform for verl (`cuda_agent.rl.verl_cpu`) in every
   process and starts the local Ray with one logical GPU per trainer rank;
 - Ray: `RAY_ADDRESS` (or `+ray_kwargs.ray_init.address=...`) joins a running cluster, exactly as
-  verl's own launcher would; without one, a local Ray is started here and stopped at the end.
+  verl's own launcher would; without one, a local Ray is started here and stopped at the end;
+- relative paths (data files, checkpoint folder) are made absolute: verl's Ray actors do not run
+  in our working directory.
+
+Checkpoints and resume are verl's: every `trainer.save_freq` steps (and at the last step) verl
+writes `default_local_dir/global_step_N/` (actor and critic with optimizer and RNG state, and
+`data.pt`, the train dataloader's position) and `latest_checkpointed_iteration.txt`. With
+`resume=True` verl continues from the latest one (`trainer.resume_mode=auto`): the step counter,
+weights, optimizer, RNG and the data cursor, so a run killed in the middle of step N+1 redoes
+step N+1 with the batch it had and goes on. Without it a fresh run refuses a folder that holds
+checkpoints, instead of silently continuing an older run.
 
 The legacy trainer (`trainer.use_v1=false`, `main_ppo_v0.TaskRunner`) is the one the recipes use:
 it needs no TransferQueue and logs our agent-loop manager's metrics.
@@ -21,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 from cuda_agent.errors import ConfigError
@@ -30,11 +41,25 @@ logger = logging.getLogger(__name__)
 HF_ROLLOUT_MODULE = "cuda_agent.rl.hf_rollout"
 
 
-def prepare_config(config: Any) -> dict[str, str]:
+def latest_checkpoint(config: Any) -> int | None:
+    """The step of the latest complete checkpoint in `trainer.default_local_dir`, or None."""
+    tracker = Path(config.trainer.default_local_dir).expanduser() / "latest_checkpointed_iteration.txt"
+    try:
+        step = int(tracker.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return step if (tracker.parent / f"global_step_{step}").is_dir() else None
+
+
+def prepare_config(config: Any, resume: bool = False) -> dict[str, str]:
     """Adjust a composed ppo_trainer config for this launch; returns the environment its processes need.
 
+    Args:
+        resume: continue from the latest checkpoint in `trainer.default_local_dir` (if there is one).
+
     Raises:
-        ConfigError: the `hf` rollout with tensor parallelism, or the v1 trainer (not supported here).
+        ConfigError: the `hf` rollout with tensor parallelism, the v1 trainer (not supported here), or
+            checkpoints in the folder of a run that was not asked to resume.
     """
     from omegaconf import OmegaConf, open_dict
 
@@ -43,6 +68,15 @@ def prepare_config(config: Any) -> dict[str, str]:
     if config.trainer.get("use_v1", False):
         raise ConfigError("cuda-agent launches verl's legacy trainer: set trainer.use_v1=false")
     with open_dict(config):
+        _absolute_paths(config)
+        if config.trainer.resume_mode != "resume_path":  # an explicit checkpoint path is the user's choice
+            latest = latest_checkpoint(config)
+            if latest is not None and not resume:
+                raise ConfigError(
+                    f"{config.trainer.default_local_dir} holds checkpoints up to step {latest}: pass --resume to "
+                    "continue that run, or set trainer.default_local_dir to a new folder"
+                )
+            config.trainer.resume_mode = "auto" if resume else "disable"
         if rollout.name == "hf":
             libs = OmegaConf.select(config, "actor_rollout_ref.model.external_lib")
             libs = [] if libs is None else list(libs) if OmegaConf.is_list(libs) else [libs]
@@ -73,17 +107,33 @@ def prepare_config(config: Any) -> dict[str, str]:
     return env
 
 
-def run_ppo_plan(config: Any, task_runner_class: Any = None) -> int:
+def _absolute_paths(config: Any) -> None:
+    trainer, data = config.trainer, config.data
+    for key in ("default_local_dir", "rollout_data_dir", "validation_data_dir"):
+        if trainer.get(key):
+            trainer[key] = str(Path(trainer[key]).expanduser().absolute())
+    for key in ("train_files", "val_files"):
+        files = data.get(key)
+        if files is None:
+            continue
+        paths = [files] if isinstance(files, str) else list(files)
+        # Only files that exist here: anything else (hdfs://, a hub name) is verl's to resolve.
+        paths = [str(Path(p).absolute()) if Path(p).exists() else p for p in paths]
+        data[key] = paths[0] if isinstance(files, str) else paths
+
+
+def run_ppo_plan(config: Any, task_runner_class: Any = None, resume: bool = False) -> int:
     """Train with verl's RayPPOTrainer on `config` (a composed ppo_trainer config); returns 0 when it finishes.
 
-    `task_runner_class` replaces verl's `TaskRunner` (the critic warm-up's frozen-actor runner).
+    `task_runner_class` replaces verl's `TaskRunner` (the critic warm-up's frozen-actor runner);
+    `resume` continues from the latest checkpoint (see the module docstring).
 
     Raises:
         ConfigError: see `prepare_config`; verl's own validation errors pass through.
     """
     import ray
 
-    env = prepare_config(config)
+    env = prepare_config(config, resume=resume)
     os.environ.update(env)
     if config.trainer.device == "cpu":
         from cuda_agent.rl.verl_cpu import use_cpu_platform

@@ -367,23 +367,24 @@ def _gpu_problems(wanted: int) -> list[str]:
     return [] if have >= wanted else [f"trainer.n_gpus_per_node={wanted} but this node has {have} GPU(s)"]
 
 
-def launch(plan: TrainingPlan) -> int:
+def launch(plan: TrainingPlan, resume: bool = False) -> int:
     """Run the plan in the foreground; returns its exit code.
 
     PPO stages run verl's own trainer on Ray from this process (`cuda_agent.rl.launch`, which starts a
-    local Ray unless RAY_ADDRESS names a cluster); the others run the plan's command.
+    local Ray unless RAY_ADDRESS names a cluster; `resume` continues from the latest checkpoint);
+    the others run the plan's command.
     """
     import subprocess
 
     if plan.recipe.entrypoint == "verl.trainer.main_ppo":
         from cuda_agent.rl.launch import run_ppo_plan
 
-        return run_ppo_plan(plan.config)
+        return run_ppo_plan(plan.config, resume=resume)
     if plan.recipe.entrypoint == "cuda_agent.rl.critic_warmup":
         from cuda_agent.rl.critic_warmup import frozen_actor_task_runner
         from cuda_agent.rl.launch import run_ppo_plan
 
-        return run_ppo_plan(plan.config, task_runner_class=frozen_actor_task_runner())
+        return run_ppo_plan(plan.config, task_runner_class=frozen_actor_task_runner(), resume=resume)
 
     env = dict(os.environ)
     return subprocess.run(plan.command, env=env, check=False).returncode

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import time
 from pathlib import Path
 
@@ -143,3 +144,16 @@ def test_timing_and_build_stages_run_on_their_own_cores(folder: Path) -> None:
     assert json.loads(timed.command.stdout) == [cores[-1]] and timed.hardening["cpus"] == [cores[-1]]
     assert json.loads(built.command.stdout) == cores[:-1]
     assert metrics.cpus == {"build": cores[:-1], "timing-0": [cores[-1]]}
+
+
+def test_a_repeated_candidate_is_answered_from_the_verdict_cache_without_a_timing_slot() -> None:
+    # A target_phase_s no earlier run used: a verdict key of its own, while relu's cached baseline still serves.
+    config = {"trials": 2, "robustness_trials": False, "min_reps": 3, "max_reps": 5, "warmup_reps": 1}
+    config["target_phase_s"] = 0.01 + random.random() * 1e-6
+    with LocalPool(build_workers=1, gpus=[], cpu_timing_slots=1) as pool:
+        first = pool.run(JudgeJob(task="examples/relu", solution=RELU, config=config))
+        again = pool.run(JudgeJob(task="examples/relu", solution=RELU, config=config))
+    assert first.verdict.verdict == "pass" and first.worker == "timing-0", first.error
+    assert first.verdict.env["verdict_cached"] is False and first.verdict.timings_ms.solution > 0
+    assert again.verdict.env["verdict_cached"] is True and again.worker.startswith("build-")
+    assert again.verdict.timings_ms == first.verdict.timings_ms  # the first measurement, said to be cached

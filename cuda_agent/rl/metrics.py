@@ -27,13 +27,13 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from cuda_agent.errors import ContextLengthError, JudgeInfraError, ModelError, SandboxError
+from cuda_agent.errors import ContextLengthError, InfraError, ModelError
 from cuda_agent.reward import beats
 
 REWARDS = (-1, 1, 2, 3)
 """The paper's reward values: the buckets of the reward histogram."""
 PREFIX = "cuda_agent/"
-OUR_FAILURES = (SandboxError, JudgeInfraError, ModelError)
+OUR_FAILURES = (InfraError, ModelError)
 """Exceptions that mean we failed, not the candidate: the sample is dropped and counted, never scored."""
 
 

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Issue 20's judge targets on the H200, in one device call of about 8 minutes; results in $OUT/judge_gpu.tar.
+#   OUT=/tmp/out bash bench/judge_gpu.sh
+# Carry .whl/ (from `bash scripts/device_wheels.sh`: pydantic, rich, ninja, ...). Parts and their time on the H200:
+#   A+D  ~100 s  a cold `cuda-agent judge kernelbench/L1/19` (build, baselines) and its lone cached verdict; beside it
+#                D: a candidate whose C++ spins with the GIL held (its own cold build, then `timeout` at its step limit)
+#   B     ~25 s  3 cached CLI judgements of L1/19: wall (<= 7 s) and GPU-slot seconds (<= 5 s)
+#   C     ~45 s  2, then 4 concurrent CLI judgements of L1/19: each verdict equals the lone one
+#   E    ~110 s  workspace iteration on examples/scale_add: ours vs the released scripts' behaviour
+#   F    ~200 s  LocalPool steady state on distinct L1 candidates with cold builds (stops collecting at POOL_S)
+# GPU memory is sampled every 0.5 s throughout (gpu_memory.csv): two judges once held ~69 GB each at L1/19 sizes.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/judge_gpu"
+R=$OUT/judge_gpu
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+fi
+chmod -R a+rX /tmp/site 2>/dev/null  # the candidate's processes run as nobody and import from here too
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PATH=/tmp/site/bin:$PATH
+export TORCH_CUDA_ARCH_LIST=9.0 CUDA_AGENT_CACHE=${CUDA_AGENT_CACHE:-/tmp/ca-cache}
+python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name())" | tee "$R/env.txt" || exit 1
+nvidia-smi > "$R/nvidia_smi.txt" 2>&1
+git log --oneline -1 >> "$R/env.txt" 2>/dev/null
+nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv -lms 500 > "$R/gpu_memory.csv" 2>/dev/null &
+SMI=$!
+t0=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$R/timeline.txt"; }
+
+stamp "A+D start"
+timeout 200 python3 bench/judge_gpu.py --parts D --device cuda --out "$R" > "$R/part_D.log" 2>&1 &
+HANG=$!
+timeout 240 python3 bench/judge_gpu.py --parts A --device cuda --out "$R" > "$R/part_A.log" 2>&1
+wait $HANG
+stamp "A+D done"
+timeout 90 python3 bench/judge_gpu.py --parts B --device cuda --out "$R" --repeat 3 > "$R/part_B.log" 2>&1
+stamp "B done"
+# C reads the lone verdict from part A's file.
+timeout 120 python3 bench/judge_gpu.py --parts C --device cuda --out "$R" > "$R/part_C.log" 2>&1
+stamp "C done"
+timeout 150 python3 bench/workspace_iteration.py --device cuda --iterations 1 --out "$R" > "$R/part_E.log" 2>&1
+stamp "E done"
+left=$(( 470 - ($(date +%s) - t0) ))
+POOL_S=${POOL_S:-$(( left > 240 ? 240 : (left < 90 ? 90 : left) ))}
+timeout $(( POOL_S + 60 )) python3 bench/judge_gpu.py --parts F --device cuda --out "$R" --n "${N:-100}" \
+  --pool-s "$POOL_S" --build-workers "${BUILD_WORKERS:-14}" > "$R/part_F.log" 2>&1
+stamp "F done (pool_s $POOL_S)"
+kill $SMI 2>/dev/null
+tail -n 3 "$R"/part_*.log > "$R/summary.txt" 2>&1
+cat "$R/summary.txt"
+tar -C "$OUT" -cf "$OUT/judge_gpu.tar" judge_gpu && rm -rf "$R"

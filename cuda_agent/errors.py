@@ -40,6 +40,10 @@ class SandboxError(InfraError):
     """A sandbox or worker process died, or a pool refused or dropped a job, for a reason that is not the candidate's."""
 
 
+class PoolFullError(SandboxError):
+    """A sandbox pool's queue is full; retry after some results have come back."""
+
+
 class JudgeInfraError(InfraError):
     """The judge itself failed (not the candidate); the judgement must be retried, never scored.
 

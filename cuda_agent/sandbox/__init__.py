@@ -16,7 +16,7 @@ _EXPORTS = {
     "PoolMetrics": "cuda_agent.sandbox.jobs",
     "SandboxLimits": "cuda_agent.sandbox.limits",
     "LocalPool": "cuda_agent.sandbox.local",
-    "PoolFullError": "cuda_agent.sandbox.local",
+    "PoolFullError": "cuda_agent.errors",
     "RayPool": "cuda_agent.sandbox.ray_pool",
     "SandboxClient": "cuda_agent.sandbox.client",
     "create_app": "cuda_agent.sandbox.service",

@@ -23,7 +23,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.errors import SandboxError
+from cuda_agent.errors import PoolFullError, SandboxError
 from cuda_agent.sandbox.cpu_sets import plan_cpu_sets
 from cuda_agent.sandbox.execution import (
     NO_VERDICT,
@@ -41,10 +41,6 @@ from cuda_agent.types import Verdict
 
 log = logging.getLogger(__name__)
 _STOP = object()
-
-
-class PoolFullError(SandboxError):
-    """The pool's queue is full; retry after some results have come back."""
 
 
 class _Entry:

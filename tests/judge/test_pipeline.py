@@ -238,3 +238,19 @@ def test_a_worker_that_dies_before_the_candidate_runs_is_our_failure_after_it_th
     source = with_forward_body(RELU, "import os\nos._exit(7)")
     verdict = judge_new_task(tmp_path, source, static_policy=False, verdict_cache=False)
     assert verdict.verdict == "runtime_error" and "exit 7" in verdict.message
+
+
+@pytest.mark.gpu
+def test_cuda_out_of_memory_is_ours_in_the_comparison_and_the_candidates_in_its_forward(tmp_path: Path) -> None:
+    cuda_relu = example_solution("relu", "cuda")
+    hungry = RELU_TASK.replace(
+        "return torch.relu(x)", "torch.empty(1 << 50, dtype=torch.uint8, device=x.device)\n        return torch.relu(x)"
+    )
+    with pytest.raises(JudgeInfraError, match="OutOfMemoryError.*second try") as caught:
+        judge_new_task(tmp_path, cuda_relu, hungry, device="cuda")
+    assert caught.value.out_of_memory
+    greedy = with_forward_body(
+        cuda_relu, "torch.empty(1 << 50, dtype=torch.uint8, device=x.device)\nreturn relu_ext.relu_forward(x)"
+    )
+    verdict = judge_new_task(tmp_path, greedy, device="cuda", static_policy=False)
+    assert verdict.verdict == "runtime_error" and "OutOfMemoryError" in verdict.message

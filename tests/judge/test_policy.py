@@ -665,3 +665,19 @@ def test_cuda_agent_still_refuses_a_try_on_the_timed_path_and_environment_writes
     assert _ca(in_forward, "cpu") == {"try_except"}
     writes = CUDA_AGENT_OK.replace("BLOCK = 256\n", 'BLOCK = 256\nos.environ["OMP_NUM_THREADS"] = "1"\n', 1)
     assert _ca(writes, "cpu") == {"global_state_change"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["matmul_gelu_softmax", "conv2d_min_tanh_tanh"])
+def test_mixed_cpu_solution_passes_the_judge_under_kernelbench_only(tmp_path: Path, name: str) -> None:
+    from cuda_agent.judge import JudgeConfig, judge
+    from cuda_agent.tasks import Catalog
+
+    task = Catalog().resolve(str(MIXED / "cpu_problems" / f"{name}.py"))
+    solution = MIXED / "cpu" / f"{name}.py"
+    verdict = judge(task, solution, JudgeConfig(device="cpu", policy="kernelbench", time=False))
+    assert (verdict.verdict, verdict.policy) == ("pass", "kernelbench"), verdict.message
+    assert verdict.custom_kernel_time_fraction is not None and 0 < verdict.custom_kernel_time_fraction < 1
+    rejected = judge(task, solution, JudgeConfig(device="cpu", time=False))
+    assert (rejected.verdict, rejected.policy) == ("rejected", "cuda-agent")
+    assert "torch_compute_in_forward" in {v.check for v in rejected.violations}

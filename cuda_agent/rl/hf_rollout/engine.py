@@ -158,6 +158,14 @@ class HFEngine:
         return loaded
 
     @torch.no_grad()
+    def score(self, prompt_ids: Sequence[int], response_ids: Sequence[int], temperature: float = 1.0) -> list[float]:
+        """log p(response token | everything before it) under `log_softmax(logits / temperature)`, one pass."""
+        ids = torch.tensor([list(prompt_ids) + list(response_ids)], device=self.device)
+        logits = self.model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float() / temperature
+        targets = torch.tensor(list(response_ids), device=self.device)
+        return torch.log_softmax(logits, dim=-1).gather(-1, targets[:, None]).squeeze(-1).tolist()
+
+    @torch.no_grad()
     def generate(self, requests: Sequence[GenRequest]) -> list[GenResult]:
         """Generate every request in one batch (left-padded, KV-cached); see `GenResult`."""
         n, device = len(requests), self.device

@@ -125,6 +125,15 @@ class HFRolloutServer:
     async def set_global_steps(self, global_steps: int) -> None:
         self.global_steps = global_steps
 
+    async def score(self, prompt_ids: list[int], response_ids: list[int], temperature: float = 1.0) -> dict[str, Any]:
+        """Log-probs of a fixed continuation under the current weights, and the step they came from.
+
+        A probe for weight sync (bench/train_gpu.sh): the same tokens score differently after every update.
+        """
+        async with self._lock:
+            logprobs = await asyncio.to_thread(self.engine.score, prompt_ids, response_ids, temperature)
+        return {"log_probs": logprobs, "global_steps": self.global_steps, "weight_syncs": self.weight_syncs}
+
     def stats(self) -> dict[str, Any]:
         """Device, weight syncs so far and the step of the current weights (for checks)."""
         return {

@@ -1,10 +1,27 @@
-"""Build-cache keys and compiler-log trimming (no compiler runs here)."""
+"""Build-cache keys, compiler-log trimming, and fast builds (the slow tests compile)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
-from cuda_agent.judge.build import trim_compile_log
+import pytest
+
+from cuda_agent.judge import build
+from cuda_agent.judge.build import (
+    OK_MARKER,
+    build_solution,
+    declarations,
+    fast_load_inline,
+    guard_hits,
+    light_guard,
+    load_inline_calls,
+    prepare,
+    trim_compile_log,
+)
 from cuda_agent.judge.solution import SolutionSource, read_solution
 from tests.judge.helpers import example_solution, with_forward_body
 
@@ -56,3 +73,193 @@ def test_trim_keeps_first_error_with_location_and_context() -> None:
 def test_trim_without_error_line_keeps_the_tail() -> None:
     log = "\n".join(f"line {i}" for i in range(100))
     assert trim_compile_log(log).splitlines()[-1] == "line 99"
+
+
+# --- fast builds (issue 20 item 5) ---------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+L1_19 = (ROOT / "solutions" / "kernelbench" / "L1" / "19.py").read_text()
+
+
+def _cuda_source(solution: str) -> str:
+    import ast
+
+    tree = ast.parse(solution)
+    return next(
+        n.value.value
+        for n in tree.body
+        if isinstance(n, ast.Assign) and n.targets[0].id == "cuda_source" and isinstance(n.value, ast.Constant)
+    )
+
+
+def test_declarations_reads_namespace_scope_only() -> None:
+    unit = "\n".join(
+        [
+            '# 1 "extra.h"',
+            "namespace torch { namespace nn { class Linear { int size() const; }; } }",
+            "namespace at { Tensor exp_extra(const Tensor& x) { return x; } }",
+            "using std::exp;",
+            "enum Mode { kFast, kSlow };",
+            "template <typename T, int D> struct Box;",
+            "size_t torch::OrderedDict::size() const { return 0; }",
+            'extern "C" { int stat(const char* path); }',
+        ]
+    )
+    found = {(kind, scope, name) for _, kind, scope, name in declarations(unit)}
+    assert ("ns", "torch", "nn") in found and ("type", "torch::nn", "Linear") in found
+    assert ("func", "at", "exp_extra") in found and ("using", "", "std::exp") in found
+    assert ("var", "", "kFast") in found and ("func", "", "stat") in found and ("type", "", "Box") in found
+    names = {name for _, _, name in found}
+    assert "size" not in names  # a member, declared or defined, is no namespace-scope name
+    assert "T" not in names and "D" not in names and "x" not in names  # template and function parameters
+
+
+def test_guard_hits_names_the_unit_can_reach() -> None:
+    guard = {
+        "macros": ["PYBIND11_MODULE"],
+        "decls": [["func", "torch::nn::functional", "relu"], ["using", "", "exp"], ["func", "at", "launch"]],
+    }
+    plain = 'auto y = x.relu(); int n = x.size(0); // exp(x) in a comment\nconst char* s = "launch";'
+    assert guard_hits(plain, guard) == []  # members, comments and strings reach nothing
+    assert guard_hits("float y = exp(v);", guard) == ["using ::exp"]
+    assert guard_hits("using namespace torch::nn::functional; relu(x);", guard)
+    assert guard_hits("relu(x);", guard) == []  # torch::nn::functional is not reached without its name
+    assert guard_hits("PYBIND11_MODULE(m, m) {}", guard) == ["macro PYBIND11_MODULE"]
+
+
+@pytest.mark.slow
+def test_real_guard_lets_a_typical_kernel_through_and_stops_extension_users() -> None:
+    """The guard from this machine's torch headers (the CPU wheel's; a CUDA wheel adds CUDA headers to both
+    sides): KernelBench L1/19's CUDA source passes; units naming pybind11, torch's C++ frontend or a std
+    overload that only the full header brings do not."""
+    import sysconfig
+
+    import torch.utils.cpp_extension as cpp_ext
+
+    flags = ["-DTORCH_API_INCLUDE_EXTENSION_H", "-std=c++20", "-fPIC"]
+    flags += [f"-isystem{p}" for p in [*cpp_ext.include_paths("cpu"), sysconfig.get_paths()["include"]]]
+    guard = light_guard(os.environ.get("CXX", "c++"), flags)
+    assert guard_hits(_cuda_source(L1_19), guard) == []
+    assert guard_hits("py::object o;", guard)
+    assert guard_hits('PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("f", &f); }', guard)
+    assert guard_hits("auto l = torch::nn::Linear(3, 4);", guard)
+    assert guard_hits("double y = exp(1.0f);", guard)  # libstdc++'s math.h adds std::exp's overloads to ::
+
+
+def test_load_inline_calls_reads_literal_flags() -> None:
+    (call,) = load_inline_calls(L1_19)
+    assert call.extra_cflags == [] and call.with_cuda
+    (cpu,) = load_inline_calls(example_solution("relu"))
+    assert cpu.extra_cflags == ["-O3", "-fopenmp"] and not cpu.with_cuda
+
+
+def test_light_header_that_fails_is_built_again_with_the_real_one(tmp_path: Path, monkeypatch) -> None:
+    """The retry logic, with torch's build stood in for (a CUDA build cannot run on a CPU torch; the H200
+    benchmark runs the real one): the first try sees the light folder first in NVCC_PREPEND_FLAGS and fails
+    in the CUDA unit; the second sees nothing of it, with torch's versioner as before the first try."""
+    import torch.utils.cpp_extension as cpp_ext
+
+    light = tmp_path / "fast" / "light-x"
+    (light / "torch").mkdir(parents=True)
+    (light / "torch" / "extension.h").write_text(build.LIGHT_HEADER)
+    (light / "guard.json").write_text(json.dumps({"macros": [], "decls": []}))
+    monkeypatch.setattr(build, "_light_dir", lambda _ext, _fast: (light, None))
+    tries = []
+
+    def torch_build(name, cpp_sources, cuda_sources=None, **kwargs):
+        flags = os.environ.get("NVCC_PREPEND_FLAGS", "")
+        tries.append(flags)
+        cpp_ext.JIT_EXTENSION_VERSIONER.entries[name] = "bumped by a failed try"
+        if str(light) in flags:
+            raise RuntimeError(f"Error building extension '{name}': FAILED: cuda.cuda.o\nerror: 'py' undeclared")
+        return "module"
+
+    monkeypatch.setattr(cpp_ext, "load_inline", torch_build)
+    monkeypatch.setattr(cpp_ext, "JIT_EXTENSION_VERSIONER", type(cpp_ext.JIT_EXTENSION_VERSIONER)())
+    with fast_load_inline(tmp_path / "fast"):
+        assert cpp_ext.load_inline("ext", "", cuda_sources="#include <torch/extension.h>\n") == "module"
+        assert cpp_ext.JIT_EXTENSION_VERSIONER.entries == {"ext": "bumped by a failed try"}  # the retry's own
+        tries_light = list(tries)
+        tries.clear()
+        # a CUDA source that includes no <torch/extension.h> gets no light try at all
+        assert cpp_ext.load_inline("ext2", "", cuda_sources="#include <torch/types.h>\n") == "module"
+    assert [str(light) in t for t in tries_light] == [True, False]
+    assert tries == [os.environ.get("NVCC_PREPEND_FLAGS", "")]
+    assert cpp_ext.load_inline is torch_build  # restored
+
+
+def _import_in_child(solution: Path, ext_dir: Path) -> subprocess.CompletedProcess:
+    """Import the solution as the candidate's process does (plain environment, same build folder) and print
+    relu of a fixed tensor."""
+    code = (
+        "import importlib.util, sys, torch; from pathlib import Path\n"
+        "from cuda_agent.judge.build import loading_extensions\n"
+        f"spec = importlib.util.spec_from_file_location('candidate', {str(solution)!r})\n"
+        "m = importlib.util.module_from_spec(spec)\n"
+        f"with loading_extensions(Path({str(ext_dir)!r})):\n"
+        "    spec.loader.exec_module(m)\n"
+        "x = torch.linspace(-2, 2, 9)\n"
+        "print(m.ModelNew()(x).tolist())\n"
+    )
+    env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(ext_dir))
+    env.pop(build.FAST_DIR_ENV, None)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+
+
+def _objects(ext_dir: Path) -> dict[str, int]:
+    return {str(p.relative_to(ext_dir)): p.stat().st_mtime_ns for p in ext_dir.rglob("*") if p.suffix in (".o", ".so")}
+
+
+@pytest.mark.slow
+def test_fast_build_uses_the_precompiled_header_gives_plain_results_and_is_built_once(tmp_path: Path) -> None:
+    solution = tmp_path / "solution.py"
+    solution.write_text(example_solution("relu"))
+    build_hash = SolutionSource(python=solution.read_text()).build_hash
+    fast = tmp_path / "cache" / "fast"
+    made = prepare(solution, "cpu", fast)
+    assert len(made) == 1 and list(fast.glob("pch-*/torch/extension.h.gch"))
+    result = build_solution(solution, build_hash, "cpu", tmp_path / "cache", timeout_s=600)
+    assert result.ok and not result.cached, result.log
+    (depfile,) = result.ext_dir.glob("*/main.o.d")
+    assert "extension.h" not in depfile.read_text()  # gcc read the precompiled header, not torch's headers
+
+    # the plain way (torch's load_inline alone, no fast folder) gives the same module behaviour
+    plain_dir = tmp_path / "plain"
+    plain = _import_in_child(solution, plain_dir)
+    (plain_depfile,) = plain_dir.glob("*/main.o.d")
+    assert "torch/extension.h" in plain_depfile.read_text()
+    before = _objects(result.ext_dir)
+    fast_run = _import_in_child(solution, result.ext_dir)
+    assert fast_run.stdout == plain.stdout == "[0.0, 0.0, 0.0, 0.0, 0.0, 0.5, 1.0, 1.5, 2.0]\n"
+    assert _objects(result.ext_dir) == before  # the candidate's load found the build done: nothing recompiled
+
+    # an identical solution, judged again from another process: no build at all
+    code = (
+        "import sys; from pathlib import Path; from cuda_agent.judge.build import build_solution\n"
+        f"r = build_solution(Path({str(solution)!r}), {build_hash!r}, 'cpu', Path({str(tmp_path / 'cache')!r}), 600)\n"
+        "print(r.cached, r.ext_dir)\n"
+    )
+    again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert again.stdout.split() == ["True", str(result.ext_dir)]
+    assert (result.ext_dir / OK_MARKER).exists() and _objects(result.ext_dir) == before
+
+
+def test_workspace_build_is_cached_by_content(tmp_path: Path) -> None:
+    """A workspace candidate's kernels are built once per content: a second judgement finds the marker."""
+    calls = []
+
+    def kernels(ext_dir: Path) -> tuple[bool, str]:
+        calls.append(ext_dir)
+        return True, ""
+
+    first = build_solution(
+        tmp_path / "model_new.py", "k|workspace|g", "cpu", tmp_path, 60, kernels=kernels, import_needed=False
+    )
+    again = build_solution(
+        tmp_path / "model_new.py", "k|workspace|g", "cpu", tmp_path, 60, kernels=kernels, import_needed=False
+    )
+    other = build_solution(
+        tmp_path / "model_new.py", "k2|workspace|g", "cpu", tmp_path, 60, kernels=kernels, import_needed=False
+    )
+    assert first.ok and not first.cached and again.cached and again.ext_dir == first.ext_dir
+    assert other.ext_dir != first.ext_dir and len(calls) == 2

@@ -158,6 +158,7 @@ def test_readme_service_example_runs_as_written(tmp_path: Path) -> None:
     ("body", "status", "says"),
     [
         ('{"task": "examples/relu"}', 422, "give exactly one of 'solution' (source text) and 'workspace'"),
+        ('{"task": "examples/relu", "solution": ""}', 422, "solution: String should have at least 1 character"),
         ('{"task": "examples/relu", "solution": "x", "workspace": "w"}', 422, "give exactly one of"),
         ("task=examples/relu", 422, "the body is not JSON"),
         ('{"task": "examples/relu", "solution": "x", "colour": 1}', 422, "colour: Extra inputs are not permitted"),

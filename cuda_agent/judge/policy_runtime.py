@@ -69,13 +69,20 @@ def _is_extension_function(obj: Any) -> bool:
     return (record == "PyCapsule" or record.startswith("pybind11")) and not module.startswith("torch")
 
 
+class ProfileUnreadable(Exception):
+    """The profiler's events could not be read (an API this torch lacks): our limitation, not the candidate's."""
+
+
 def custom_time_fraction(call: Callable[[], Any], device: str, sync: Callable[[], None]) -> float | None:
     """Share of one call's time spent in the candidate's own code, in [0, 1]; None when nothing was measured.
 
     Args:
-        call: runs forward once on fresh inputs (under no_grad).
+        call: runs forward once on fresh inputs (under no_grad); its exceptions propagate unchanged.
         device: 'cuda' (device time from the profiler) or 'cpu' (wall time, see the module docstring).
         sync: waits for the device.
+
+    Raises:
+        ProfileUnreadable: the profiler's events lack what the CUDA split reads.
     """
     own_s, torch_s = _split_cuda(call, sync) if device == "cuda" else _split_cpu(call)
     total = own_s + torch_s
@@ -90,11 +97,15 @@ def _split_cuda(call: Callable[[], Any], sync: Callable[[], None]) -> tuple[floa
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         call()
         sync()
-    events = prof.events()
-    device_us = sum(e.time_range.elapsed_us() for e in events if e.device_type == DeviceType.CUDA)
-    # Kernels the profiler links to an operator ("aten::mm") are torch's; those linked to a runtime call
-    # made outside any operator (cudaLaunchKernel, cublas...) or to nothing were launched by the candidate.
-    torch_us = sum(k.duration for e in events if e.device_type == DeviceType.CPU and "::" in e.name for k in e.kernels)
+    try:
+        events = prof.events()
+        device_us = sum(e.time_range.elapsed_us() for e in events if e.device_type == DeviceType.CUDA)
+        # Kernels the profiler links to an operator ("aten::mm") are torch's; those linked to a runtime call
+        # made outside any operator (cudaLaunchKernel, cublas...) or to nothing were launched by the candidate.
+        ops = [e for e in events if e.device_type == DeviceType.CPU and "::" in e.name]
+        torch_us = sum(k.duration for e in ops for k in e.kernels)
+    except (AttributeError, TypeError) as exc:  # a field this torch's FunctionEvent lacks
+        raise ProfileUnreadable(f"{type(exc).__name__}: {exc}") from exc
     torch_us = min(torch_us, device_us)
     return (device_us - torch_us) / 1e6, torch_us / 1e6
 

@@ -253,24 +253,24 @@ class CandidateRun:
         seed = self.req.recheck_seed + 1
 
         def call(inputs: list[Any]) -> Any:
-            with self.torch.no_grad():
-                return self.candidate(*inputs)
+            try:
+                with self.torch.no_grad():
+                    return self.candidate(*inputs)
+            except Exception as exc:
+                message = f"ModelNew.forward raised {type(exc).__name__}: {exc}"
+                raise _stop("runtime_error", "custom_work", message) from None
 
+        inputs = make_inputs(self.problem, self.req.task_name, seed, self.device, "identity")
         try:
-            inputs = make_inputs(self.problem, self.req.task_name, seed, self.device, "identity")
             fraction = policy_runtime.custom_time_fraction(lambda: call(inputs), self.device, self.sync)
-            reason = None
-            if self.req.policy == "kernelbench":
-                inputs = make_inputs(self.problem, self.req.task_name, seed + 1, self.device, "identity")
-                held = [*inputs, *self.candidate.parameters(), *self.candidate.buffers()]
-                sources = [t for t in held if isinstance(t, self.torch.Tensor)]
-                reason = policy_runtime.torch_only_reason(lambda: call(inputs), sources, self.sync)
-        except _Stop:
-            raise
-        except Exception as exc:
-            raise _stop(
-                "runtime_error", "custom_work", f"ModelNew.forward raised {type(exc).__name__}: {exc}"
-            ) from None
+        except policy_runtime.ProfileUnreadable as exc:  # a report, not a gate: say why it is missing
+            fraction, self.env["custom_kernel_time_fraction_error"] = None, str(exc)
+        reason = None
+        if self.req.policy == "kernelbench":
+            inputs = make_inputs(self.problem, self.req.task_name, seed + 1, self.device, "identity")
+            held = [*inputs, *self.candidate.parameters(), *self.candidate.buffers()]
+            sources = [t for t in held if isinstance(t, self.torch.Tensor)]
+            reason = policy_runtime.torch_only_reason(lambda: call(inputs), sources, self.sync)
         self.check_state("custom_work")
         self.stage_s["custom_work"] = time.perf_counter() - start
         if reason is not None:

@@ -122,7 +122,7 @@ def run_episode(
         root: a workspace made by `create_workspace`.
         task_ref: the task's reference, for the prompt and the trajectory.
         out_dir: where trajectory.jsonl and snapshots/ go.
-        score: judges a folder (through the sandbox) and returns its verdict as a dict.
+        score: judges a folder through the sandbox: its Verdict, or InfraError for a failure of ours.
         config: limits; the paper's training values by default.
         on_turn: called with each finished turn (progress display).
         env: environment variables of this episode's shell (PATH, the sandbox's URL), on top of ours.
@@ -170,37 +170,39 @@ def run_episode(
                 if not reply.tool_calls:
                     exit_status = "finished"
                     break
-            ended = {"exit_status": exit_status, "terminated": exit_status == "finished"}
-            ended["truncated"] = not ended["terminated"]
-            try:
-                judged, judge_s = _score_episode(root, best, score)
-            except InfraError as exc:
-                writer.finish(judge_error=f"{type(exc).__name__}: {exc}", **ended)
-                raise
-            folder, verdict = max(judged, key=lambda fv: fv[1].reward)  # max() keeps the first (final) on ties
-            writer.finish(verdict=verdict, reward=verdict.reward, **ended)
+            return _score_episode(writer, root, best, score, exit_status, turns)
+
+
+def _score_episode(
+    writer: TrajectoryWriter, root: Path, best: tuple[int, Path, str] | None, score: Score, exit_status: str, turns: int
+) -> EpisodeResult:
+    """Judge the final workspace, and the best snapshot when its kernels differ; the better verdict is the
+    episode's. Writes the trajectory's end line, with `judge_error` (and re-raises) when judging failed on our side."""
+    ended = {
+        "exit_status": exit_status,
+        "terminated": exit_status == "finished",
+        "truncated": exit_status != "finished",
+    }
+    folders = [root]
+    if best is not None and best[2] != _editable_digest(root):
+        folders.append(best[1])
+    judged, seconds = [], []
+    try:
+        for folder in folders:
+            started = time.monotonic()
+            judged.append((folder, score(folder)))
+            seconds.append(time.monotonic() - started)
+    except InfraError as exc:
+        writer.finish(judge_error=f"{type(exc).__name__}: {exc}", **ended)
+        raise
+    folder, verdict = max(judged, key=lambda fv: fv[1].reward)  # max() keeps the first (final) on ties
+    writer.finish(verdict=verdict, reward=verdict.reward, **ended)
     return EpisodeResult(
-        trajectory=out_dir / "trajectory.jsonl",
+        trajectory=writer.path,
         verdict=verdict,
         final=judged[0][1],
         solution=folder,
         exit_status=exit_status,
         turns=turns,
-        judge_s=judge_s,
+        judge_s=seconds,
     )
-
-
-def _score_episode(
-    root: Path, best: tuple[int, Path, str] | None, score: Score
-) -> tuple[list[tuple[Path, Verdict]], list[float]]:
-    """Judge the final workspace, and the best snapshot when its kernels differ; each folder's verdict, and
-    each judgement's seconds."""
-    folders = [root]
-    if best is not None and best[2] != _editable_digest(root):
-        folders.append(best[1])
-    judged, seconds = [], []
-    for folder in folders:
-        started = time.monotonic()
-        judged.append((folder, score(folder)))
-        seconds.append(time.monotonic() - started)
-    return judged, seconds

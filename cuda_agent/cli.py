@@ -88,13 +88,20 @@ def cmd_tasks_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_judge(args: argparse.Namespace) -> int:
+def _device(requested: str) -> str:
+    """The device a command runs on; `--device cuda` without a GPU is bad usage (exit 2) before any work."""
     from cuda_agent.errors import ConfigError
-    from cuda_agent.judge import JudgeConfig, judge
     from cuda_agent.judge.pipeline import detect_device
 
-    if args.device == "cuda" and detect_device("auto") != "cuda":
+    if requested == "cuda" and detect_device("auto") != "cuda":
         raise ConfigError("--device cuda: no GPU is visible on this machine; use --device cpu or auto")
+    return detect_device(requested)
+
+
+def cmd_judge(args: argparse.Namespace) -> int:
+    from cuda_agent.judge import JudgeConfig, judge
+
+    _device(args.device)
     task = _catalog(args).resolve(args.task)
     overrides = {
         "device": args.device,
@@ -235,10 +242,9 @@ def _report_episode(result, out: Path) -> None:
 
 def cmd_solve(args: argparse.Namespace) -> int:
     from cuda_agent.agent import get_model
-    from cuda_agent.judge.pipeline import detect_device
 
+    device = _device(args.device)
     task = _catalog(args).resolve(args.task)
-    device = detect_device(args.device)
     out = Path(args.out or Path("runs") / task.ref.replace("/", "_"))
     result = run_agent_episode(task, get_model(args.model), device, out, args.max_turns)
     _report_episode(result, out)
@@ -248,9 +254,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from cuda_agent.agent import ReplayModel, get_model
     from cuda_agent.agent.demo import demo_recording
-    from cuda_agent.judge.pipeline import detect_device
 
-    device = detect_device(args.device)
+    device = _device(args.device)
     out = Path(args.out)
     if args.model:
         task = _catalog(args).resolve(args.task)
@@ -289,6 +294,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from cuda_agent.evaluation.records import BenchConfig
     from cuda_agent.sandbox import LocalPool
 
+    _device(args.device)
     if args.baselines is not None:
         print(f"seeded {seed_cache(args.baselines)} baselines from {args.baselines}")
     config = BenchConfig(
@@ -322,9 +328,8 @@ def cmd_bench_baselines(args: argparse.Namespace) -> int:
     from cuda_agent.evaluation.baselines import measure
     from cuda_agent.evaluation.suites import select_tasks
     from cuda_agent.judge import JudgeConfig
-    from cuda_agent.judge.pipeline import detect_device
 
-    device = detect_device(args.device)
+    device = _device(args.device)
     tasks = select_tasks(args.suite, [int(x) for x in args.levels.split(",")] if args.levels else None, _catalog(args))
     config = JudgeConfig(device=device, **_parse_judge_overrides(args.judge))
 

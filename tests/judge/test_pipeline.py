@@ -198,6 +198,13 @@ def test_device_cuda_without_a_gpu_exits_2_at_once(tmp_path: Path, capsys: pytes
     assert len(err.splitlines()) == 1 and "no GPU" in err
     with pytest.raises(JudgeInfraError, match="no GPU"):  # the library (a pool's worker) says it is ours
         judge(Catalog().resolve("examples/relu"), solution, JudgeConfig(device="cuda"))
+    out = tmp_path / "run"
+    for argv in (
+        ["demo", "--out", str(out)],
+        ["bench", "--suite", "examples", "--solutions", "examples", "--out", str(out)],
+    ):
+        assert main([*argv, "--device", "cuda"]) == 2 and "no GPU" in capsys.readouterr().err
+    assert not out.exists()  # refused before any work
 
 
 def test_a_repeated_candidate_is_served_from_the_verdict_cache(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
     cuda-agent train data --suite ops6k [--single-turn] [--device cuda|cpu] [--out FILE]
     cuda-agent train rft-data [--rollouts DIR] [--out FILE]
     cuda-agent train critic-data [--rollouts DIR] [--out FILE]
-    cuda-agent train STAGE [--config FILE] [--out DIR] [--set KEY=VALUE ...] [--dry-run]
+    cuda-agent train curriculum [--device cuda|cpu] [--out DIR]
+    cuda-agent train STAGE [--config FILE] [--out DIR] [--set KEY=VALUE ...] [--dry-run] [--resume]
 
 Kept beside cli.py (which adds these commands to its parser) to keep each module within its size budget.
 """
@@ -58,6 +59,16 @@ def cmd_train_critic_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train_curriculum(args: argparse.Namespace) -> int:
+    from cuda_agent.rl.curriculum import write_curriculum
+
+    manifest = write_curriculum(Path(args.out), args.device, copies=args.copies)
+    print(f"wrote {manifest['sft']} (SFT: every variant in equal shares) and {manifest['rl']} (PPO prompts)")
+    for name, answer in manifest["answers"].items():
+        print(f"  {name}: {answer['folder']} (designed reward {' or '.join(map(str, answer['rewards']))})")
+    return 0
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from cuda_agent.errors import ConfigError
     from cuda_agent.rl.recipes import bundled_recipe, check_plan, describe, launch, load_recipe, plan_training
@@ -76,7 +87,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 1 if problems else 0
     if problems:
         raise ConfigError(f"{len(problems)} problem(s) stop the launch (listed above)")
-    return launch(plan)
+    return launch(plan, resume=args.resume)
 
 
 def _add_data_command(sub: argparse._SubParsersAction) -> None:
@@ -105,6 +116,14 @@ def _add_critic_data_command(sub: argparse._SubParsersAction) -> None:
     critic.set_defaults(func=cmd_train_critic_data)
 
 
+def _add_curriculum_command(sub: argparse._SubParsersAction) -> None:
+    cur = sub.add_parser("curriculum", help="the learning demo's data: fast, slow and wrong answers for a tiny model")
+    cur.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="kernel kind (cpu for CI)")
+    cur.add_argument("--out", default="runs/curriculum", help="folder for sft.parquet, rl.parquet, answers/")
+    cur.add_argument("--copies", type=int, default=8, help="SFT rows per variant")
+    cur.set_defaults(func=cmd_train_curriculum)
+
+
 def add_train_command(commands: argparse._SubParsersAction) -> None:
     """Add `train data` and `train STAGE` to the CLI's sub-commands."""
     from cuda_agent.rl.recipes import STAGES
@@ -113,16 +132,20 @@ def add_train_command(commands: argparse._SubParsersAction) -> None:
         "train", help="data for verl, then compose, check and launch a training stage on verl (needs '.[rl]')"
     )
     sub = train.add_subparsers(
-        dest="stage", required=True, metavar="{data,rft-data,critic-data," + ",".join(STAGES) + "}"
+        dest="stage", required=True, metavar="{data,rft-data,critic-data,curriculum," + ",".join(STAGES) + "}"
     )
     _add_data_command(sub)
     _add_rft_data_command(sub)
     _add_critic_data_command(sub)
+    _add_curriculum_command(sub)
     for stage in STAGES:
         run = sub.add_parser(stage, help=f"stage {STAGES.index(stage) + 1} of {len(STAGES)}: compose, check, launch")
         run.add_argument("--config", default=None, help="a recipe YAML (default: the bundled recipes/<stage>.yaml)")
         run.add_argument("--out", default=None, help="where the agent-loop YAML goes (default runs/train/<stage>)")
         run.add_argument("--dry-run", action="store_true", help="compose, check and print; do not launch (no GPU)")
+        run.add_argument(
+            "--resume", action="store_true", help="continue from the latest checkpoint in trainer.default_local_dir"
+        )
         run.add_argument(
             "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="a verl override"
         )

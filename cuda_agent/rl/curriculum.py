@@ -1,0 +1,128 @@
+"""The "learning is visible" curriculum: a tiny model learns to prefer the kernel the judge rewards more.
+
+A tiny model cannot write CUDA kernels, so this curriculum does not ask it to. For each curriculum
+task (a bundled example, `examples/scale_add`) there are three hand-written single-turn answers,
+in `curriculum_kernels/<task>/`, for the CPU (C++, CI) and for CUDA (the H200):
+
+| variant | what it does | the judge's reward |
+| --- | --- | --- |
+| `fast`  | fused, one pass (eager makes two passes and a temporary) | 2 or 3 (more than 5 % faster than eager) |
+| `slow`  | correct, but a strided single-thread walk (CPU) or one warp for the whole tensor (CUDA) | 1 |
+| `wrong` | forgets `alpha` (x + y) | -1 (incorrect) |
+
+The three answers share their binding and `model_new.py`; they differ in the kernel file, which the
+answer gives first, so the policy chooses the variant within its first few tokens. Supervised
+fine-tuning on all three in equal shares (`sft.parquet`, verl's SFT trainer) makes the tiny model
+answer with one of them at random; PPO on the single-turn prompt (`rl.parquet`, rewarded by the
+real judge through `single_turn.compute_score`) must then shift that choice towards `fast`: the
+mean reward rises from about (3 + 1 - 1) / 3 towards 2-3. `write_curriculum` writes both files and
+each variant's candidate folder (`answers/<task>/<variant>`, for `cuda-agent judge`).
+
+    cuda-agent train curriculum --device cuda --out runs/curriculum
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.errors import ConfigError
+from cuda_agent.rl.data import rl_rows, write_rl_parquet
+from cuda_agent.rl.single_turn import single_turn_messages, write_candidate
+
+KERNELS = Path(__file__).parent / "curriculum_kernels"
+TASKS = ("scale_add",)
+VARIANTS = {"fast": (2, 3), "slow": (1,), "wrong": (-1,)}
+"""Variant -> the rewards the judge is designed to give it (fast: 3 where it also beats torch.compile)."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One hand-written answer of the curriculum."""
+
+    task: str
+    """Bundled example name, e.g. 'scale_add' (the task reference is examples/<task>)."""
+    name: str
+    """'fast', 'slow' or 'wrong'."""
+    files: dict[str, str]
+    """Workspace path -> text: the kernel, its binding, model_new.py (in answer order)."""
+
+    @property
+    def ref(self) -> str:
+        return f"examples/{self.task}"
+
+    def answer(self, device: str) -> str:
+        """The single-turn answer: each file under its path, in the form the prompt asks for."""
+        fence = {"py": "python", "cu": "cuda"}
+        blocks = [
+            f"{path}\n```{fence.get(path.rsplit('.', 1)[-1], 'cpp')}\n{text.rstrip()}\n```"
+            for path, text in self.files.items()
+        ]
+        return "\n\n".join(blocks) + "\n"
+
+
+def variants(device: str, tasks: tuple[str, ...] = TASKS) -> list[Variant]:
+    """Every curriculum answer for `device` ('cpu' or 'cuda').
+
+    Raises:
+        ConfigError: a task has no curriculum kernels.
+    """
+    ext = "cu" if device == "cuda" else "cpp"
+    out = []
+    for task in tasks:
+        folder = KERNELS / task
+        if not (folder / device).is_dir():
+            raise ConfigError(f"no curriculum kernels for {task!r} on {device}; have: {', '.join(TASKS)}")
+        for name in VARIANTS:
+            files = {
+                f"kernels/{task}.{ext}": (folder / device / f"{name}.{ext}").read_text(),
+                f"kernels/{task}_binding.cpp": (folder / device / "binding.cpp").read_text(),
+                "model_new.py": (folder / "model_new.py").read_text(),
+            }
+            out.append(Variant(task=task, name=name, files=files))
+    return out
+
+
+def corpus(device: str) -> list[str]:
+    """The curriculum's texts (prompts and answers), for training a tiny model's tokenizer on them."""
+    from cuda_agent.tasks import Catalog
+
+    catalog = Catalog()
+    texts = [m["content"] for task in TASKS for m in single_turn_messages(catalog.resolve(f"examples/{task}"), device)]
+    return texts + [v.answer(device) for v in variants(device)]
+
+
+def write_curriculum(out: Path, device: str, copies: int = 8) -> dict[str, Any]:
+    """Write the curriculum's data under `out`: sft.parquet, rl.parquet, answers/<task>/<variant>/, curriculum.json.
+
+    Args:
+        out: the folder.
+        device: 'cuda' (the H200) or 'cpu' (CI); the prompt and the kernels follow it.
+        copies: rows per variant in sft.parquet (equal shares: SFT learns to pick each a third of the time).
+
+    Returns:
+        The manifest written to curriculum.json (paths and each variant's designed rewards).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cuda_agent.tasks import Catalog
+
+    catalog = Catalog()
+    tasks = [catalog.resolve(f"examples/{task}") for task in TASKS]
+    out.mkdir(parents=True, exist_ok=True)
+    rl = write_rl_parquet(rl_rows(tasks, single_turn=True, device=device), out / "rl.parquet")
+    rows, answers = [], {}
+    for variant in variants(device):
+        prompt = single_turn_messages(catalog.resolve(variant.ref), device)
+        messages = [*prompt, {"role": "assistant", "content": variant.answer(device)}]
+        rows += [{"messages": messages, "task": variant.ref, "variant": variant.name}] * copies
+        folder = write_candidate(variant.files, out / "answers" / variant.task / variant.name)
+        answers[f"{variant.ref}:{variant.name}"] = {"folder": str(folder), "rewards": list(VARIANTS[variant.name])}
+    sft = out / "sft.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), sft)
+    manifest = {"device": device, "rl": str(rl), "sft": str(sft), "answers": answers}
+    (out / "curriculum.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest

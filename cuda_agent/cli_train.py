@@ -4,6 +4,7 @@
     cuda-agent train rft-data [--rollouts DIR] [--out FILE]
     cuda-agent train critic-data [--rollouts DIR] [--out FILE]
     cuda-agent train curriculum [--device cuda|cpu] [--out DIR]
+    cuda-agent train report RUN_DIR
     cuda-agent train STAGE [--config FILE] [--out DIR] [--set KEY=VALUE ...] [--dry-run] [--resume]
 
 Kept beside cli.py (which adds these commands to its parser) to keep each module within its size budget.
@@ -69,6 +70,14 @@ def cmd_train_curriculum(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train_report(args: argparse.Namespace) -> int:
+    from cuda_agent.rl.report import report_run
+
+    steps, page = report_run(Path(args.run_dir))
+    print(f"wrote {steps} and {page}")
+    return 0
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from cuda_agent.errors import ConfigError
     from cuda_agent.rl.recipes import bundled_recipe, check_plan, describe, launch, load_recipe, plan_training
@@ -124,6 +133,14 @@ def _add_curriculum_command(sub: argparse._SubParsersAction) -> None:
     cur.set_defaults(func=cmd_train_curriculum)
 
 
+def _add_report_command(sub: argparse._SubParsersAction) -> None:
+    report = sub.add_parser(
+        "report", help="a run's per-step metrics (steps.jsonl) and report.html with the reward curve"
+    )
+    report.add_argument("run_dir", help="a folder with verl's metrics*.jsonl (the file logger's output)")
+    report.set_defaults(func=cmd_train_report)
+
+
 def add_train_command(commands: argparse._SubParsersAction) -> None:
     """Add `train data` and `train STAGE` to the CLI's sub-commands."""
     from cuda_agent.rl.recipes import STAGES
@@ -132,12 +149,13 @@ def add_train_command(commands: argparse._SubParsersAction) -> None:
         "train", help="data for verl, then compose, check and launch a training stage on verl (needs '.[rl]')"
     )
     sub = train.add_subparsers(
-        dest="stage", required=True, metavar="{data,rft-data,critic-data,curriculum," + ",".join(STAGES) + "}"
+        dest="stage", required=True, metavar="{data,rft-data,critic-data,curriculum,report," + ",".join(STAGES) + "}"
     )
     _add_data_command(sub)
     _add_rft_data_command(sub)
     _add_critic_data_command(sub)
     _add_curriculum_command(sub)
+    _add_report_command(sub)
     for stage in STAGES:
         run = sub.add_parser(stage, help=f"stage {STAGES.index(stage) + 1} of {len(STAGES)}: compose, check, launch")
         run.add_argument("--config", default=None, help="a recipe YAML (default: the bundled recipes/<stage>.yaml)")

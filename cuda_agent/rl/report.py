@@ -1,0 +1,183 @@
+"""A training run's per-step metrics (JSONL) and its HTML report with the reward curve.
+
+verl's trainer logs every step through its tracking backends (`trainer.logger`); the recipes turn on
+verl's own `file` backend, which appends `{"step": N, "data": {...all of verl's metrics...}}` per
+step to `$VERL_FILE_LOGGER_PATH`. That backend opens its file for writing (a resumed run would
+truncate it), so `cuda-agent train all` gives each launch of a stage a file of its own
+(`metrics.<attempt>.jsonl`); reading them in order, the last line of a step wins (a resumed run
+repeats no step, but a killed one can have logged the step it was killed after).
+
+`step_metrics` picks what a reader of a run wants from verl's names into `StepMetrics`, one line
+per step in `steps.jsonl`; `render_report` draws the reward curve (mean and max per step, pass
+rate) and the table.
+
+    cuda-agent train report runs/train/curriculum_ppo      # steps.jsonl and report.html there
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cuda_agent.errors import ConfigError
+
+_OURS = "timing_s/cuda_agent/"  # CudaAgentLoopManager's episode metrics, logged inside verl's timing dict
+FIELDS: dict[str, tuple[str, ...]] = {
+    # our name: verl's keys, first present wins
+    "reward_mean": (f"{_OURS}reward/mean", "critic/score/mean"),
+    "reward_max": (f"{_OURS}reward/max", "critic/score/max"),
+    "pass_rate": (f"{_OURS}pass_rate",),
+    "faster_than_compile_rate": (f"{_OURS}faster_than_compile_rate",),
+    "our_failures": (f"{_OURS}our_failures",),
+    "turns_mean": (f"{_OURS}turns/mean", "num_turns/mean"),
+    "tokens_mean": ("response_length/mean",),
+    "judge_s_mean": (f"{_OURS}judge_s/mean",),
+    "actor_loss": ("actor/pg_loss",),
+    "critic_loss": ("critic/vf_loss",),
+    "kl": ("actor/ppo_kl",),
+    "actor_grad_norm": ("actor/grad_norm",),
+    "critic_grad_norm": ("critic/grad_norm",),
+    "sft_loss": ("train/loss",),
+    "rollout_s": ("timing_s/gen",),
+    "reward_s": ("timing_s/reward",),
+    "step_s": ("timing_s/step",),
+}
+_UPDATE_KEYS = ("timing_s/update_actor", "timing_s/update_critic")
+
+
+class StepMetrics(BaseModel):
+    """One training step, as `steps.jsonl` holds it (None: the stage does not log it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int = Field(description="verl's global step.")
+    reward_mean: float | None = Field(default=None, description="Mean reward of the step's samples (dropped ones out).")
+    reward_max: float | None = Field(default=None, description="Best reward of the step.")
+    pass_rate: float | None = Field(default=None, description="Share of samples the judge passed.")
+    faster_than_compile_rate: float | None = Field(default=None, description="Share >5% faster than torch.compile.")
+    our_failures: float | None = Field(default=None, description="Samples dropped for our failure (never scored).")
+    turns_mean: float | None = Field(default=None, description="Model turns per episode.")
+    tokens_mean: float | None = Field(default=None, description="Response tokens per episode.")
+    judge_s_mean: float | None = Field(default=None, description="Judge latency per episode, seconds.")
+    actor_loss: float | None = Field(default=None, description="Actor's policy-gradient loss.")
+    critic_loss: float | None = Field(default=None, description="Critic's value loss.")
+    kl: float | None = Field(default=None, description="KL between the update's policy and the rollout's (PPO).")
+    actor_grad_norm: float | None = Field(default=None, description="Actor gradient norm.")
+    critic_grad_norm: float | None = Field(default=None, description="Critic gradient norm.")
+    sft_loss: float | None = Field(default=None, description="SFT loss (the rft stage).")
+    rollout_s: float | None = Field(default=None, description="Seconds generating (and, in the agent loop, judging).")
+    reward_s: float | None = Field(default=None, description="Seconds computing rewards outside the rollout.")
+    update_s: float | None = Field(default=None, description="Seconds updating actor and critic.")
+    step_s: float | None = Field(default=None, description="Seconds for the whole step.")
+
+
+def step_metrics(step: int, data: dict[str, Any]) -> StepMetrics:
+    """Our fields from one step of verl's metrics (`data` as verl's file logger writes it)."""
+    values: dict[str, Any] = {"step": step}
+    for name, keys in FIELDS.items():
+        found = next((data[k] for k in keys if isinstance(data.get(k), int | float)), None)
+        values[name] = None if found is None else float(found)
+    updates = [float(data[k]) for k in _UPDATE_KEYS if isinstance(data.get(k), int | float)]
+    values["update_s"] = sum(updates) if updates else None
+    return StepMetrics(**values)
+
+
+def read_steps(paths: list[Path]) -> list[StepMetrics]:
+    """Every step in verl file-logger JSONL files, read in order (the last line of a step wins), by step.
+
+    Raises:
+        ConfigError: no file, or a line that is not verl's `{"step": N, "data": {...}}` (says which).
+    """
+    if not paths:
+        raise ConfigError("no metrics JSONL: was the stage run with trainer.logger=[console,file]?")
+    by_step: dict[int, StepMetrics] = {}
+    for path in paths:
+        for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                by_step[int(record["step"])] = step_metrics(int(record["step"]), record["data"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ConfigError(f"{path}:{number} is not a verl file-logger line ({exc})") from exc
+    return [by_step[step] for step in sorted(by_step)]
+
+
+def write_steps(steps: list[StepMetrics], out: Path) -> Path:
+    """`steps.jsonl`: one line per step, every field (null where the stage does not log it)."""
+    out.write_text("".join(step.model_dump_json() + "\n" for step in steps))
+    return out
+
+
+def _svg_reward_curve(steps: list[StepMetrics], title: str) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams["svg.hashsalt"] = "cuda-agent"  # fixed element ids: one run renders one page
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    x = [s.step for s in steps]
+    for name, style in (("reward_mean", "-o"), ("reward_max", ":")):
+        points = [(s.step, getattr(s, name)) for s in steps if getattr(s, name) is not None]
+        if points:
+            ax.plot(*zip(*points, strict=True), style, label=name.replace("_", " "), markersize=3)
+    ax.set_xlabel("step")
+    ax.set_ylabel("reward")
+    ax.set_xlim(min(x, default=0), max(x, default=1))
+    passed = [(s.step, s.pass_rate) for s in steps if s.pass_rate is not None]
+    if passed:
+        share = ax.twinx()
+        share.plot(*zip(*passed, strict=True), "--", color="#2e7d32", label="pass rate")
+        share.set_ylim(0, 1)
+        share.set_ylabel("pass rate")
+        share.legend(loc="lower right")
+    ax.legend(loc="upper left")
+    ax.set_title(title)
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg") :]
+
+
+STYLE = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}
+th{background:#f3f3f3}svg{max-width:100%;height:auto}"""
+
+
+def render_report(steps: list[StepMetrics], title: str) -> str:
+    """The run's HTML page: the reward curve, then every step's metrics as a table."""
+    columns = [name for name in StepMetrics.model_fields if any(getattr(s, name) is not None for s in steps)]
+
+    def cell(value: Any) -> str:
+        return "" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    rows = "".join("<tr>" + "".join(f"<td>{cell(getattr(s, c))}</td>" for c in columns) + "</tr>" for s in steps)
+    curve = _svg_reward_curve(steps, title) if any(s.reward_mean is not None for s in steps) else ""
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>{curve}"
+        f"<p>{len(steps)} steps. Dropped samples (our failures) are not in the rewards.</p>"
+        f"<table><tr>{head}</tr>{rows}</table></body></html>\n"
+    )
+
+
+def report_run(run_dir: Path) -> tuple[Path, Path]:
+    """Read every `metrics*.jsonl` under `run_dir` (in name order), write `steps.jsonl` and `report.html` there.
+
+    Raises:
+        ConfigError: no metrics file under `run_dir`, or an unreadable one.
+    """
+    paths = sorted(Path(run_dir).glob("metrics*.jsonl"))
+    steps = read_steps(paths)
+    out = write_steps(steps, Path(run_dir) / "steps.jsonl")
+    page = Path(run_dir) / "report.html"
+    page.write_text(render_report(steps, f"cuda-agent training: {Path(run_dir).resolve().name}"))
+    return out, page

@@ -1,0 +1,82 @@
+"""Per-step metrics from verl's own `file` tracking backend, and the run's HTML report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.cli import main
+from cuda_agent.errors import ConfigError
+from cuda_agent.rl.report import read_steps, report_run
+
+STEP = {
+    "timing_s/cuda_agent/reward/mean": 1.5,
+    "timing_s/cuda_agent/reward/max": 3.0,
+    "critic/score/mean": 1.0,  # verl's own: dropped samples count as 0 there, so ours wins
+    "timing_s/cuda_agent/pass_rate": 0.75,
+    "timing_s/cuda_agent/our_failures": 1.0,
+    "timing_s/cuda_agent/judge_s/mean": 4.0,
+    "response_length/mean": 600.0,
+    "num_turns/mean": 2.0,
+    "actor/pg_loss": -0.1,
+    "critic/vf_loss": 0.5,
+    "actor/ppo_kl": 0.01,
+    "actor/grad_norm": 2.0,
+    "critic/grad_norm": 3.0,
+    "timing_s/gen": 10.0,
+    "timing_s/reward": 1.0,
+    "timing_s/update_actor": 2.0,
+    "timing_s/update_critic": 0.5,
+    "timing_s/step": 14.0,
+}
+
+
+def test_verls_file_logger_lines_become_one_record_per_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[rl]')")
+    from verl.utils.tracking import Tracking
+
+    first, resumed = tmp_path / "metrics.0.jsonl", tmp_path / "metrics.1.jsonl"
+    for path, steps in ((first, (1, 2)), (resumed, (2, 3))):  # killed after logging step 2; resumed at 2
+        monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(path))
+        tracking = Tracking("cuda-agent", "test", default_backend=["file"])
+        for step in steps:
+            tracking.log({**STEP, "timing_s/cuda_agent/reward/mean": float(step + 10 * (path == resumed))}, step)
+        tracking.finish()
+    steps = read_steps([first, resumed])
+    assert [s.step for s in steps] == [1, 2, 3] and [s.reward_mean for s in steps] == [1.0, 12.0, 13.0]
+    step = steps[0]
+    assert (step.reward_max, step.pass_rate, step.our_failures, step.judge_s_mean) == (3.0, 0.75, 1.0, 4.0)
+    assert (step.tokens_mean, step.turns_mean, step.actor_loss, step.critic_loss, step.kl) == (
+        600.0,
+        2.0,
+        -0.1,
+        0.5,
+        0.01,
+    )
+    assert (step.actor_grad_norm, step.critic_grad_norm) == (2.0, 3.0)
+    assert (step.rollout_s, step.reward_s, step.update_s, step.step_s) == (10.0, 1.0, 2.5, 14.0)
+
+
+def test_report_command_writes_steps_and_a_page_with_the_reward_curve(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("matplotlib")
+    lines = [json.dumps({"step": s, "data": {**STEP, "timing_s/cuda_agent/reward/mean": s / 10}}) for s in range(1, 6)]
+    (tmp_path / "metrics.0.jsonl").write_text("\n".join(lines) + "\n")
+    assert main(["train", "report", str(tmp_path)]) == 0
+    assert "report.html" in capsys.readouterr().out
+    records = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2, 3, 4, 5] and records[4]["reward_mean"] == 0.5
+    assert records[0]["sft_loss"] is None  # every field on every line
+    page = (tmp_path / "report.html").read_text()
+    assert "<svg" in page and "reward mean" in page and page.count("<tr>") == 6
+
+
+def test_no_metrics_is_an_error_that_says_what_to_turn_on(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="trainer.logger"):
+        report_run(tmp_path)
+    (tmp_path / "metrics.jsonl").write_text("not json\n")
+    with pytest.raises(ConfigError, match="metrics.jsonl:1"):
+        report_run(tmp_path)

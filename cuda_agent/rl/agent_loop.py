@@ -38,6 +38,7 @@ from verl.experimental.agent_loop.agent_loop import (
     register,
 )
 
+from cuda_agent.errors import ConfigError
 from cuda_agent.rl.config import CudaAgentLoopConfig
 from cuda_agent.rl.metrics import drop_our_failures, dropped_fields, episode_metrics, is_our_failure
 from cuda_agent.rl.rft import TokenRecord
@@ -97,6 +98,11 @@ class CudaAgentLoop(AgentLoopBase):
             if not is_our_failure(exc):
                 raise
             return self._dropped(model, str(exc))
+        if not model.prompt_ids:  # the first prompt alone overflowed the budget: no token to train on
+            raise ConfigError(
+                f"{task.ref}: the episode's first prompt does not fit in rollout prompt_length + response_length "
+                f"({self.prompt_length} + {self.response_length}) and the model never ran; raise data.max_prompt_length"
+            )
         capped = len(model.response_ids) > self.response_length
         response_ids, response_mask, logprobs = token_record(
             model.response_ids, model.response_mask, model.response_logprobs, self.response_length
@@ -123,9 +129,11 @@ class CudaAgentLoop(AgentLoopBase):
     def _dropped(self, model: VerlTokenModel, reason: str) -> AgentLoopOutput:
         # Our failure: masked out (all-zero response mask, no reward) and counted, never trained on.
         response_ids = model.response_ids[: self.response_length] or [self.tokenizer.eos_token_id]
+        # Failed before the first prompt was rendered: one placeholder token, masked out like the response.
+        prompt_ids = model.prompt_ids or [self.tokenizer.eos_token_id]
         fields = dropped_fields(reason)
         return AgentLoopOutput(
-            prompt_ids=model.prompt_ids,
+            prompt_ids=prompt_ids,
             response_ids=response_ids,
             response_mask=[0] * len(response_ids),
             reward_score=0.0,

@@ -41,7 +41,8 @@ class JudgeJob(_Record):
         description=(
             "Run the correctness-and-timing stage on this GPU, numbered as on its machine (nvidia-smi, "
             "CUDA_VISIBLE_DEVICES), alone as always; on a pool without GPUs, on this CPU timing slot or actor. "
-            "None: the first free one. A pool that has no such GPU refuses the job at submit."
+            "None: the first free one. A pool that has no such GPU refuses the job at submit. A pinned job is "
+            "judged afresh there, not answered from the verdict cache, unless its config sets verdict_cache."
         ),
     )
 

@@ -139,7 +139,10 @@ def run_judge_phase(spec: RunnerSpec) -> RunnerOutcome:
     job = spec.job
     assert isinstance(job, JudgeJob)
     try:
-        config = JudgeConfig(**{"device": spec.device, "candidate_user": spec.limits.user, **job.config})
+        defaults = {"device": spec.device, "candidate_user": spec.limits.user}
+        if job.gpu is not None:  # the caller asked for this GPU's own judgement (cross-GPU checks, benchmarks)
+            defaults["verdict_cache"] = False
+        config = JudgeConfig(**{**defaults, **job.config})
         task = resolve_task(job.task)
         solution = solution_path(job.solution, Path(spec.workdir))
         step = prepare if spec.phase == "prepare" else judge

@@ -125,7 +125,9 @@ class Paths:
 
     def task(self, value: str) -> str:
         """A bundled reference or task source as given; anything else is a problem file below the root."""
-        if "\n" in value or (value.split("/", 1)[0] in SOURCES and "::" not in value):
+        parts = value.split("/")
+        # A bundled reference never climbs (`examples/../x.py` would name a file beside the service's folder).
+        if "\n" in value or (parts[0] in SOURCES and "::" not in value and ".." not in parts):
             return value
         head, sep, key = value.partition("::")
         return str(self.below_root(head, "task")) + sep + key

@@ -168,6 +168,7 @@ def test_readme_service_example_runs_as_written(tmp_path: Path) -> None:
         ('{"task": "examples/relu", "workspace": "../../.."}', 403, "is outside the workspace root"),
         ('{"task": "examples/relu", "workspace": "no/such/ws"}', 404, "workspace 'no/such/ws': no such file or folder"),
         ('{"task": "/etc/passwd", "solution": "x"}', 403, "task '/etc/passwd' is outside the workspace root"),
+        ('{"task": "examples/../../../../../etc/passwd", "solution": "x"}', 403, "is outside the workspace root"),
     ],
 )
 def test_client_mistakes_get_4xx_and_one_line(service, body: str, status: int, says: str) -> None:

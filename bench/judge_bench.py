@@ -86,7 +86,7 @@ def main() -> None:
     parser.add_argument("--also-build", nargs="*", type=Path, default=[], help="more solutions to prebuild")
     args = parser.parse_args()
     catalog = Catalog()
-    config = JudgeConfig(device=args.device)
+    config = JudgeConfig(device=args.device, verdict_cache=False)  # repeats measure judging, not the cache
     if args.prebuild:
         prebuild([Path(p.split("=", 1)[1].partition("@")[0]) for p in args.pairs] + args.also_build, config)
     results = []

@@ -100,7 +100,8 @@ class Load:
 
 
 def make_load(args: argparse.Namespace) -> Load:
-    config = {"device": "cpu" if args.cpu_slots else "cuda"} | json.loads(args.judge_config)
+    # Repeats and cross-GPU agreement measure judging: no verdict-cache answers unless asked for.
+    config = {"device": "cpu" if args.cpu_slots else "cuda", "verdict_cache": False} | json.loads(args.judge_config)
     if args.cpu_slots:
         slots = list(range(args.cpu_slots))
         candidates = [(f"examples/{p.stem}", p) for p in sorted(CPU_SOLUTIONS.glob("*.py"))]

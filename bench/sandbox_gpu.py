@@ -174,7 +174,7 @@ def main() -> int:
         from cuda_agent.evaluation.baselines import seed_cache
 
         print(f"seeded {seed_cache(args.baselines)} baselines from {args.baselines}", flush=True)
-    config = {"device": "cuda"}
+    config = {"device": "cuda", "verdict_cache": False}  # rounds measure judging, not the verdict cache
     report: dict = {"settings": {k: str(v) for k, v in vars(args).items()}, "rounds": []}
     with LocalPool(build_workers=args.workers) as pool:
         assert pool.gpus, "no GPU visible: this benchmark is for the GPU machine"

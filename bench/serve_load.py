@@ -87,6 +87,7 @@ def client(url: str, todo: collections.deque, lock: threading.Lock, answers: lis
                     return
                 job_id, kind, solution, extra, expected = todo.popleft()
             config = {"time": args.time, "trials": 2, "robustness_trials": False, "device": args.device, **extra}
+            config.setdefault("verdict_cache", False)  # the load is judging, not verdict-cache answers
             body = {"id": job_id, "task": "examples/relu", "solution": solution, "config": config}
             start = time.monotonic()
             response = http.post("/judge", json=body)

@@ -34,7 +34,7 @@ def main() -> int:
     model = ReplayModel(scripted_turns(kernels, (solution / "model_new.py").read_text(), args.device), name="scripted")
     work = Path(tempfile.mkdtemp(prefix="record-demo-"))
     result = run_agent_episode(Catalog().resolve(DEMO_TASK), model, args.device, work, max_turns=50)
-    print(result.exit_status, result.turns, result.reward, result.verdict and result.verdict.get("message"))
+    print(result.exit_status, result.turns, result.reward, result.verdict.message)
     if result.reward is None or result.reward < 1:
         print("the scripted episode did not pass; not writing a recording", file=sys.stderr)
         return 1

@@ -54,6 +54,14 @@ CRITIC=${CRITIC:-$ACTOR}
 if [ -z "${DATA:-}" ]; then
   DATA=$WORK/examples_$DEVICE.parquet
   $PY -m cuda_agent train data --suite examples --device "$DEVICE" --out "$DATA" || exit 1
+  # Six examples: repeated so every epoch holds several batches (verl drops an incomplete last batch).
+  $PY - "$DATA" "$BATCH" <<'PY' || exit 1
+import sys, pyarrow as pa, pyarrow.parquet as pq
+table, batch = pq.read_table(sys.argv[1]), int(sys.argv[2])
+copies = max(1, -(-4 * batch // table.num_rows))
+pq.write_table(pa.concat_tables([table] * copies), sys.argv[1])
+print(f"{table.num_rows} examples x {copies} = {table.num_rows * copies} rows")
+PY
 fi
 
 # The recipe, for one GPU: judging shares the training GPU (a one-GPU demo), episodes under $WORK.
@@ -92,14 +100,15 @@ train() {  # train SEED RUN_DIR LOGGER_FILE [--resume]
     --set trainer.total_training_steps="$STEPS" --set trainer.save_freq="$SAVE_FREQ" \
     --set trainer.test_freq=-1 --set trainer.val_before_train=false --set "trainer.logger=[console,file]" \
     --set trainer.default_local_dir="$WORK/seed$seed/checkpoints" \
-    --set +ray_kwargs.ray_init.namespace=cuda-agent \
+    --set +ray_kwargs.ray_init.namespace=cuda-agent --set +ray_kwargs.ray_init.include_dashboard=false \
     $EXTRA "$@" > "$run/train.log" 2>&1 &
   TRAIN_PID=$!
 }
 
 steps_done() { [ -f "$1" ] && grep -c '"step"' "$1" || echo 0; }
 
-stop_everything() {  # the killed driver leaves Ray's daemons and the judge workers it started
+stop_everything() {  # a killed driver can leave Ray's daemons and judge workers behind (the GPU machine is ours alone)
+  [ "$DEVICE" = cuda ] || return 0  # elsewhere other Ray clusters may run: the process-group kill must do
   ray stop --force >/dev/null 2>&1 || $PY -c "import ray.scripts.scripts as s; s.main()" stop --force >/dev/null 2>&1
   for pid in $(pgrep -f "cuda_agent.judge.worker" || true); do kill -9 "$pid" 2>/dev/null; done
   sleep 2

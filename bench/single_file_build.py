@@ -88,6 +88,15 @@ def _import_code(solution: Path) -> str:
     )
 
 
+def _deps(ext_dir: Path, target: str) -> str:
+    """The headers ninja recorded for one object of a torch build folder (ninja keeps no depfiles)."""
+    folders = {p.parent for p in ext_dir.glob("*/build.ninja")}
+    if len(folders) != 1:
+        return ""
+    argv = ["ninja", "-C", str(folders.pop()), "-t", "deps", target]
+    return subprocess.run(argv, capture_output=True, text=True, check=False).stdout
+
+
 def _objects(folder: Path) -> dict[str, int]:
     return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in folder.rglob("*") if p.suffix in (".o", ".so")}
 
@@ -95,6 +104,7 @@ def _objects(folder: Path) -> dict[str, int]:
 def end_to_end(solution: Path, device: str, work: Path, fast_dir: Path) -> dict:
     """Plain load_inline, ours cold, ours again (another process), and the candidate's load, for one solution."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env["CCACHE_DISABLE"] = "1"  # every arm compiles for real (torch wraps its compilers in ccache when found)
     env.pop(build.FAST_DIR_ENV, None)
     row: dict = {"solution": str(solution.relative_to(ROOT))}
     start = time.perf_counter()
@@ -120,11 +130,8 @@ def end_to_end(solution: Path, device: str, work: Path, fast_dir: Path) -> dict:
     row["ours_cold"] = cold | {"build_s": result.get("wall_s"), "cached": result.get("cached")}
     ext_dir = Path(result["ext_dir"]) if result else None
     if ext_dir:
-        depfiles = {p.name: p.read_text() for p in ext_dir.glob("*/*.o.d")}
-        row["ours_cold"]["light_header"] = any("light-" in t for n, t in depfiles.items() if n.endswith(".cuda.o.d"))
-        row["ours_cold"]["precompiled_header"] = any(
-            "torch/extension.h" not in t for n, t in depfiles.items() if n == "main.o.d"
-        )
+        row["ours_cold"]["light_header"] = "/light-" in _deps(ext_dir, "cuda.cuda.o")
+        row["ours_cold"]["precompiled_header"] = "torch/all.h" not in _deps(ext_dir, "main.o")
     again = timed([sys.executable, "-c", call], env=env)
     again_result = json.loads(again["log"].strip().splitlines()[-1]) if again["ok"] else {}
     row["ours_again"] = again | {"cached": again_result.get("cached")}
@@ -204,15 +211,13 @@ def units(solution: Path, work: Path, fast_dir: Path) -> dict:
     pch = fast_dir / spec.folder
     start = time.perf_counter()
     if not pch.exists():
-        gch = work / "extension.h.gch"
-        made = timed([compiler, *spec.flags, "-x", "c++-header", str(spec.header), "-o", str(gch)])
-        if made["ok"]:
-            build._publish(pch, {"torch/extension.h.gch": gch})
+        build.build_pch(spec, pch)
     row["pch_s"] = round(time.perf_counter() - start, 2)
 
     compile_cuda = [nvcc, "-MD", "-MF", "cuda.cuda.o.d", *nvcc_flags, "-c", "cuda.cu", "-o", "cuda.cuda.o"]
     compile_main = [compiler, "-MMD", "-MF", "main.o.d", *cxx_flags, "-c", "main.cpp", "-o", "main.o"]
     plain_env = {k: v for k, v in os.environ.items() if k not in ("CPATH", "NVCC_PREPEND_FLAGS")}
+    plain_env["CCACHE_DISABLE"] = "1"
     # side by side, alternating, so that the load of other work on the machine falls on both alike
     row["cuda_plain"] = timed(compile_cuda, env=plain_env, cwd=work)
     if not row["guard_hits"]:
@@ -220,7 +225,7 @@ def units(solution: Path, work: Path, fast_dir: Path) -> dict:
         row["cuda_light"]["light_used"] = str(light) in (work / "cuda.cuda.o.d").read_text()
     row["main_plain"] = timed(compile_main, env=plain_env, cwd=work)
     row["main_pch"] = timed(compile_main, env=plain_env | {"CPATH": str(pch)}, cwd=work)
-    row["main_pch"]["pch_used"] = "torch/extension.h" not in (work / "main.o.d").read_text()
+    row["main_pch"]["pch_used"] = "torch/all.h" not in (work / "main.o.d").read_text()
     for key in ("cuda_plain", "cuda_light", "main_plain", "main_pch"):
         if key in row and row[key]["ok"]:
             row[key].pop("log")
@@ -233,29 +238,36 @@ def main() -> int:
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--units", action="store_true", help="compile the units alone (a torch without CUDA)")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--max-s", type=float, default=1e9, help="start no further solution after this many seconds")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     work_root = Path(tempfile.mkdtemp(prefix="single-file-build-"))
     fast_dir = work_root / "fast"
-    rows = []
-    for index, name in enumerate(args.solutions):
-        solution = (ROOT / name).resolve()
-        work = work_root / f"s{index}"
-        work.mkdir()
-        row = units(solution, work, fast_dir) if args.units else end_to_end(solution, args.device, work, fast_dir)
-        print(json.dumps(row), flush=True)
-        rows.append(row)
     import torch
 
     mode = "units" if args.units else args.device
     report = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "machine": {"host": platform.node(), "cpus": os.cpu_count(), "load_1m": os.getloadavg()[0]},
+        "machine": {"host": platform.node(), "cpus": os.cpu_count(), "load_1m_at_start": os.getloadavg()[0]},
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "torch": torch.__version__,
-        "rows": rows,
+        "rows": [],
     }
-    (args.out / f"single_file_build_{mode}.json").write_text(json.dumps(report, indent=1) + "\n")
+    started = time.monotonic()
+    for index, name in enumerate(args.solutions):
+        if index and time.monotonic() - started > args.max_s:
+            print(f"stopping before {name}: past --max-s {args.max_s:.0f} s", flush=True)
+            break
+        solution = (ROOT / name).resolve()
+        work = work_root / f"s{index}"
+        work.mkdir()
+        row = units(solution, work, fast_dir) if args.units else end_to_end(solution, args.device, work, fast_dir)
+        row["load_1m"] = os.getloadavg()[0]
+        print(json.dumps(row), flush=True)
+        report["rows"].append(row)
+        # written after every solution, so that a run cut short keeps what it measured
+        (args.out / f"single_file_build_{mode}.json").write_text(json.dumps(report, indent=1) + "\n")
+    rows = report["rows"]
     shutil.rmtree(work_root, ignore_errors=True)
     for row in rows:
         if args.units:

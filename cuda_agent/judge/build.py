@@ -54,7 +54,7 @@ OK_MARKER = ".cuda_agent_build_ok"
 LOADING_LOCK = ".cuda_agent_loading"
 COMPILE_FAILED = 3
 IMPORT_FAILED = 4
-FAST_BUILD = "light-extension-h+pch/1"
+FAST_BUILD = "light-extension-h+pch/2"
 """The fast-build method; part of the build cache key, since a build made another way is another build."""
 FAST_DIR_ENV = "CUDA_AGENT_FAST_BUILD"
 """Tells the build child where the prepared precompiled headers and light header are (unset: plain builds)."""
@@ -260,6 +260,11 @@ LIGHT_HEADER = """\
 // frontend, pybind11, Python); the unit is built with the real header otherwise.
 #pragma once
 #include <torch/types.h>
+"""
+_PCH_SIBLING = """\
+// cuda-agent judge, fast build: gcc reads torch/extension.h.gch beside this file for the unit's first
+// #include <torch/extension.h>; any later one lands here and goes on to torch's own header.
+#include_next <torch/extension.h>
 """
 _IMPLICIT_SCOPES = frozenset({"", "at", "c10", "std"})
 """Scopes a unit reaches without naming them: the global one, and those of torch's and std's types (ADL)."""
@@ -641,6 +646,20 @@ def prepare(solution_file: Path, device: str, fast_dir: Path, timeout_s: float =
     """Make what the fast build of this solution needs and lacks: a precompiled `<torch/extension.h>`
     per flag set of its load_inline calls, and (CUDA) the light header with its guard. Runs as us, never
     as the candidate, on flags that the policy has allowed. Returns what it made."""
+    fast_dir.mkdir(parents=True, exist_ok=True)
+    lock = os.open(fast_dir / ".prepare.lock", os.O_RDONLY | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:  # another judgement is preparing: one set of compiles per machine at a time
+        os.close(lock)
+        return []
+    try:
+        return _prepare(solution_file, device, fast_dir, timeout_s)
+    finally:
+        os.close(lock)
+
+
+def _prepare(solution_file: Path, device: str, fast_dir: Path, timeout_s: float) -> list[str]:
     import torch.utils.cpp_extension as cpp_ext
 
     made = []
@@ -650,14 +669,8 @@ def prepare(solution_file: Path, device: str, fast_dir: Path, timeout_s: float =
         folder = fast_dir / spec.folder if spec else None
         if spec is None or folder.exists():
             continue
-        fast_dir.mkdir(parents=True, exist_ok=True)
-        partial = fast_dir / f".{folder.name}.{os.getpid()}.gch"
-        argv = [spec.compiler, *spec.flags, "-x", "c++-header", str(spec.header), "-o", str(partial)]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
-        if done.returncode == 0:
-            _publish(folder, {"torch/extension.h.gch": partial})
+        if build_pch(spec, folder, timeout_s):
             made.append(folder.name)
-        partial.unlink(missing_ok=True)
     light = _light_dir(cpp_ext, fast_dir) if device == "cuda" and any(c.with_cuda for c in calls) else None
     if light is not None and not light[0].exists():
         folder, spec = light
@@ -672,6 +685,20 @@ def prepare(solution_file: Path, device: str, fast_dir: Path, timeout_s: float =
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text(json.dumps(made))
     return made
+
+
+def build_pch(spec: PchSpec, folder: Path, timeout_s: float = 600.0) -> bool:
+    """Precompile `<torch/extension.h>` with `spec`'s flags into `folder` (for `CPATH`); whether it worked."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    partial = folder.parent / f".{folder.name}.{os.getpid()}.gch"
+    argv = [spec.compiler, *spec.flags, "-x", "c++-header", str(spec.header), "-o", str(partial)]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+        if done.returncode == 0:
+            _publish(folder, {"torch/extension.h.gch": partial, "torch/extension.h": _PCH_SIBLING.encode()})
+        return done.returncode == 0
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 @dataclass

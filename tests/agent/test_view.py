@@ -116,3 +116,11 @@ def test_page_renders_in_a_headless_browser(tmp_path: Path) -> None:
         assert page.locator(".final .tag.pass").inner_text() == "pass"
         # For a person to look at (the test run keeps it under pytest's tmp folder).
         page.screenshot(path=str(tmp_path / "view.png"), full_page=True)
+
+
+def test_an_episode_without_a_verdict_says_the_failure_was_ours(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    with TrajectoryWriter(path, "examples/relu", "replay", [{"role": "user", "content": "go"}]) as writer:
+        writer.finish(exit_status="finished", terminated=True, judge_error="JudgeInfraError: <out of memory>")
+    page = render_html(read_trajectory(path))
+    assert "none: JudgeInfraError: &lt;out of memory&gt; (our failure, not the candidate's)" in page

@@ -79,11 +79,10 @@ class Catalog:
         )
 
     def __post_init__(self) -> None:
-        explicit = self._explicit_data_dir()
-        if explicit is not None and not explicit[0].is_dir():
-            raise DataNotFoundError(
-                f"{explicit[1]}: no such folder; give the folder that holds kernelbench/ and ops6k/"
-            )
+        # The option is checked at once; the environment only where data is read (a wrong variable set for
+        # another purpose must not stop commands on bundled examples).
+        if self.data_dir is not None and not Path(self.data_dir).expanduser().is_dir():
+            raise DataNotFoundError(_no_folder(f"--data-dir {self.data_dir}"))
 
     def locate(self, name: str) -> Path:
         """Path of a bundled set's data, or DataNotFoundError listing where we looked.
@@ -98,6 +97,8 @@ class Catalog:
         explicit = self._explicit_data_dir()
         if explicit is not None:
             folder, said = explicit
+            if not folder.is_dir():
+                raise DataNotFoundError(_no_folder(said))
             return _explicit(folder / spec.relative, said, f"(put {name} there, or set {spec.env_var})")
         candidates = [base / spec.relative for base in _default_data_dirs()]
         for candidate in candidates:
@@ -138,6 +139,10 @@ class Catalog:
 def _default_data_dirs() -> list[Path]:
     project_root = Path(__file__).resolve().parents[2]
     return [project_root.parent / "shared", Path.cwd().parent / "shared", Path.cwd() / "shared"]
+
+
+def _no_folder(said: str) -> str:
+    return f"{said}: no such folder; give the folder that holds kernelbench/ and ops6k/"
 
 
 def _explicit(path: Path, said: str, hint: str = "") -> Path:

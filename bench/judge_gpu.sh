@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 20's judge targets on the H200, in one device call of about 8 minutes; results in $OUT/judge_gpu.tar.
 #   OUT=/tmp/out bash bench/judge_gpu.sh
-# Carry .whl/ (from `bash scripts/device_wheels.sh`: pydantic, rich, ninja, ...). Parts and their time on the H200:
+# Carry [".whl", ".carry"] (from `bash scripts/device_wheels.sh`: the wheels the image lacks, and the KernelBench
+# parquet for kernelbench/L1/*). Parts and their time on the H200:
 #   A+D  ~100 s  a cold `cuda-agent judge kernelbench/L1/19` (build, baselines) and its lone cached verdict; beside it
 #                D: a candidate whose C++ spins with the GIL held (its own cold build, then `timeout` at its step limit)
 #   B     ~25 s  3 cached CLI judgements of L1/19: wall (<= 7 s) and GPU-slot seconds (<= 5 s)
@@ -17,7 +18,7 @@ if [ -d .whl ]; then
 fi
 chmod -R a+rX /tmp/site 2>/dev/null  # the candidate's processes run as nobody and import from here too
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PATH=/tmp/site/bin:$PATH
-export TORCH_CUDA_ARCH_LIST=9.0 CUDA_AGENT_CACHE=${CUDA_AGENT_CACHE:-/tmp/ca-cache}
+export TORCH_CUDA_ARCH_LIST=9.0 CUDA_AGENT_CACHE=${CUDA_AGENT_CACHE:-/tmp/ca-cache} CUDA_AGENT_DATA_DIR=$PWD/.carry
 python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name())" | tee "$R/env.txt" || exit 1
 nvidia-smi > "$R/nvidia_smi.txt" 2>&1
 git log --oneline -1 >> "$R/env.txt" 2>/dev/null

@@ -2,14 +2,14 @@
 # What the 2026-12-03 device time did not reach, as one H200 call (nvidia-h200, carry [".whl", ".carry"] made by
 # `bash scripts/device_wheels.sh rl`, timeout_s 600). The limits add up to 560 s; $OUT/leftovers.tgz is rewritten
 # after each step, so a step cut by its limit keeps what the earlier ones measured.
-#   1. one PPO step of actor and critic on verl's FSDP engine, fed by episodes judged by the CUDA sandbox (issue 9)
+#   1. (the hand-wired PPO step is gone: verl's own trainer runs in bench/train_gpu.sh, issue 21)
 #   2. the sandbox pool's timing isolation: one kernel timed with the build workers idle, then busy compiling (issue 5)
 #   3. the baselines not yet measured: kernelbench/L1/100, then level 2 (issue 7), resuming the committed file
 #   4. the four filters on Ops-6K rows (issue 8): AUDIT_N rows of a seeded sample, or with AUDIT_ALL=FILE every row,
 #      resuming the committed JSONL FILE (the copy in $OUT/ comes back grown: copy it over FILE and commit)
 #   0. with CONFINE_S set: the judge's candidate processes as nobody (tests/judge/test_confine.py, then one CUDA
 #      judgement through the pool, its verdict env in confine_gpu.json) (issue 5)
-# Knobs: CONFINE_S, RL_S, POOL_S, BASE_S (0 skips a step), SAMPLES, UNPINNED=1 (isolation also without reserved cores),
+# Knobs: CONFINE_S, POOL_S, BASE_S (0 skips a step), SAMPLES, UNPINNED=1 (isolation also without reserved cores),
 # LEVELS, AUDIT_S, AUDIT_N, AUDIT_ALL, AUDIT_W (step 4 runs when AUDIT_S is set; 12 workers by default).
 set -uo pipefail
 R=$OUT; export OUT=/tmp/leftovers; mkdir -p $OUT
@@ -33,10 +33,6 @@ print(json.dumps({"status": r.status, "error": r.error, "verdict": v and v.verdi
     "hardening": r.hardening}, indent=1))
 EOF
   cat $OUT/confine_gpu.json; pack
-fi
-if [ "${RL_S:-240}" != 0 ]; then  # RL_S=0 skips the step
-  timeout ${RL_S:-240} python3 bench/rl_step_gpu.py --device cuda --out $OUT/rl_step --work /tmp/rl_step > $OUT/rl_step.out 2>&1
-  tail -25 $OUT/rl_step.out; pack
 fi
 if [ "${POOL_S:-150}" != 0 ]; then  # POOL_S=0 skips the isolation step
   timeout ${POOL_S:-150} python3 bench/sandbox_gpu.py --repeats 0 --samples ${SAMPLES:-3} --baselines $B \

@@ -59,7 +59,7 @@ class JudgeConfig(BaseModel):
     """Which solutions are legal. 'cuda-agent': SKILL.md's workspace rules (forward reaches only the compiled
     extension; training and workspaces). 'kernelbench': torch operators may mix with the candidate's own kernels,
     which must still do real work on the timed path; everything that fakes a speed-up or a result stays forbidden
-    (policy.py, policy_runtime.py)."""
+    (judge/policy/)."""
     static_policy: bool = True
     """Run the static policy stage. False only to test the runtime defences on their own."""
     robustness_trials: bool = True

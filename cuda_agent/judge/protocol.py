@@ -59,7 +59,7 @@ class RunResult(BaseModel):
     env: dict[str, Any] = Field(default_factory=dict)
     stage_s: dict[str, float] = Field(default_factory=dict)
     custom_kernel_time_fraction: float | None = Field(
-        default=None, description="Share of a profiled forward's time in the candidate's own code (policy_runtime)."
+        default=None, description="Share of a profiled forward's time in the candidate's own code (policy/runtime.py)."
     )
 
 

@@ -238,16 +238,16 @@ class CandidateRun:
         self.run_trial(self.req.recheck_seed, "identity", "recheck")
         return phase.summary()
 
-    # --- policy_runtime (issue 22): the candidate's own share of forward, and under kernelbench that it counts ---
+    # --- policy/runtime.py (issue 22): the candidate's own share of forward, and under kernelbench that it counts ---
     def custom_work(self) -> float | None:
         """Two extra untimed calls on fresh inputs: the share of forward's time in the candidate's own code
-        (every policy), and under the kernelbench policy, that its kernels reach its outputs (policy_runtime.py).
+        (every policy), and under the kernelbench policy, that its kernels reach its outputs (policy/runtime.py).
 
         Returns:
             custom_kernel_time_fraction, or None where nothing could be measured.
         """
-        from cuda_agent.judge import policy_runtime
         from cuda_agent.judge.inputs import make_inputs
+        from cuda_agent.judge.policy import runtime as policy_runtime
 
         start = time.perf_counter()
         seed = self.req.recheck_seed + 1

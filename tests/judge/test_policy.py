@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.judge import policy, policy_build, policy_cpp, policy_forward
+from cuda_agent.judge import policy
 from cuda_agent.judge.policy import RULES, check_policy
+from cuda_agent.judge.policy import build as policy_build
+from cuda_agent.judge.policy import cpp as policy_cpp
+from cuda_agent.judge.policy import forward as policy_forward
 from cuda_agent.judge.solution import SolutionSource, read_solution
 
 EXAMPLE_SOLUTIONS = Path(__file__).resolve().parents[2] / "cuda_agent" / "tasks" / "examples" / "solutions"

@@ -1,4 +1,4 @@
-"""The kernelbench policy's runtime check (policy_runtime.py), in-process on the CPU.
+"""The kernelbench policy's runtime check (policy/runtime.py), in-process on the CPU.
 
 numpy stands in for the candidate's kernel: it writes a tensor's memory without going through torch's
 dispatcher, exactly as a compiled kernel does. The judge end to end (with a real compiled extension) is
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from cuda_agent.judge.policy_runtime import custom_time_fraction, torch_only_reason
+from cuda_agent.judge.policy.runtime import custom_time_fraction, torch_only_reason
 
 x = torch.randn(64, 32)
 w = torch.randn(32, 48)

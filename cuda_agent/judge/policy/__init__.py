@@ -14,7 +14,11 @@ reduced precision. Under 'kernelbench', forward and the C++ may use torch operat
 header-only CUDA library (`KERNELBENCH_RELAXED`), but forward must still call the extension, and
 everything that fakes a speed-up or a result stays forbidden; torch's compiler, its private
 internals and dispatch-key guards are refused too, because they would hide torch's work from the
-runtime check that the candidate's kernels reach its outputs (policy_runtime.py).
+runtime check that the candidate's kernels reach its outputs (runtime.py).
+
+The package: this module (the Python rules and `check_policy`), `facts` (what a parsed file binds),
+`forward` (forward's call graph), `build` (load_inline/load arguments), `cpp` (C++/CUDA text) and
+`runtime` (the checks that run in the candidate's process).
 
 What it does NOT protect against: anything decided by values at run time. A tensor reaching
 torch through a path the text rules cannot see, caching results across calls, reading the
@@ -31,8 +35,10 @@ import ast
 import re
 from collections.abc import Iterator
 
-from cuda_agent.judge import policy_build, policy_cpp, policy_forward
-from cuda_agent.judge.policy_facts import (
+from cuda_agent.judge.policy import build as policy_build
+from cuda_agent.judge.policy import cpp as policy_cpp
+from cuda_agent.judge.policy import forward as policy_forward
+from cuda_agent.judge.policy.facts import (
     BUILDERS,
     ModuleFacts,
     assigned_targets,
@@ -120,7 +126,7 @@ KERNELBENCH_RELAXED = frozenset(
 )
 """Rules of the cuda-agent policy that the kernelbench policy drops: mixing torch with one's own kernels
 (and calling CUDA libraries from C++) is how KernelBench solutions are written. Imports and C++ headers are
-widened too (`_kernelbench_import_ok`, policy_cpp)."""
+widened too (`_kernelbench_module_ok`, cpp.py)."""
 _MODULE_METHODS = frozenset(
     "to cuda cpu float double half bfloat16 type _apply apply eval train state_dict load_state_dict "
     "_load_from_state_dict _save_to_state_dict parameters named_parameters buffers named_buffers children "
@@ -186,7 +192,7 @@ _LAZY_ATTRIBUTES = re.compile(
 )
 _REDUCED_DTYPES = re.compile(r"(torch\.)?(float16|half|bfloat16|float8\w*)")
 # Under kernelbench torch may compute, but not in ways that hide its work from the runtime dataflow check
-# (policy_runtime.py): kernels that torch's compiler generates run outside torch's operators, and private
+# (runtime.py): kernels that torch's compiler generates run outside torch's operators, and private
 # internals reach dispatch-key guards and mode stacks.
 _KERNELBENCH_QUALIFIED_RULES: list[tuple[re.Pattern[str], str, str]] = [
     (

@@ -17,8 +17,8 @@ import ast
 import bisect
 import re
 
-from cuda_agent.judge import policy_cpp
-from cuda_agent.judge.policy_facts import ModuleFacts
+from cuda_agent.judge.policy import cpp as policy_cpp
+from cuda_agent.judge.policy.facts import ModuleFacts
 from cuda_agent.judge.solution import SolutionSource
 from cuda_agent.types import Violation
 

@@ -3,7 +3,7 @@
 `check_forward` walks `forward` and everything it calls (ModelNew's own methods and the module's
 functions, transitively) and accepts only calls into the compiled extension, allocation,
 shape/view helpers and a few builtins, plus arithmetic on values that are plainly Python numbers
-derived from shapes (see `policy_facts.IntRule`). It does not execute anything.
+derived from shapes (see `facts.IntRule`). It does not execute anything.
 
 What this does not protect against: values whose type only shows at run time (a helper that
 receives a tensor where the rules assume an int, a list that holds tensors). The candidate
@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import builtins
 
-from cuda_agent.judge.policy_facts import (
+from cuda_agent.judge.policy.facts import (
     IntRule,
     ModuleFacts,
     assigned_targets,

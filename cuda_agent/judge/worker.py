@@ -265,12 +265,14 @@ class CandidateRun:
             fraction = policy_runtime.custom_time_fraction(lambda: call(inputs), self.device, self.sync)
         except policy_runtime.ProfileUnreadable as exc:  # a report, not a gate: say why it is missing
             fraction, self.env["custom_kernel_time_fraction_error"] = None, str(exc)
+        self.tick()  # each extra call is a step of its own for the grader's per-step limit
         reason = None
         if self.req.policy == "kernelbench":
             inputs = make_inputs(self.problem, self.req.task_name, seed + 1, self.device, "identity")
             held = [*inputs, *self.candidate.parameters(), *self.candidate.buffers()]
             sources = [t for t in held if isinstance(t, self.torch.Tensor)]
             reason = policy_runtime.torch_only_reason(lambda: call(inputs), sources, self.sync)
+            self.tick()
         self.check_state("custom_work")
         self.stage_s["custom_work"] = time.perf_counter() - start
         if reason is not None:

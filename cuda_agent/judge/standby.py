@@ -109,7 +109,7 @@ class Standby:
             data = os.read(self._progress_r, 64)
             if not data:
                 code = self.proc.wait()
-                tail = self._tail(self._err, 8)
+                tail = " ".join(self._tail(self._err, 800).strip().splitlines()[-4:])
                 self.close()
                 return f"the judge's worker exited ({code}) before it was ready: {tail or 'no output'}"
             if READY in data:

@@ -53,6 +53,12 @@ def test_the_whole_run_has_a_limit_too(tmp_path: Path) -> None:
     assert killed_by == "total" and child.timed_out and 1.4 < child.wall_s < 6
 
 
+def test_a_standby_that_dies_while_warming_up_says_why() -> None:
+    standby = Standby("tests.judge.no_such_module", child_env())
+    why_not = standby.wait_ready(120)
+    assert why_not is not None and "before it was ready" in why_not and "No module named" in why_not
+
+
 def test_a_discarded_standby_runs_nothing_and_leaves_no_process() -> None:
     standby = _standby()
     pid = standby.proc.pid

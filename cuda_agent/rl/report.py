@@ -181,3 +181,62 @@ def report_run(run_dir: Path) -> tuple[Path, Path]:
     page = Path(run_dir) / "report.html"
     page.write_text(render_report(steps, f"cuda-agent training: {Path(run_dir).resolve().name}"))
     return out, page
+
+
+class LearningCheck(BaseModel):
+    """Is learning visible: the last steps' mean reward against the first steps', over seeds."""
+
+    first_mean: float = Field(description="Mean reward of the first `window` steps, pooled over seeds.")
+    last_mean: float = Field(description="Mean reward of the last `window` steps, pooled over seeds.")
+    standard_error: float = Field(description="Standard error of the difference (step means as samples).")
+    sigmas: float = Field(description="(last - first) / standard_error.")
+    runs: int = Field(description="Seeds (runs) pooled.")
+    visible: bool = Field(description="last - first > 3 standard errors.")
+
+
+def learning_check(runs: list[list[StepMetrics]], window: int = 5) -> LearningCheck:
+    """Compare the mean reward of the last `window` steps with the first `window`, pooling the runs' step means.
+
+    Raises:
+        ConfigError: a run has fewer than 2 * `window` steps with a reward.
+    """
+    import statistics
+
+    first, last = [], []
+    for steps in runs:
+        rewards = [s.reward_mean for s in steps if s.reward_mean is not None]
+        if len(rewards) < 2 * window:
+            raise ConfigError(f"a run has {len(rewards)} steps with a reward; the check needs {2 * window}")
+        first += rewards[:window]
+        last += rewards[-window:]
+    se = (statistics.variance(first) / len(first) + statistics.variance(last) / len(last)) ** 0.5
+    gain = statistics.mean(last) - statistics.mean(first)
+    sigmas = gain / se if se > 0 else (float("inf") if gain > 0 else 0.0)
+    return LearningCheck(
+        first_mean=statistics.mean(first),
+        last_mean=statistics.mean(last),
+        standard_error=se,
+        sigmas=sigmas,
+        runs=len(runs),
+        visible=sigmas > 3,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m cuda_agent.rl.report --learning steps.jsonl ...`: the learning check over runs (exit 1 if not visible)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--learning", nargs="+", type=Path, required=True, help="one steps.jsonl per seed")
+    parser.add_argument("--window", type=int, default=5)
+    args = parser.parse_args(argv)
+    runs = [
+        [StepMetrics.model_validate_json(line) for line in p.read_text().splitlines() if line] for p in args.learning
+    ]
+    check = learning_check(runs, args.window)
+    print(check.model_dump_json(indent=2))
+    return 0 if check.visible else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

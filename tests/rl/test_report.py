@@ -80,3 +80,18 @@ def test_no_metrics_is_an_error_that_says_what_to_turn_on(tmp_path: Path) -> Non
     (tmp_path / "metrics.jsonl").write_text("not json\n")
     with pytest.raises(ConfigError, match="metrics.jsonl:1"):
         report_run(tmp_path)
+
+
+def test_learning_check_pools_seeds_and_needs_three_standard_errors() -> None:
+    from cuda_agent.rl.report import StepMetrics, learning_check
+
+    def run(rewards: list[float]) -> list[StepMetrics]:
+        return [StepMetrics(step=i + 1, reward_mean=r) for i, r in enumerate(rewards)]
+
+    rising = [1.0, 0.8, 1.2, 1.1, 0.9] + [1.5] * 20 + [2.9, 3.0, 2.8, 3.0, 2.9]
+    check = learning_check([run(rising), run(rising)])
+    assert check.visible and check.runs == 2 and check.last_mean - check.first_mean == pytest.approx(1.92)
+    flat = [1.0, 1.4, 0.6, 1.2, 0.8] * 6
+    assert not learning_check([run(flat), run(flat)]).visible
+    with pytest.raises(ConfigError, match="needs 10"):
+        learning_check([run([1.0] * 9)])

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# "Learning is visible" on one H200 (issue 21): a tiny model learns the curriculum (README "Training on verl",
+# cuda_agent/rl/curriculum.py) with verl's own trainers and rewards from the real CUDA sandbox.
+#
+#   1. a tiny random Qwen2 actor and critic (bench/tiny_model.py; nothing downloaded);
+#   2. the curriculum: three single-turn answers for examples/scale_add: fast (reward 2-3), slow (1), wrong (-1);
+#      each is judged once here first (`cuda-agent judge`), which shows their rewards and fills the verdict cache;
+#   3. SFT with verl's SFT trainer on all three in equal shares (`cuda-agent train rft --config
+#      recipes/curriculum_sft.yaml`): the model then answers with one of them at random;
+#   4. PPO with verl's trainer (`cuda-agent train single-turn --config recipes/curriculum_ppo.yaml`), per seed, STEPS
+#      steps, judged by a `cuda-agent serve` on the same GPU; verl's file logger writes every step's metrics;
+#   5. per seed `cuda-agent train report` (steps.jsonl, report.html with the reward curve), and the learning check:
+#      the mean reward of the last 5 steps beats the first 5 by more than 3 standard errors, over the seeds
+#      (`python -m cuda_agent.rl.report --learning ...`).
+# Everything lands in $OUT/learning_gpu.tar.
+#
+# Knobs (env): STEPS=30 SEEDS="0 1" SFT_STEPS=300 HIDDEN=128 LAYERS=2 N=16 (answers per step) BUDGET_S=540
+# Here: bash scripts/device_wheels.sh rl --no-data ; carry [".whl"]
+# There (repository root): bash bench/learning_gpu.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+STEPS=${STEPS:-30} SEEDS=${SEEDS:-"0 1"} SFT_STEPS=${SFT_STEPS:-300} HIDDEN=${HIDDEN:-128} LAYERS=${LAYERS:-2}
+N=${N:-16} BUDGET_S=${BUDGET_S:-540} PORT=${PORT:-8765}
+OUT=${OUT:-/tmp/learning_gpu_out} WORK=${WORK:-/tmp/learning_gpu}
+RES=$WORK/results
+START=$(date +%s)
+rm -rf "$WORK"; mkdir -p "$OUT" "$WORK" "$RES"
+exec > >(tee -a "$RES/learning_gpu.log") 2>&1
+
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:$ROOT PATH=/tmp/site/bin:$PATH
+else
+  export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
+fi
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} RAY_DEDUP_LOGS=0 TOKENIZERS_PARALLELISM=false
+PY=${PY:-python3}
+CLI="$PY -m cuda_agent"
+echo "== $(date -u +%FT%TZ) $(hostname) steps=$STEPS seeds=$SEEDS sft_steps=$SFT_STEPS hidden=$HIDDEN layers=$LAYERS n=$N"
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+elapsed() { echo $(( $(date +%s) - START )); }
+
+# 1-2. model and curriculum; every variant judged once (rewards, and the verdict cache PPO's repeats hit).
+$PY bench/tiny_model.py --out "$WORK/tiny" --hidden "$HIDDEN" --layers "$LAYERS" > /dev/null || exit 1
+$CLI train curriculum --device cuda --out "$WORK/curriculum" || exit 1
+for v in fast slow wrong; do
+  $CLI judge examples/scale_add "$WORK/curriculum/answers/scale_add/$v" --device cuda --json > "$RES/judge_$v.json" &
+done
+wait
+$PY - "$RES" <<'PY'
+import json, sys
+for v in ("fast", "slow", "wrong"):
+    d = json.load(open(f"{sys.argv[1]}/judge_{v}.json"))
+    print(f"== judged {v}: {d['verdict']} reward {d['reward']} timings_ms {d['timings_ms']}")
+PY
+echo "== curriculum judged at $(elapsed) s"
+
+# 3. SFT (torchrun, one GPU), then its last checkpoint's HF folder (saved with hf_model).
+VERL_FILE_LOGGER_PATH=$RES/sft/metrics.jsonl
+mkdir -p "$RES/sft"
+VERL_FILE_LOGGER_PATH=$VERL_FILE_LOGGER_PATH $CLI train rft --config recipes/curriculum_sft.yaml --out "$WORK/sft_run" \
+  --set model.path="$WORK/tiny/actor" --set data.train_files="$WORK/curriculum/sft.parquet" \
+  --set trainer.total_training_steps="$SFT_STEPS" --set trainer.default_local_dir="$WORK/sft" \
+  --set "checkpoint.save_contents=[model,optimizer,extra,hf_model]" \
+  --set +model.override_config.attn_implementation=sdpa --set model.use_remove_padding=false \
+  > "$RES/sft/train.log" 2>&1
+echo "== SFT exit $? at $(elapsed) s; last lines:"; tail -n 5 "$RES/sft/train.log"
+SFT_HF=$(ls -d "$WORK"/sft/global_step_*/huggingface 2>/dev/null | sort -V | tail -n 1)
+[ -n "$SFT_HF" ] || { echo "== no SFT checkpoint"; tar -C "$RES" -cf "$OUT/learning_gpu.tar" .; exit 1; }
+$PY bench/curriculum_probe.py "$SFT_HF" "$WORK/curriculum" > "$RES/sft/probe.txt" 2>&1
+cat "$RES/sft/probe.txt"
+
+# 4. PPO per seed, judged by one sandbox service on this GPU.
+$CLI serve --port "$PORT" --workspace-root "$WORK" > "$RES/serve.log" 2>&1 &
+SERVE=$!
+sleep 5
+for seed in $SEEDS; do
+  run=$RES/ppo_seed$seed; mkdir -p "$run"
+  $PY - "$WORK/ppo_recipe$seed.yaml" "$WORK/answers$seed" "http://127.0.0.1:$PORT" <<'PY' || exit 1
+import sys, yaml
+recipe = yaml.safe_load(open("recipes/curriculum_ppo.yaml"))
+recipe["reward_function"].update(work_dir=sys.argv[2], sandbox_url=sys.argv[3])  # under serve's workspace root
+yaml.safe_dump(recipe, open(sys.argv[1], "w"))
+PY
+  VERL_FILE_LOGGER_PATH=$run/metrics.jsonl setsid $CLI train single-turn --config "$WORK/ppo_recipe$seed.yaml" \
+    --out "$WORK/ppo_run$seed" \
+    --set actor_rollout_ref.model.path="$SFT_HF" --set critic.model.path="$WORK/tiny/critic" \
+    --set data.train_files="$WORK/curriculum/rl.parquet" --set data.val_files="$WORK/curriculum/rl.parquet" \
+    --set data.seed="$seed" --set actor_rollout_ref.rollout.seed="$seed" --set actor_rollout_ref.rollout.n="$N" \
+    --set trainer.total_training_steps="$STEPS" --set trainer.default_local_dir="$WORK/ppo$seed" \
+    --set actor_rollout_ref.actor.strategy=fsdp2 --set critic.strategy=fsdp2 \
+    --set +actor_rollout_ref.model.override_config.attn_implementation=sdpa \
+    --set "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}" \
+    --set actor_rollout_ref.rollout.dtype=float32 --set actor_rollout_ref.rollout.calculate_log_probs=true \
+    --set actor_rollout_ref.rollout.agent.num_workers=2 \
+    --set +ray_kwargs.ray_init.namespace=cuda-agent \
+    > "$run/train.log" 2>&1 &
+  PID=$!
+  while kill -0 "$PID" 2>/dev/null; do
+    sleep 3
+    if [ "$(elapsed)" -gt "$BUDGET_S" ]; then
+      echo "== time budget of ${BUDGET_S}s spent during seed $seed"; kill -9 -- -"$PID" 2>/dev/null; break
+    fi
+  done
+  wait "$PID" 2>/dev/null; echo "== seed $seed exit $? at $(elapsed) s, $(grep -c '"step"' "$run/metrics.jsonl" 2>/dev/null) steps"
+  tail -n 3 "$run/train.log"
+  ray stop --force > /dev/null 2>&1
+  $CLI train report "$run"
+done
+kill "$SERVE" 2>/dev/null
+
+# 5. The learning check over the seeds.
+$PY -m cuda_agent.rl.report --learning "$RES"/ppo_seed*/steps.jsonl | tee "$RES/learning.txt"
+echo "== total $(elapsed) s"
+tar -C "$RES" -cf "$OUT/learning_gpu.tar" . && ls -la "$OUT/learning_gpu.tar"

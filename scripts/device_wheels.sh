@@ -44,8 +44,8 @@ if [ "$KIND" = rl ]; then
   # hydra's parser runtime (hydra pins 4.9.*) is published as source only: build its pure-Python wheel here.
   ls .whl/antlr4_python3_runtime-4.9.3-*.whl >/dev/null 2>&1 ||
     python3 -m pip wheel -q --no-deps -w .whl antlr4-python3-runtime==4.9.3
-  # Imported by verl's trainer, workers and agent loop, and not in the image (found by running
-  # bench/rl_step_gpu.py with imports limited to the image's packages and these wheels):
+  # Imported by verl's trainer, workers and agent loop, and not in the image (found by running verl's engines
+  # with imports limited to the image's packages and these wheels):
   get orjson==3.11.5 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
 fi
 if [ "$KIND" = rl ] || [ "$KIND" = ray ]; then
@@ -67,7 +67,11 @@ with zipfile.ZipFile(src) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_LZMA) as
     for item in zin.infolist():
         if item.filename.startswith(unused) or item.filename.endswith(".js.map"):
             continue
-        zout.writestr(item.filename, zin.read(item.filename), compress_type=zipfile.ZIP_LZMA)
+        data = zin.read(item)
+        member = zipfile.ZipInfo(item.filename, item.date_time)
+        member.external_attr = item.external_attr  # the mode bits: gcs_server and raylet must stay executable
+        member.compress_type = zipfile.ZIP_LZMA
+        zout.writestr(member, data)
 PY
     rm -rf "$tmp"
   fi

@@ -141,7 +141,9 @@ def part_d(device: str, out: Path) -> dict:
     path.write_text(hang_variant(solution.read_text()))
     row = _cli(task, path, device, "--no-verdict-cache")
     # From the candidate's start (its process got the request in our GPU turn) to its kill: the turn it held.
-    held = row.get("gpu_held_s") or row.get("stage_s", {}).get("run")  # the CPU has no GPU turn: the run stage
+    stage = row.get("stage_s", {})
+    # The CPU has no GPU turn: the run stage after its worker was ready (it got the request then).
+    held = row.get("gpu_held_s") or (stage.get("run", 1e9) - stage.get("run.standby_ready", 0.0))
     print(f"D hang: {row.get('verdict')} {held} s after it started (wall {row['wall_s']} s), {row.get('run_limits')}")
     return {"task": task, "row": row, "timeout_within_60_s": row.get("verdict") == "timeout" and (held or 1e9) <= 60}
 

@@ -5,6 +5,7 @@
     cuda-agent train critic-data [--rollouts DIR] [--out FILE]
     cuda-agent train curriculum [--device cuda|cpu] [--out DIR]
     cuda-agent train report RUN_DIR
+    cuda-agent train all --config PIPELINE
     cuda-agent train STAGE [--config FILE] [--out DIR] [--set KEY=VALUE ...] [--dry-run] [--resume]
 
 Kept beside cli.py (which adds these commands to its parser) to keep each module within its size budget.
@@ -78,6 +79,14 @@ def cmd_train_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train_all(args: argparse.Namespace) -> int:
+    from cuda_agent.rl.pipeline import Pipeline, load_pipeline
+
+    manifest = Pipeline(load_pipeline(Path(args.config))).run_all()
+    print(f"all stages done; artifacts: {', '.join(f'{s}={r.artifact}' for s, r in manifest.stages.items())}")
+    return 0
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from cuda_agent.errors import ConfigError
     from cuda_agent.rl.recipes import bundled_recipe, check_plan, describe, launch, load_recipe, plan_training
@@ -141,6 +150,12 @@ def _add_report_command(sub: argparse._SubParsersAction) -> None:
     report.set_defaults(func=cmd_train_report)
 
 
+def _add_all_command(sub: argparse._SubParsersAction) -> None:
+    everything = sub.add_parser("all", help="every stage in order, artifacts handed on; run again to resume")
+    everything.add_argument("--config", required=True, help="a pipeline file (recipes/pipeline.yaml)")
+    everything.set_defaults(func=cmd_train_all)
+
+
 def add_train_command(commands: argparse._SubParsersAction) -> None:
     """Add `train data` and `train STAGE` to the CLI's sub-commands."""
     from cuda_agent.rl.recipes import STAGES
@@ -149,13 +164,16 @@ def add_train_command(commands: argparse._SubParsersAction) -> None:
         "train", help="data for verl, then compose, check and launch a training stage on verl (needs '.[rl]')"
     )
     sub = train.add_subparsers(
-        dest="stage", required=True, metavar="{data,rft-data,critic-data,curriculum,report," + ",".join(STAGES) + "}"
+        dest="stage",
+        required=True,
+        metavar="{data,rft-data,critic-data,curriculum,report,all," + ",".join(STAGES) + "}",
     )
     _add_data_command(sub)
     _add_rft_data_command(sub)
     _add_critic_data_command(sub)
     _add_curriculum_command(sub)
     _add_report_command(sub)
+    _add_all_command(sub)
     for stage in STAGES:
         run = sub.add_parser(stage, help=f"stage {STAGES.index(stage) + 1} of {len(STAGES)}: compose, check, launch")
         run.add_argument("--config", default=None, help="a recipe YAML (default: the bundled recipes/<stage>.yaml)")

@@ -1,0 +1,298 @@
+"""The paper's training stages as one pipeline, each stage's artifact handed to the next: `cuda-agent train all`.
+
+    single-turn PPO -> collect (agent loop, no update) -> rft-data (filter) -> rft (verl's SFT trainer)
+      -> critic-data (the collected episodes as replay rows) -> critic-warmup (critic only) -> agentic PPO
+
+The pipeline file names each stage's recipe and extra overrides; the pipeline sets what chains them
+(model paths, data files, checkpoint and rollout folders, all under `run_dir`), so nothing is copied
+by hand. A stage's checkpoint becomes a Hugging Face folder for the next (`hf_folder`): verl's own
+`huggingface/` copy when the checkpoint holds weights there (`hf_model` in save_contents), else
+verl's model merger (`python -m verl.model_merger merge`).
+
+`run_dir/manifest.json` records every stage's status, artifact and attempts. Run again, a finished
+stage is skipped and a half-done one is launched again with `--resume`: verl continues from its
+latest checkpoint in the stage's checkpoint folder. Each launch logs its steps to a file of its own
+(`<stage>/metrics.<attempt>.jsonl`, verl's `file` backend), and a finished stage gets `steps.jsonl`
+and `report.html` (`cuda_agent.rl.report`).
+
+    run_dir: runs/pipeline
+    stages:
+      single-turn: {recipe: recipes/single_turn.yaml, set: [actor_rollout_ref.model.path=Qwen/Qwen3-8B]}
+      rft-data: {extra_sft: [runs/curriculum/sft.parquet]}   # optional rows added to the kept trajectories
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from cuda_agent.errors import ConfigError
+
+ORDER = ("single-turn", "collect", "rft-data", "rft", "critic-data", "critic-warmup", "agentic-ppo")
+TRAINED = {"single-turn": "actor", "rft": "", "critic-warmup": "critic", "agentic-ppo": "actor"}
+"""Stages that checkpoint, and the role folder inside `global_step_N/` that the next stage takes ('' for SFT)."""
+
+
+class StageSpec(BaseModel):
+    """One stage of the pipeline file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    recipe: Path | None = Field(default=None, description="The stage's recipe (default: the bundled one).")
+    set: list[str] = Field(default_factory=list, description="More verl overrides, after the pipeline's own.")
+    extra_sft: list[Path] = Field(
+        default_factory=list, description="rft-data only: SFT parquet rows added to the kept trajectories."
+    )
+
+
+class PipelineConfig(BaseModel):
+    """The pipeline file (`cuda-agent train all --config FILE`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_dir: Path = Field(default=Path("runs/pipeline"), description="Every stage's output goes under here.")
+    stages: dict[str, StageSpec] = Field(default_factory=dict, description="Per stage name: recipe and overrides.")
+    skip: list[str] = Field(default_factory=list, description="Stages not to run (their artifacts must be given).")
+
+
+class StageRecord(BaseModel):
+    """A stage's line in manifest.json."""
+
+    status: Literal["started", "done"] = Field(description="done: its artifact exists; started: resume it.")
+    attempts: int = Field(default=0, description="Launches so far.")
+    artifact: str | None = Field(default=None, description="What the next stage takes (a folder or a file).")
+
+
+class Manifest(BaseModel):
+    """run_dir/manifest.json."""
+
+    stages: dict[str, StageRecord] = Field(default_factory=dict)
+
+    @staticmethod
+    def load(path: Path) -> Manifest:
+        return Manifest.model_validate_json(path.read_text()) if path.exists() else Manifest()
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(self.model_dump_json(indent=2) + "\n")
+        tmp.replace(path)  # a kill mid-write leaves the previous manifest, never half of one
+
+
+def load_pipeline(path: Path) -> PipelineConfig:
+    """Read a pipeline file.
+
+    Raises:
+        ConfigError: unreadable, unknown fields, or a stage name not in ORDER.
+    """
+    try:
+        config = PipelineConfig.model_validate(yaml.safe_load(Path(path).read_text()) or {})
+    except (OSError, yaml.YAMLError, ValueError) as exc:
+        raise ConfigError(f"cannot read the pipeline {path}: {exc}") from exc
+    unknown = [name for name in (*config.stages, *config.skip) if name not in ORDER]
+    if unknown:
+        raise ConfigError(f"unknown stage(s) {', '.join(unknown)} in {path}; stages: {', '.join(ORDER)}")
+    return config
+
+
+def latest_step(ckpt_dir: Path) -> Path:
+    """The newest `global_step_N` folder under a stage's checkpoint folder.
+
+    Raises:
+        ConfigError: the stage saved no checkpoint (check trainer.save_freq).
+    """
+    steps = sorted(Path(ckpt_dir).glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[1]))
+    if not steps:
+        raise ConfigError(f"no checkpoint in {ckpt_dir}: the stage saved none (trainer.save_freq)")
+    return steps[-1]
+
+
+def _has_weights(folder: Path) -> bool:
+    return any(folder.glob("*.safetensors")) or any(folder.glob("pytorch_model*.bin"))
+
+
+def hf_folder(ckpt_dir: Path, role: str, out: Path, source_model: str | None = None) -> Path:
+    """A Hugging Face folder of the latest checkpoint's `role` ('actor', 'critic', or '' for SFT), at `out`.
+
+    verl's `huggingface/` copy is used when it holds weights; otherwise verl's model merger writes `out`.
+    Python files of the source model (a `trust_remote_code` class) are copied along, as verl saves
+    only the config and tokenizer beside the weights.
+
+    Raises:
+        ConfigError: no checkpoint, or the merger fails (its output in the message).
+    """
+    folder = latest_step(ckpt_dir) / role if role else latest_step(ckpt_dir)
+    own = folder / "huggingface"
+    if _has_weights(own):
+        if out.exists():
+            shutil.rmtree(out)
+        shutil.copytree(own, out)
+    else:
+        command = [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp"]
+        command += ["--local_dir", str(folder), "--target_dir", str(out)]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0 or not _has_weights(out):
+            raise ConfigError(f"verl's model merger failed on {folder}: {(done.stderr or done.stdout)[-2000:]}")
+    if source_model and Path(source_model).is_dir():
+        for code in Path(source_model).glob("*.py"):
+            if not (out / code.name).exists():
+                shutil.copy2(code, out / code.name)
+    return out
+
+
+Launcher = Callable[[Any, bool], int]
+"""(TrainingPlan, resume) -> exit code: `recipes.launch` (tests pass their own)."""
+
+
+class Pipeline:
+    """Runs the stages of a `PipelineConfig` in order, recording and handing on their artifacts."""
+
+    def __init__(self, config: PipelineConfig, launcher: Launcher | None = None, echo: Callable[[str], None] = print):
+        from cuda_agent.rl.recipes import launch
+
+        self.config, self.run = config, config.run_dir
+        self.manifest_path = self.run / "manifest.json"
+        self.manifest = Manifest.load(self.manifest_path)
+        self.launch = launcher or (lambda plan, resume: launch(plan, resume=resume))
+        self.echo = echo
+
+    def artifact(self, stage: str) -> str:
+        record = self.manifest.stages.get(stage)
+        if record is None or record.status != "done" or not record.artifact:
+            raise ConfigError(f"stage {stage} has no artifact yet: run it (or record it in {self.manifest_path})")
+        return record.artifact
+
+    def run_all(self) -> Manifest:
+        """Run every stage not done yet, in order; returns the manifest.
+
+        Raises:
+            ConfigError: a stage failed or produced nothing (the manifest keeps it 'started' for a resume).
+        """
+        for stage in ORDER:
+            record = self.manifest.stages.get(stage)
+            if stage in self.config.skip or (record is not None and record.status == "done"):
+                self.echo(
+                    f"== {stage}: {'skipped' if stage in self.config.skip else 'done'}, {record and record.artifact}"
+                )
+                continue
+            resume = record is not None and record.status == "started"
+            record = StageRecord(status="started", attempts=(record.attempts if record else 0) + 1)
+            self.manifest.stages[stage] = record
+            self.manifest.save(self.manifest_path)
+            self.echo(f"== {stage}: {'resuming' if resume else 'starting'} (attempt {record.attempts})")
+            record.artifact = str(self._run_stage(stage, resume, record.attempts - 1))
+            record.status = "done"
+            self.manifest.save(self.manifest_path)
+            self.echo(f"== {stage}: done, {record.artifact}")
+        return self.manifest
+
+    def _run_stage(self, stage: str, resume: bool, attempt: int) -> Path:
+        out = self.run / stage.replace("-", "_")
+        out.mkdir(parents=True, exist_ok=True)
+        spec = self.config.stages.get(stage, StageSpec())
+        if stage == "rft-data":
+            return self._rft_data(out, spec)
+        if stage == "critic-data":
+            return self._critic_data(out)
+        return self._train(stage, out, spec, resume, attempt)
+
+    def _rft_data(self, out: Path, spec: StageSpec) -> Path:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from cuda_agent.rl.rft import filter_trajectories, read_collected, write_sft_parquet
+
+        collected, _ = read_collected(Path(self.artifact("collect")))
+        result = filter_trajectories([c.trajectory for c in collected])
+        kept = [c for c, reason in zip(collected, result.reasons, strict=True) if reason is None]
+        path = write_sft_parquet([c.trajectory for c in kept], out / "rft.parquet", [c.tokens for c in kept])
+        rows = pq.read_table(path).to_pylist()
+        for extra in spec.extra_sft:
+            rows += [
+                {key: row.get(key) for key in ("messages", "input_ids", "loss_mask")}
+                for row in pq.read_table(extra).to_pylist()
+            ]
+        if not rows:
+            raise ConfigError(
+                f"no trajectory passes the RFT filter ({result.summary()}) and no extra_sft: nothing to train"
+            )
+        pq.write_table(pa.Table.from_pylist(rows), path)
+        self.echo(f"   rft-data: {result.summary()}; {len(rows) - len(kept)} extra rows; {path}")
+        return path
+
+    def _critic_data(self, out: Path) -> Path:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from cuda_agent.rl.rft import read_collected, replay_rows
+
+        rows = replay_rows(read_collected(Path(self.artifact("collect")))[0])
+        if not rows:
+            raise ConfigError("no collected episode has tokens.json and a reward: nothing to warm the critic on")
+        path = out / "replay.parquet"
+        pq.write_table(pa.Table.from_pylist(rows), path)
+        return path
+
+    def _chain(self, stage: str, out: Path) -> tuple[list[str], dict[str, Any]]:
+        """The overrides that hand the previous stages' artifacts to `stage`, and recipe field updates."""
+        ckpt = f"trainer.default_local_dir={out / 'checkpoints'}"
+        if stage == "single-turn":
+            return [ckpt], {"reward_function": {"work_dir": out / "answers"}}
+        if stage == "collect":
+            return [f"actor_rollout_ref.model.path={self.artifact('single-turn')}"], {
+                "agent_loop": {"work_dir": out / "rollouts"}
+            }
+        if stage == "rft":
+            data = self.artifact("rft-data")
+            return [ckpt, f"model.path={self.artifact('single-turn')}", f"data.train_files={data}"], {}
+        if stage == "critic-warmup":
+            actor, data = self.artifact("rft"), self.artifact("critic-data")
+            return [
+                ckpt,
+                f"actor_rollout_ref.model.path={actor}",
+                f"critic.model.path={actor}",
+                f"data.train_files={data}",
+                f"data.val_files={data}",
+            ], {}
+        actor, critic = self.artifact("rft"), self.artifact("critic-warmup")
+        loop = {"agent_loop": {"work_dir": out / "rollouts"}}
+        return [ckpt, f"actor_rollout_ref.model.path={actor}", f"critic.model.path={critic}"], loop
+
+    def _train(self, stage: str, out: Path, spec: StageSpec, resume: bool, attempt: int) -> Path:
+        from cuda_agent.rl.recipes import bundled_recipe, check_plan, load_recipe, plan_training
+        from cuda_agent.rl.report import report_run
+
+        recipe = load_recipe(spec.recipe or bundled_recipe(stage))
+        if recipe.stage != stage:
+            raise ConfigError(f"{spec.recipe} is a recipe for {recipe.stage!r}, not {stage!r}")
+        overrides, updates = self._chain(stage, out)
+        for field, values in updates.items():
+            current = getattr(recipe, field)
+            if current is not None:
+                recipe = recipe.model_copy(update={field: current.model_copy(update=values)})
+        plan = plan_training(recipe, out / "plan", [*overrides, *spec.set])
+        problems = check_plan(plan)
+        if problems:
+            raise ConfigError(f"stage {stage} cannot launch: " + "; ".join(problems))
+        os.environ["VERL_FILE_LOGGER_PATH"] = str((out / f"metrics.{attempt}.jsonl").resolve())
+        code = self.launch(plan, resume)
+        if code != 0:
+            raise ConfigError(f"stage {stage} exited {code}; run `cuda-agent train all` again to resume it")
+        if any(out.glob("metrics*.jsonl")):
+            report_run(out)
+        if stage == "collect":
+            return Path(recipe.agent_loop.work_dir)
+        source = (
+            plan.config.critic.model.path
+            if stage == "critic-warmup"
+            else (plan.config.model.path if stage == "rft" else plan.config.actor_rollout_ref.model.path)
+        )
+        return hf_folder(out / "checkpoints", TRAINED[stage], out / "hf", str(source))

@@ -1,0 +1,153 @@
+"""`cuda-agent train all`: the stages in order, each one's artifact handed to the next, a manifest, and a resume.
+
+The launcher here is a test double that leaves what verl's trainers leave (checkpoint folders with a Hugging
+Face copy, the collect stage's episodes with their tokens, the file logger's metrics); launching verl itself is
+tested by tests/rl/test_launch.py and bench/train_gpu.sh. Everything else is real: recipes composed against
+verl, the checks, the RFT filter, the replay rows, the HF hand-off and the report.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cuda_agent.errors import ConfigError
+
+pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[rl]')")
+
+from cuda_agent.rl.pipeline import ORDER, Pipeline, load_pipeline  # noqa: E402
+from cuda_agent.rl.recipes import bundled_recipe  # noqa: E402
+
+CPU = ["trainer.device=cpu", "trainer.n_gpus_per_node=1"]
+SMALL = [
+    "data.train_batch_size=4",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+    "actor_rollout_ref.actor.ulysses_sequence_parallel_size=1",
+    "critic.ulysses_sequence_parallel_size=1",
+]
+
+
+class VerlLeftovers:
+    """Stands in for verl's trainers: writes what each stage leaves behind; fails agentic PPO's first launch."""
+
+    def __init__(self, model_dir: Path) -> None:
+        self.model_dir, self.calls = model_dir, []
+
+    def __call__(self, plan: Any, resume: bool) -> int:
+        stage, cfg = plan.recipe.stage, plan.config
+        self.calls.append((stage, resume, plan.overrides))
+        metrics = Path(__import__("os").environ["VERL_FILE_LOGGER_PATH"])
+        metrics.write_text(json.dumps({"step": 1, "data": {"critic/score/mean": 1.0}}) + "\n")
+        if stage == "collect":
+            self._episodes(
+                Path(
+                    yaml.safe_load(Path(cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path).read_text())[0][
+                        "work_dir"
+                    ]
+                )
+            )
+            return 0
+        if stage == "agentic-ppo" and not resume:
+            return 1  # killed: `train all` again must resume it
+        role = {"rft": "", "critic-warmup": "critic"}.get(stage, "actor")
+        hf = Path(cfg.trainer.default_local_dir) / "global_step_2" / role / "huggingface"
+        shutil.copytree(self.model_dir, hf)
+        (hf / "model.safetensors").write_bytes(b"weights of " + stage.encode())
+        return 0
+
+    @staticmethod
+    def _episodes(work_dir: Path) -> None:
+        from cuda_agent.agent import TrajectoryWriter
+        from cuda_agent.rl.rft import TokenRecord
+        from cuda_agent.types import Turn
+
+        for name, reward in (("good", 2.0), ("bad", -1.0)):
+            folder = work_dir / name / "run"
+            prompt = [{"role": "system", "content": "skill"}, {"role": "user", "content": "task"}]
+            with TrajectoryWriter(folder / "trajectory.jsonl", "examples/scale_add", "m", prompt) as writer:
+                writer.append(Turn(index=0, content="Done."))
+                writer.finish(reward=reward, exit_status="finished", terminated=True)
+            TokenRecord(prompt_ids=[1, 2], response_ids=[3, 4], response_mask=[1, 1], reward=reward).write(folder)
+
+
+def cpu_recipe(stage: str, root: Path) -> Path:
+    recipe = yaml.safe_load(bundled_recipe(stage).read_text())
+    for field in ("agent_loop", "reward_function"):
+        if recipe.get(field):
+            recipe[field]["device"] = "cpu"
+    path = root / f"{stage}.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def test_train_all_hands_each_artifact_on_and_resumes(tmp_path: Path, tiny_model_dir: Path) -> None:
+    from cuda_agent.rl.curriculum import write_curriculum
+
+    data = write_curriculum(tmp_path / "curriculum", "cpu", copies=1)["rl"]
+    model = [f"actor_rollout_ref.model.path={tiny_model_dir}", f"critic.model.path={tiny_model_dir}"]
+    files = [f"data.train_files={data}", f"data.val_files={data}"]
+    stages = {
+        "single-turn": {"set": [*CPU, *SMALL, *model, *files]},
+        "collect": {"set": [*CPU, *files]},
+        "rft-data": {},
+        "rft": {"set": ["trainer.n_gpus_per_node=0", "trainer.device=cpu"]},
+        "critic-warmup": {"set": [*CPU, *SMALL]},
+        "agentic-ppo": {"set": [*CPU, *SMALL, *files]},
+    }
+    for stage, spec in stages.items():
+        if stage != "rft-data":
+            spec["recipe"] = str(cpu_recipe(stage, tmp_path))
+    config_file = tmp_path / "pipeline.yaml"
+    config_file.write_text(yaml.safe_dump({"run_dir": str(tmp_path / "run"), "stages": stages}))
+    config = load_pipeline(config_file)
+    leftovers = VerlLeftovers(tiny_model_dir)
+
+    with pytest.raises(ConfigError, match="agentic-ppo exited 1"):
+        Pipeline(config, leftovers, echo=lambda line: None).run_all()
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())["stages"]
+    assert [s for s in ORDER if manifest[s]["status"] == "done"] == list(ORDER[:-1])
+    assert manifest["agentic-ppo"] == {"status": "started", "attempts": 1, "artifact": None}
+
+    run = tmp_path / "run"
+    launched = {stage: overrides for stage, _, overrides in leftovers.calls}
+    single_hf = str(run / "single_turn" / "hf")
+    assert f"actor_rollout_ref.model.path={single_hf}" in launched["collect"]  # the warmed-up actor is collected
+    assert (
+        f"model.path={single_hf}" in launched["rft"]
+        and f"data.train_files={run / 'rft_data' / 'rft.parquet'}" in launched["rft"]
+    )
+    assert f"critic.model.path={run / 'rft' / 'hf'}" in launched["critic-warmup"]
+    assert f"data.train_files={run / 'critic_data' / 'replay.parquet'}" in launched["critic-warmup"]
+    assert f"critic.model.path={run / 'critic_warmup' / 'hf'}" in launched["agentic-ppo"]
+    assert (run / "critic_warmup" / "hf" / "model.safetensors").read_bytes() == b"weights of critic-warmup"
+    assert (run / "single_turn" / "steps.jsonl").exists() and (run / "single_turn" / "report.html").exists()
+    import pyarrow.parquet as pq
+
+    assert [r["input_ids"] for r in pq.read_table(run / "rft_data" / "rft.parquet").to_pylist()] == [[1, 2, 3, 4]]
+
+    Pipeline(config, leftovers, echo=lambda line: None).run_all()  # again: only the half-done stage runs, resumed
+    assert [(stage, resume) for stage, resume, _ in leftovers.calls[-1:]] == [("agentic-ppo", True)]
+    assert len(leftovers.calls) == 6  # five trained stages, then the resumed one; nothing else again
+    manifest = json.loads((run / "manifest.json").read_text())["stages"]
+    assert manifest["agentic-ppo"] == {"status": "done", "attempts": 2, "artifact": str(run / "agentic_ppo" / "hf")}
+    assert sorted(p.name for p in (run / "agentic_ppo").glob("metrics.*.jsonl")) == [
+        "metrics.0.jsonl",
+        "metrics.1.jsonl",
+    ]
+
+
+def test_unknown_stage_in_a_pipeline_file_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump({"stages": {"warmup": {}}}))
+    with pytest.raises(ConfigError, match="unknown stage"):
+        load_pipeline(path)
+
+
+def test_bundled_pipeline_file_reads() -> None:
+    config = load_pipeline(Path(__file__).resolve().parents[2] / "recipes" / "pipeline.yaml")
+    assert set(config.stages) <= set(ORDER)

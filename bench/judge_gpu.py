@@ -6,7 +6,7 @@ B-D use the build and baselines that A leaves in the cache):
   A  lone: `cuda-agent judge TASK SOLUTION --json` once, cold (its build and baselines), and again with
      caches: the verdict every concurrent one must equal.
   B  cached: `--repeat` CLI judgements with build and baselines cached (verdict cache off): wall (target
-     <= 7 s on the H200) and GPU-slot seconds (the candidate's exclusive GPU turn, `stage_s.gpu_held`;
+     <= 7 s on the H200) and GPU-slot seconds (the candidate's exclusive GPU turn, `stage_s["gpu_held.run"]`;
      target <= 5 s), with the run's steps.
   C  concurrent: 2, then 4 CLI judgements at once: every one must equal the lone verdict (and pass).
   D  hang: a candidate whose C++ spins with the GIL held: `timeout` within 60 s of its start.
@@ -70,7 +70,7 @@ def _cli(task: str, solution: Path, device: str, *extra: str, timeout_s: float =
         "reward": verdict["reward"],
         "correct": verdict["correct"],
         "message": verdict["message"][:300],
-        "gpu_held_s": stage.get("gpu_held"),
+        "gpu_held_s": stage.get("gpu_held.run"),  # the candidate's turn (a cold judgement's baselines aside)
         "gpu_wait_s": stage.get("gpu_wait"),
         "stage_s": {k: round(v, 3) for k, v in stage.items()},
         "run_limits": verdict["env"].get("run_limits"),
@@ -198,7 +198,7 @@ def part_f(device: str, out: Path, n: int, pool_s: float, build_workers: int | N
                 "verdict": verdict.verdict if verdict else None,
                 "done_at_s": round(time.monotonic() - start, 2),
                 "run_s": round(result.run_s, 2),
-                "gpu_held_s": verdict.stage_s.get("gpu_held") if verdict else None,
+                "gpu_held_s": verdict.stage_s.get("gpu_held") if verdict else None,  # baselines too
                 "run_stage_s": verdict.stage_s.get("run") if verdict else None,
                 "error": (result.error or "")[:200],
             }

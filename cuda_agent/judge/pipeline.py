@@ -252,8 +252,9 @@ class _Judgement:
             self.standby = None
 
     @contextlib.contextmanager
-    def gpu_turn(self, shared: bool = False) -> Iterator[None]:
-        """This judgement's turn on its GPU (gpu_turns.py): exclusive for a candidate's or a baseline's process."""
+    def gpu_turn(self, stage: str, shared: bool = False) -> Iterator[None]:
+        """This judgement's turn on its GPU (gpu_turns.py): exclusive for a candidate's or a baseline's process.
+        Records the seconds waited and held, in all (`gpu_wait`, `gpu_held`) and for `stage` (`gpu_held.run`)."""
         if self.device != "cuda":
             yield
             return
@@ -262,8 +263,9 @@ class _Judgement:
             with turns.shared() if shared else turns.exclusive():
                 yield
         finally:
-            self.stage_s["gpu_wait"] = self.stage_s.get("gpu_wait", 0.0) + turns.waited_s
-            self.stage_s["gpu_held"] = self.stage_s.get("gpu_held", 0.0) + turns.held_s
+            for key, seconds in (("gpu_wait", turns.waited_s), ("gpu_held", turns.held_s)):
+                self.stage_s[key] = self.stage_s.get(key, 0.0) + seconds
+                self.stage_s[f"{key}.{stage}"] = self.stage_s.get(f"{key}.{stage}", 0.0) + seconds
 
     def _run_watched(
         self, args: list[str], env: dict[str, str], workdir: Path, confine: Confinement | None
@@ -282,7 +284,7 @@ class _Judgement:
             self.env["standby_worker"] = "started ahead" if started_ahead else "started for the run"
             limits = self.limits
             go_env = {k: env[k] for k in ("TORCH_EXTENSIONS_DIR", "HOME", "TMPDIR") if k in env}
-            with self.gpu_turn():
+            with self.gpu_turn("run"):
                 standby.go(args, workdir, go_env, confine)
                 child, killed_by = standby.wait(limits.step_s, limits.total_s)
             self.candidate_ran = standby.candidate_started
@@ -394,7 +396,7 @@ class _Judgement:
             child, limit = self._run_watched(args, env, workdir, confine)
         else:
             # Parallel baseline runs (a timing lock) time one at a time by that lock and share the GPU otherwise.
-            with self.gpu_turn(shared=self.cfg.timing_lock is not None):
+            with self.gpu_turn(stage, shared=self.cfg.timing_lock is not None):
                 child = run_module(module, args, timeout_s=timeout_s, env=env, cwd=workdir, confine=confine)
         self.stage_s[stage] = time.monotonic() - start
         if child.timed_out or not result_path.exists():

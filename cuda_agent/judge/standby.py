@@ -113,7 +113,11 @@ class Standby:
                 self.close()
                 return f"the judge's worker exited ({code}) before it was ready: {tail or 'no output'}"
             if READY in data:
-                self.ready_s = time.monotonic() - self.started
+                # The child sends its monotonic clock (one clock for the whole machine) with READY: we may read it
+                # late, when our build is done, but the figure is when it got ready.
+                stamp = data.split(READY, 1)[1].split(b"\n", 1)[0]
+                at = float(stamp) if stamp else time.monotonic()
+                self.ready_s = at - self.started
         return None
 
     def go(self, args: list[str], cwd: Path, env: dict[str, str], confine: Confinement | None) -> None:
@@ -235,7 +239,7 @@ def serve_once(warm_up: Callable[[], None]) -> list[str]:
     warm_up()
     fd = int(os.environ.get(PROGRESS_FD_ENV, "-1"))
     if fd >= 0:
-        os.write(fd, READY)
+        os.write(fd, READY + f"{time.monotonic():.6f}\n".encode())
     line = sys.stdin.readline()
     if not line:
         raise SystemExit(0)

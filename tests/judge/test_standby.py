@@ -53,6 +53,14 @@ def test_the_whole_run_has_a_limit_too(tmp_path: Path) -> None:
     assert killed_by == "total" and child.timed_out and 1.4 < child.wall_s < 6
 
 
+def test_ready_time_is_when_the_child_got_ready_not_when_we_looked() -> None:
+    standby = Standby(CHILD, child_env())
+    time.sleep(8)  # the judgement's build, meanwhile
+    assert standby.wait_ready(120) is None
+    assert standby.ready_s is not None and standby.ready_s < 7.9
+    standby.close()
+
+
 def test_a_standby_that_dies_while_warming_up_says_why() -> None:
     standby = Standby("tests.judge.no_such_module", child_env())
     why_not = standby.wait_ready(120)

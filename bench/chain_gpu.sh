@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# All four training stages chained once on one H200 (issue 21): `cuda-agent train all` with a tiny model, each
+# stage's artifact feeding the next, judged by a `cuda-agent serve` on the same GPU. Short stages (STEPS each):
+#   single-turn PPO on the curriculum prompt (recipes/curriculum_ppo.yaml) -> collect (agent loop, examples, TURNS
+#   turns) -> rft-data (the kept trajectories plus the curriculum's SFT rows: a tiny model's agent episodes pass
+#   nothing) -> rft (verl's SFT trainer) -> critic-data -> critic-warmup (replay, actor frozen) -> agentic PPO.
+# Then it runs `train all` once more: every stage is skipped (the manifest says done).
+# Results (manifest.json, each stage's steps.jsonl/report.html/train logs) land in $OUT/chain_gpu.tar.
+#
+# Knobs (env): STEPS=2 TURNS=2 SFT_STEPS=20 ACTOR=<HF folder> (default: a tiny random Qwen2), BUDGET_S=540
+# Here: bash scripts/device_wheels.sh rl --no-data ; carry [".whl"]
+# There (repository root): bash bench/chain_gpu.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+STEPS=${STEPS:-2} TURNS=${TURNS:-2} SFT_STEPS=${SFT_STEPS:-20} BUDGET_S=${BUDGET_S:-540} PORT=${PORT:-8766}
+OUT=${OUT:-/tmp/chain_gpu_out} WORK=${WORK:-/tmp/chain_gpu}
+START=$(date +%s)
+rm -rf "$WORK"; mkdir -p "$OUT" "$WORK"
+exec > >(tee -a "$WORK/chain_gpu.log") 2>&1
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:$ROOT PATH=/tmp/site/bin:$PATH
+else
+  export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
+fi
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} RAY_DEDUP_LOGS=0 TOKENIZERS_PARALLELISM=false
+PY=${PY:-python3}
+echo "== $(date -u +%FT%TZ) $(hostname) steps=$STEPS turns=$TURNS"
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+
+$PY bench/tiny_model.py --out "$WORK/tiny" > /dev/null || exit 1
+ACTOR=${ACTOR:-$WORK/tiny/actor}
+$PY -m cuda_agent train curriculum --device cuda --out "$WORK/curriculum" > /dev/null || exit 1
+$PY -m cuda_agent train data --suite examples --device cuda --out "$WORK/examples.parquet" || exit 1
+$PY -m cuda_agent serve --port "$PORT" --workspace-root "$WORK" > "$WORK/serve.log" 2>&1 &
+SERVE=$!
+sleep 5
+
+# The pipeline file: the recipes with the judge service and one GPU, and the tiny model's sizes.
+$PY - "$WORK" "$ACTOR" "http://127.0.0.1:$PORT" "$STEPS" "$TURNS" "$SFT_STEPS" <<'PY' || exit 1
+import sys, yaml
+work, actor, url, steps, turns, sft_steps = sys.argv[1:]
+critic = f"{work}/tiny/critic"
+
+def recipe(name, **fields):
+    data = yaml.safe_load(open(f"recipes/{name}.yaml"))
+    for key, values in fields.items():
+        data[key] = {**(data.get(key) or {}), **values}
+    path = f"{work}/{name}.yaml"
+    yaml.safe_dump(data, open(path, "w"))
+    return path
+
+judged = {"device": "cuda", "sandbox_url": url}
+h200 = [  # what verl needs here: one GPU, fsdp2 in fp32, sdpa (no flash-attn), our transformers rollout
+    "trainer.device=cuda", "trainer.n_gpus_per_node=1", f"trainer.total_training_steps={steps}",
+    f"trainer.save_freq={steps}", "trainer.test_freq=-1", "trainer.logger=[console,file]",
+    "actor_rollout_ref.actor.strategy=fsdp2", "critic.strategy=fsdp2", "critic.model.trust_remote_code=true",
+    "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+    "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}",
+    "actor_rollout_ref.rollout.name=hf", "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+    "actor_rollout_ref.rollout.dtype=float32", "actor_rollout_ref.rollout.calculate_log_probs=true",
+    "actor_rollout_ref.rollout.agent.num_workers=2", "+ray_kwargs.ray_init.namespace=cuda-agent",
+    "actor_rollout_ref.actor.ulysses_sequence_parallel_size=1", "critic.ulysses_sequence_parallel_size=1",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4", "critic.ppo_micro_batch_size_per_gpu=4",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
+    "data.max_prompt_length=4096", "data.max_response_length=512",
+    "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",  # the HF hand-off
+    "critic.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+    f"actor_rollout_ref.rollout.multi_turn.max_assistant_turns={turns}",
+]
+examples = [f"data.train_files={work}/examples.parquet", f"data.val_files={work}/examples.parquet"]
+small = ["data.train_batch_size=2", "actor_rollout_ref.actor.ppo_mini_batch_size=2", "data.val_batch_size=2"]
+stages = {
+    "single-turn": {"recipe": recipe("curriculum_ppo", reward_function=judged), "set": [
+        *[s for s in h200 if not s.startswith("data.max_")], f"actor_rollout_ref.model.path={actor}",
+        f"critic.model.path={critic}", "actor_rollout_ref.rollout.n=4", "trainer.val_before_train=false",
+        f"data.train_files={work}/curriculum/rl.parquet", f"data.val_files={work}/curriculum/rl.parquet"]},
+    "collect": {"recipe": recipe("collect", agent_loop=judged), "set": [
+        *h200, *examples, "data.val_max_samples=2", "data.val_batch_size=2",
+        "actor_rollout_ref.rollout.val_kwargs.n=2"]},
+    "rft-data": {"extra_sft": [f"{work}/curriculum/sft.parquet"]},
+    "rft": {"recipe": recipe("curriculum_sft"), "set": [
+        f"trainer.total_training_steps={sft_steps}", f"trainer.save_freq={sft_steps}", "data.truncation=right",
+        "data.train_batch_size=8", "checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+        "+model.override_config.attn_implementation=sdpa", "model.use_remove_padding=false"]},
+    "critic-warmup": {"set": [*h200, *small, f"critic.model.path={critic}", "data.train_batch_size=4",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4", "trainer.val_before_train=false"]},
+    "agentic-ppo": {"recipe": recipe("agentic_ppo", agent_loop=judged), "set": [
+        *h200, *small, *examples, "trainer.val_before_train=false"]},
+}
+yaml.safe_dump({"run_dir": f"{work}/run", "stages": stages}, open(f"{work}/pipeline.yaml", "w"), sort_keys=False)
+PY
+
+setsid $PY -m cuda_agent train all --config "$WORK/pipeline.yaml" > "$WORK/train_all.log" 2>&1 &
+PID=$!
+while kill -0 "$PID" 2>/dev/null; do
+  sleep 3
+  if [ $(( $(date +%s) - START )) -gt "$BUDGET_S" ]; then
+    echo "== time budget of ${BUDGET_S}s spent"; kill -9 -- -"$PID" 2>/dev/null; break
+  fi
+done
+wait "$PID" 2>/dev/null; echo "== train all exit $? at $(( $(date +%s) - START )) s"
+grep "^== \|^   rft-data\|all stages done\|error" "$WORK/train_all.log" | tail -n 30
+ray stop --force > /dev/null 2>&1
+echo "== again (every stage must be skipped):"
+timeout 120 $PY -m cuda_agent train all --config "$WORK/pipeline.yaml" 2>&1 | tail -n 10
+kill "$SERVE" 2>/dev/null
+cat "$WORK/run/manifest.json"
+find "$WORK/run" -maxdepth 2 \( -name 'steps.jsonl' -o -name 'report.html' -o -name 'manifest.json' -o -name 'metrics.*.jsonl' \) \
+  -print0 | tar -cf "$OUT/chain_gpu.tar" --null -T - "$WORK/chain_gpu.log" "$WORK/train_all.log" "$WORK/pipeline.yaml" 2>/dev/null
+ls -la "$OUT/chain_gpu.tar"

@@ -35,14 +35,14 @@ START=$(date +%s)
 rm -rf "$RES"; mkdir -p "$OUT" "$WORK" "$RES"
 exec > >(tee -a "$RES/train_gpu.log") 2>&1
 
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+PY=${PY:-python3}
+if ! $PY -c "import verl, ray" >/dev/null 2>&1 && ls .whl/*.whl >/dev/null 2>&1; then  # the H200 image lacks both
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site:$ROOT PATH=/tmp/site/bin:$PATH
 else
   export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
 fi
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} RAY_DEDUP_LOGS=0 TOKENIZERS_PARALLELISM=false
-PY=${PY:-python3}
 echo "== $(date -u +%FT%TZ) $(hostname) device=$DEVICE steps=$STEPS seeds=$SEEDS kill_at=$KILL_AT batch=$BATCH"
 [ "$DEVICE" = cuda ] && nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 
@@ -73,7 +73,7 @@ yaml.safe_dump(recipe, open(sys.argv[2], "w"))
 PY
 
 train() {  # train SEED RUN_DIR LOGGER_FILE [--resume]
-  local seed=$1 run=$2 metrics=$3; shift 3
+  local seed=$1 run=$2 metrics=$3 micro=$((BATCH < 4 ? BATCH : 4)) loops=$((BATCH % 2 ? 1 : 2)); shift 3
   mkdir -p "$run"
   VERL_FILE_LOGGER_PATH=$metrics setsid $PY -m cuda_agent train agentic-ppo --config "$WORK/recipe.yaml" --out "$run" \
     --set actor_rollout_ref.model.path="$ACTOR" --set critic.model.path="$CRITIC" \
@@ -82,9 +82,9 @@ train() {  # train SEED RUN_DIR LOGGER_FILE [--resume]
     --set data.train_batch_size="$BATCH" --set data.val_batch_size="$BATCH" \
     --set data.max_prompt_length=4096 --set data.max_response_length="$RESPONSE" \
     --set actor_rollout_ref.actor.ppo_mini_batch_size="$BATCH" \
-    --set actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 --set critic.ppo_micro_batch_size_per_gpu=4 \
-    --set actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 \
-    --set actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4 \
+    --set actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=$micro --set critic.ppo_micro_batch_size_per_gpu=$micro \
+    --set actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=$micro \
+    --set actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=$micro \
     --set actor_rollout_ref.actor.ulysses_sequence_parallel_size=1 --set critic.ulysses_sequence_parallel_size=1 \
     --set actor_rollout_ref.actor.strategy=fsdp2 --set critic.strategy=fsdp2 \
     --set actor_rollout_ref.actor.optim.lr="$LR" --set critic.optim.lr="$CRITIC_LR" \
@@ -94,7 +94,7 @@ train() {  # train SEED RUN_DIR LOGGER_FILE [--resume]
     --set actor_rollout_ref.rollout.dtype=float32 --set actor_rollout_ref.rollout.calculate_log_probs=true \
     --set actor_rollout_ref.rollout.seed="$seed" \
     --set actor_rollout_ref.rollout.multi_turn.max_assistant_turns="$TURNS" \
-    --set actor_rollout_ref.rollout.agent.num_workers=2 \
+    --set actor_rollout_ref.rollout.agent.num_workers=$loops \
     --set algorithm.rollout_correction.rollout_is=token \
     --set trainer.device="$DEVICE" --set trainer.n_gpus_per_node=1 \
     --set trainer.total_training_steps="$STEPS" --set trainer.save_freq="$SAVE_FREQ" \

@@ -50,7 +50,9 @@ def main() -> int:
     with args.out.open("a") as out:
         while True:
             try:
-                result = ray.get(server.score.remote(prompt, response), timeout=60)
+                result = ray.get(server.score.remote(prompt, response), timeout=120)
+            except ray.exceptions.GetTimeoutError:
+                continue  # still loading its model, or busy with a long batch
             except Exception as exc:  # the trainer finished or was killed: the probe ends with it
                 print(f"probe: server gone ({type(exc).__name__}); stopping")
                 return 0

@@ -130,7 +130,8 @@ def test_one_step_of_verls_trainer_with_sandbox_rewards(runs: dict) -> None:
     for key in ("actor/grad_norm", "critic/grad_norm", "critic/vf_loss", "actor/pg_loss"):
         assert math.isfinite(data[key]), key
     assert data["actor/grad_norm"] > 0 and data["critic/grad_norm"] > 0
-    # The rollout's log-probs are what verl's fp32 actor recomputes for the same tokens, to 1e-3.
+    # The rollout's log-probs are what verl's fp32 actor recomputes for the same tokens, to 1e-3. The rollout
+    # server starts from random weights (verl's load_format: dummy), so this also shows the actor's weights synced.
     assert abs(math.log(data["rollout_corr/rollout_is_max"])) < 1e-3
     assert abs(math.log(data["rollout_corr/rollout_is_min"])) < 1e-3
     assert runs["first_tasks"] == {"examples_relu"}

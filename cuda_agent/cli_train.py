@@ -158,7 +158,7 @@ def _add_all_command(sub: argparse._SubParsersAction) -> None:
 
 def add_train_command(commands: argparse._SubParsersAction) -> None:
     """Add `train data` and `train STAGE` to the CLI's sub-commands."""
-    from cuda_agent.rl.recipes import STAGES
+    from cuda_agent.rl import STAGES
 
     train = commands.add_parser(
         "train", help="data for verl, then compose, check and launch a training stage on verl (needs '.[rl]')"

@@ -31,9 +31,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.errors import ConfigError
+from cuda_agent.rl import STAGES
 from cuda_agent.rl.config import CudaAgentLoopConfig, JudgeSettings
 
-STAGES = ("single-turn", "collect", "rft", "critic-warmup", "agentic-ppo")
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
 _PLAIN = re.compile(r"^[\w./:@+-]+$")
 

@@ -2,7 +2,7 @@
 
 Starting Python and importing torch costs seconds (8.5 s of a 13.5 s run stage on the H200), and a
 candidate must still get a fresh process of its own. So the grader starts the candidate's process
-before it is needed (`Standby.start`): it imports torch and the judge, then waits for one request
+before it is needed (`Standby(...)`): it imports torch and the judge, then waits for one request
 on stdin. When the GPU turn is ours, `go` hands it the request, the folder and the confinement,
 and the process is used for that one candidate only, then ends.
 

@@ -155,8 +155,11 @@ class Standby:
             if now >= deadline:
                 killed_by = "total" if went + total_s <= last + step_s else "step"
                 break
-            readable, _, _ = select.select([self._progress_r], [], [], deadline - now)
+            # Also look at the child itself now and then: a process it left behind may keep the pipe open.
+            readable, _, _ = select.select([self._progress_r], [], [], min(deadline - now, 0.5))
             if not readable:
+                if self.proc.poll() is not None:
+                    break
                 continue
             data = os.read(self._progress_r, 4096)
             if not data:
@@ -202,7 +205,8 @@ class Standby:
         if handle.closed:
             return ""
         handle.flush()
-        handle.seek(0)
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, size - 4 * cap))  # a child may have written gigabytes: read only the tail
         return handle.read().decode(errors="replace")[-cap:]
 
 

@@ -1,7 +1,7 @@
 """A child for tests of standby.py: after its request it ticks N times, T seconds apart, then reports.
 
-`python -m tests.judge.standby_child [--standby] TICKS EVERY_S OUT [LIST_DIR]` writes JSON to OUT:
-its working folder, its user id, and the names in LIST_DIR (to see a bind mount).
+`python -m tests.judge.standby_child [--standby] TICKS EVERY_S OUT [LIST_DIR | --leave-a-child]` writes JSON to
+OUT: its working folder, its user id, and the names in LIST_DIR (to see a bind mount).
 """
 
 import json
@@ -21,6 +21,9 @@ def main(argv: list[str]) -> None:
     for _ in range(ticks):
         time.sleep(every)
         tick()
+    if len(argv) > 3 and argv[3] == "--leave-a-child":  # a process that outlives us, holding the progress pipe
+        os.spawnv(os.P_NOWAIT, "/bin/sleep", ["sleep", "30"])
+        argv = argv[:3]
     listing = sorted(os.listdir(argv[3])) if len(argv) > 3 else []
     out.write_text(json.dumps({"cwd": os.getcwd(), "uid": os.getuid(), "listing": listing}))
 

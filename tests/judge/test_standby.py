@@ -46,6 +46,14 @@ def test_a_silent_child_is_killed_at_the_step_limit(tmp_path: Path) -> None:
     assert not (tmp_path / "out.json").exists()
 
 
+def test_a_child_that_exits_is_done_even_if_a_process_it_left_holds_the_pipe(tmp_path: Path) -> None:
+    standby = _standby()
+    standby.go(["1", "0.1", str(tmp_path / "out.json"), "--leave-a-child"], tmp_path, {}, None)
+    child, killed_by = standby.wait(step_s=20, total_s=60)
+    assert (killed_by, child.returncode) == ("", 0) and child.wall_s < 5
+    assert (tmp_path / "out.json").exists()
+
+
 def test_the_whole_run_has_a_limit_too(tmp_path: Path) -> None:
     standby = _standby()
     standby.go(["100", "0.2", str(tmp_path / "out.json")], tmp_path, {}, None)

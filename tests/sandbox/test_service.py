@@ -191,3 +191,19 @@ def test_a_one_line_solution_is_source_text(service) -> None:
     _url, client = service
     verdict = client.judge("examples/relu", "class ModelNew: pass", config=FAST)
     assert verdict.verdict != "pass" and verdict.reward == -1  # judged as code (the 500), not read as a path
+
+
+def test_a_full_queue_is_a_503_naming_the_pools_own_error() -> None:
+    from fastapi.testclient import TestClient
+
+    from cuda_agent.sandbox.jobs import error_class
+    from cuda_agent.sandbox.local import LocalPool
+    from cuda_agent.sandbox.service import create_app
+
+    with LocalPool(build_workers=1, max_pending=0) as pool, TestClient(create_app(pool)) as http:
+        response = http.post("/judge", json={"task": "examples/relu", "solution": RELU, "config": FAST})
+    assert response.status_code == 503 and response.headers["Retry-After"] == "5"
+    body = response.json()
+    assert "queue is full" in body["error"]
+    # What SandboxClient raises for it (test_paths.py shows the mapping end to end): the class LocalPool.submit raises.
+    assert error_class(body["error_type"]).__name__ == "PoolFullError"

@@ -128,6 +128,7 @@ for seed in $SEEDS; do
       sleep 3  # into step KILL_AT+2: killed mid-step
       echo "== killing the run during step $((KILL_AT + 2)) (pid group $TRAIN_PID)"
       kill -9 -- -"$TRAIN_PID" 2>/dev/null; wait "$TRAIN_PID" 2>/dev/null; killed=1
+      cp "$WORK/seed$seed/checkpoints/latest_checkpointed_iteration.txt" "$dir/checkpoint_at_kill.txt" 2>/dev/null
       stop_everything
       break
     fi

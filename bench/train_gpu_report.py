@@ -9,8 +9,8 @@ Checks:
 - weight sync (per step): |log w| < 1e-3 for verl's token importance weights w = exp(actor - rollout log-prob),
   max and min over the batch, i.e. the rollout's log-probs agree with the fp32 actor's recomputation;
 - probe: the fixed sequence's log-probs on the rollout server differ between consecutive training steps;
-- resume: the resumed run starts at KILL_AT+1 and its first step's metrics are within noise of the killed run's
-  same step (same batch: same prompt lengths; rewards and losses close).
+- resume: the resumed run starts right after the latest checkpoint at the kill (KILL_AT when SAVE_FREQ divides it)
+  and its first step has the killed run's batch for that step (same prompt lengths), other metrics side by side.
 
 Usage: python bench/train_gpu_report.py RES --steps 30 --kill-at 10
 """
@@ -50,6 +50,9 @@ def sync_error(data: dict) -> float | None:
 
 def seed_summary(folder: Path, total: int, kill_at: int) -> dict:
     first, resumed = read_steps(folder / "metrics_phase1.jsonl"), read_steps(folder / "metrics_phase2.jsonl")
+    marker = folder / "checkpoint_at_kill.txt"  # the latest checkpoint when the run was killed
+    if kill_at > 0 and marker.exists():
+        kill_at = int(marker.read_text().strip())
     merged = {**{s: d for s, d in first.items() if not resumed or s <= kill_at}, **resumed}
     checks: dict[str, dict] = {}
     order = sorted(merged)

@@ -67,6 +67,8 @@ def judged_fields(verdict: Mapping[str, Any] | None, reward: float, our_failure:
         "faster_than_compile": float(passed and beats(solution, compiled if compiled is not None else eager)),
         "speedup_vs_compile": verdict.get("speedup_vs_compile") if passed else None,
         "our_failure": float(our_failure),
+        # Answered from the judge's verdict cache (a candidate judged before): how much judging a step repeats.
+        "cached": float(bool((verdict.get("env") or {}).get("verdict_cached"))),
     }
 
 
@@ -159,6 +161,7 @@ def episode_metrics(columns: Mapping[str, Iterable[Any]], prefix: str = PREFIX) 
         ("faster_than_eager", "faster_than_eager_rate"),
         ("faster_than_compile", "faster_than_compile_rate"),
         ("clipped", "clipped_ratio"),
+        ("cached", "verdict_cached_rate"),
     ):
         flags = _numbers(columns.get(field))
         if flags:

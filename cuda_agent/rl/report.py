@@ -34,6 +34,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "pass_rate": (f"{_OURS}pass_rate",),
     "faster_than_compile_rate": (f"{_OURS}faster_than_compile_rate",),
     "our_failures": (f"{_OURS}our_failures",),
+    "verdict_cached_rate": (f"{_OURS}verdict_cached_rate",),
     "turns_mean": (f"{_OURS}turns/mean", "num_turns/mean"),
     "tokens_mean": ("response_length/mean",),
     "judge_s_mean": (f"{_OURS}judge_s/mean",),
@@ -61,6 +62,7 @@ class StepMetrics(BaseModel):
     pass_rate: float | None = Field(default=None, description="Share of samples the judge passed.")
     faster_than_compile_rate: float | None = Field(default=None, description="Share >5% faster than torch.compile.")
     our_failures: float | None = Field(default=None, description="Samples dropped for our failure (never scored).")
+    verdict_cached_rate: float | None = Field(default=None, description="Share judged from the verdict cache.")
     turns_mean: float | None = Field(default=None, description="Model turns per episode.")
     tokens_mean: float | None = Field(default=None, description="Response tokens per episode.")
     judge_s_mean: float | None = Field(default=None, description="Judge latency per episode, seconds.")

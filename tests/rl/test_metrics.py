@@ -133,3 +133,11 @@ def test_our_failures_are_masked_out_of_the_batch_and_counted_not_scored() -> No
     losses = torch.tensor([[1.0] * 5, [100.0] * 5])
     loss = agg_loss(losses, output.batch["response_mask"].float(), "seq-mean-token-mean", global_batch_size=1)
     assert loss.item() == pytest.approx(1.0)
+
+
+def test_verdicts_from_the_judges_cache_are_counted() -> None:
+    cached = {**passing(0.5, 1.0, 1.0), "env": {"verdict_cached": True}}
+    infos = [judged_fields(cached, 3), judged_fields(passing(0.5, 1.0, 1.0), 3)]
+    assert [info["cached"] for info in infos] == [1.0, 0.0]
+    m = episode_metrics({key: [info[key] for info in infos] for key in infos[0]})
+    assert m["cuda_agent/verdict_cached_rate"] == 0.5

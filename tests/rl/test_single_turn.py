@@ -33,6 +33,7 @@ KEYS = {
     "faster_than_compile",
     "speedup_vs_compile",
     "our_failure",
+    "cached",
     "judge_s",
 }
 

@@ -153,6 +153,10 @@ class PoolMetrics(_Record):
     completed: int = Field(description="Jobs answered (any status).")
     by_status: dict[str, int] = Field(description="Answered jobs per status.")
     by_verdict: dict[str, int] = Field(description="Judge jobs per verdict.")
+    by_error: dict[str, int] = Field(
+        default_factory=dict,
+        description="Failed jobs per error class, e.g. {'JudgeInfraError': 2, 'TaskError': 1}: ours are never verdicts.",
+    )
     latency_s: dict[str, float] = Field(description="p50 / p90 / p99 / max of submit-to-result seconds.")
     workers: dict[str, int] = Field(description="Worker counts per kind, e.g. {'build': 2, 'timing': 1}.")
     cpus: dict[str, list[int]] = Field(

@@ -42,6 +42,7 @@ class PoolStats:
         self.submitted = self.started = self.completed = self.forgotten = 0
         self.by_status: Counter[str] = Counter()
         self.by_verdict: Counter[str] = Counter()
+        self.by_error: Counter[str] = Counter()
         self.latencies: deque[float] = deque(maxlen=LATENCY_WINDOW)
         self.busy_s: Counter[str] = Counter()
 
@@ -73,6 +74,8 @@ class PoolStats:
             self.by_status[result.status] += 1
             if result.verdict is not None:
                 self.by_verdict[result.verdict.verdict] += 1
+            if result.status == "failed":
+                self.by_error[result.error_type or "unknown"] += 1
             self.latencies.append(latency_s)
 
     def snapshot(self) -> PoolMetrics:
@@ -86,6 +89,7 @@ class PoolStats:
                 completed=self.completed,
                 by_status=dict(self.by_status),
                 by_verdict=dict(self.by_verdict),
+                by_error=dict(self.by_error),
                 latency_s=latency,
                 workers=dict(self.workers),
                 cpus=dict(self.cpus),

@@ -103,6 +103,7 @@ def test_judge_jobs_split_build_and_timing(folder: Path) -> None:
     assert bad.verdict.verdict == "compile_error" and "undeclared_name" in bad.verdict.compile_log
     assert unknown.status == "failed" and "no task" in unknown.error
     assert metrics.by_verdict == {"pass": 1, "compile_error": 1} and metrics.by_status == {"done": 2, "failed": 1}
+    assert metrics.by_error == {"TaskError": 1}
 
 
 def test_judge_job_pinned_to_a_timing_slot_runs_there() -> None:

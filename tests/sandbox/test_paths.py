@@ -64,3 +64,5 @@ def test_local_ray_and_http_give_the_same_verdict_and_the_same_error(client, ray
     assert dumps["local"]["verdict"] == "pass" and dumps["local"] == dumps["ray"] == dumps["http"]
     assert all(type(e) is JudgeInfraError for e in errors.values()), errors
     assert all("can't allocate memory" in str(e) for e in errors.values()), errors
+    counted = [pool.metrics().by_error for pool in (local, ray_pool, client)]  # dropped, and counted by each pool
+    assert counted == [{"JudgeInfraError": 1}] * 3

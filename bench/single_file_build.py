@@ -108,7 +108,7 @@ def end_to_end(solution: Path, device: str, work: Path, fast_dir: Path) -> dict:
     env.pop(build.FAST_DIR_ENV, None)
     row: dict = {"solution": str(solution.relative_to(ROOT))}
     start = time.perf_counter()
-    made = build.prepare(solution, device, fast_dir)
+    made = build.prepare(solution, device, fast_dir, wait=True)
     row["prepare"] = {"wall_s": round(time.perf_counter() - start, 2), "made": made}
 
     plain_dir = work / "plain"
@@ -131,7 +131,11 @@ def end_to_end(solution: Path, device: str, work: Path, fast_dir: Path) -> dict:
     ext_dir = Path(result["ext_dir"]) if result else None
     if ext_dir:
         row["ours_cold"]["light_header"] = "/light-" in _deps(ext_dir, "cuda.cuda.o")
-        row["ours_cold"]["precompiled_header"] = "torch/all.h" not in _deps(ext_dir, "main.o")
+        import torch.utils.cpp_extension as cpp_ext
+
+        (call,) = build.load_inline_calls(solution.read_text())[:1]
+        spec = build._main_flags(cpp_ext, call.extra_cflags, call.include_paths, call.with_cuda)
+        row["ours_cold"]["precompiled_header"] = bool(spec and build.pch_usable(spec, fast_dir / spec.folder))
     again = timed([sys.executable, "-c", call], env=env)
     again_result = json.loads(again["log"].strip().splitlines()[-1]) if again["ok"] else {}
     row["ours_again"] = again | {"cached": again_result.get("cached")}
@@ -225,7 +229,7 @@ def units(solution: Path, work: Path, fast_dir: Path) -> dict:
         row["cuda_light"]["light_used"] = str(light) in (work / "cuda.cuda.o.d").read_text()
     row["main_plain"] = timed(compile_main, env=plain_env, cwd=work)
     row["main_pch"] = timed(compile_main, env=plain_env | {"CPATH": str(pch)}, cwd=work)
-    row["main_pch"]["pch_used"] = "torch/all.h" not in (work / "main.o.d").read_text()
+    row["main_pch"]["pch_used"] = build.pch_usable(spec, pch)
     for key in ("cuda_plain", "cuda_light", "main_plain", "main_pch"):
         if key in row and row[key]["ok"]:
             row[key].pop("log")

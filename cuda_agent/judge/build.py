@@ -642,14 +642,17 @@ def _publish(folder: Path, files: dict[str, bytes | Path]) -> None:
         shutil.rmtree(partial, ignore_errors=True)  # left only when another process published first
 
 
-def prepare(solution_file: Path, device: str, fast_dir: Path, timeout_s: float = 600.0) -> list[str]:
+def prepare(
+    solution_file: Path, device: str, fast_dir: Path, timeout_s: float = 600.0, wait: bool = False
+) -> list[str]:
     """Make what the fast build of this solution needs and lacks: a precompiled `<torch/extension.h>`
     per flag set of its load_inline calls, and (CUDA) the light header with its guard. Runs as us, never
-    as the candidate, on flags that the policy has allowed. Returns what it made."""
+    as the candidate, on flags that the policy has allowed. Returns what it made: nothing when another
+    `prepare` is running, unless `wait`."""
     fast_dir.mkdir(parents=True, exist_ok=True)
     lock = os.open(fast_dir / ".prepare.lock", os.O_RDONLY | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
     except BlockingIOError:  # another judgement is preparing: one set of compiles per machine at a time
         os.close(lock)
         return []
@@ -696,9 +699,30 @@ def build_pch(spec: PchSpec, folder: Path, timeout_s: float = 600.0) -> bool:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
         if done.returncode == 0:
             _publish(folder, {"torch/extension.h.gch": partial, "torch/extension.h": _PCH_SIBLING.encode()})
-        return done.returncode == 0
+        return done.returncode == 0 and pch_usable(spec, folder)
     finally:
         partial.unlink(missing_ok=True)
+
+
+def pch_usable(spec: PchSpec, folder: Path) -> bool:
+    """Whether gcc takes the precompiled header in `folder` for a `main.cpp` compiled with `spec`'s flags (and
+    an extension name, which torch adds); gcc's `-H` marks a header it read precompiled with `!`."""
+    argv = [
+        spec.compiler,
+        *spec.flags,
+        "-DTORCH_EXTENSION_NAME=cuda_agent_probe",
+        "-H",
+        "-fsyntax-only",
+        "-x",
+        "c++",
+        "-",
+    ]
+    env = dict(os.environ, CPATH=str(folder))
+    done = subprocess.run(
+        argv, input="#include <torch/extension.h>\n", capture_output=True, text=True, env=env, check=False
+    )
+    used = f"! {folder / 'torch' / 'extension.h.gch'}"
+    return done.returncode == 0 and used in done.stderr.splitlines()
 
 
 @dataclass

@@ -46,6 +46,9 @@ export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} RAY_DEDUP_LOGS=0 TOKENI
 echo "== $(date -u +%FT%TZ) $(hostname) device=$DEVICE steps=$STEPS seeds=$SEEDS kill_at=$KILL_AT batch=$BATCH"
 [ "$DEVICE" = cuda ] && nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 
+if [ "$KILL_AT" -gt 0 ] && { [ $((KILL_AT % SAVE_FREQ)) != 0 ] || [ $(((KILL_AT + 1) % SAVE_FREQ)) = 0 ]; }; then
+  echo "warning: KILL_AT=$KILL_AT with SAVE_FREQ=$SAVE_FREQ: the resume check wants a checkpoint at step KILL_AT and none at KILL_AT+1"
+fi
 if [ -z "${ACTOR:-}" ]; then
   $PY bench/tiny_model.py --out "$WORK/tiny" >/dev/null || exit 1
   ACTOR=$WORK/tiny/actor CRITIC=$WORK/tiny/critic
@@ -105,7 +108,7 @@ train() {  # train SEED RUN_DIR LOGGER_FILE [--resume]
   TRAIN_PID=$!
 }
 
-steps_done() { [ -f "$1" ] && grep -c '"step"' "$1" || echo 0; }
+steps_done() { if [ -f "$1" ]; then grep -c '"step"' "$1"; else echo 0; fi; }
 
 stop_everything() {  # a killed driver can leave Ray's daemons and judge workers behind (the GPU machine is ours alone)
   [ "$DEVICE" = cuda ] || return 0  # elsewhere other Ray clusters may run: the process-group kill must do

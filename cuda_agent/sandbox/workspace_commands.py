@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 from cuda_agent.errors import Error
@@ -172,3 +173,16 @@ def _ms(value: float | None) -> str:
 
 def _x(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}x"
+
+
+def main(argv: list[str]) -> int:
+    """`python -m cuda_agent.sandbox.workspace_commands TOOL [ARGS]`: what the workspace's `utils/` shims run."""
+    tools = {"compile": compile_command, "verification": verification_command, "profiling": profiling_command}
+    if not argv or argv[0] not in tools:
+        print(f"usage: python -m cuda_agent.sandbox.workspace_commands {{{'|'.join(tools)}}} [ARGS]", file=sys.stderr)
+        return 2
+    return tools[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

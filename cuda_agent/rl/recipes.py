@@ -248,7 +248,9 @@ def check_plan(plan: TrainingPlan, launching: bool = True) -> list[str]:
             problems += _sandbox_problems(judged.sandbox_url)
     if cfg.trainer.get("device") != "cpu":  # trainer.device=cpu: verl on the CPU (cuda_agent.rl.verl_cpu)
         problems += _gpu_problems(int(cfg.trainer.n_gpus_per_node) * int(cfg.trainer.get("nnodes", 1) or 1))
-    if launching and shutil.which(plan.command[0]) is None:
+    # PPO stages and the critic warm-up run in this process (launch()); only the others' commands must be on PATH.
+    in_process = recipe.entrypoint in ("verl.trainer.main_ppo", "cuda_agent.rl.critic_warmup")
+    if launching and not in_process and shutil.which(plan.command[0]) is None:
         problems.append(f"{plan.command[0]} is not on PATH")
     return problems
 

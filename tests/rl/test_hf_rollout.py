@@ -126,3 +126,24 @@ def test_importing_the_package_registers_hf_with_verl() -> None:
 
     assert get_rollout_class("hf", "async") is HFServerAdapter
     assert get_rollout_replica_class("hf") is HFReplica
+
+
+def test_sampling_restarts_from_the_synced_step_so_a_resumed_run_samples_alike(model_dir: Path, tiny_tokenizer) -> None:
+    from omegaconf import OmegaConf
+
+    from cuda_agent.rl.hf_rollout.server import HFRolloutServer
+
+    config = OmegaConf.create(
+        {"prompt_length": 64, "response_length": 16, "max_model_len": None, "max_num_seqs": 8}
+        | {"dtype": "float32", "load_format": "auto", "seed": 0}
+    )
+    prompt = tiny_tokenizer.encode("same prompt")
+    params = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": True, "max_tokens": 8}
+
+    async def sample(server: HFRolloutServer, step: int) -> list[int]:
+        await server.finish_weight_sync(step)
+        return (await server.generate(prompt, dict(params), request_id="r")).token_ids
+
+    first, second = (HFRolloutServer(config, OmegaConf.create({"path": str(model_dir)}), "cpu") for _ in range(2))
+    assert asyncio.run(sample(first, 7)) == asyncio.run(sample(second, 7))
+    assert asyncio.run(sample(first, 7)) != asyncio.run(sample(first, 8))

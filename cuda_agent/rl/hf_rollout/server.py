@@ -63,6 +63,7 @@ class HFRolloutServer:
             attn_implementation=override.get("attn_implementation", "sdpa"),
             seed=int(config.seed) + replica_rank,
         )
+        self.seed = int(config.seed) + replica_rank
         self.global_steps: int | None = None
         self.weight_syncs = 0
         self._pending: list[tuple[GenRequest, asyncio.Future]] = []
@@ -118,9 +119,14 @@ class HFRolloutServer:
             return await asyncio.to_thread(self.engine.load_weights, named_tensors)
 
     async def finish_weight_sync(self, global_steps: int | None) -> None:
-        """The last bucket arrived: later replies carry `global_steps` (verl's staleness metrics)."""
+        """The last bucket arrived: later replies carry `global_steps` (verl's staleness metrics).
+
+        Sampling is re-seeded from (seed, step): a run resumed from the checkpoint of step N samples
+        step N+1 from the same random stream as the run it continues (up to how requests batch).
+        """
         self.global_steps = global_steps
         self.weight_syncs += 1
+        self.engine.generator.manual_seed(self.seed + 1_000_003 * (global_steps or 0))
 
     async def set_global_steps(self, global_steps: int) -> None:
         self.global_steps = global_steps

@@ -180,7 +180,7 @@ def _mark(source: str, mark: str, extra: str = "") -> str:
 
 
 def part_f(device: str, out: Path, n: int, pool_s: float, build_workers: int | None) -> dict:
-    from cuda_agent.sandbox.jobs import JudgeJob
+    from cuda_agent.sandbox.jobs import make_judge_job
     from cuda_agent.sandbox.local import LocalPool
 
     salt = f"r{int(time.time()) % 100000}"
@@ -207,7 +207,7 @@ def part_f(device: str, out: Path, n: int, pool_s: float, build_workers: int | N
     with LocalPool(build_workers=build_workers) as pool:
         futures = []
         for task, kind, source in candidates:
-            job = JudgeJob(task=task, solution=source, config={"device": device, "verdict_cache": False})
+            job = make_judge_job(task, source, {"device": device, "verdict_cache": False})
             future = pool.submit(job)
             future.add_done_callback(lambda f, kind=kind: collect(kind, f))
             futures.append(future)

@@ -70,7 +70,7 @@ os.environ.setdefault("CUDA_AGENT_CACHE", str(Path.home() / ".cache" / "cuda-age
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob  # noqa: E402
+from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, make_judge_job  # noqa: E402
 from cuda_agent.sandbox.local import LocalPool  # noqa: E402
 from cuda_agent.sandbox.stats import detect_gpus  # noqa: E402
 
@@ -92,11 +92,7 @@ class Load:
 
     def jobs(self, repeats: int) -> list[JudgeJob]:
         """The fixed load: every candidate `repeats` times, each a job with its own id."""
-        return [
-            JudgeJob(task=task, solution=str(path), config=self.config)
-            for _ in range(repeats)
-            for task, path in self.candidates
-        ]
+        return [make_judge_job(task, Path(path), self.config) for _ in range(repeats) for task, path in self.candidates]
 
 
 def make_load(args: argparse.Namespace) -> Load:
@@ -289,9 +285,7 @@ def agreement(load: Load, args: argparse.Namespace, limit_s: float) -> dict:
     """The same kernel judged `samples` times pinned to each slot; each slot's median and the max/min ratio."""
     task, solution = load.agreement
     jobs = [
-        JudgeJob(task=task, solution=str(solution), config=load.config, gpu=slot)
-        for _ in range(args.samples)
-        for slot in load.slots
+        make_judge_job(task, Path(solution), load.config, gpu=slot) for _ in range(args.samples) for slot in load.slots
     ]
     row, answers = run_step("local", len(load.slots), load, jobs, limit_s, args)
     row |= {"step": "agreement", "task": task, "samples": args.samples}

@@ -41,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cuda_agent.sandbox.jobs import CommandJob, JudgeJob  # noqa: E402
+from cuda_agent.sandbox.jobs import CommandJob, make_judge_job  # noqa: E402
 from cuda_agent.sandbox.local import LocalPool  # noqa: E402
 from cuda_agent.tasks import Catalog  # noqa: E402
 from cuda_agent.workspace import create_workspace  # noqa: E402
@@ -50,10 +50,7 @@ L1 = ROOT / "solutions" / "kernelbench" / "L1"
 
 
 def judge_round(pool: LocalPool, config: dict) -> tuple[float, list[dict]]:
-    jobs = [
-        JudgeJob(task=f"kernelbench/L1/{path.stem}", solution=path.read_text(), config=config)
-        for path in sorted(L1.glob("*.py"))
-    ]
+    jobs = [make_judge_job(f"kernelbench/L1/{path.stem}", path.read_text(), config) for path in sorted(L1.glob("*.py"))]
     start = time.monotonic()
     futures = [pool.submit(job) for job in jobs]
     results = [f.result() for f in futures]
@@ -120,7 +117,7 @@ def time_kernel(pool: LocalPool, task: str, config: dict, samples: int) -> list[
     times = []
     for _ in range(samples):
         start = time.monotonic()
-        result = pool.run(JudgeJob(task=task, solution=solution, config=config))
+        result = pool.run(make_judge_job(task, solution, config))
         assert result.status == "done" and result.verdict.verdict == "pass", result.error or result.verdict.message
         times.append(result.verdict.timings_ms.solution)
         print(f"  {times[-1]:.4f} ms (judged in {time.monotonic() - start:.1f} s)", flush=True)

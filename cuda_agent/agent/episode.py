@@ -32,7 +32,7 @@ class WorkspaceJudge(Protocol):
     Raises InfraError for a failure of ours (never a verdict), Error for bad input.
     """
 
-    def judge_workspace(self, task: str, workspace: Path, config: dict[str, Any] | None = None) -> Verdict: ...
+    def judge_workspace(self, task: Task, workspace: Path, config: Mapping[str, Any] | None = None) -> Verdict: ...
 
 
 def shell_env() -> dict[str, str]:
@@ -73,7 +73,7 @@ def run_task_episode(
     settings = {**(judge_config or {}), "device": device}
 
     def score(folder: Path) -> Verdict:
-        return judge.judge_workspace(task.code, folder, settings)
+        return judge.judge_workspace(task, folder, settings)
 
     shell = {**shell_env(), **(env or {})}
     return run_episode(model, root, task.ref, out_dir, score, config, on_turn=on_turn, env=shell)

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from cuda_agent.evaluation.records import TaskResult
 from cuda_agent.evaluation.suites import find_solution
-from cuda_agent.sandbox.jobs import JobResult, JudgeJob
+from cuda_agent.sandbox.jobs import JobResult, JudgeJob, make_judge_job
 from cuda_agent.types import Task, Verdict
 
 Advance = Callable[[TaskResult], None]
@@ -29,7 +29,7 @@ class Pool(Protocol):
 
     def submit(self, job: JudgeJob) -> Future[JobResult]: ...
 
-    def judge_workspace(self, task: str, workspace: Path, config: dict[str, Any] | None = None) -> Verdict: ...
+    def judge_workspace(self, task: Task, workspace: Path, config: dict[str, Any] | None = None) -> Verdict: ...
 
 
 class ResultStore:
@@ -99,7 +99,7 @@ def judge_solutions(
                 store.append(result)
                 advance(result)
                 continue
-            job = JudgeJob(task=task.code, solution=str(solution), config=judge_config)
+            job = make_judge_job(task, Path(solution), judge_config)
             started[pool.submit(job)] = (task, solution, time.monotonic())
         if not started:
             continue

@@ -72,7 +72,7 @@ def judge_scorer(task: Task, config: JudgeSettings) -> Iterator[tuple[Callable[[
         def score(folder: Path) -> Verdict:
             started = time.monotonic()
             try:
-                return judge.judge_workspace(task.code, folder.resolve(), {"device": config.device})
+                return judge.judge_workspace(task, folder.resolve(), {"device": config.device})
             finally:
                 latencies.append(time.monotonic() - started)
 

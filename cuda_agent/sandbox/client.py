@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from cuda_agent.errors import ConfigError, Error, SandboxError
-from cuda_agent.sandbox.jobs import CommandResult, PoolMetrics, error_class, new_job_id
-from cuda_agent.types import Verdict
+from cuda_agent.judge.config import JudgeConfig
+from cuda_agent.sandbox.jobs import CommandResult, PoolMetrics, error_class, judge_config, new_job_id
+from cuda_agent.types import Task, Verdict
 
 
 def _error(status: int, detail: Any) -> type[Error]:
@@ -31,19 +33,28 @@ class SandboxClient:
         return self._call("GET", "/health")[0]
 
     def judge(
-        self, task: str, solution: str, config: dict[str, Any] | None = None, job_id: str | None = None
+        self,
+        task: Task | str,
+        solution: str,
+        config: JudgeConfig | Mapping[str, Any] | None = None,
+        job_id: str | None = None,
     ) -> Verdict:
-        """The verdict for `solution` (source text, sent as is) on `task` (a reference or task source).
+        """The verdict for `solution` (source text, sent as is) on `task` (a Task, sent as its source and
+        reference, or a reference the service resolves).
 
         Raises:
             InfraError: ours (JudgeInfraError, SandboxError, PoolFullError, ...), as the same class the service's
                 pool reported (or SandboxError when the service cannot be reached): retry or drop, never score.
             Error: the request or its input is wrong (ConfigError for a refused request; TaskError, ...).
         """
-        return self._judge({"task": task, "solution": solution}, config, job_id)
+        return self._judge(task, {"solution": solution}, config, job_id)
 
     def judge_workspace(
-        self, task: str, workspace: Path, config: dict[str, Any] | None = None, job_id: str | None = None
+        self,
+        task: Task | str,
+        workspace: Path,
+        config: JudgeConfig | Mapping[str, Any] | None = None,
+        job_id: str | None = None,
     ) -> Verdict:
         """The verdict for a workspace folder (or solution file) that the service reads by path: it must be
         below the service's `--workspace-root`, at the same path on both machines.
@@ -51,10 +62,19 @@ class SandboxClient:
         Raises:
             InfraError, Error: as `judge` (ConfigError for a path outside the service's root).
         """
-        return self._judge({"task": task, "workspace": str(workspace)}, config, job_id)
+        return self._judge(task, {"workspace": str(workspace)}, config, job_id)
 
-    def _judge(self, body: dict[str, str], config: dict[str, Any] | None, job_id: str | None) -> Verdict:
-        payload, _ = self._call("POST", "/judge", json={**body, "config": config or {}, "id": job_id or new_job_id()})
+    def _judge(
+        self, task: Task | str, body: dict[str, str], config: JudgeConfig | Mapping[str, Any] | None, job_id: str | None
+    ) -> Verdict:
+        # A Task travels as its source (what the service judges) and its reference (what the verdict is called).
+        named = {"task": task} if isinstance(task, str) else {"task": task.code, "task_ref": task.ref}
+        settings = judge_config(config).model_dump(
+            mode="json", exclude_unset=True, exclude={"cache_dir", "timing_lock"}
+        )
+        payload, _ = self._call(
+            "POST", "/judge", json={**named, **body, "config": settings, "id": job_id or new_job_id()}
+        )
         return Verdict.model_validate(payload)
 
     def run_command(self, argv: list[str], cwd: str, timeout_s: float = 600.0, **fields: Any) -> CommandResult:

@@ -225,9 +225,7 @@ def stage_timeout_s(job: JudgeJob, phase: Phase) -> float:
     """Wall limit of one judge stage: the judge's own limits plus a margin, so the judge kills first."""
     if job.timeout_s is not None:
         return job.timeout_s
-    from cuda_agent.judge import JudgeConfig
-
-    cfg = JudgeConfig(**{k: v for k, v in job.config.items() if k != "cache_dir"})
+    cfg = job.config
     if phase == "prepare":
         return cfg.build_timeout_s + KILL_MARGIN_S
     return cfg.build_timeout_s + cfg.run_timeout_s + cfg.baseline_timeout_s + KILL_MARGIN_S
@@ -237,9 +235,8 @@ def killed_verdict(job: JudgeJob, stage: StageOutcome) -> Verdict | None:
     """A verdict for a judge stage whose runner produced none: a timeout is the candidate's; a crash is ours."""
     if not stage.timed_out:
         return None
-    task = job.task if "\n" not in job.task else "inline"
     return Verdict(
-        task=task,
+        task=job.task.ref,
         verdict="timeout",
         reward=-1,
         correct=False,
@@ -279,7 +276,7 @@ def needs_timing(job: JudgeJob | CommandJob, device: str) -> bool:
     """Whether the job's last stage must hold a timing slot (a GPU, or the CPU timing slot when it times)."""
     if isinstance(job, CommandJob):
         return job.timing
-    return device == "cuda" or bool(job.config.get("time", True))
+    return device == "cuda" or job.config.time
 
 
 def run_job(

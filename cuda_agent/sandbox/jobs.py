@@ -6,14 +6,20 @@ travel to a child process, a Ray actor or an HTTP client unchanged.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator
 
-from cuda_agent.errors import Error, SandboxError
-from cuda_agent.types import Verdict
+from cuda_agent.errors import ConfigError, Error, SandboxError
+from cuda_agent.judge.config import JudgeConfig
+from cuda_agent.types import Task, Verdict
+
+if TYPE_CHECKING:
+    from cuda_agent.tasks import Catalog
 
 
 class _Record(BaseModel):
@@ -24,14 +30,69 @@ def new_job_id() -> str:
     return uuid.uuid4().hex
 
 
+class SourceSolution(_Record):
+    """A single-file solution given as its source text (written to the job's private folder)."""
+
+    kind: Literal["source"] = "source"
+    code: str = Field(description="The solution's source, a file defining ModelNew.")
+
+
+class PathSolution(_Record):
+    """A solution file or workspace folder on the pool's machine, judged in place."""
+
+    kind: Literal["path"] = "path"
+    path: str = Field(description="Absolute path of a solution file or workspace folder.")
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        """Made absolute here, because the job runs in another folder. A path that is missing when the job runs
+        is the judge's SolutionError (checked there, not here: the job may be built before the folder)."""
+        return str(Path(value).expanduser().resolve())
+
+
+Solution = Annotated[SourceSolution | PathSolution, Field(discriminator="kind")]
+
+
+def solution_of(value: str | Path) -> SourceSolution | PathSolution:
+    """A Path is a file or folder judged in place; a str is source text (never guessed from its shape)."""
+    return PathSolution(path=str(value)) if isinstance(value, Path) else SourceSolution(code=value)
+
+
+# Fields a JudgeJob's config never carries to another process or machine: they name this machine's folders.
+_LOCAL_FIELDS = {"cache_dir", "timing_lock"}
+
+
+def portable_config(config: JudgeConfig) -> dict[str, Any]:
+    """The fields of `config` its caller set, as JSON, minus this machine's folders: what travels to a runner."""
+    return config.model_dump(mode="json", exclude_unset=True, exclude=_LOCAL_FIELDS)
+
+
+def judge_config(config: JudgeConfig | Mapping[str, Any] | None) -> JudgeConfig:
+    """`config` as a JudgeConfig, validated here once (fields left out keep their defaults).
+
+    Raises:
+        ConfigError: a field is unknown or invalid.
+    """
+    if isinstance(config, JudgeConfig):
+        return config
+    try:
+        return JudgeConfig(**dict(config or {}))
+    except ValidationError as exc:
+        raise ConfigError(f"invalid judge config: {exc}".replace("\n", " ")) from None
+
+
 class JudgeJob(_Record):
     """Judge one candidate: the judge's Verdict comes back in `JobResult.verdict`."""
 
     kind: Literal["judge"] = "judge"
     id: str = Field(default_factory=new_job_id, description="Unique per pool; the result carries the same id.")
-    task: str = Field(description="A task reference ('examples/relu', 'kernelbench/L1/19', a .py path) or task source.")
-    solution: str = Field(description="Single-file solution source, or a path to a solution file or workspace folder.")
-    config: dict[str, Any] = Field(default_factory=dict, description="JudgeConfig fields; unset ones keep defaults.")
+    task: Task = Field(description="The task: its reference names the verdict, its code is what is judged against.")
+    solution: Solution = Field(description="Source text, or the path of a solution file or workspace folder.")
+    config: JudgeConfig = Field(
+        default_factory=JudgeConfig,
+        description="Judge settings; only the fields set travel (the pool fills device and the candidate's user).",
+    )
     timeout_s: float | None = Field(
         default=None, description="Wall limit of the whole job; None: the judge's own stage limits plus a margin."
     )
@@ -46,17 +107,35 @@ class JudgeJob(_Record):
         ),
     )
 
-    @field_validator("solution")
-    @classmethod
-    def _absolute_path(cls, value: str) -> str:
-        """A one-line solution is a path (source always spans lines): made absolute here, because the
-        job runs in another folder, where a relative path would silently be read as source text."""
-        if "\n" in value:
-            return value
-        path = Path(value).expanduser()
-        if not path.exists():
-            raise ValueError(f"solution {value!r} is neither source text nor an existing file or folder")
-        return str(path.resolve())
+    @field_serializer("config")
+    def _set_fields_only(self, config: JudgeConfig) -> dict[str, Any]:
+        """Only the fields the caller set, minus this machine's folders: the runner (maybe on another machine)
+        fills the rest with its own defaults, and can still tell a field left out from one set (verdict_cache)."""
+        return portable_config(config)
+
+
+def make_judge_job(
+    task: Task | str, solution: str | Path, config: JudgeConfig | Mapping[str, Any] | None = None, **fields: Any
+) -> JudgeJob:
+    """The JudgeJob for `solution` (a Path: judged in place; a str: source text) on `task` (see `task_of`).
+
+    Raises:
+        TaskError: the reference names no task.  ConfigError: the config is invalid.
+    """
+    return JudgeJob(task=task_of(task), solution=solution_of(solution), config=judge_config(config), **fields)
+
+
+def task_of(task: Task | str, ref: str | None = None, catalog: Catalog | None = None) -> Task:
+    """A Task as is; task source (text defining `class Model`) as an inline task named `ref` (default
+    'inline/<digest>'); any other text as a reference the catalog resolves (TaskError if it names none)."""
+    if isinstance(task, Task):
+        return task
+    if "\n" in task and "class Model" in task:
+        ref = ref or f"inline/{hashlib.sha256(task.encode()).hexdigest()[:12]}"
+        return Task(ref=ref, name=ref.rsplit("/", 1)[-1], source="inline", code=task)
+    from cuda_agent.tasks import Catalog
+
+    return (catalog or Catalog()).resolve(task)
 
 
 class CommandJob(_Record):

@@ -19,11 +19,13 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 from cuda_agent.errors import PoolFullError, SandboxError
+from cuda_agent.judge.config import JudgeConfig
 from cuda_agent.sandbox.cpu_sets import plan_cpu_sets
 from cuda_agent.sandbox.execution import (
     NO_VERDICT,
@@ -33,11 +35,11 @@ from cuda_agent.sandbox.execution import (
     stage_fields,
     stage_timeout_s,
 )
-from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, PoolMetrics
+from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, PoolMetrics, make_judge_job
 from cuda_agent.sandbox.limits import SandboxLimits
 from cuda_agent.sandbox.slots import SlotQueue
 from cuda_agent.sandbox.stats import PoolStats, detect_gpus
-from cuda_agent.types import Verdict
+from cuda_agent.types import Task, Verdict
 
 log = logging.getLogger(__name__)
 _STOP = object()
@@ -148,19 +150,20 @@ class LocalPool:
         """Submit and wait for the result."""
         return self.submit(job).result()
 
-    def judge(self, task: str, solution: str, config: dict[str, Any] | None = None) -> Verdict:
+    def judge(self, task: Task | str, solution: str, config: JudgeConfig | Mapping[str, Any] | None = None) -> Verdict:
         """The verdict of one candidate, as `SandboxClient.judge` gives it (same arguments, same exceptions).
 
         Raises:
             InfraError: ours (JudgeInfraError, SandboxError, PoolFullError): retry or drop, never score.
             Error: the task, solution or config is wrong.
         """
-        return self.run(JudgeJob(task=task, solution=solution, config=config or {})).verdict_or_raise()
+        return self.run(make_judge_job(task, solution, config)).verdict_or_raise()
 
-    def judge_workspace(self, task: str, workspace: Path, config: dict[str, Any] | None = None) -> Verdict:
+    def judge_workspace(
+        self, task: Task | str, workspace: Path, config: JudgeConfig | Mapping[str, Any] | None = None
+    ) -> Verdict:
         """The verdict of a workspace folder (or solution file) on this machine, as `SandboxClient.judge_workspace`."""
-        job = JudgeJob(task=task, solution=str(Path(workspace).resolve()), config=config or {})
-        return self.run(job).verdict_or_raise()
+        return self.run(make_judge_job(task, Path(workspace), config)).verdict_or_raise()
 
     def cancel(self, job_id: str) -> bool:
         """Cancel a job that is waiting or running; its result has status 'cancelled'. False if unknown or done."""
@@ -200,7 +203,7 @@ class LocalPool:
         self.close()
 
     def _device_of(self, job: JudgeJob | CommandJob) -> str:
-        requested = job.config.get("device", "auto") if isinstance(job, JudgeJob) else "auto"
+        requested = job.config.device if isinstance(job, JudgeJob) else "auto"
         if requested == "auto":
             return "cuda" if self.gpus else "cpu"
         return requested

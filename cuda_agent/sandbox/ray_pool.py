@@ -17,18 +17,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 from cuda_agent.errors import SandboxError
+from cuda_agent.judge.config import JudgeConfig
 from cuda_agent.sandbox.execution import StageHandle, run_job
-from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, PoolMetrics
+from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, PoolMetrics, make_judge_job
 from cuda_agent.sandbox.limits import SandboxLimits
 from cuda_agent.sandbox.local import PoolFullError, check_gpu
 from cuda_agent.sandbox.slots import SlotQueue
 from cuda_agent.sandbox.stats import PoolStats
-from cuda_agent.types import Verdict
+from cuda_agent.types import Task, Verdict
 
 log = logging.getLogger(__name__)
 ACTOR_START_S = 300.0
@@ -63,7 +65,7 @@ class SandboxActor:
         job = TypeAdapter(Job).validate_json(job_json)
         handle = self.handles.setdefault(job.id, StageHandle())
         try:
-            device = job.config.get("device", self.device) if isinstance(job, JudgeJob) else self.device
+            device = job.config.device if isinstance(job, JudgeJob) else self.device
             device = self.device if device == "auto" else device
             worker = f"{_node_name()}/{'gpu' if self.device == 'cuda' else 'cpu'}-{self.slot()}"
             return run_job(job, self.limits, device, {}, handle) | {"worker": worker}
@@ -159,14 +161,15 @@ class RayPool:
     def run(self, job: JudgeJob | CommandJob) -> JobResult:
         return self.submit(job).result()
 
-    def judge(self, task: str, solution: str, config: dict[str, Any] | None = None) -> Verdict:
+    def judge(self, task: Task | str, solution: str, config: JudgeConfig | Mapping[str, Any] | None = None) -> Verdict:
         """The verdict of one candidate (raises as LocalPool.judge)."""
-        return self.run(JudgeJob(task=task, solution=solution, config=config or {})).verdict_or_raise()
+        return self.run(make_judge_job(task, solution, config)).verdict_or_raise()
 
-    def judge_workspace(self, task: str, workspace: Path, config: dict[str, Any] | None = None) -> Verdict:
+    def judge_workspace(
+        self, task: Task | str, workspace: Path, config: JudgeConfig | Mapping[str, Any] | None = None
+    ) -> Verdict:
         """The verdict of a workspace folder (or solution file) on this machine, as `SandboxClient.judge_workspace`."""
-        job = JudgeJob(task=task, solution=str(Path(workspace).resolve()), config=config or {})
-        return self.run(job).verdict_or_raise()
+        return self.run(make_judge_job(task, Path(workspace), config)).verdict_or_raise()
 
     def cancel(self, job_id: str) -> bool:
         with self._lock:

@@ -8,7 +8,6 @@ It writes one JSON outcome to OUT (for a command: before exec, the hardening it 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from pathlib import Path
@@ -17,7 +16,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from cuda_agent.errors import Error
-from cuda_agent.sandbox.jobs import CommandJob, Job, JudgeJob
+from cuda_agent.judge.config import JudgeConfig
+from cuda_agent.sandbox.jobs import CommandJob, Job, JudgeJob, PathSolution, SourceSolution
 from cuda_agent.sandbox.limits import (
     Hardening,
     SandboxLimits,
@@ -27,7 +27,7 @@ from cuda_agent.sandbox.limits import (
     rlimits_for,
 )
 from cuda_agent.subproc import drop_privileges, unprivileged_user
-from cuda_agent.types import Task, Verdict
+from cuda_agent.types import Verdict
 
 Phase = Literal["prepare", "judge", "command"]
 
@@ -113,44 +113,37 @@ def _hand_over(spec: RunnerSpec, uid: int, gid: int) -> None:
             os.chown(path, uid, gid, follow_symlinks=False)
 
 
-def resolve_task(ref_or_source: str) -> Task:
-    """A task reference, or task source (anything defining `class Model`) as an inline task."""
-    if "class Model" in ref_or_source and "\n" in ref_or_source:
-        digest = hashlib.sha256(ref_or_source.encode()).hexdigest()[:12]
-        return Task(ref=f"inline/{digest}", name=f"inline_{digest}", source="inline", code=ref_or_source)
-    from cuda_agent.tasks import Catalog
-
-    return Catalog().resolve(ref_or_source)
-
-
-def solution_path(solution: str, workdir: Path) -> Path:
-    """A solution given as a path is used in place; one given as source is written to the workdir."""
-    if "\n" not in solution and len(solution) < 4096 and Path(solution).expanduser().exists():
-        return Path(solution).expanduser()
+def solution_path(solution: SourceSolution | PathSolution, workdir: Path) -> Path:
+    """A path is judged in place; source text is written to the stage's private folder first."""
+    if isinstance(solution, PathSolution):
+        return Path(solution.path)
     path = workdir / "solution.py"
-    path.write_text(solution)
+    path.write_text(solution.code)
     return path
 
 
+def stage_config(job: JudgeJob, spec: RunnerSpec) -> JudgeConfig:
+    """The job's config with what only the pool knows: the resolved device, the candidate's user, and no cached
+    verdict for a job pinned to a GPU (the caller asked for that GPU's own judgement) unless it set one."""
+    update: dict[str, object] = {"device": spec.device}
+    if "candidate_user" not in job.config.model_fields_set:
+        update["candidate_user"] = spec.limits.user
+    if job.gpu is not None and "verdict_cache" not in job.config.model_fields_set:
+        update["verdict_cache"] = False
+    return job.config.model_copy(update=update)
+
+
 def run_judge_phase(spec: RunnerSpec) -> RunnerOutcome:
-    from cuda_agent.judge import JudgeConfig
     from cuda_agent.judge.pipeline import judge, prepare
 
     job = spec.job
     assert isinstance(job, JudgeJob)
     try:
-        defaults = {"device": spec.device, "candidate_user": spec.limits.user}
-        if job.gpu is not None:  # the caller asked for this GPU's own judgement (cross-GPU checks, benchmarks)
-            defaults["verdict_cache"] = False
-        config = JudgeConfig(**{**defaults, **job.config})
-        task = resolve_task(job.task)
         solution = solution_path(job.solution, Path(spec.workdir))
         step = prepare if spec.phase == "prepare" else judge
-        return RunnerOutcome(verdict=step(task, solution, config))
+        return RunnerOutcome(verdict=step(job.task, solution, stage_config(job, spec)))
     except Error as exc:
         return RunnerOutcome(error=f"{type(exc).__name__}: {exc}", error_type=type(exc).__name__)
-    except ValueError as exc:  # pydantic's ValidationError of a bad config field
-        return RunnerOutcome(error=f"invalid judge config: {exc}", error_type="ConfigError")
 
 
 def main(argv: list[str]) -> int:

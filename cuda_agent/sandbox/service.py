@@ -35,7 +35,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from cuda_agent.errors import ConfigError, Error, InfraError
 from cuda_agent.judge import JudgeConfig
-from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, error_class, new_job_id
+from cuda_agent.sandbox.jobs import (
+    CommandJob,
+    JobResult,
+    JudgeJob,
+    PathSolution,
+    SourceSolution,
+    error_class,
+    new_job_id,
+    task_of,
+)
 from cuda_agent.sandbox.local import PoolFullError
 from cuda_agent.tasks import Catalog
 from cuda_agent.tasks.catalog import SOURCES
@@ -62,6 +71,12 @@ class JudgeRequest(BaseModel):
         min_length=1,
         description="A workspace folder or solution file on the service's machine, below --workspace-root "
         "(a relative path is taken from the root).",
+    )
+    task_ref: str | None = Field(
+        default=None,
+        min_length=1,
+        description="With task source: the reference the verdict names (e.g. 'examples/linear_gelu'); "
+        "default 'inline/<digest>'. The source is what is judged; this is only its name.",
     )
     config: dict[str, Any] = Field(default_factory=dict, description="JudgeConfig fields.")
     id: str = Field(default_factory=new_job_id, description="Job id, echoed in X-Job-Id.")
@@ -166,23 +181,22 @@ def check_bind(host: str, token: str | None) -> None:
 
 def judge_job(request: JudgeRequest, defaults: dict[str, Any], paths: Paths, catalog: Catalog) -> JudgeJob:
     """The job a valid request asks for (`defaults` under its config); ClientError naming the first thing wrong."""
-    config = {**defaults, **request.config}
     try:
-        JudgeConfig(**config)
+        config = JudgeConfig(**{**defaults, **request.config})
     except ValidationError as exc:
         raise ClientError(422, f"config: {one_line(exc)}") from None
     task = paths.task(request.task)
-    if "\n" not in task:
-        try:
-            catalog.resolve(task)
-        except Error as exc:
-            raise ClientError(422, f"task: {exc}".replace("\n", " ")) from None
+    try:
+        resolved = task_of(task, request.task_ref, catalog)
+    except Error as exc:
+        raise ClientError(422, f"task: {exc}".replace("\n", " ")) from None
     if request.workspace is not None:
-        solution = str(paths.below_root(request.workspace, "workspace"))
+        solution: SourceSolution | PathSolution = PathSolution(
+            path=str(paths.below_root(request.workspace, "workspace"))
+        )
     else:
-        # A job reads a one-line solution as a path; source text always may end with a newline.
-        solution = request.solution if "\n" in request.solution else request.solution + "\n"
-    return JudgeJob(id=request.id, task=task, solution=solution, config=config)
+        solution = SourceSolution(code=request.solution or "")
+    return JudgeJob(id=request.id, task=resolved, solution=solution, config=config)
 
 
 def check_workspace_root(root: Path | None) -> None:

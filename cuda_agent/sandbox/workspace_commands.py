@@ -37,9 +37,8 @@ def _judge(task: Task, root: Path, config: JudgeConfig) -> Verdict:
         return judge(task, root, config)
     from cuda_agent.sandbox.client import SandboxClient
 
-    settings = config.model_dump(mode="json", exclude={"cache_dir", "timing_lock"})
     with SandboxClient(url, token=os.environ.get(SANDBOX_TOKEN_ENV) or None) as client:
-        return client.judge_workspace(task.code, root.resolve(), settings)
+        return client.judge_workspace(task, root.resolve(), config)
 
 
 def _load(root: Path, tool: str) -> tuple[Task, str] | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cuda_agent.sandbox.jobs import JobResult, JudgeJob
+from cuda_agent.sandbox.jobs import JobResult, JudgeJob, make_judge_job
 from tests.judge.helpers import example_solution, with_forward_body
 
 RELU = example_solution("relu")
@@ -10,7 +10,7 @@ FAST = {"time": False, "trials": 2, "robustness_trials": False}
 
 
 def good_job() -> JudgeJob:
-    return JudgeJob(task="examples/relu", solution=RELU, config=FAST)
+    return make_judge_job(task="examples/relu", solution=RELU, config=FAST)
 
 
 def hostile_forward(body: str) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob
+from cuda_agent.sandbox.jobs import CommandJob, JobResult, make_judge_job
 from cuda_agent.sandbox.limits import SandboxLimits
 from cuda_agent.sandbox.local import LocalPool
 from tests.sandbox.helpers import FAST, RELU, assert_still_judges, hostile_forward
@@ -29,20 +29,24 @@ def pool():
 
 BOMB = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
 HOSTILE_JUDGE_JOBS = {
-    "fork_bomb": JudgeJob(task="examples/relu", solution=BOMB + RELU, config={**RUNTIME_ONLY, "build_timeout_s": 8.0}),
-    "memory_hog": JudgeJob(
+    "fork_bomb": make_judge_job(
+        task="examples/relu", solution=BOMB + RELU, config={**RUNTIME_ONLY, "build_timeout_s": 8.0}
+    ),
+    "memory_hog": make_judge_job(
         task="examples/relu",
         solution=hostile_forward("hog = [bytearray(2**28) for _ in range(64)]\nreturn relu_ext.relu_forward(x)"),
         config=RUNTIME_ONLY,
     ),
-    "infinite_loop": JudgeJob(
+    "infinite_loop": make_judge_job(
         task="examples/relu",
         solution=hostile_forward("while True:\n    pass"),
         config={**RUNTIME_ONLY, "run_timeout_s": 8.0},
     ),
-    "os_exit": JudgeJob(task="examples/relu", solution=hostile_forward("import os\nos._exit(0)"), config=RUNTIME_ONLY),
+    "os_exit": make_judge_job(
+        task="examples/relu", solution=hostile_forward("import os\nos._exit(0)"), config=RUNTIME_ONLY
+    ),
     # A hang that outlasts the judge's own limits (as a hung GPU kernel can): the pool's kill is the backstop.
-    "hung_kernel": JudgeJob(
+    "hung_kernel": make_judge_job(
         task="examples/relu",
         solution=hostile_forward("import time\ntime.sleep(10**6)"),
         config=RUNTIME_ONLY,

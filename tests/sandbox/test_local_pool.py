@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from cuda_agent.errors import SandboxError
-from cuda_agent.sandbox.jobs import CommandJob, JudgeJob
+from cuda_agent.errors import SandboxError, TaskError
+from cuda_agent.sandbox.jobs import CommandJob, make_judge_job
 from cuda_agent.sandbox.local import LocalPool, PoolFullError
 from tests.sandbox.helpers import FAST, RELU, good_job
 
@@ -92,23 +92,31 @@ def test_every_job_is_answered_once_by_id(folder: Path) -> None:
     assert (metrics.submitted, metrics.completed, metrics.queue_depth, metrics.running) == (12, 12, 0, 0)
 
 
-def test_judge_jobs_split_build_and_timing(folder: Path) -> None:
+def test_judge_jobs_split_build_and_timing(folder: Path, tmp_path: Path) -> None:
     broken = RELU.replace("dst[i] = v < 0.0f ? 0.0f : v;", "dst[i] = undeclared_name;")
     with LocalPool(build_workers=2, gpus=[], cpu_timing_slots=1) as pool:
-        good, bad = pool.submit(good_job()), pool.submit(JudgeJob(task="examples/relu", solution=broken, config=FAST))
-        unknown = pool.submit(JudgeJob(task="examples/no_such_task", solution=RELU, config=FAST))
-        good, bad, unknown = good.result(), bad.result(), unknown.result()
+        good, bad = (
+            pool.submit(good_job()),
+            pool.submit(make_judge_job(task="examples/relu", solution=broken, config=FAST)),
+        )
+        gone = tmp_path / "gone"
+        gone.mkdir()
+        missing = pool.submit(make_judge_job(task="examples/relu", solution=gone, config=FAST))
+        gone.rmdir()  # a workspace removed before its job ran: the judge's SolutionError, ours to report
+        good, bad, missing = good.result(), bad.result(), missing.result()
         metrics = pool.metrics()
     assert good.verdict.verdict == "pass" and good.worker.startswith("build")  # untimed CPU job: no timing slot
     assert bad.verdict.verdict == "compile_error" and "undeclared_name" in bad.verdict.compile_log
-    assert unknown.status == "failed" and "no task" in unknown.error
+    assert missing.status == "failed" and missing.error_type == "SolutionError", missing.error
     assert metrics.by_verdict == {"pass": 1, "compile_error": 1} and metrics.by_status == {"done": 2, "failed": 1}
-    assert metrics.by_error == {"TaskError": 1}
+    assert metrics.by_error == {"SolutionError": 1}
+    with pytest.raises(TaskError, match="no task"):  # a reference that names no task is refused before a job
+        make_judge_job("examples/no_such_task", RELU, FAST)
 
 
 def test_judge_job_pinned_to_a_timing_slot_runs_there() -> None:
     with pytest.raises(ValidationError, match="greater than or equal to 0"):
-        JudgeJob(task="examples/relu", solution=RELU, gpu=-1)
+        make_judge_job(task="examples/relu", solution=RELU, gpu=-1)
     with LocalPool(build_workers=2, gpus=[], cpu_timing_slots=2) as pool:
         with pytest.raises(SandboxError, match="asks for GPU 2, but this pool times only on \\[0, 1\\]"):
             pool.submit(good_job().model_copy(update={"gpu": 2}))
@@ -152,8 +160,8 @@ def test_a_repeated_candidate_is_answered_from_the_verdict_cache_without_a_timin
     config = {"trials": 2, "robustness_trials": False, "min_reps": 3, "max_reps": 5, "warmup_reps": 1}
     config["target_phase_s"] = 0.01 + random.random() * 1e-6
     with LocalPool(build_workers=1, gpus=[], cpu_timing_slots=1) as pool:
-        first = pool.run(JudgeJob(task="examples/relu", solution=RELU, config=config))
-        again = pool.run(JudgeJob(task="examples/relu", solution=RELU, config=config))
+        first = pool.run(make_judge_job(task="examples/relu", solution=RELU, config=config))
+        again = pool.run(make_judge_job(task="examples/relu", solution=RELU, config=config))
     assert first.verdict.verdict == "pass" and first.worker == "timing-0", first.error
     assert first.verdict.env["verdict_cached"] is False and first.verdict.timings_ms.solution > 0
     assert again.verdict.env["verdict_cached"] is True and again.worker.startswith("build-")

@@ -66,3 +66,14 @@ def test_local_ray_and_http_give_the_same_verdict_and_the_same_error(client, ray
     assert all("can't allocate memory" in str(e) for e in errors.values()), errors
     counted = [pool.metrics().by_error for pool in (local, ray_pool, client)]  # dropped, and counted by each pool
     assert counted == [{"JudgeInfraError": 1}] * 3
+
+
+def test_a_verdict_names_the_task_it_was_asked_for_on_every_path(client, ray_pool, tmp_path) -> None:
+    from cuda_agent.tasks import Catalog
+    from tests.judge.helpers import example_solution
+
+    task = Catalog().resolve("examples/linear_gelu")  # travels as its source; the verdict keeps its name
+    with LocalPool(build_workers=1) as local:
+        judges = {"local": local, "ray": ray_pool, "http": client}
+        named = {name: j.judge(task, example_solution("linear_gelu"), FAST).task for name, j in judges.items()}
+    assert named == dict.fromkeys(judges, "examples/linear_gelu")

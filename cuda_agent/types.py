@@ -7,6 +7,7 @@ disk, sent between processes and read back by a later stage without loss.
 from __future__ import annotations
 
 import hashlib
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -161,6 +162,19 @@ class Turn(_Record):
         return [assistant, *(r.to_message() for r in self.tool_results), *self.extra_messages]
 
 
+class EpisodeEnd(StrEnum):
+    """What ended an episode (agent/loop.py)."""
+
+    FINISHED = "finished"
+    """The model replied without a tool call: it is done (terminated)."""
+    TURN_LIMIT = "turn_limit"
+    """The turn limit was reached (150 in training, 200 in evaluation) (truncated)."""
+    TOKEN_BUDGET = "token_budget"
+    """The context would not hold the model's next reply (truncated)."""
+    CONTEXT_LENGTH = "context_length"
+    """The backend refused the context as too long (ContextLengthError) (truncated)."""
+
+
 class Trajectory(_Record):
     """One agent episode: the prompt, every turn, and how it ended. Stored as JSONL (agent/trajectory.py)."""
 
@@ -176,8 +190,8 @@ class Trajectory(_Record):
     judge_error: str | None = Field(
         default=None, description="Why there is no verdict: a failure of ours while judging, never the candidate's."
     )
-    exit_status: str | None = Field(
-        default=None, description="Class name of what ended the episode (e.g. 'Submitted'); None if it never ended."
+    exit_status: EpisodeEnd | None = Field(
+        default=None, description="What ended the episode (EpisodeEnd, e.g. 'finished'); None if it never ended."
     )
     terminated: bool = Field(default=False, description="The episode reached a natural end (the model finished).")
     truncated: bool = Field(default=False, description="The episode was cut by a turn, token or time limit.")

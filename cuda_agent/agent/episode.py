@@ -3,8 +3,9 @@
 `cuda-agent solve` and `demo` (cli.py), `cuda-agent bench --model` (evaluation/episodes.py) and RL
 rollouts (rl/rollout.py) all call `run_task_episode`:
 
-    create_workspace(task)  ->  run_episode(model, tools with this episode's environment)
-      ->  judge.judge_workspace(final workspace, best snapshot)  ->  EpisodeResult (typed Verdicts)
+    create_workspace(task)  ->  build_toolset(workspace, this episode's environment, local or sandboxed Bash)
+      ->  run_episode(model, tools, checks file)  ->  judge.judge_workspace(final workspace, best snapshot)
+      ->  EpisodeResult (typed Verdicts)
 
 The judge is the sandbox's interface (`WorkspaceJudge`: a LocalPool, a RayPool or a SandboxClient);
 a candidate's failure comes back as a Verdict, ours as an `InfraError`, which this raises on for the
@@ -22,8 +23,10 @@ from typing import Any, Protocol
 
 from cuda_agent.agent.loop import EpisodeConfig, EpisodeResult, run_episode
 from cuda_agent.agent.models.base import Model
+from cuda_agent.agent.tools import CommandRunner, build_toolset
 from cuda_agent.types import Task, Turn, Verdict
-from cuda_agent.workspace import create_workspace
+from cuda_agent.workspace import create_workspace, is_editable
+from cuda_agent.workspace.checks import CHECKS_FILE_ENV
 
 
 class WorkspaceJudge(Protocol):
@@ -52,6 +55,7 @@ def run_task_episode(
     judge_config: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     on_turn: Callable[[Turn], None] | None = None,
+    commands: CommandRunner | None = None,
 ) -> EpisodeResult:
     """Run one episode of `task` in a fresh workspace under `out_dir` and judge it.
 
@@ -65,6 +69,8 @@ def run_task_episode(
         judge_config: JudgeConfig fields for the final judgements (the device is set from `device`).
         env: more of the shell's environment (e.g. the sandbox service that judges utils/ verification).
         on_turn: called with each finished turn.
+        commands: run the agent's Bash commands as sandbox jobs through this pool or service client (the
+            workspace must be where it can read it); None: in a persistent shell on this machine.
 
     Raises:
         InfraError: the judgement failed for a reason of ours; the trajectory records it as `judge_error`.
@@ -75,5 +81,11 @@ def run_task_episode(
     def score(folder: Path) -> Verdict:
         return judge.judge_workspace(task, folder, settings)
 
-    shell = {**shell_env(), **(env or {})}
-    return run_episode(model, root, task.ref, out_dir, score, config, on_turn=on_turn, env=shell)
+    # Outside the workspace (file tools cannot reach it); writable by the sandbox's unprivileged user.
+    checks = out_dir / "checks.jsonl"
+    checks.write_text("")
+    checks.chmod(0o666)
+    shell = {**shell_env(), **(env or {}), CHECKS_FILE_ENV: str(checks.resolve())}
+    limits = (config or EpisodeConfig()).tools
+    with build_toolset(root, is_editable, limits, shell, commands) as tools:
+        return run_episode(model, tools, root, task.ref, out_dir, score, config, on_turn=on_turn, checks=checks)

@@ -7,31 +7,33 @@ the best snapshot the agent verified along the way are scored through `score` (t
 judge), and the better verdict is the episode's; its reward is the judge's. A failure of ours while
 scoring (an `InfraError`) is written to the trajectory as `judge_error` and raised: the episode has no
 verdict and no reward, and whoever runs it drops it (episode.py).
+
+Snapshots come from the checks the workspace's tools record (workspace/checks.py), never from
+printed text: after each turn the loop reads the checks file and snapshots the workspace when a
+check passed on the kernels it holds now (same editable digest).
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.agent.context import ContextBudget
 from cuda_agent.agent.models.base import Model
-from cuda_agent.agent.tools import ToolsConfig, build_toolset
+from cuda_agent.agent.tools import ToolsConfig, ToolSet
 from cuda_agent.agent.trajectory import TrajectoryWriter
 from cuda_agent.errors import ContextLengthError, InfraError
-from cuda_agent.types import ToolResult, Turn, Verdict
-from cuda_agent.workspace.layout import is_editable
+from cuda_agent.types import EpisodeEnd, Turn, Verdict
+from cuda_agent.workspace.checks import CheckReader, editable_digest
 
 Score = Callable[[Path], Verdict]
 """Judges a workspace folder through the sandbox. A candidate's failure is a Verdict; ours raises InfraError."""
 
-_PROFILED = re.compile(r"profiling: reward (-?\d)")
+PROMPTS = Path(__file__).parent / "prompts"
 
 
 class EpisodeConfig(BaseModel):
@@ -52,7 +54,7 @@ class EpisodeResult(BaseModel):
     verdict: Verdict = Field(description="The episode's verdict (the better of final and snapshot).")
     final: Verdict = Field(description="The final workspace's verdict (a trainer's reward comes from this one).")
     solution: Path = Field(description="The folder the episode's verdict was given to (workspace or snapshot).")
-    exit_status: str = Field(description="finished, turn_limit, token_budget or context_length.")
+    exit_status: EpisodeEnd = Field(description="What ended the episode: finished, turn_limit, token_budget, ...")
     turns: int = Field(description="Model turns taken.")
     judge_s: list[float] = Field(default_factory=list, description="Seconds of each judgement at the end, in order.")
 
@@ -62,43 +64,35 @@ class EpisodeResult(BaseModel):
         return self.verdict.reward
 
 
-def system_prompt(root: Path) -> str:
-    """SKILL.md of the workspace, introduced as the agent's instructions."""
-    skill = (root / "SKILL.md").read_text()
-    return (
-        "You are an expert CUDA and C++ performance engineer working in a workspace through tools "
-        "(Bash, Read, Write, Edit, MultiEdit, Glob, Grep). Paths are relative to the workspace. "
-        "Reply without a tool call only when you are done.\n\n" + skill
-    )
+def _render(name: str, **values: object) -> str:
+    import jinja2
+
+    template = jinja2.Template((PROMPTS / name).read_text(), undefined=jinja2.StrictUndefined)
+    return template.render(**values).strip()
+
+
+def system_prompt(root: Path, tools: list[str]) -> str:
+    """SKILL.md of the workspace, introduced as the agent's instructions (prompts/system.md.jinja)."""
+    return _render("system.md.jinja", tools=", ".join(tools), skill=(root / "SKILL.md").read_text())
 
 
 def task_prompt(task_ref: str) -> str:
-    return (
-        f"Task {task_ref}: the reference is model.py. Write model_new.py and kernels/ so that ModelNew is correct and "
-        "faster than torch.compile, following SKILL.md. Start by reading model.py."
-    )
+    return _render("task.md.jinja", ref=task_ref)
 
 
-def _editable_digest(root: Path) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        if path.is_file() and is_editable(rel):
-            digest.update(rel.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
+def _checked_score(checks: CheckReader | None, root: Path) -> tuple[int, str] | None:
+    """The best score of the checks this turn recorded on the workspace as it is now, with its digest.
 
-
-def _snapshot_score(results: list[ToolResult]) -> int | None:
-    """How good the workspace was when a tool in this turn checked it: profiled reward, or 1 for a PASS."""
-    best = None
-    for result in results:
-        if result.name != "Bash" or result.is_error:
-            continue
-        found = [int(m) for m in _PROFILED.findall(result.output)]
-        score = max(found) if found else (1 if "verification: PASS" in result.output else None)
-        if score is not None and (best is None or score > best):
-            best = score
-    return best
+    A check of kernels since changed (the agent edited after checking) does not count. The checks file can
+    be forged (the agent's shell can write it): a forged check costs at most one extra judgement, because a
+    snapshot becomes the episode's verdict only by being judged afresh in `_score_episode`.
+    """
+    found = checks.new() if checks is not None else []
+    if not found:
+        return None
+    digest = editable_digest(root)
+    scores = [c.score for c in found if c.digest == digest and c.score is not None]
+    return (max(scores), digest) if scores else None
 
 
 def _snapshot(root: Path, dest: Path) -> None:
@@ -107,84 +101,96 @@ def _snapshot(root: Path, dest: Path) -> None:
 
 def run_episode(
     model: Model,
+    tools: ToolSet,
     root: Path,
     task_ref: str,
     out_dir: Path,
     score: Score,
     config: EpisodeConfig | None = None,
     on_turn: Callable[[Turn], None] | None = None,
-    env: Mapping[str, str] | None = None,
+    checks: Path | None = None,
 ) -> EpisodeResult:
     """Run one episode in the workspace `root`; write the trajectory and snapshots under `out_dir`.
 
     Args:
         model: the backend (OpenAI-compatible server, transformers, or a replay).
+        tools: the episode's tools on `root` (the caller builds and closes them: episode.py).
         root: a workspace made by `create_workspace`.
         task_ref: the task's reference, for the prompt and the trajectory.
         out_dir: where trajectory.jsonl and snapshots/ go.
         score: judges a folder through the sandbox: its Verdict, or InfraError for a failure of ours.
         config: limits; the paper's training values by default.
         on_turn: called with each finished turn (progress display).
-        env: environment variables of this episode's shell (PATH, the sandbox's URL), on top of ours.
+        checks: the file the workspace's tools record their checks in (the tools' CUDA_AGENT_CHECKS_FILE);
+            None: no snapshots.
 
     Raises:
         InfraError: scoring failed for a reason of ours (the trajectory says so in `judge_error`).
     """
     config = config or EpisodeConfig()
     out_dir.mkdir(parents=True, exist_ok=True)
-    prompt = [{"role": "system", "content": system_prompt(root)}, {"role": "user", "content": task_prompt(task_ref)}]
+    schemas = tools.schemas()
+    names = [s["function"]["name"] for s in schemas]
+    prompt = [
+        {"role": "system", "content": system_prompt(root, names)},
+        {"role": "user", "content": task_prompt(task_ref)},
+    ]
+    reader = CheckReader(checks) if checks is not None else None
     best: tuple[int, Path, str] | None = None  # (score, snapshot folder, content digest)
-    exit_status, turns = "turn_limit", 0
-    with build_toolset(root, is_editable, config.tools, env) as tools:
-        schemas = tools.schemas()
-        budget = ContextBudget(config.max_tokens, counter=lambda msgs: model.count_tokens(msgs, schemas))
-        meta = {"workspace": str(root), "config": config.model_dump()}
-        with TrajectoryWriter(out_dir / "trajectory.jsonl", task_ref, model.name, prompt, schemas, meta) as writer:
-            messages = list(prompt)
-            for index in range(config.max_turns):
-                if budget.exhausted(messages, config.reserve_tokens):
-                    exit_status = "token_budget"
-                    break
-                started = time.monotonic()
-                try:
-                    reply = model.complete(messages, schemas)
-                except ContextLengthError:
-                    exit_status = "context_length"
-                    break
-                model_s = time.monotonic() - started
-                messages.append(reply.message())
-                budget.observe(messages, reply.prompt_tokens, reply.completion_tokens)
-                started = time.monotonic()
-                results = [tools.execute(call) for call in reply.tool_calls]
-                turn = reply.to_turn(index, results, model_s, time.monotonic() - started)
-                messages.extend(turn.messages()[1:])
-                writer.append(turn)
-                turns = index + 1
-                if on_turn is not None:
-                    on_turn(turn)
-                checked = _snapshot_score(results)
-                if checked is not None and (best is None or checked >= best[0]):
-                    dest = out_dir / "snapshots" / f"turn_{index:03d}"
-                    _snapshot(root, dest)
-                    best = (checked, dest, _editable_digest(root))
-                if not reply.tool_calls:
-                    exit_status = "finished"
-                    break
-            return _score_episode(writer, root, best, score, exit_status, turns)
+    exit_status, turns = EpisodeEnd.TURN_LIMIT, 0
+    budget = ContextBudget(config.max_tokens, counter=lambda msgs: model.count_tokens(msgs, schemas))
+    meta = {"workspace": str(root), "config": config.model_dump()}
+    with TrajectoryWriter(out_dir / "trajectory.jsonl", task_ref, model.name, prompt, schemas, meta) as writer:
+        messages = list(prompt)
+        for index in range(config.max_turns):
+            if budget.exhausted(messages, config.reserve_tokens):
+                exit_status = EpisodeEnd.TOKEN_BUDGET
+                break
+            started = time.monotonic()
+            try:
+                reply = model.complete(messages, schemas)
+            except ContextLengthError:
+                exit_status = EpisodeEnd.CONTEXT_LENGTH
+                break
+            model_s = time.monotonic() - started
+            messages.append(reply.message())
+            budget.observe(messages, reply.prompt_tokens, reply.completion_tokens)
+            started = time.monotonic()
+            results = [tools.execute(call) for call in reply.tool_calls]
+            turn = reply.to_turn(index, results, model_s, time.monotonic() - started)
+            messages.extend(turn.messages()[1:])
+            writer.append(turn)
+            turns = index + 1
+            if on_turn is not None:
+                on_turn(turn)
+            checked = _checked_score(reader, root)
+            if checked is not None and (best is None or checked[0] >= best[0]):
+                dest = out_dir / "snapshots" / f"turn_{index:03d}"
+                _snapshot(root, dest)
+                best = (checked[0], dest, checked[1])
+            if not reply.tool_calls:
+                exit_status = EpisodeEnd.FINISHED
+                break
+        return _score_episode(writer, root, best, score, exit_status, turns)
 
 
 def _score_episode(
-    writer: TrajectoryWriter, root: Path, best: tuple[int, Path, str] | None, score: Score, exit_status: str, turns: int
+    writer: TrajectoryWriter,
+    root: Path,
+    best: tuple[int, Path, str] | None,
+    score: Score,
+    exit_status: EpisodeEnd,
+    turns: int,
 ) -> EpisodeResult:
     """Judge the final workspace, and the best snapshot when its kernels differ; the better verdict is the
     episode's. Writes the trajectory's end line, with `judge_error` (and re-raises) when judging failed on our side."""
     ended = {
         "exit_status": exit_status,
-        "terminated": exit_status == "finished",
-        "truncated": exit_status != "finished",
+        "terminated": exit_status is EpisodeEnd.FINISHED,
+        "truncated": exit_status is not EpisodeEnd.FINISHED,
     }
     folders = [root]
-    if best is not None and best[2] != _editable_digest(root):
+    if best is not None and best[2] != editable_digest(root):
         folders.append(best[1])
     judged, seconds = [], []
     try:

@@ -3,7 +3,7 @@
 Layout, one JSON object per line:
     {"type": "header", "task": ..., "model": ..., "prompt": [...], "tools": [...], "started_at": ..., "metadata": {...}}
     {"type": "turn", "index": 0, "content": ..., "tool_calls": [...], "tool_results": [...], ...}   (one per turn)
-    {"type": "end", "verdict": {...}, "reward": 3, "exit_status": "Submitted", "terminated": true, "truncated": false,
+    {"type": "end", "verdict": {...}, "reward": 3, "exit_status": "finished", "terminated": true, "truncated": false,
      "judge_error": null}
 
 `read_trajectory` rebuilds a `Trajectory` (types.py); a file without its end line (the writer
@@ -45,7 +45,7 @@ class TrajectoryWriter:
     Example:
         >>> with TrajectoryWriter(out / "trajectory.jsonl", task.ref, model.name, prompt, schemas) as writer:
         ...     writer.append(model_turn.to_turn(i, results, model_s, tools_s))  # doctest: +SKIP
-        ...     writer.finish(verdict=verdict, reward=verdict.reward, exit_status="Submitted", terminated=True)
+        ...     writer.finish(verdict=verdict, reward=verdict.reward, exit_status="finished", terminated=True)
     """
 
     def __init__(

@@ -101,7 +101,9 @@ def run_rollout(
     # The model enforces the response budget itself (ContextLengthError); no reserve is needed here.
     limits = EpisodeConfig(max_turns=config.max_turns, max_tokens=max_context_tokens, reserve_tokens=0)
     with sandbox_judge(config) as judge:
-        result = run_task_episode(task, model, judge, episode_dir, config.device, limits, env=env)
+        # With a sandbox service, the agent's commands run there too (isolated, killable), not on the trainer.
+        commands = judge if config.sandbox_url else None
+        result = run_task_episode(task, model, judge, episode_dir, config.device, limits, env=env, commands=commands)
     return result, result.judge_s
 
 

@@ -212,6 +212,14 @@ class JobResult(_Record):
             raise SandboxError(f"job {self.job_id} was cancelled (or its pool shut down) before a verdict")
         raise error_class(self.error_type)(self.error or f"job {self.job_id} ended {self.status} without a verdict")
 
+    def command_or_raise(self) -> CommandResult:
+        """The outcome of a command job that ran; otherwise the job's error, raised as its own type (as above)."""
+        if self.status == "done" and self.command is not None:
+            return self.command
+        if self.status == "cancelled":
+            raise SandboxError(f"job {self.job_id} was cancelled (or its pool shut down) before its command ended")
+        raise error_class(self.error_type)(self.error or f"job {self.job_id} ended {self.status} without a result")
+
 
 def error_class(name: str | None) -> type[Error]:
     """Our exception class called `name` (as JobResult.error_type names it); SandboxError for anything unknown."""

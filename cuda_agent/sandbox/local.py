@@ -35,7 +35,7 @@ from cuda_agent.sandbox.execution import (
     stage_fields,
     stage_timeout_s,
 )
-from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, PoolMetrics, make_judge_job
+from cuda_agent.sandbox.jobs import CommandJob, CommandResult, JobResult, JudgeJob, PoolMetrics, make_judge_job
 from cuda_agent.sandbox.limits import SandboxLimits
 from cuda_agent.sandbox.slots import SlotQueue
 from cuda_agent.sandbox.stats import PoolStats, detect_gpus
@@ -164,6 +164,10 @@ class LocalPool:
     ) -> Verdict:
         """The verdict of a workspace folder (or solution file) on this machine, as `SandboxClient.judge_workspace`."""
         return self.run(make_judge_job(task, Path(workspace), config)).verdict_or_raise()
+
+    def run_command(self, argv: list[str], cwd: str, timeout_s: float = 600.0, **fields: Any) -> CommandResult:
+        """Run a command in a workspace folder, as `SandboxClient.run_command` (SandboxError if it got no result)."""
+        return self.run(CommandJob(argv=argv, cwd=cwd, timeout_s=timeout_s, **fields)).command_or_raise()
 
     def cancel(self, job_id: str) -> bool:
         """Cancel a job that is waiting or running; its result has status 'cancelled'. False if unknown or done."""

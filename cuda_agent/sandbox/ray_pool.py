@@ -25,7 +25,7 @@ from typing import Any
 from cuda_agent.errors import SandboxError
 from cuda_agent.judge.config import JudgeConfig
 from cuda_agent.sandbox.execution import StageHandle, run_job
-from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, PoolMetrics, make_judge_job
+from cuda_agent.sandbox.jobs import CommandJob, CommandResult, JobResult, JudgeJob, PoolMetrics, make_judge_job
 from cuda_agent.sandbox.limits import SandboxLimits
 from cuda_agent.sandbox.local import PoolFullError, check_gpu
 from cuda_agent.sandbox.slots import SlotQueue
@@ -170,6 +170,10 @@ class RayPool:
     ) -> Verdict:
         """The verdict of a workspace folder (or solution file) on this machine, as `SandboxClient.judge_workspace`."""
         return self.run(make_judge_job(task, Path(workspace), config)).verdict_or_raise()
+
+    def run_command(self, argv: list[str], cwd: str, timeout_s: float = 600.0, **fields: Any) -> CommandResult:
+        """Run a command in a workspace folder, as `SandboxClient.run_command` (SandboxError if it got no result)."""
+        return self.run(CommandJob(argv=argv, cwd=cwd, timeout_s=timeout_s, **fields)).command_or_raise()
 
     def cancel(self, job_id: str) -> bool:
         with self._lock:

@@ -19,6 +19,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Literal
 
 from cuda_agent.errors import Error
 from cuda_agent.judge.build import trim_compile_log
@@ -26,6 +27,7 @@ from cuda_agent.judge.config import JudgeConfig
 from cuda_agent.judge.pipeline import judge, reference_timings
 from cuda_agent.types import Task, Verdict
 from cuda_agent.workspace import build_tree, read_task_record, tampered_files
+from cuda_agent.workspace.checks import WorkspaceCheck, editable_digest, record_check
 
 SANDBOX_URL_ENV, SANDBOX_TOKEN_ENV = "CUDA_AGENT_SANDBOX_URL", "CUDA_AGENT_SANDBOX_TOKEN"
 
@@ -39,6 +41,17 @@ def _judge(task: Task, root: Path, config: JudgeConfig) -> Verdict:
 
     with SandboxClient(url, token=os.environ.get(SANDBOX_TOKEN_ENV) or None) as client:
         return client.judge_workspace(task, root.resolve(), config)
+
+
+def _checked(tool: Literal["verification", "profiling"], task: Task, root: Path, config: JudgeConfig) -> Verdict:
+    """`_judge`, and the check recorded for the agent loop (checks.py): the loop reads this, not the printout."""
+    digest = editable_digest(root)  # the kernels judged: taken first, so a later edit cannot borrow the result
+    verdict = _judge(task, root, config)
+    check = WorkspaceCheck(
+        tool=tool, verdict=verdict.verdict, correct=verdict.correct, reward=verdict.reward, digest=digest
+    )
+    record_check(check)
+    return verdict
 
 
 def _load(root: Path, tool: str) -> tuple[Task, str] | None:
@@ -121,7 +134,7 @@ def verification_command(argv: list[str], root: Path | None = None) -> int:
         return 1
     task, device = loaded
     try:
-        verdict = _judge(task, root, JudgeConfig(device=device, time=False))
+        verdict = _checked("verification", task, root, JudgeConfig(device=device, time=False))
     except Error as exc:  # the sandbox service refused or is unreachable: ours, said plainly
         print(f"verification: {exc}")
         return 1
@@ -149,7 +162,7 @@ def profiling_command(argv: list[str], root: Path | None = None) -> int:
             print(f"torch.compile failed here, so eager is the bar: {base.compile_error[:300]}")
         return 0
     try:
-        verdict = _judge(task, root, config)
+        verdict = _checked("profiling", task, root, config)
     except Error as exc:
         print(f"profiling: {exc}")
         return 1

@@ -16,12 +16,13 @@ from cuda_agent.agent.demo import scripted_turns
 from cuda_agent.agent.episode import run_task_episode
 from cuda_agent.agent.loop import EpisodeConfig, run_episode
 from cuda_agent.agent.models.base import ModelTurn
-from cuda_agent.agent.tools import ToolsConfig
+from cuda_agent.agent.tools import ToolsConfig, build_toolset
 from cuda_agent.cli import run_agent_episode
 from cuda_agent.errors import JudgeInfraError
 from cuda_agent.tasks import Catalog
-from cuda_agent.types import ToolCall, Verdict
-from cuda_agent.workspace import create_workspace
+from cuda_agent.types import Task, ToolCall, Verdict
+from cuda_agent.workspace import create_workspace, is_editable
+from cuda_agent.workspace.checks import CHECKS_FILE_ENV, WorkspaceCheck, editable_digest
 from tests.agent.fake_openai import FakeOpenAI, completion
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +78,7 @@ def test_full_episode_from_a_real_http_model_to_a_passing_reward(
 
 def test_turn_limit_ends_the_episode(ws: Path, tmp_path: Path) -> None:
     model = ReplayModel([_turn(_call("Glob", pattern="*.py"))] * 5)
-    result = run_episode(model, ws, "examples/relu", tmp_path / "out", _fake_score, EpisodeConfig(max_turns=3))
+    result = _run(model, ws, tmp_path / "out", _fake_score, EpisodeConfig(max_turns=3))
     assert result.exit_status == "turn_limit" and result.turns == 3
     trajectory = read_trajectory(result.trajectory)
     assert trajectory.truncated and not trajectory.terminated and trajectory.reward == -1
@@ -87,7 +88,7 @@ def test_token_budget_ends_the_episode(ws: Path, tmp_path: Path) -> None:
     big = "x" * 20_000
     model = ReplayModel([_turn(_call("Grep", pattern=big))] * 10)
     config = EpisodeConfig(max_turns=10, max_tokens=8192, reserve_tokens=1024)
-    result = run_episode(model, ws, "examples/relu", tmp_path / "out", _fake_score, config)
+    result = _run(model, ws, tmp_path / "out", _fake_score, config)
     assert result.exit_status == "token_budget" and 0 < result.turns < 10
 
 
@@ -98,7 +99,7 @@ def test_malformed_call_and_protected_file_are_answered_and_the_episode_goes_on(
         [_turn(bad_json), _turn(_call("Read", path="utils/verification.py")), _turn(protected), _turn(content="done")]
     )
     before = (ws / "utils" / "verification.py").read_text()
-    result = run_episode(model, ws, "examples/relu", tmp_path / "out", _fake_score, EpisodeConfig(max_turns=10))
+    result = _run(model, ws, tmp_path / "out", _fake_score, EpisodeConfig(max_turns=10))
     assert result.exit_status == "finished" and result.turns == 4
     turns = read_trajectory(result.trajectory).turns
     assert turns[0].tool_results[0].is_error and "JSON" in turns[0].tool_results[0].output
@@ -111,27 +112,60 @@ def test_hung_command_is_killed_and_reported(ws: Path, tmp_path: Path) -> None:
         [_turn(_call("Bash", command="sleep 600")), _turn(_call("Bash", command="echo alive")), _turn(content="done")]
     )
     config = EpisodeConfig(max_turns=5, tools=ToolsConfig(bash_timeout_s=2))
-    result = run_episode(model, ws, "examples/relu", tmp_path / "out", _fake_score, config)
+    result = _run(model, ws, tmp_path / "out", _fake_score, config)
     turns = read_trajectory(result.trajectory).turns
     assert turns[0].tool_results[0].is_error and turns[0].tools_s < 30
     assert "alive" in turns[1].tool_results[0].output
 
 
-def test_best_verified_snapshot_is_scored_beside_the_final_workspace(ws: Path, tmp_path: Path) -> None:
-    # The agent "verifies" (a Bash output with PASS), then breaks model_new.py: both states are judged.
+def _run(model, ws: Path, out: Path, score, config: EpisodeConfig | None = None, commands=None):
+    """run_episode with the tools episode.py gives it: the checks file named in the shell's environment."""
+    out.mkdir(parents=True, exist_ok=True)
+    checks = out / "checks.jsonl"
+    limits = (config or EpisodeConfig()).tools
+    with build_toolset(ws, is_editable, limits, {CHECKS_FILE_ENV: str(checks)}, commands) as tools:
+        return run_episode(model, tools, ws, "examples/relu", out, score, config, checks=checks)
+
+
+def _recorded_pass(ws: Path) -> str:
+    """A Bash command that records a passing check of the workspace as it is now, as utils/verification does."""
+    check = WorkspaceCheck(tool="verification", verdict="pass", correct=True, reward=1, digest=editable_digest(ws))
+    return f"echo '{check.model_dump_json()}' >> \"${CHECKS_FILE_ENV}\""
+
+
+def test_best_checked_snapshot_is_scored_beside_the_final_workspace(ws: Path, tmp_path: Path) -> None:
+    # A check is recorded (here written by hand: a forged record costs one extra judgement, no more), then the
+    # agent breaks model_new.py: the snapshot is judged afresh beside the final workspace.
     model = ReplayModel(
         [
-            _turn(_call("Bash", command="echo verification: PASS")),
+            _turn(_call("Bash", command=_recorded_pass(ws))),
             _turn(_call("Read", path="model_new.py")),
             _turn(_call("Write", path="model_new.py", content="broken = True\n")),
             _turn(content="done"),
         ]
     )
     _fake_score.folders.clear()
-    result = run_episode(model, ws, "examples/relu", tmp_path / "out", _fake_score, EpisodeConfig(max_turns=10))
+    result = _run(model, ws, tmp_path / "out", _fake_score, EpisodeConfig(max_turns=10))
     assert _fake_score.folders[0] == ws and _fake_score.folders[1].name == "turn_000"
     assert "broken" not in (_fake_score.folders[1] / "model_new.py").read_text()
     assert len(result.judge_s) == 2 and result.solution == ws  # a tie keeps the final workspace
+
+
+def test_printed_results_and_checks_of_other_kernels_take_no_snapshot(ws: Path, tmp_path: Path) -> None:
+    stale = _recorded_pass(ws)  # recorded for the kernels as they are now, then replayed after an edit
+    model = ReplayModel(
+        [
+            _turn(_call("Bash", command="echo verification: PASS; echo 'profiling: reward 3'")),
+            _turn(_call("Read", path="model_new.py")),
+            _turn(_call("Write", path="model_new.py", content="changed = True\n"), _call("Bash", command=stale)),
+            _turn(content="done"),
+        ]
+    )
+    _fake_score.folders.clear()
+    result = _run(model, ws, tmp_path / "out", _fake_score, EpisodeConfig(max_turns=10))
+    assert "verification: PASS" in read_trajectory(result.trajectory).turns[0].tool_results[0].output
+    assert "changed" in (ws / "model_new.py").read_text()
+    assert not (tmp_path / "out" / "snapshots").exists() and _fake_score.folders == [ws]
 
 
 def test_our_failure_while_judging_is_recorded_and_raised_never_scored(ws: Path, tmp_path: Path) -> None:
@@ -139,7 +173,7 @@ def test_our_failure_while_judging_is_recorded_and_raised_never_scored(ws: Path,
         raise JudgeInfraError("the judge ran out of memory in its own comparison")
 
     with pytest.raises(JudgeInfraError):
-        run_episode(ReplayModel([_turn(content="done")]), ws, "examples/relu", tmp_path / "out", failing)
+        _run(ReplayModel([_turn(content="done")]), ws, tmp_path / "out", failing)
     trajectory = read_trajectory(tmp_path / "out" / "trajectory.jsonl")
     assert trajectory.complete and trajectory.verdict is None and trajectory.reward is None
     assert trajectory.judge_error == "JudgeInfraError: the judge ran out of memory in its own comparison"
@@ -148,7 +182,7 @@ def test_our_failure_while_judging_is_recorded_and_raised_never_scored(ws: Path,
 
 def test_the_episode_runner_gives_the_shell_its_python_without_changing_ours(tmp_path: Path) -> None:
     class Judge:
-        def judge_workspace(self, task: str, workspace: Path, config: dict | None = None) -> Verdict:
+        def judge_workspace(self, task: Task, workspace: Path, config: dict | None = None) -> Verdict:
             self.asked = (task, workspace, config)
             return Verdict(task="examples/relu", verdict="rejected", reward=-1, correct=False)
 
@@ -159,7 +193,7 @@ def test_the_episode_runner_gives_the_shell_its_python_without_changing_ours(tmp
     assert dict(os.environ) == environ
     output = read_trajectory(result.trajectory).turns[0].tool_results[0].output
     assert output.split() == [str(Path(sys.executable).parent / "python"), "per-episode"]
-    assert judge.asked == (task.code, tmp_path / "ep" / "workspace", {"device": "cpu"})
+    assert judge.asked == (task, tmp_path / "ep" / "workspace", {"device": "cpu"})  # the Task: its name travels
     assert result.verdict.verdict == "rejected" and result.final == result.verdict
 
 

@@ -48,7 +48,7 @@ def run_episode(model, workspace: Path, path: Path, turns: int = 3, finish: bool
             writer.append(turn)
         if finish:
             verdict = Verdict(task="examples/relu", verdict="pass", reward=3, correct=True)
-            writer.finish(verdict, 3, "Submitted", terminated=True)
+            writer.finish(verdict, 3, "finished", terminated=True)
     return messages
 
 
@@ -56,7 +56,7 @@ def test_round_trip_and_replay_reproduce_the_episode(workspace: Path, tmp_path: 
     path = tmp_path / "run" / "trajectory.jsonl"
     messages = run_episode(ReplayModel(SCRIPT), workspace, path)
     trajectory = read_trajectory(path)
-    assert trajectory.complete and trajectory.exit_status == "Submitted" and trajectory.reward == 3
+    assert trajectory.complete and trajectory.exit_status == "finished" and trajectory.reward == 3
     assert trajectory.terminated and not trajectory.truncated
     assert trajectory.verdict.verdict == "pass"
     assert trajectory.messages() == messages

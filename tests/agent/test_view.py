@@ -70,7 +70,7 @@ def write_trajectory(path: Path) -> Path:
         for turn in turns:
             writer.append(turn)
         final = Verdict.model_validate({**verdict, "verdict": "pass", "reward": 3, "message": ""})
-        writer.finish(final, 3, "Submitted", terminated=True)
+        writer.finish(final, 3, "finished", terminated=True)
     return path
 
 

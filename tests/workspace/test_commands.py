@@ -14,6 +14,7 @@ import pytest
 from cuda_agent.judge import JudgeConfig, judge
 from cuda_agent.tasks import Catalog
 from cuda_agent.workspace import create_workspace
+from cuda_agent.workspace.checks import CHECKS_FILE_ENV, CheckReader, editable_digest
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions" / "workspaces"
@@ -27,8 +28,9 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _run(root: Path, *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(list(argv), cwd=root, env=_env(), capture_output=True, text=True, timeout=600)
+def _run(root: Path, *argv: str, checks: Path | None = None) -> subprocess.CompletedProcess:
+    env = _env() | ({CHECKS_FILE_ENV: str(checks)} if checks else {})
+    return subprocess.run(list(argv), cwd=root, env=env, capture_output=True, text=True, timeout=600)
 
 
 def _workspace(tmp_path: Path, ref: str, device: str, solution: str) -> Path:
@@ -44,14 +46,21 @@ def test_cpu_workspace_from_kernel_to_passing_verdict(tmp_path: Path) -> None:
     root = _workspace(tmp_path, "examples/relu", "cpu", "examples_relu_cpu")
     compiled = _run(root, "bash", "utils/compile.sh")
     assert compiled.returncode == 0 and "compile: OK" in compiled.stdout, compiled.stdout + compiled.stderr
-    verified = _run(root, sys.executable, "-m", "utils.verification")
+    checks = tmp_path / "checks.jsonl"  # what the agent loop reads (the printout is for the model)
+    verified = _run(root, sys.executable, "-m", "utils.verification", checks=checks)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     lines = verified.stdout.splitlines()
     assert lines[-1] == "verification: PASS"
     assert sum(line.startswith("[pass] trial") for line in lines) == 5 and "Traceback" not in verified.stderr
-    profiled = _run(root, sys.executable, "-m", "utils.profiling")
+    profiled = _run(root, sys.executable, "-m", "utils.profiling", checks=checks)
     assert profiled.returncode == 0, profiled.stdout + profiled.stderr
     assert "torch.compile" in profiled.stdout and "profiling: reward" in profiled.stdout
+    recorded = CheckReader(checks).new()
+    assert [(c.tool, c.verdict, c.digest) for c in recorded] == [
+        ("verification", "pass", editable_digest(root)),
+        ("profiling", "pass", editable_digest(root)),
+    ]
+    assert f"profiling: reward {recorded[1].reward} " in profiled.stdout and recorded[1].score == recorded[1].reward
     verdict = judge(Catalog().resolve("examples/relu"), root, JudgeConfig(device="cpu", time=False))
     assert verdict.verdict == "pass" and verdict.reward == 1, verdict.message
 

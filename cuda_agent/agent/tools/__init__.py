@@ -1,13 +1,14 @@
 """The agent's tools: Bash, Read, Write, Edit, MultiEdit, Glob, Grep, and the `ToolSet` that runs them."""
 
 from cuda_agent.agent.tools.base import EditablePredicate, Observation, Tool, ToolError, Workspace
-from cuda_agent.agent.tools.bash import BashTool, PersistentShell, agent_env
+from cuda_agent.agent.tools.bash import BashTool, CommandRunner, PersistentShell, SandboxShell, agent_env
 from cuda_agent.agent.tools.files import EditTool, MultiEditTool, ReadTool, WriteTool
 from cuda_agent.agent.tools.search import GlobTool, GrepTool
 from cuda_agent.agent.tools.toolset import ToolsConfig, ToolSet, build_toolset
 
 __all__ = [
     "BashTool",
+    "CommandRunner",
     "EditTool",
     "EditablePredicate",
     "GlobTool",
@@ -16,6 +17,7 @@ __all__ = [
     "Observation",
     "PersistentShell",
     "ReadTool",
+    "SandboxShell",
     "Tool",
     "ToolError",
     "ToolSet",

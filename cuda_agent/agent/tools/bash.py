@@ -27,7 +27,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from cuda_agent.agent.tools.base import Observation, ToolError, function_schema
 
@@ -210,6 +210,61 @@ class PersistentShell:
         return self.root.name if path == self.root else f"{self.root.name}/{path.relative_to(self.root).as_posix()}"
 
 
+class CommandOutcome(Protocol):
+    """How a sandboxed command ended (the sandbox's CommandResult; named structurally, because the agent may
+    not import the sandbox's records: they reach the judge's config, which the agent must not)."""
+
+    @property
+    def exit_code(self) -> int | None: ...
+    @property
+    def stdout(self) -> str: ...
+    @property
+    def stderr(self) -> str: ...
+    @property
+    def timed_out(self) -> bool: ...
+    @property
+    def tampered(self) -> list[str]: ...
+
+
+class CommandRunner(Protocol):
+    """Runs one command as a sandbox job: `LocalPool`, `RayPool` and `SandboxClient` all fit.
+
+    Raises InfraError (SandboxError, PoolFullError, ...) when the sandbox could not run it.
+    """
+
+    def run_command(self, argv: list[str], cwd: str, timeout_s: float = 600.0, **fields: Any) -> CommandOutcome: ...
+
+
+class SandboxShell:
+    """Runs each command as a sandbox `CommandJob` in the workspace: hardened limits, no network, the candidate's
+    unprivileged user where it can reach the workspace, and its whole process tree killed at the time limit.
+
+    Unlike PersistentShell, nothing carries over between commands: each starts in the workspace root in a fresh
+    shell (the model is told so in the tool's description). Whether a sandbox or the local shell runs an episode's
+    commands is chosen in one place, the episode runner (agent/episode.py).
+    """
+
+    def __init__(self, runner: CommandRunner, root: Path, env: Mapping[str, str] | None = None) -> None:
+        self.runner, self.root = runner, Path(root).resolve()
+        self.env = dict(env) if env is not None else agent_env()
+
+    def run(self, command: str, timeout_s: float, cap_bytes: int) -> ShellResult:
+        """Run one command; a sandbox that cannot run it raises InfraError (ours, not the model's)."""
+        argv = ["bash", "--noprofile", "--norc", "-c", f"{{\n{command}\n}} < /dev/null 2>&1"]
+        result = self.runner.run_command(argv, str(self.root), timeout_s=timeout_s, output_cap=cap_bytes, env=self.env)
+        notes = [f"the command ran past its {timeout_s:g} s limit and was killed with everything it started"]
+        notes = notes if result.timed_out else []
+        if result.tampered:
+            notes.append(f"the command changed protected files, which were restored: {', '.join(result.tampered)}")
+        cut = _CUT.search(result.stdout)
+        return ShellResult(
+            result.stdout + result.stderr, result.exit_code, result.timed_out, int(cut[1]) if cut else 0, notes
+        )
+
+
+_CUT = re.compile(r"\n\[\.\.\. (\d+) characters cut \.\.\.\]\n")  # trim()'s note in the sandbox's output
+
+
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
@@ -220,16 +275,26 @@ class BashTool:
     name = "Bash"
 
     def __init__(
-        self, root: Path, timeout_s: float = 600.0, output_cap_bytes: int = 30_000, env: Mapping[str, str] | None = None
+        self,
+        root: Path,
+        timeout_s: float = 600.0,
+        output_cap_bytes: int = 30_000,
+        env: Mapping[str, str] | None = None,
+        shell: PersistentShell | SandboxShell | None = None,
     ) -> None:
         self.timeout_s, self.output_cap_bytes = timeout_s, output_cap_bytes
-        self.shell = PersistentShell(root, env)
+        self.shell = shell if shell is not None else PersistentShell(root, env)
 
     def schema(self) -> dict[str, Any]:
         return function_schema(
             self.name,
-            "Run a bash command in a persistent shell that starts in the workspace root (cd and variables persist). "
-            "stdin is empty; stdout and stderr are combined; long output keeps its head and tail. Build with "
+            (
+                "Run a bash command in a fresh shell in the workspace root (nothing carries over between commands). "
+                if isinstance(self.shell, SandboxShell)
+                else "Run a bash command in a persistent shell that starts in the workspace root (cd and variables "
+                "persist). "
+            )
+            + "stdin is empty; stdout and stderr are combined; long output keeps its head and tail. Build with "
             "'bash utils/compile.sh', check with 'python -m utils.verification', time with 'python -m utils.profiling'.",
             {
                 "command": {"type": "string", "description": "The command line to run."},
@@ -257,4 +322,5 @@ class BashTool:
         )
 
     def close(self) -> None:
-        self.shell.close()
+        if isinstance(self.shell, PersistentShell):
+            self.shell.close()

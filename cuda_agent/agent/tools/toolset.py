@@ -25,7 +25,7 @@ from cuda_agent.agent.tools.base import (
     ToolError,
     Workspace,
 )
-from cuda_agent.agent.tools.bash import BashTool, agent_env
+from cuda_agent.agent.tools.bash import BashTool, CommandRunner, PersistentShell, SandboxShell, agent_env
 from cuda_agent.agent.tools.files import EditTool, MultiEditTool, ReadLog, ReadTool, WriteTool
 from cuda_agent.agent.tools.search import GlobTool, GrepTool
 from cuda_agent.types import ToolCall, ToolResult
@@ -127,6 +127,7 @@ def build_toolset(
     is_editable: EditablePredicate,
     config: ToolsConfig | None = None,
     env: Mapping[str, str] | None = None,
+    commands: CommandRunner | None = None,
 ) -> ToolSet:
     """The paper's seven tools (Bash, Read, Write, Edit, MultiEdit, Glob, Grep) on one workspace.
 
@@ -135,6 +136,8 @@ def build_toolset(
         is_editable: predicate on root-relative POSIX paths; Write/Edit/MultiEdit refuse other files.
         config: time limit and output caps; defaults to `ToolsConfig()`.
         env: extra environment variables for the shell (secret-looking names are dropped).
+        commands: run Bash's commands as sandbox jobs through this pool or service client (SandboxShell);
+            None: in a persistent shell on this machine.
 
     Example:
         >>> with build_toolset(ws_root, workspace.is_editable) as tools:  # doctest: +SKIP
@@ -144,7 +147,14 @@ def build_toolset(
     workspace = Workspace(root, is_editable, config.editable_hint)
     log = ReadLog()
     tools: list[Tool] = [
-        BashTool(workspace.root, config.bash_timeout_s, config.bash_output_cap_bytes, agent_env(env)),
+        BashTool(
+            workspace.root,
+            config.bash_timeout_s,
+            config.bash_output_cap_bytes,
+            shell=SandboxShell(commands, workspace.root, agent_env(env))
+            if commands is not None
+            else PersistentShell(workspace.root, agent_env(env)),
+        ),
         ReadTool(workspace, log),
         WriteTool(workspace, log),
         EditTool(workspace, log),

@@ -133,8 +133,8 @@ def end_to_end(solution: Path, device: str, work: Path, fast_dir: Path) -> dict:
         row["ours_cold"]["light_header"] = "/light-" in _deps(ext_dir, "cuda.cuda.o")
         import torch.utils.cpp_extension as cpp_ext
 
-        (call,) = build.load_inline_calls(solution.read_text())[:1]
-        spec = build._main_flags(cpp_ext, call.extra_cflags, call.include_paths, call.with_cuda)
+        first = build.load_inline_calls(solution.read_text())[0]
+        spec = build._main_flags(cpp_ext, first.extra_cflags, first.include_paths, first.with_cuda)
         row["ours_cold"]["precompiled_header"] = bool(spec and build.pch_usable(spec, fast_dir / spec.folder))
     again = timed([sys.executable, "-c", call], env=env)
     again_result = json.loads(again["log"].strip().splitlines()[-1]) if again["ok"] else {}

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -23,7 +25,7 @@ from cuda_agent.gpu_turns import turns_for
 from cuda_agent.judge.config import default_cache_dir
 from cuda_agent.subproc import child_env, kill_group
 from cuda_agent.synth.filters import FilterConfig, FilterResult
-from cuda_agent.synth.worker import READY_LINE, RESULT_PREFIX, WAIT_PREFIX
+from cuda_agent.synth.worker import READY_LINE, WAIT_PREFIX
 
 
 class WorkerStartError(SandboxError):
@@ -63,8 +65,11 @@ class FilterWorker:
         self.config = config
         self.log = log
         self.proc: subprocess.Popen[str] | None = None
-        self.results: queue.Queue[str | None] = queue.Queue()
+        self.ended = threading.Event()
+        """Set when the worker's stdout closed: it died (or was stopped)."""
         self.ready = threading.Event()
+        self.folder = Path(tempfile.mkdtemp(prefix="cuda-agent-synth-"))
+        """Where the worker writes each result (worker.py), one file per request."""
         self.waits = WaitClock()
         self.handled = 0
 
@@ -84,10 +89,10 @@ class FilterWorker:
             env=env,
             start_new_session=True,
         )
-        self.results, self.ready = queue.Queue(), threading.Event()
-        args = (self.proc, self.results, self.ready, self.waits)
+        self.ended, self.ready = threading.Event(), threading.Event()
+        args = (self.proc, self.ended, self.ready, self.waits)
         threading.Thread(target=self._read, args=args, daemon=True).start()
-        if not self.ready.wait(self.config.startup_s) or self.results.qsize():  # set, but by the end of stdout
+        if not self.ready.wait(self.config.startup_s) or self.ended.is_set():  # set, but by the end of stdout
             try:
                 code = self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
@@ -99,18 +104,14 @@ class FilterWorker:
                                    "check that torch imports and that the device works there")  # fmt: skip
 
     @staticmethod
-    def _read(
-        proc: subprocess.Popen[str], results: queue.Queue[str | None], ready: threading.Event, waits: WaitClock
-    ) -> None:
+    def _read(proc: subprocess.Popen[str], ended: threading.Event, ready: threading.Event, waits: WaitClock) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
-            if line.startswith(RESULT_PREFIX):
-                results.put(line[len(RESULT_PREFIX) :])
-            elif line.startswith(WAIT_PREFIX):
+            if line.startswith(WAIT_PREFIX):
                 waits.mark(line[len(WAIT_PREFIX) :].strip() == "1")
             elif line.rstrip("\n") == READY_LINE:
                 ready.set()
-        results.put(None)  # end of stream: the worker died
+        ended.set()  # end of stream: the worker died
         ready.set()  # and start() should not wait for it
 
     def check(self, index: int, code: str) -> FilterResult:
@@ -118,11 +119,12 @@ class FilterWorker:
         if self.proc is None or self.proc.poll() is not None:
             self.start()
         assert self.proc is not None and self.proc.stdin is not None
+        result = self.folder / f"{self.handled}-{index}.json"
         try:
             self.waits.reset()
-            self.proc.stdin.write(_request(index, code))
+            self.proc.stdin.write(_request(index, code, result))
             self.proc.stdin.flush()
-            line = self._result()
+            line = self._result(result)
         except (BrokenPipeError, OSError):
             line = None
         except queue.Empty:
@@ -140,8 +142,8 @@ class FilterWorker:
         self.handled += 1
         return FilterResult.model_validate_json(line)
 
-    def _result(self) -> str | None:
-        """The next result line; queue.Empty after `timeout_s` of work.
+    def _result(self, path: Path) -> str | None:
+        """The result the worker wrote to `path`; None if it died first; queue.Empty after `timeout_s` of work.
 
         Time spent waiting for GPU turns is not work: one worker's long run holds a timer, and the timer
         every other worker; counted, it marked 9 innocent H200 candidates 'timeout' with the one slow one.
@@ -151,12 +153,16 @@ class FilterWorker:
         while True:
             elapsed = time.monotonic() - start
             left = limit + min(self.waits.waited(), self.config.wait_cap * limit) - elapsed
+            died = self.ended.is_set()  # read before the file: a result written just before dying still counts
+            if path.exists():
+                text = path.read_text()
+                path.unlink()
+                return text
+            if died:
+                return None
             if left <= 0:
                 raise queue.Empty
-            try:
-                return self.results.get(timeout=min(left, 1.0))
-            except queue.Empty:
-                continue
+            time.sleep(min(left, _POLL_S))
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -165,10 +171,13 @@ class FilterWorker:
             self.proc = None
 
 
-def _request(index: int, code: str) -> str:
+def _request(index: int, code: str, result: Path) -> str:
     import json
 
-    return json.dumps({"index": index, "code": code}) + "\n"
+    return json.dumps({"index": index, "code": code, "result": str(result)}) + "\n"
+
+
+_POLL_S = 0.02  # how often a result file is looked for: small beside a problem's seconds of filtering
 
 
 class FilterPool:
@@ -225,6 +234,7 @@ class FilterPool:
     def close(self) -> None:
         for worker in self.all:
             worker.stop()
+            shutil.rmtree(worker.folder, ignore_errors=True)
         if self.log is not None and not self.log.closed:
             self.log.close()
 

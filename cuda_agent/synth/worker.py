@@ -1,7 +1,9 @@
 """A long-lived filter worker: `python -m cuda_agent.synth.worker CONFIG_JSON`.
 
-Reads one JSON request per line on stdin (`{"index": int, "code": str}`), writes one result line per
-request on stdout, prefixed with `RESULT_PREFIX` because problem code may print too. One process handles
+Reads one JSON request per line on stdin (`{"index": int, "code": str, "result": path}`) and writes each
+result as JSON to the request's file (written aside, then renamed into place, so the parent never reads
+half of one), as the sandbox's runner writes its outcome: problem code runs in this process and may print
+anything, and nothing it prints is taken for a result. Stdout carries only the two signals below. One process handles
 many problems so that torch's import and inductor's warm state (about 20 s cold on this CPU) are paid
 once per worker, not once per problem; the parent kills and replaces a worker that hangs or dies.
 """
@@ -9,10 +11,11 @@ once per worker, not once per problem; the parent kills and replaces a worker th
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
+from pathlib import Path
 
-RESULT_PREFIX = "@@synth-result@@ "
 READY_LINE = "@@synth-ready@@"
 """Written once set up and warmed up: the parent starts a problem's clock only after it."""
 WAIT_PREFIX = "@@synth-wait@@ "
@@ -72,8 +75,10 @@ def main(argv: list[str]) -> int:
         result = run_filters(request["index"], request["code"], config, clock, flush, on_wait)
         if cuda:
             torch.cuda.empty_cache()
-        out.write(RESULT_PREFIX + result.model_dump_json() + "\n")
-        out.flush()
+        path = Path(request["result"])
+        aside = path.with_name(path.name + ".part")
+        aside.write_text(result.model_dump_json())
+        os.replace(aside, path)
     return 0
 
 

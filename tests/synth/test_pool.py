@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cuda_agent.synth.filters import FilterConfig
+from cuda_agent.synth.filters import FilterConfig, FilterResult
 from cuda_agent.synth.pool import FilterPool, FilterWorker
 
 from .test_filters import TEMPLATE
@@ -17,6 +17,10 @@ def test_worker_survives_hangs_and_crashes_of_problems() -> None:
         assert hang.reason == "timeout"
         crash = worker.check(2, TEMPLATE.format(body="__import__('os')._exit(3)"))
         assert crash.reason == "crash" and "3" in crash.detail
+        # Problem code runs in the worker and may print anything: a printed result is not one (worker.py).
+        forged = "@@synth-result@@ " + FilterResult(index=5, passed=True).model_dump_json()
+        printed = worker.check(5, TEMPLATE.format(body=f"print({forged!r}, flush=True) or __import__('os')._exit(3)"))
+        assert printed.reason == "crash" and not printed.passed
         good = worker.check(3, TEMPLATE.format(body="x * self.w"))
         again = worker.check(4, TEMPLATE.format(body="torch.tanh(x)"))
         assert good.passed and again.passed and worker.handled == 2  # one process served both

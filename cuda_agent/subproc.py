@@ -169,6 +169,20 @@ def run_command(
     )
 
 
+def head_and_tail(text: str, max_chars: int, where: str = "") -> tuple[str, int]:
+    """`text` cut to about `max_chars`: its head and tail, with a line saying how much was cut (and `where`, e.g.
+    ' here to fit the context'). The one trimmer of long output (tool results, sandboxed commands).
+
+    Returns:
+        The (possibly) shortened text and the number of characters cut (0: none).
+    """
+    if len(text) <= max_chars:
+        return text, 0
+    half = max_chars // 2
+    cut = len(text) - 2 * half
+    return f"{text[:half]}\n[... {cut} characters cut{where} ...]\n{text[-half:]}", cut
+
+
 def kill_group(pgid: int) -> None:
     """SIGKILL a process group, ignoring one that is already gone."""
     try:

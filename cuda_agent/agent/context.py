@@ -13,6 +13,8 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from cuda_agent.subproc import head_and_tail
+
 PAPER_CONTEXT_TOKENS = 131_072
 CHARS_PER_TOKEN = 4
 TOKENS_PER_MESSAGE = 4
@@ -22,16 +24,9 @@ TokenCounter = Callable[[Sequence[dict[str, Any]]], int | None]
 
 
 def truncate_middle(text: str, max_chars: int) -> tuple[str, bool]:
-    """Cut `text` to about `max_chars`, keeping its head and tail and saying how much was cut.
-
-    Returns:
-        The (possibly) shortened text and whether anything was cut.
-    """
-    if len(text) <= max_chars:
-        return text, False
-    half = max_chars // 2
-    cut = len(text) - 2 * half
-    return f"{text[:half]}\n[... {cut} characters cut here to fit the context ...]\n{text[-half:]}", True
+    """Cut `text` to about `max_chars` (subproc.head_and_tail); returns it and whether anything was cut."""
+    text, cut = head_and_tail(text, max_chars, " here to fit the context")
+    return text, cut > 0
 
 
 def estimate_tokens(messages: Sequence[dict[str, Any]]) -> int:

@@ -22,7 +22,7 @@ from cuda_agent.judge.config import default_cache_dir
 from cuda_agent.sandbox.jobs import CommandJob, CommandResult, JudgeJob
 from cuda_agent.sandbox.limits import SandboxLimits, create_pids_cgroup, kill_cgroup
 from cuda_agent.sandbox.runner import Phase, RunnerOutcome, RunnerSpec
-from cuda_agent.subproc import child_env, kill_group
+from cuda_agent.subproc import child_env, head_and_tail, kill_group
 from cuda_agent.types import Verdict
 
 KILL_MARGIN_S = 60.0
@@ -116,8 +116,8 @@ def run_stage(
             timed_out=timed_out,
             cancelled=handle.cancelled,
             wall_s=wall_s,
-            stdout=trim(_read(workdir / "stdout.txt"), output_cap),
-            stderr=trim(_read(workdir / "stderr.txt"), output_cap),
+            stdout=head_and_tail(_read(workdir / "stdout.txt"), output_cap)[0],
+            stderr=head_and_tail(_read(workdir / "stderr.txt"), output_cap)[0],
             tampered=tampered,
         )
 
@@ -154,14 +154,6 @@ def _run_runner(
 
 def _read(path: Path) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
-
-
-def trim(text: str, cap: int) -> str:
-    """Head and tail of `text` within `cap` characters, with a note of what was cut."""
-    if len(text) <= cap:
-        return text
-    half = cap // 2
-    return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
 
 
 def record_owners(root: Path) -> dict[Path, tuple[int, int]]:

@@ -262,7 +262,7 @@ class SandboxShell:
         )
 
 
-_CUT = re.compile(r"\n\[\.\.\. (\d+) characters cut \.\.\.\]\n")  # trim()'s note in the sandbox's output
+_CUT = re.compile(r"\n\[\.\.\. (\d+) characters cut \.\.\.\]\n")  # head_and_tail's note (subproc.py)
 
 
 def _quote(text: str) -> str:

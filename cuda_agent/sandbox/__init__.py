@@ -11,6 +11,9 @@ from typing import Any
 _EXPORTS = {
     "JudgeJob": "cuda_agent.sandbox.jobs",
     "CommandJob": "cuda_agent.sandbox.jobs",
+    "SourceSolution": "cuda_agent.sandbox.jobs",
+    "PathSolution": "cuda_agent.sandbox.jobs",
+    "make_judge_job": "cuda_agent.sandbox.jobs",
     "JobResult": "cuda_agent.sandbox.jobs",
     "CommandResult": "cuda_agent.sandbox.jobs",
     "PoolMetrics": "cuda_agent.sandbox.jobs",

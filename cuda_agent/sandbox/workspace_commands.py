@@ -5,7 +5,10 @@ Each runs in the workspace folder, reads the task from the record `create_worksp
 trusts nothing else there: read-only files are compared with the package's copies first (a
 change is reported as `rejected`), builds use the package's glue, and verification and
 profiling are the judge itself on the workspace as a solution. Output is short and plain, for a
-model to read: one line per check, the first error or mismatch, no tracebacks.
+model to read: one line per check, the first error or mismatch, no tracebacks. What a program reads
+is the check each of them records (workspace/checks.py: verdict, reward and the digest of the
+kernels checked) in the file the episode runner names in CUDA_AGENT_CHECKS_FILE; the agent loop
+snapshots from that, never from this printout.
 
 With `CUDA_AGENT_SANDBOX_URL` set (and `CUDA_AGENT_SANDBOX_TOKEN` where the service wants one),
 verification and profiling are judged by that `cuda-agent serve` service, which reads the workspace

@@ -22,7 +22,7 @@ from cuda_agent.errors import JudgeInfraError
 from cuda_agent.tasks import Catalog
 from cuda_agent.types import Task, ToolCall, Verdict
 from cuda_agent.workspace import create_workspace, is_editable
-from cuda_agent.workspace.checks import CHECKS_FILE_ENV, WorkspaceCheck, editable_digest
+from cuda_agent.workspace.checks import CHECKS_FILE_ENV, CheckReader, WorkspaceCheck, editable_digest
 from tests.agent.fake_openai import FakeOpenAI, completion
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,6 +74,10 @@ def test_full_episode_from_a_real_http_model_to_a_passing_reward(
     assert any("compile: OK" in o for o in bash) and any("verification: PASS" in o for o in bash)
     # The model saw the tool results: the last request holds the profiling output.
     assert "profiling: reward" in json.dumps(server.requests[-1]["messages"])
+    # The loop read the tools' recorded checks (not the printout) and snapshotted the passing kernels.
+    checks = CheckReader(result.trajectory.parent / "checks.jsonl").new()
+    assert [c.tool for c in checks if c.correct] == ["verification", "profiling"]
+    assert (result.trajectory.parent / "snapshots").is_dir()
 
 
 def test_turn_limit_ends_the_episode(ws: Path, tmp_path: Path) -> None:

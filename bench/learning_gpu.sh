@@ -14,21 +14,25 @@
 #      (`python -m cuda_agent.rl.report --learning ...`).
 # Everything lands in $OUT/learning_gpu.tar.
 #
-# Knobs (env): STEPS=30 SEEDS="0 1" SFT_STEPS=300 HIDDEN=128 LAYERS=2 N=16 (answers per step) BUDGET_S=540
+# Knobs (env): STEPS=30 SEEDS="0 1" SFT_STEPS=300 SFT_BATCH=24 HIDDEN=128 LAYERS=2 N=16 (answers per step) BUDGET_S=540
+# DEVICE=cuda (default) or cpu: on the CPU, verl runs on our CPU platform (trainer.device=cpu, cuda_agent.rl.verl_cpu;
+# the SFT step through cuda_agent.rl.sft_cpu, verl's SFT trainer with a gloo group), the curriculum's answers are C++
+# and the judge times them on the CPU. CPU run of 2026-12-04 (bench/results/cpu-2026-12-04-learning/):
+#   DEVICE=cpu STEPS=30 SEEDS=0 SFT_STEPS=60 SFT_BATCH=3 N=8 BUDGET_S=2100 bash bench/learning_gpu.sh
 # Here: bash scripts/device_wheels.sh rl --no-data ; carry [".whl"]
 # There (repository root): bash bench/learning_gpu.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 STEPS=${STEPS:-30} SEEDS=${SEEDS:-"0 1"} SFT_STEPS=${SFT_STEPS:-300} HIDDEN=${HIDDEN:-128} LAYERS=${LAYERS:-2}
-N=${N:-16} BUDGET_S=${BUDGET_S:-540} PORT=${PORT:-8765}
+N=${N:-16} BUDGET_S=${BUDGET_S:-540} PORT=${PORT:-8765} DEVICE=${DEVICE:-cuda} SFT_BATCH=${SFT_BATCH:-24}
 OUT=${OUT:-/tmp/learning_gpu_out} WORK=${WORK:-/tmp/learning_gpu}
 RES=$WORK/results
 START=$(date +%s)
 rm -rf "$WORK"; mkdir -p "$OUT" "$WORK" "$RES"
 exec > >(tee -a "$RES/learning_gpu.log") 2>&1
 
-if ls .whl/*.whl >/dev/null 2>&1; then
+if [ "$DEVICE" = cuda ] && ls .whl/*.whl >/dev/null 2>&1; then  # the H200's wheels; elsewhere the venv has them
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site:$ROOT PATH=/tmp/site/bin:$PATH
 else
@@ -37,17 +41,29 @@ fi
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} RAY_DEDUP_LOGS=0 TOKENIZERS_PARALLELISM=false
 PY=${PY:-python3}
 CLI="$PY -m cuda_agent"
-echo "== $(date -u +%FT%TZ) $(hostname) steps=$STEPS seeds=$SEEDS sft_steps=$SFT_STEPS hidden=$HIDDEN layers=$LAYERS n=$N"
-nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+echo "== $(date -u +%FT%TZ) $(hostname) device=$DEVICE steps=$STEPS seeds=$SEEDS sft_steps=$SFT_STEPS sft_batch=$SFT_BATCH hidden=$HIDDEN layers=$LAYERS n=$N"
+if [ "$DEVICE" = cuda ]; then
+  nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+  SFT_CPU=() PPO_CPU=()
+else  # verl's trainers on our CPU platform; FSDP1 needs a GPU for sync_module_states, torch.compile only slows a tiny model
+  SFT_CPU=(--set trainer.device=cpu --set engine.strategy=fsdp2 --set engine.use_torch_compile=false --set engine.dtype=float32
+    --set trainer.save_freq="$SFT_STEPS")  # one checkpoint, the last
+  PPO_CPU=(--set trainer.device=cpu --set +ray_kwargs.ray_init.include_dashboard=false
+    --set actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu="$N" --set critic.ppo_micro_batch_size_per_gpu="$N"
+    --set actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu="$N"
+    --set actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu="$N")
+fi
 elapsed() { echo $(( $(date +%s) - START )); }
 
 # 1-2. model and curriculum; every variant judged once (rewards, and the verdict cache PPO's repeats hit).
 $PY bench/tiny_model.py --out "$WORK/tiny" --hidden "$HIDDEN" --layers "$LAYERS" > /dev/null || exit 1
-$CLI train curriculum --device cuda --out "$WORK/curriculum" || exit 1
+$CLI train curriculum --device "$DEVICE" --out "$WORK/curriculum" || exit 1
+JUDGES=()
 for v in fast slow wrong; do
-  $CLI judge examples/scale_add "$WORK/curriculum/answers/scale_add/$v" --device cuda --json > "$RES/judge_$v.json" &
+  $CLI judge examples/scale_add "$WORK/curriculum/answers/scale_add/$v" --device "$DEVICE" --json > "$RES/judge_$v.json" &
+  JUDGES+=($!)
 done
-wait
+wait "${JUDGES[@]}"  # by id: a bare wait (bash >= 5.1) also waits for the tee behind exec, forever
 $PY - "$RES" <<'PY'
 import json, sys
 for v in ("fast", "slow", "wrong"):
@@ -64,6 +80,8 @@ VERL_FILE_LOGGER_PATH=$VERL_FILE_LOGGER_PATH $CLI train rft --config recipes/cur
   --set trainer.total_training_steps="$SFT_STEPS" --set trainer.default_local_dir="$WORK/sft" \
   --set "checkpoint.save_contents=[model,optimizer,extra,hf_model]" \
   --set +model.override_config.attn_implementation=sdpa --set model.use_remove_padding=false \
+  --set data.train_batch_size="$SFT_BATCH" --set data.micro_batch_size_per_gpu="$(( SFT_BATCH < 8 ? SFT_BATCH : 8 ))" \
+  "${SFT_CPU[@]}" \
   > "$RES/sft/train.log" 2>&1
 echo "== SFT exit $? at $(elapsed) s; last lines:"; tail -n 5 "$RES/sft/train.log"
 SFT_HF=$(ls -d "$WORK"/sft/global_step_*/huggingface 2>/dev/null | sort -V | tail -n 1)
@@ -77,10 +95,11 @@ SERVE=$!
 sleep 5
 for seed in $SEEDS; do
   run=$RES/ppo_seed$seed; mkdir -p "$run"
-  $PY - "$WORK/ppo_recipe$seed.yaml" "$WORK/answers$seed" "http://127.0.0.1:$PORT" <<'PY' || exit 1
+  $PY - "$WORK/ppo_recipe$seed.yaml" "$WORK/answers$seed" "http://127.0.0.1:$PORT" "$DEVICE" <<'PY' || exit 1
 import sys, yaml
 recipe = yaml.safe_load(open("recipes/curriculum_ppo.yaml"))
-recipe["reward_function"].update(work_dir=sys.argv[2], sandbox_url=sys.argv[3])  # under serve's workspace root
+# under serve's workspace root; the judge times on DEVICE
+recipe["reward_function"].update(work_dir=sys.argv[2], sandbox_url=sys.argv[3], device=sys.argv[4])
 yaml.safe_dump(recipe, open(sys.argv[1], "w"))
 PY
   VERL_FILE_LOGGER_PATH=$run/metrics.jsonl setsid $CLI train single-turn --config "$WORK/ppo_recipe$seed.yaml" \
@@ -94,7 +113,7 @@ PY
     --set "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}" \
     --set actor_rollout_ref.rollout.dtype=float32 --set actor_rollout_ref.rollout.calculate_log_probs=true \
     --set actor_rollout_ref.rollout.agent.num_workers=2 \
-    --set +ray_kwargs.ray_init.namespace=cuda-agent \
+    --set +ray_kwargs.ray_init.namespace=cuda-agent "${PPO_CPU[@]}" \
     > "$run/train.log" 2>&1 &
   PID=$!
   while kill -0 "$PID" 2>/dev/null; do
@@ -105,7 +124,7 @@ PY
   done
   wait "$PID" 2>/dev/null; echo "== seed $seed exit $? at $(elapsed) s, $(grep -c '"step"' "$run/metrics.jsonl" 2>/dev/null) steps"
   tail -n 3 "$run/train.log"
-  ray stop --force > /dev/null 2>&1
+  [ "$DEVICE" = cuda ] && ray stop --force > /dev/null 2>&1  # elsewhere other Ray clusters may run: the group kill must do
   $CLI train report "$run"
 done
 kill "$SERVE" 2>/dev/null

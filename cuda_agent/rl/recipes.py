@@ -136,7 +136,10 @@ def plan_training(recipe: Recipe, out_dir: Path, user_overrides: list[str] = ())
     command = ["python", "-m", recipe.entrypoint, *overrides]
     if recipe.launcher == "torchrun":
         gpus = int(config.trainer.n_gpus_per_node)
-        command = ["torchrun", "--standalone", f"--nproc_per_node={gpus}", "-m", recipe.entrypoint, *overrides]
+        module = recipe.entrypoint
+        if module == "verl.trainer.sft_trainer" and config.trainer.get("device") == "cpu":
+            module = "cuda_agent.rl.sft_cpu"  # verl's SFT trainer with a gloo process group (see that module)
+        command = ["torchrun", "--standalone", f"--nproc_per_node={gpus}", "-m", module, *overrides]
     return TrainingPlan(recipe=recipe, overrides=overrides, config=config, command=command)
 
 

@@ -186,6 +186,24 @@ def test_train_dry_run_prints_and_exits_non_zero_on_problems(
     assert "error: trainer.n_gpus_per_node=2 but this node has 0 GPU(s)" in captured.err
 
 
+def test_sft_on_the_cpu_runs_verls_trainer_through_the_gloo_entry_point(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [
+        "train",
+        "rft",
+        "--dry-run",
+        "--out",
+        str(tmp_path),
+        "--set",
+        "trainer.device=cpu",
+        "--set",
+        "trainer.n_gpus_per_node=1",
+    ]
+    main(argv)
+    assert "torchrun --standalone --nproc_per_node=1 -m cuda_agent.rl.sft_cpu" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("stage", [s for s in STAGES if s != "rft"])
 def test_ppo_recipes_pass_verls_own_config_validation(tmp_path: Path, tiny_model_dir: Path, stage: str) -> None:
     from verl.trainer.main_ppo import need_critic, need_reference_policy, validate_config

@@ -23,10 +23,10 @@ if [ "${CONFINE_S:-0}" != 0 ]; then
   tail -4 $OUT/confine_tests.log
   timeout $CONFINE_S python3 - > $OUT/confine_gpu.json 2>$OUT/confine_gpu.log <<'EOF'
 import json
-from cuda_agent.sandbox.jobs import JudgeJob
+from cuda_agent.sandbox.jobs import make_judge_job
 from cuda_agent.sandbox.local import LocalPool
 with LocalPool(build_workers=2) as pool:
-    r = pool.run(JudgeJob(task="kernelbench/L1/19", solution=open("solutions/kernelbench/L1/19.py").read()))
+    r = pool.run(make_judge_job("kernelbench/L1/19", open("solutions/kernelbench/L1/19.py").read()))
 v = r.verdict
 print(json.dumps({"status": r.status, "error": r.error, "verdict": v and v.verdict, "solution_ms": v and v.timings_ms.solution,
     "candidate_user": v and v.env.get("candidate_user"), "candidate_isolation": v and v.env.get("candidate_isolation"),

@@ -60,8 +60,8 @@ def prebuild(solutions: list[Path], config: JudgeConfig) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     from cuda_agent.judge.build import build_solution
-    from cuda_agent.judge.pipeline import detect_device
     from cuda_agent.judge.solution import read_solution
+    from cuda_agent.machine import detect_device
 
     device = detect_device(config.device)
     start = time.monotonic()

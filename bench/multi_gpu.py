@@ -70,9 +70,9 @@ os.environ.setdefault("CUDA_AGENT_CACHE", str(Path.home() / ".cache" / "cuda-age
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from cuda_agent.machine import detect_gpus  # noqa: E402
 from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, make_judge_job  # noqa: E402
 from cuda_agent.sandbox.local import LocalPool  # noqa: E402
-from cuda_agent.sandbox.stats import detect_gpus  # noqa: E402
 
 GPU_SOLUTIONS = ROOT / "solutions" / "kernelbench" / "L1"
 CPU_SOLUTIONS = ROOT / "cuda_agent" / "tasks" / "examples" / "solutions" / "cpu"

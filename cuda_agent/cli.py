@@ -92,7 +92,7 @@ def cmd_tasks_show(args: argparse.Namespace) -> int:
 def _device(requested: str) -> str:
     """The device a command runs on; `--device cuda` without a GPU is bad usage (exit 2) before any work."""
     from cuda_agent.errors import ConfigError
-    from cuda_agent.judge.pipeline import detect_device
+    from cuda_agent.machine import detect_device
 
     if requested == "cuda" and detect_device("auto") != "cuda":
         raise ConfigError("--device cuda: no GPU is visible on this machine; use --device cpu or auto")
@@ -124,7 +124,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
 
 
 def cmd_workspace_create(args: argparse.Namespace) -> int:
-    from cuda_agent.judge.pipeline import detect_device
+    from cuda_agent.machine import detect_device
     from cuda_agent.workspace import create_workspace
 
     task = _catalog(args).resolve(args.task)

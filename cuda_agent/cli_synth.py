@@ -59,7 +59,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
     from cuda_agent.errors import ConfigError
     from cuda_agent.judge.config import default_cache_dir
-    from cuda_agent.judge.pipeline import detect_device
+    from cuda_agent.machine import detect_device
     from cuda_agent.synth.catalog import crawl_catalog, load_catalog
     from cuda_agent.synth.pipeline import Synthesizer, rule_composer, run_synthesis, sidecar_path
 
@@ -133,7 +133,7 @@ def cmd_synth_report(args: argparse.Namespace) -> int:
 
 
 def cmd_synth_audit(args: argparse.Namespace) -> int:
-    from cuda_agent.judge.pipeline import detect_device
+    from cuda_agent.machine import detect_device
     from cuda_agent.synth.audit import audit, dump_summary, read_rows, sample_rows, summarize
     from cuda_agent.synth.filters import FilterConfig
 

@@ -31,8 +31,9 @@ from cuda_agent.errors import ConfigError, Error
 from cuda_agent.judge import baseline as baseline_mod
 from cuda_agent.judge.config import JudgeConfig, default_cache_dir
 from cuda_agent.judge.env import PROTOCOL_VERSION
-from cuda_agent.judge.pipeline import gpu_name, reference_timings
+from cuda_agent.judge.pipeline import reference_timings
 from cuda_agent.judge.protocol import BaselineResult
+from cuda_agent.machine import gpu_name
 from cuda_agent.types import Task
 
 

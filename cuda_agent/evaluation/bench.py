@@ -25,7 +25,7 @@ from cuda_agent.evaluation.runner import Pool, ResultStore, finished, judge_solu
 from cuda_agent.evaluation.suites import select_tasks, solutions_dir
 from cuda_agent.judge.config import default_cache_dir
 from cuda_agent.judge.env import PROTOCOL_VERSION
-from cuda_agent.judge.pipeline import detect_device, gpu_name
+from cuda_agent.machine import detect_device, gpu_name
 from cuda_agent.tasks import Catalog
 from cuda_agent.types import Task
 

@@ -7,12 +7,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cuda_agent.machine import cache_root
+
 
 def default_cache_dir() -> Path:
     """Where builds and baseline timings are cached: $CUDA_AGENT_CACHE or ~/.cache/cuda-agent."""
-    import os
-
-    return Path(os.environ.get("CUDA_AGENT_CACHE", Path.home() / ".cache" / "cuda-agent"))
+    return cache_root()
 
 
 class RunLimits(BaseModel):

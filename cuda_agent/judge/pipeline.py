@@ -20,8 +20,6 @@ import functools
 import json
 import platform
 import re
-import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -40,6 +38,7 @@ from cuda_agent.judge.protocol import BaselineRequest, BaselineResult, RunReques
 from cuda_agent.judge.solution import SolutionSource, read_solution
 from cuda_agent.judge.standby import TURNS_ENV, Standby
 from cuda_agent.judge.verdict_cache import VerdictCache, torch_versions, verdict_key
+from cuda_agent.machine import detect_device, gpu_name
 from cuda_agent.reward import compute_reward
 from cuda_agent.subproc import ChildResult, Confinement, child_env, run_module
 from cuda_agent.types import Task, Timings, Verdict, Violation
@@ -57,30 +56,10 @@ def _builds_inline(python: str) -> bool:
 
 
 @functools.cache
-def detect_device(requested: str) -> str:
-    """'auto' -> 'cuda' if a GPU is visible (asked of nvidia-smi, so the grader holds no CUDA context)."""
-    if requested != "auto":
-        return requested
-    if shutil.which("nvidia-smi") is None:
-        return "cpu"
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return "cpu"
-    return "cuda" if out.returncode == 0 and "GPU" in out.stdout else "cpu"
-
-
-@functools.cache
 def _driver() -> str | None:
     from cuda_agent.judge.env import driver_version
 
     return driver_version()
-
-
-@functools.cache
-def gpu_name() -> str:
-    out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)
-    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else "cuda"
 
 
 _OUT_OF_MEMORY = re.compile(r"OutOfMemoryError|out of memory|can't allocate memory", re.IGNORECASE)

@@ -26,6 +26,7 @@ from typing import Any
 
 from cuda_agent.errors import PoolFullError, SandboxError
 from cuda_agent.judge.config import JudgeConfig
+from cuda_agent.machine import detect_gpus
 from cuda_agent.sandbox.cpu_sets import plan_cpu_sets
 from cuda_agent.sandbox.execution import (
     NO_VERDICT,
@@ -38,7 +39,7 @@ from cuda_agent.sandbox.execution import (
 from cuda_agent.sandbox.jobs import CommandJob, CommandResult, JobResult, JudgeJob, PoolMetrics, make_judge_job
 from cuda_agent.sandbox.limits import SandboxLimits
 from cuda_agent.sandbox.slots import SlotQueue
-from cuda_agent.sandbox.stats import PoolStats, detect_gpus
+from cuda_agent.sandbox.stats import PoolStats
 from cuda_agent.types import Task, Verdict
 
 log = logging.getLogger(__name__)

@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import threading
 from collections import Counter, deque
 
 from cuda_agent.sandbox.jobs import JobResult, PoolMetrics
 
 LATENCY_WINDOW = 10_000
-
-
-def detect_gpus() -> list[int]:
-    """Indices of the visible GPUs, asked of nvidia-smi so that the pool holds no CUDA context."""
-    if shutil.which("nvidia-smi") is None:
-        return []
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    if out.returncode != 0:
-        return []
-    return [i for i, line in enumerate(line for line in out.stdout.splitlines() if line.startswith("GPU "))]
 
 
 def percentile(values: list[float], q: float) -> float:

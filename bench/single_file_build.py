@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cuda_agent.judge import build  # noqa: E402
+from cuda_agent.judge import build, fast_build  # noqa: E402
 from cuda_agent.judge.solution import SolutionSource  # noqa: E402
 
 DEFAULT_SOLUTIONS = [
@@ -108,7 +108,7 @@ def end_to_end(solution: Path, device: str, work: Path, fast_dir: Path) -> dict:
     env.pop(build.FAST_DIR_ENV, None)
     row: dict = {"solution": str(solution.relative_to(ROOT))}
     start = time.perf_counter()
-    made = build.prepare(solution, device, fast_dir, wait=True)
+    made = fast_build.prepare(solution, device, fast_dir, wait=True)
     row["prepare"] = {"wall_s": round(time.perf_counter() - start, 2), "made": made}
 
     plain_dir = work / "plain"
@@ -133,9 +133,9 @@ def end_to_end(solution: Path, device: str, work: Path, fast_dir: Path) -> dict:
         row["ours_cold"]["light_header"] = "/light-" in _deps(ext_dir, "cuda.cuda.o")
         import torch.utils.cpp_extension as cpp_ext
 
-        first = build.load_inline_calls(solution.read_text())[0]
-        spec = build._main_flags(cpp_ext, first.extra_cflags, first.include_paths, first.with_cuda)
-        row["ours_cold"]["precompiled_header"] = bool(spec and build.pch_usable(spec, fast_dir / spec.folder))
+        first = fast_build.load_inline_calls(solution.read_text())[0]
+        spec = fast_build._main_flags(cpp_ext, first.extra_cflags, first.include_paths, first.with_cuda)
+        row["ours_cold"]["precompiled_header"] = bool(spec and fast_build.pch_usable(spec, fast_dir / spec.folder))
     again = timed([sys.executable, "-c", call], env=env)
     again_result = json.loads(again["log"].strip().splitlines()[-1]) if again["ok"] else {}
     row["ours_again"] = again | {"cached": again_result.get("cached")}
@@ -151,7 +151,7 @@ def end_to_end(solution: Path, device: str, work: Path, fast_dir: Path) -> dict:
     return row
 
 
-def _units_flags(cpp_ext, call: build.LoadInlineCall, stubs: Path) -> tuple[list[str], list[str]]:
+def _units_flags(cpp_ext, call: fast_build.LoadInlineCall, stubs: Path) -> tuple[list[str], list[str]]:
     """The host compiler's and nvcc's flags torch's build file would give this call's units (CUDA's on a CPU torch)."""
     import sysconfig
 
@@ -180,7 +180,7 @@ def units(solution: Path, work: Path, fast_dir: Path) -> dict:
     }
     cuda = next(v for k, v in strings.items() if "cuda" in k and isinstance(v, str))
     cpp = next(v for k, v in strings.items() if "cpp" in k and isinstance(v, str))
-    (call,) = build.load_inline_calls(solution.read_text())
+    (call,) = fast_build.load_inline_calls(solution.read_text())
     stubs = work / "stubs"
     for name, text in _STUBS.items():
         (stubs / name).parent.mkdir(parents=True, exist_ok=True)
@@ -196,7 +196,7 @@ def units(solution: Path, work: Path, fast_dir: Path) -> dict:
     compiler = cpp_ext.get_cxx_compiler()
 
     # machine artefacts: the guard and light header (from the CUDA unit's host view), the precompiled header
-    spec = build.PchSpec(
+    spec = fast_build.PchSpec(
         compiler,
         tuple(f for f in cxx_flags if not f.startswith("-DTORCH_EXTENSION_NAME")),
         Path(cpp_ext._TORCH_PATH) / "include/torch/extension.h",
@@ -205,17 +205,17 @@ def units(solution: Path, work: Path, fast_dir: Path) -> dict:
     start = time.perf_counter()
     light = fast_dir / "light-units"
     if not light.exists():
-        guard = build.light_guard(compiler, [*spec.flags])
-        build._publish(
-            light, {"torch/extension.h": build.LIGHT_HEADER.encode(), "guard.json": json.dumps(guard).encode()}
+        guard = fast_build.light_guard(compiler, [*spec.flags])
+        fast_build._publish(
+            light, {"torch/extension.h": fast_build.LIGHT_HEADER.encode(), "guard.json": json.dumps(guard).encode()}
         )
     guard = json.loads((light / "guard.json").read_text())
     row["guard_s"] = round(time.perf_counter() - start, 2)
-    row["guard_hits"] = build.guard_hits(cuda, guard)
+    row["guard_hits"] = fast_build.guard_hits(cuda, guard)
     pch = fast_dir / spec.folder
     start = time.perf_counter()
     if not pch.exists():
-        build.build_pch(spec, pch)
+        fast_build.build_pch(spec, pch)
     row["pch_s"] = round(time.perf_counter() - start, 2)
 
     compile_cuda = [nvcc, "-MD", "-MF", "cuda.cuda.o.d", *nvcc_flags, "-c", "cuda.cu", "-o", "cuda.cuda.o"]
@@ -229,7 +229,7 @@ def units(solution: Path, work: Path, fast_dir: Path) -> dict:
         row["cuda_light"]["light_used"] = str(light) in (work / "cuda.cuda.o.d").read_text()
     row["main_plain"] = timed(compile_main, env=plain_env, cwd=work)
     row["main_pch"] = timed(compile_main, env=plain_env | {"CPATH": str(pch)}, cwd=work)
-    row["main_pch"]["pch_used"] = build.pch_usable(spec, pch)
+    row["main_pch"]["pch_used"] = fast_build.pch_usable(spec, pch)
     for key in ("cuda_plain", "cuda_light", "main_plain", "main_pch"):
         if key in row and row[key]["ok"]:
             row[key].pop("log")

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.judge import build
-from cuda_agent.judge.build import (
-    OK_MARKER,
-    build_solution,
+from cuda_agent.judge import build, fast_build
+from cuda_agent.judge.build import OK_MARKER, build_solution, trim_compile_log
+from cuda_agent.judge.config import default_cache_dir
+from cuda_agent.judge.fast_build import (
     declarations,
     fast_load_inline,
     guard_hits,
@@ -21,9 +21,7 @@ from cuda_agent.judge.build import (
     load_inline_calls,
     pch_usable,
     prepare,
-    trim_compile_log,
 )
-from cuda_agent.judge.config import default_cache_dir
 from cuda_agent.judge.solution import SolutionSource, read_solution
 from tests.judge.helpers import example_solution, with_forward_body
 
@@ -163,9 +161,9 @@ def test_light_header_that_fails_is_built_again_with_the_real_one(tmp_path: Path
 
     light = tmp_path / "fast" / "light-x"
     (light / "torch").mkdir(parents=True)
-    (light / "torch" / "extension.h").write_text(build.LIGHT_HEADER)
+    (light / "torch" / "extension.h").write_text(fast_build.LIGHT_HEADER)
     (light / "guard.json").write_text(json.dumps({"macros": [], "decls": []}))
-    monkeypatch.setattr(build, "_light_dir", lambda _ext, _fast: (light, None))
+    monkeypatch.setattr(fast_build, "_light_dir", lambda _ext, _fast: (light, None))
     tries = []
 
     def torch_build(name, cpp_sources, cuda_sources=None, **kwargs):
@@ -233,7 +231,7 @@ def test_fast_build_uses_the_precompiled_header_gives_plain_results_and_is_built
     prepare(solution, "cpu", fast, wait=True)
     import torch.utils.cpp_extension as cpp_ext
 
-    spec = build._main_flags(cpp_ext, ["-O3", "-fopenmp"], [], with_cuda=False)
+    spec = fast_build._main_flags(cpp_ext, ["-O3", "-fopenmp"], [], with_cuda=False)
     assert spec is not None and pch_usable(spec, fast / spec.folder)  # gcc takes it for these flags
     (tmp_path / "cache").mkdir()
     (tmp_path / "cache" / "fast").symlink_to(fast)

@@ -50,7 +50,11 @@ def test_judge_builds_and_runs_the_candidate_on_private_copies(tmp_path: Path, m
     task = Catalog().resolve("examples/relu")
     solution = tmp_path / "solution.py"
     solution.write_text(example_solution("relu"))
-    config = JudgeConfig(device="cpu", time=False, cache_dir=tmp_path / "cache", candidate_user="nobody")
+    # Judged afresh both times: the second judgement must run again on the cached build, not be answered
+    # from the verdict cache.
+    config = JudgeConfig(
+        device="cpu", time=False, cache_dir=tmp_path / "cache", candidate_user="nobody", verdict_cache=False
+    )
 
     first = judge(task, solution, config)
     assert first.verdict == "pass" and first.env["candidate_user"] == "root", first.message

@@ -18,7 +18,7 @@
 # DEVICE=cuda (default) or cpu: on the CPU, verl runs on our CPU platform (trainer.device=cpu, cuda_agent.rl.verl_cpu;
 # the SFT step through cuda_agent.rl.sft_cpu, verl's SFT trainer with a gloo group), the curriculum's answers are C++
 # and the judge times them on the CPU. CPU run of 2026-12-04 (bench/results/cpu-2026-12-04-learning/):
-#   DEVICE=cpu STEPS=30 SEEDS=0 SFT_STEPS=60 SFT_BATCH=3 N=8 BUDGET_S=2100 bash bench/learning_gpu.sh
+#   DEVICE=cpu STEPS=30 SEEDS=0 SFT_STEPS=8 SFT_BATCH=3 N=8 BUDGET_S=1620 bash bench/learning_gpu.sh
 # Here: bash scripts/device_wheels.sh rl --no-data ; carry [".whl"]
 # There (repository root): bash bench/learning_gpu.sh
 set -uo pipefail

@@ -189,7 +189,7 @@ def run_filters(
     """Apply the four filters to one problem's source (executes it: call only in a worker process).
 
     `on_wait(True/False)` marks the start and end of each wait for a GPU turn (gpu_turns.py)."""
-    from cuda_agent.synth.gpu_turns import GpuTurns, NoTurns
+    from cuda_agent.gpu_turns import GpuTurns, NoTurns
 
     turns = GpuTurns(config.turns_dir, on_wait) if config.turns_dir else NoTurns()
     start = time.perf_counter()

@@ -338,6 +338,12 @@ class _Judgement:
             return payload
         if "task_error" in payload:
             raise TaskError(payload["task_error"])
+        if "judge_error" in payload and self.candidate_ran and not payload.get("out_of_memory"):
+            # The worker reports a fault of its own after the candidate ran only for an allocation failure;
+            # anything else in that file was written by the candidate's code, which shares the process.
+            return self.verdict(
+                "runtime_error", "the run's result file claims a judge failure the worker never reports"
+            )
         if "judge_error" in payload:
             raise JudgeInfraError(
                 f"the judge's own code failed in the run stage, not the candidate's: {payload['judge_error']}",
@@ -401,6 +407,10 @@ class _Judgement:
         try:
             return json.loads(result_path.read_text())
         except json.JSONDecodeError as exc:
+            if stage == "run" and self.candidate_ran:  # its code shared the process that wrote the file
+                return self.verdict(
+                    "runtime_error", f"the run's result file is not JSON after the candidate ran: {exc}"
+                )
             raise JudgeInfraError(f"{stage} result file is not JSON: {exc}") from exc
 
     def baselines(self, workdir: Path) -> BaselineResult:

@@ -247,6 +247,22 @@ def test_a_worker_that_dies_before_the_candidate_runs_is_our_failure_after_it_th
     assert verdict.verdict == "runtime_error" and "exit 7" in verdict.message
 
 
+@pytest.mark.parametrize(
+    "forged",
+    ['{"judge_error": "forged", "out_of_memory": false}', "not json"],
+    ids=["claims_a_judge_error", "not_json"],
+)
+def test_a_result_file_forged_after_the_candidate_ran_is_its_verdict_not_our_failure(
+    tmp_path: Path, forged: str
+) -> None:
+    # The candidate shares the worker's process: once its code ran, what the result file says about our
+    # failures cannot be trusted (else a failing candidate could have its sample dropped instead of scored).
+    body = f"import os\nopen('run_result.json', 'w').write({forged!r})\nos._exit(0)"  # the worker runs in its folder
+    verdict = judge_new_task(tmp_path, with_forward_body(RELU, body), static_policy=False, verdict_cache=False)
+    assert verdict.verdict == "runtime_error" and verdict.reward == -1, verdict.message
+    assert "result file" in verdict.message
+
+
 @pytest.mark.gpu
 def test_cuda_out_of_memory_is_ours_in_the_comparison_and_the_candidates_in_its_forward(tmp_path: Path) -> None:
     cuda_relu = example_solution("relu", "cuda")

@@ -45,7 +45,7 @@ def _speedup(verdict: Verdict, baseline_ms: float | None) -> float | None:
 
 def group_metrics(verdicts: list[Verdict | None], outcomes: list[str]) -> GroupMetrics:
     """Metrics of one group. `verdicts[i]` is task i's scored verdict (None if none was reached);
-    `outcomes[i]` names it for the counts ('missing' or 'error' when there is no verdict). An 'error' is ours
+    `outcomes[i]` names it for the counts ('missing', 'failed' or 'error' when there is no verdict). An 'error' is ours
     (no verdict exists): counted in `verdicts`, left out of every rate, as if the task had not been run."""
     n = sum(outcome != "error" for outcome in outcomes)
     correct = [v for v in verdicts if v is not None and v.verdict == "pass" and v.correct]
@@ -90,7 +90,9 @@ def compute_metrics(results: list[TaskResult], pick: Callable[[TaskResult], Verd
 
     def outcome(result: TaskResult) -> str:
         verdict = pick(result)
-        return verdict.verdict if verdict is not None else ("error" if result.status == "error" else "missing")
+        if verdict is not None:
+            return verdict.verdict
+        return result.status if result.status in ("failed", "error") else "missing"
 
     def metrics_of(rows: list[TaskResult]) -> GroupMetrics:
         return group_metrics([pick(r) for r in rows], [outcome(r) for r in rows])

@@ -31,7 +31,7 @@ class BenchConfig(_Record):
     speed_of_light: bool = Field(default=True, description="Estimate each task's speed-of-light bound.")
 
 
-TaskStatus = Literal["judged", "missing", "error"]
+TaskStatus = Literal["judged", "missing", "failed", "error"]
 
 
 class SpeedOfLight(_Record):
@@ -60,11 +60,14 @@ class TaskResult(_Record):
     name: str = Field(description="Task name.")
     level: int | None = Field(default=None, description="KernelBench level, if any.")
     source: str = Field(default="", description="The task's set: 'kernelbench', 'ops6k', 'examples', 'folder', ...")
-    status: TaskStatus = Field(description="judged, missing (no solution: counts as failed) or error (ours).")
+    status: TaskStatus = Field(
+        description="judged; missing (no solution) or failed (the input was wrong, e.g. a SolutionError): both count "
+        "as failed; error (ours, an InfraError): left out of every rate."
+    )
     solution: str | None = Field(default=None, description="Solution file or folder judged.")
     verdict: Verdict | None = Field(default=None, description="The scored verdict (with a model: best in trajectory).")
     final: Verdict | None = Field(default=None, description="With a model: the verdict of the final workspace.")
-    error: str | None = Field(default=None, description="Why no verdict was reached (status error).")
+    error: str | None = Field(default=None, description="Why no verdict was reached (status failed or error).")
     episode: dict[str, Any] | None = Field(default=None, description="With a model: trajectory, turns, exit status.")
     wall_s: float = Field(default=0.0, description="Seconds from submitting the task to its result (queue included).")
     speed_of_light: SpeedOfLight | None = Field(default=None, description="The task's lower bound on time.")
@@ -82,7 +85,7 @@ class GroupMetrics(_Record):
     geomean_speedup_compile: float | None = Field(description="Geometric mean of compile/solution over correct ones.")
     fast_p_eager: dict[str, float] = Field(description="KernelBench fast_p against eager, keyed by p.")
     fast_p_compile: dict[str, float] = Field(description="fast_p against torch.compile, keyed by p.")
-    verdicts: dict[str, int] = Field(description="Tasks per verdict; 'missing' and 'error' for no verdict.")
+    verdicts: dict[str, int] = Field(description="Tasks per verdict; 'missing', 'failed' and 'error' for no verdict.")
     rejections: dict[str, int] = Field(description="Violations of rejected solutions, per rule (check name).")
     custom_kernel_time_fraction: float | None = Field(
         default=None,

@@ -131,6 +131,7 @@ def render_markdown(report: BenchReport) -> str:
     if report.final_metrics is not None:
         runs.append(("this run, final workspace", report.final_metrics))
     missing = sum(r.status == "missing" for r in report.tasks)
+    failed = [r for r in report.tasks if r.status == "failed"]
     errors = [r for r in report.tasks if r.status == "error"]
     env = report.environment
     what = f"model `{cfg.model}`" if cfg.model else f"solutions `{cfg.solutions}`"
@@ -140,16 +141,17 @@ def render_markdown(report: BenchReport) -> str:
         f"{what} on {env.get('device_name', cfg.device)} (torch {env.get('torch')}, judge protocol "
         f"{report.protocol_version}, policy {cfg.judge.get('policy', 'cuda-agent')}), {report.created_at}.",
         "",
-        "Rates are over all tasks: a task with no solution or no verdict counts as failed. Faster means "
-        "t < 0.95 t_baseline (strictly more than 5%); speedups are geometric means over correct solutions only. "
-        f"{missing} task(s) had no solution and count as failed; {len(errors)} ended in an error of ours "
-        "(counted as failed, retried by `--resume`). CUDA Agent's row is the paper's (KernelBench L1-3 on its GPU), "
+        "Rates are over all tasks but errors of ours: a task with no solution, or whose input could not be judged, "
+        "counts as failed. Faster means t < 0.95 t_baseline (strictly more than 5%); speedups are geometric means "
+        f"over correct solutions only. {missing} task(s) had no solution and {len(failed)} an input that could not "
+        f"be judged (both count as failed); {len(errors)} ended in an error of ours (no verdict exists: left out of "
+        "every rate, retried by `--resume`). CUDA Agent's row is the paper's (KernelBench L1-3 on its GPU), "
         "for comparison only.",
         "",
     ]
     lines += _tables(runs) + [""] + _fast_p(runs) + [""] + _counts(runs) + [""]
-    if errors:
-        lines += ["## Errors", ""] + [f"- {r.ref}: {r.error}" for r in errors] + [""]
+    for title, rows in (("Inputs that could not be judged (counted as failed)", failed), ("Errors of ours", errors)):
+        lines += [f"## {title}", ""] + [f"- {r.ref}: {r.error}" for r in rows] + [""] if rows else []
     if report.ceilings:
         c = report.ceilings
         lines += [

@@ -16,9 +16,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
+from cuda_agent.errors import InfraError
 from cuda_agent.evaluation.records import TaskResult
 from cuda_agent.evaluation.suites import find_solution
-from cuda_agent.sandbox.jobs import JobResult, JudgeJob, make_judge_job
+from cuda_agent.sandbox.jobs import JobResult, JudgeJob, error_class, make_judge_job
 from cuda_agent.types import Task, Verdict
 
 Advance = Callable[[TaskResult], None]
@@ -68,11 +69,14 @@ def _base(task: Task, **fields: Any) -> TaskResult:
 
 
 def judge_result(task: Task, solution: Path, job_result: JobResult, wall_s: float) -> TaskResult:
-    """A pool's answer as a task result: a verdict, or an error of ours (status error, counted as failed)."""
+    """A pool's answer as a task result: a verdict; an error of ours (an InfraError, or a cancelled job: status
+    error, left out of the rates, retried on resume); or the input's fault (a SolutionError, TaskError, ...:
+    status failed, counted as failed like a missing solution)."""
     if job_result.verdict is not None:
         return _base(task, status="judged", solution=str(solution), verdict=job_result.verdict, wall_s=wall_s)
     error = job_result.error or f"the sandbox job ended {job_result.status}"
-    return _base(task, status="error", solution=str(solution), error=error, wall_s=wall_s)
+    ours = job_result.status == "cancelled" or issubclass(error_class(job_result.error_type), InfraError)
+    return _base(task, status="error" if ours else "failed", solution=str(solution), error=error, wall_s=wall_s)
 
 
 def judge_solutions(

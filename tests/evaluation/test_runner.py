@@ -1,5 +1,5 @@
-"""The run's JSONL: what a crash leaves behind is read back, a resumed run retries only our errors, and an
-error of ours is a counted row left out of the rates."""
+"""The run's JSONL: what a crash leaves behind is read back, a resumed run retries only our errors, an
+error of ours is a counted row left out of the rates, and a wrong input counts as failed."""
 
 from __future__ import annotations
 
@@ -8,13 +8,16 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.evaluation.metrics import compute_metrics
-from cuda_agent.evaluation.records import TaskResult
-from cuda_agent.evaluation.runner import ResultStore, finished, judge_solutions
+from cuda_agent.evaluation.records import BenchReport, TaskResult
+from cuda_agent.evaluation.report_md import render_markdown
+from cuda_agent.evaluation.runner import ResultStore, finished, judge_result, judge_solutions
+from cuda_agent.sandbox.jobs import JobResult
 from cuda_agent.sandbox.local import LocalPool
 from cuda_agent.types import Task
 from tests.judge.helpers import EXAMPLES, example_solution, hungry_reference
 
 RELU = example_solution("relu")
+COMMITTED_RUN = Path(__file__).parents[2] / "bench" / "results" / "cpu-2026-12-02" / "bench_examples"
 
 
 def test_store_survives_a_torn_line_and_keeps_the_latest_result(tmp_path: Path) -> None:
@@ -54,3 +57,44 @@ def test_a_failure_of_ours_is_an_error_row_left_out_of_the_rates(tmp_path: Path)
     metrics = compute_metrics(list(results.values())).overall
     assert (metrics.tasks, metrics.pass_rate, metrics.verdicts) == (1, 1.0, {"error": 1, "pass": 1})
     assert list(finished(results)) == ["inline/relu"]  # a resumed run judges the other again
+
+
+@pytest.mark.parametrize(
+    ("error_type", "status"),
+    [
+        ("JudgeInfraError", "error"),
+        ("SandboxError", "error"),
+        ("PoolFullError", "error"),
+        (None, "error"),  # nothing said whose fault: ours (error_class's default), never the candidate's
+        ("SolutionError", "failed"),
+        ("TaskError", "failed"),
+        ("ConfigError", "failed"),
+    ],
+)
+def test_only_an_infra_error_is_ours(error_type: str | None, status: str) -> None:
+    task = Task(ref="t", name="t", source="inline", code="")
+    failed = JobResult(job_id="j", kind="judge", status="failed", error="why", error_type=error_type)
+    assert judge_result(task, Path("s.py"), failed, 0.1).status == status
+
+
+@pytest.mark.integration
+def test_an_unreadable_solution_counts_as_failed_not_as_ours(tmp_path: Path) -> None:
+    relu = Task(ref="inline/relu", name="relu", source="inline", code=(EXAMPLES / "problems" / "relu.py").read_text())
+    tanh = relu.model_copy(update={"ref": "inline/tanh", "name": "tanh"})
+    (tmp_path / "relu.py").write_text(RELU)
+    (tmp_path / "tanh.py").write_bytes(b"\xff\xfe\x00 not text")  # the judge's SolutionError: the input's fault
+    store, config = ResultStore(tmp_path / "results.jsonl"), {"time": False, "trials": 2, "verdict_cache": False}
+    with LocalPool(build_workers=2) as pool:
+        judge_solutions([relu, tanh], tmp_path, pool, config, store, lambda result: None)
+    results = store.load()
+    assert (results["inline/tanh"].status, results["inline/tanh"].verdict) == ("failed", None)
+    assert "not a text file" in results["inline/tanh"].error
+    metrics = compute_metrics(list(results.values())).overall
+    assert (metrics.tasks, metrics.pass_rate, metrics.verdicts) == (2, 0.5, {"failed": 1, "pass": 1})
+    committed = BenchReport.model_validate_json((COMMITTED_RUN / "results.json").read_text())
+    report = committed.model_copy(
+        update={"tasks": list(results.values()), "metrics": compute_metrics(list(results.values()))}
+    )
+    text = render_markdown(report)
+    assert "0 task(s) had no solution and 1 an input that could not be judged (both count as failed)" in text
+    assert "## Inputs that could not be judged (counted as failed)\n\n- inline/tanh: " in text

@@ -39,6 +39,8 @@ from cuda_agent.errors import ConfigError
 logger = logging.getLogger(__name__)
 
 HF_ROLLOUT_MODULE = "cuda_agent.rl.hf_rollout"
+FORWARDED_ENV = ("PYTHONPATH", "VERL_FILE_LOGGER_PATH")
+"""This process's environment variables that verl's Ray workers get too (`ray_init.runtime_env.env_vars`)."""
 
 
 def latest_checkpoint(config: Any) -> int | None:
@@ -105,9 +107,11 @@ def prepare_config(config: Any, resume: bool = False) -> dict[str, str]:
         env_vars = ray_init.runtime_env.env_vars
         for key, value in env.items():
             env_vars[key] = value
-        # The agent's shell and our workers import cuda_agent: keep this checkout importable in Ray's workers.
-        if os.environ.get("PYTHONPATH"):
-            env_vars.setdefault("PYTHONPATH", os.environ["PYTHONPATH"])
+        # Ray's workers on a joined cluster do not inherit this process's environment: the agent's shell and our
+        # workers import cuda_agent (keep this checkout importable), and verl's file logger writes where we said.
+        for key in FORWARDED_ENV:
+            if os.environ.get(key):
+                env_vars.setdefault(key, os.environ[key])
     return env
 
 

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from cuda_agent.errors import ConfigError
 from cuda_agent.rl import STAGES
 from cuda_agent.rl.config import CudaAgentLoopConfig, JudgeSettings
+from cuda_agent.sandbox.workspace_commands import SANDBOX_URL_ENV
 
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
 _PLAIN = re.compile(r"^[\w./:@+-]+$")
@@ -127,6 +128,7 @@ def plan_training(recipe: Recipe, out_dir: Path, user_overrides: list[str] = ())
         overrides.append(
             f"actor_rollout_ref.rollout.agent.agent_loop_config_path={hydra_value(str(loop_file.resolve()))}"
         )
+    recipe = _with_sandbox_url(recipe)
     if recipe.reward_function is not None:
         overrides += _reward_function_overrides(recipe.reward_function)
     overrides += list(user_overrides)
@@ -141,6 +143,23 @@ def plan_training(recipe: Recipe, out_dir: Path, user_overrides: list[str] = ())
             module = "cuda_agent.rl.sft_cpu"  # verl's SFT trainer with a gloo process group (see that module)
         command = ["torchrun", "--standalone", f"--nproc_per_node={gpus}", "-m", module, *overrides]
     return TrainingPlan(recipe=recipe, overrides=overrides, config=config, command=command)
+
+
+def _with_sandbox_url(recipe: Recipe) -> Recipe:
+    """The recipe with $CUDA_AGENT_SANDBOX_URL as the judge's `sandbox_url` where it names none.
+
+    Written into the plan (reward_kwargs, the agent-loop YAML) rather than left to the environment: on a
+    joined Ray cluster verl's workers do not inherit this process's environment, and would judge locally.
+    """
+    url = os.environ.get(SANDBOX_URL_ENV)
+    if not url:
+        return recipe
+    update = {
+        field: judged.model_copy(update={"sandbox_url": url})
+        for field in ("agent_loop", "reward_function")
+        if (judged := getattr(recipe, field)) is not None and not judged.sandbox_url
+    }
+    return recipe.model_copy(update=update)
 
 
 def _write_agent_loops(recipe: Recipe, config: Any, loop_file: Path) -> None:
@@ -276,8 +295,7 @@ def _judging_problems(recipe: Recipe) -> list[str]:
     judged = recipe.agent_loop or recipe.reward_function
     if judged is None or judged.device != "cuda" or judged.share_training_gpus:
         return []
-    url = judged.sandbox_url or (os.environ.get("CUDA_AGENT_SANDBOX_URL") if recipe.reward_function else None)
-    if url:
+    if judged.sandbox_url:
         return []
     return [
         "no sandbox_url: candidates would be judged on the training GPUs; start `cuda-agent serve` on GPUs of "

@@ -4,8 +4,8 @@ The model answers once with every file of a workspace solution (kernels, binding
 each a fenced code block with its path on the line above (the prompt asks for exactly this form).
 `compute_score` writes those files into a fresh candidate folder (`model_new.py` + `kernels/`, the
 workspace form the judge reads, with the package's own binding glue) and judges it through the
-sandbox: a `cuda-agent serve` service when a URL is set (in the recipe or `CUDA_AGENT_SANDBOX_URL`),
-otherwise a `LocalPool` on this machine.
+sandbox: a `cuda-agent serve` service when a URL is set (in the recipe or `CUDA_AGENT_SANDBOX_URL`, which
+`plan_training` writes into `reward_kwargs`), otherwise a `LocalPool` on this machine.
 
 Enable it in verl (the single-turn recipe does):
 
@@ -37,11 +37,11 @@ from typing import Any
 from cuda_agent.rl.config import JudgeSettings
 from cuda_agent.rl.metrics import dropped_fields, is_our_failure, judged_fields
 from cuda_agent.rl.rollout import judge_scorer, task_from_row
+from cuda_agent.sandbox.workspace_commands import SANDBOX_URL_ENV
 from cuda_agent.types import Task
 from cuda_agent.workspace import is_editable
 
 PROMPTS = Path(__file__).parent / "prompts"
-SANDBOX_URL_ENV = "CUDA_AGENT_SANDBOX_URL"
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})(.*)$")
 _PATH = re.compile(r"(?<![\w/.-])(model_new\.py|kernels/[\w.-]+)")
 _REASON_CHARS = 300

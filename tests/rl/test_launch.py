@@ -194,3 +194,20 @@ def test_hf_rollout_is_loaded_through_verls_external_lib_hook() -> None:
     config.actor_rollout_ref.rollout.tensor_model_parallel_size = 2
     with pytest.raises(ConfigError, match="tensor_model_parallel_size=1"):
         prepare_config(config)
+
+
+def test_ray_workers_get_the_python_path_and_the_metrics_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a joined cluster (RAY_ADDRESS) verl's workers start with the cluster's environment, not ours."""
+    monkeypatch.setenv("PYTHONPATH", "/checkout")
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", "/runs/stage/metrics.0.jsonl")
+    config = OmegaConf.create(
+        {
+            "trainer": {"use_v1": False, "device": "cuda", "resume_mode": "disable", "default_local_dir": "/none"},
+            "data": {},
+            "actor_rollout_ref": {"rollout": {"name": "vllm", "tensor_model_parallel_size": 1}, "model": {}},
+            "ray_kwargs": {"ray_init": {"num_cpus": None}},
+        }
+    )
+    prepare_config(config)
+    env_vars = config.ray_kwargs.ray_init.runtime_env.env_vars
+    assert (env_vars.PYTHONPATH, env_vars.VERL_FILE_LOGGER_PATH) == ("/checkout", "/runs/stage/metrics.0.jsonl")

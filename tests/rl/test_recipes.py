@@ -164,6 +164,24 @@ def test_checks_report_an_unreachable_sandbox_and_missing_gpus(tmp_path: Path) -
     assert any("n_gpus_per_node=8" in p for p in problems)
 
 
+def test_the_sandbox_url_of_the_environment_travels_in_the_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """verl's workers on a joined Ray cluster do not see this process's environment: the plan must carry the URL."""
+    url = "http://127.0.0.1:9"
+    monkeypatch.setenv("CUDA_AGENT_SANDBOX_URL", url)
+    single = plan_training(load_recipe(bundled_recipe("single-turn")), tmp_path / "single")
+    agentic = plan_training(load_recipe(bundled_recipe("agentic-ppo")), tmp_path / "agentic")
+    assert single.config.reward.custom_reward_function.reward_kwargs.sandbox_url == url
+    loop_file = Path(agentic.config.actor_rollout_ref.rollout.agent.agent_loop_config_path)
+    assert yaml.safe_load(loop_file.read_text())[0]["sandbox_url"] == url
+    monkeypatch.delenv("CUDA_AGENT_SANDBOX_URL")
+    for plan in (single, agentic):
+        problems = check_plan(plan, launching=False)
+        assert not any("no sandbox_url" in p for p in problems)
+        assert any("does not answer /health" in p for p in problems)
+
+
 def test_hydra_values_are_quoted_where_needed() -> None:
     assert [hydra_value(v) for v in (None, True, 3e-6, "vllm", "a b", [1, "x"])] == [
         "null",

@@ -14,6 +14,8 @@ import pytest
 
 from cuda_agent.agent.tools import build_toolset
 from cuda_agent.sandbox import LocalPool, SandboxClient
+from cuda_agent.sandbox.limits import SandboxLimits
+from cuda_agent.subproc import unprivileged_user
 from cuda_agent.tasks import Catalog
 from cuda_agent.types import ToolCall
 from cuda_agent.workspace import create_workspace, is_editable
@@ -73,3 +75,20 @@ def test_the_sandbox_runs_each_command_through_a_live_service(ws: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize("user", ["nobody", None])
+def test_a_sandboxed_command_cannot_change_the_workspace_tools(ws: Path, user: str | None) -> None:
+    if user is not None and unprivileged_user(user, [Path(sys.executable), ws])[0] is None:
+        pytest.skip(f"the sandbox cannot drop to {user} here: {unprivileged_user(user, [Path(sys.executable), ws])[1]}")
+    real = (ws / "utils" / "verification.py").read_text()
+    attack = "echo 'print(1)' > utils/verification.py; echo '# mine' >> model_new.py; true"
+    with LocalPool(build_workers=1, limits=SandboxLimits(user=user)) as pool:
+        with build_toolset(ws, is_editable, commands=pool) as tools:
+            seen = bash(tools, attack)
+    assert (ws / "utils" / "verification.py").read_text() == real
+    assert (ws / "model_new.py").read_text().endswith("# mine\n")  # the editable file was changed
+    if user is None:  # stayed root: the write went through, was undone and reported to the model
+        assert "changed protected files, which were restored: utils/verification.py" in seen.output
+    else:  # dropped to nobody: the read-only file and its root-owned folder refused the write
+        assert "Permission denied" in seen.output

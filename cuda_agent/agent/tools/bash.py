@@ -30,6 +30,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cuda_agent.agent.tools.base import Observation, ToolError, function_schema
+from cuda_agent.workspace.layout import FIXED_FILES
+
+PROTECTED = ("SKILL.md", "model.py", *FIXED_FILES, "utils")
+"""A workspace's read-only paths, as a sandbox command protects them: made read-only and kept root's when the
+command drops to the unprivileged user (the utils/ folder too, so nothing can be added or swapped in it, not even
+a cached .pyc), checked and restored after each command."""
 
 _ENV_ALLOW = (
     "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "USER", "SHELL", "VIRTUAL_ENV", "LD_LIBRARY_PATH",
@@ -244,14 +250,22 @@ class SandboxShell:
     commands is chosen in one place, the episode runner (agent/episode.py).
     """
 
-    def __init__(self, runner: CommandRunner, root: Path, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        runner: CommandRunner,
+        root: Path,
+        env: Mapping[str, str] | None = None,
+        protected: tuple[str, ...] = PROTECTED,
+    ) -> None:
         self.runner, self.root = runner, Path(root).resolve()
         self.env = dict(env) if env is not None else agent_env()
+        self.protected = list(protected)
 
     def run(self, command: str, timeout_s: float, cap_bytes: int) -> ShellResult:
         """Run one command; a sandbox that cannot run it raises InfraError (ours, not the model's)."""
         argv = ["bash", "--noprofile", "--norc", "-c", f"{{\n{command}\n}} < /dev/null 2>&1"]
-        result = self.runner.run_command(argv, str(self.root), timeout_s=timeout_s, output_cap=cap_bytes, env=self.env)
+        fields = {"output_cap": cap_bytes, "env": self.env, "protected": self.protected}
+        result = self.runner.run_command(argv, str(self.root), timeout_s=timeout_s, **fields)
         notes = [f"the command ran past its {timeout_s:g} s limit and was killed with everything it started"]
         notes = notes if result.timed_out else []
         if result.tampered:

@@ -73,9 +73,8 @@ PY
 echo "== curriculum judged at $(elapsed) s"
 
 # 3. SFT (torchrun, one GPU), then its last checkpoint's HF folder (saved with hf_model).
-VERL_FILE_LOGGER_PATH=$RES/sft/metrics.jsonl
-mkdir -p "$RES/sft"
-VERL_FILE_LOGGER_PATH=$VERL_FILE_LOGGER_PATH $CLI train rft --config recipes/curriculum_sft.yaml --out "$WORK/sft_run" \
+mkdir -p "$RES/sft"  # --out: verl's metrics go to $RES/sft/metrics.0.jsonl
+$CLI train rft --config recipes/curriculum_sft.yaml --out "$RES/sft" \
   --set model.path="$WORK/tiny/actor" --set data.train_files="$WORK/curriculum/sft.parquet" \
   --set trainer.total_training_steps="$SFT_STEPS" --set trainer.default_local_dir="$WORK/sft" \
   --set "checkpoint.save_contents=[model,optimizer,extra,hf_model]" \
@@ -102,8 +101,7 @@ recipe = yaml.safe_load(open("recipes/curriculum_ppo.yaml"))
 recipe["reward_function"].update(work_dir=sys.argv[2], sandbox_url=sys.argv[3], device=sys.argv[4])
 yaml.safe_dump(recipe, open(sys.argv[1], "w"))
 PY
-  VERL_FILE_LOGGER_PATH=$run/metrics.jsonl setsid $CLI train single-turn --config "$WORK/ppo_recipe$seed.yaml" \
-    --out "$WORK/ppo_run$seed" \
+  setsid $CLI train single-turn --config "$WORK/ppo_recipe$seed.yaml" --out "$run" \
     --set actor_rollout_ref.model.path="$SFT_HF" --set critic.model.path="$WORK/tiny/critic" \
     --set data.train_files="$WORK/curriculum/rl.parquet" --set data.val_files="$WORK/curriculum/rl.parquet" \
     --set data.seed="$seed" --set actor_rollout_ref.rollout.seed="$seed" --set actor_rollout_ref.rollout.n="$N" \
@@ -122,7 +120,7 @@ PY
       echo "== time budget of ${BUDGET_S}s spent during seed $seed"; kill -9 -- -"$PID" 2>/dev/null; break
     fi
   done
-  wait "$PID" 2>/dev/null; echo "== seed $seed exit $? at $(elapsed) s, $(grep -c '"step"' "$run/metrics.jsonl" 2>/dev/null) steps"
+  wait "$PID" 2>/dev/null; echo "== seed $seed exit $? at $(elapsed) s, $(grep -c '"step"' "$run/metrics.0.jsonl" 2>/dev/null) steps"
   tail -n 3 "$run/train.log"
   [ "$DEVICE" = cuda ] && ray stop --force > /dev/null 2>&1  # elsewhere other Ray clusters may run: the group kill must do
   $CLI train report "$run"

@@ -4,7 +4,8 @@
 # a tiny model made here (bench/tiny_model.py; nothing downloaded).
 #
 # What it shows, per seed (seed<S>/ of the results, packed into $OUT/train_gpu.tar):
-#   - STEPS steps of the trainer loop; verl's per-step metrics as JSONL (metrics_phase1/2.jsonl: rewards,
+#   - STEPS steps of the trainer loop; verl's per-step metrics as JSONL (run/metrics.0.jsonl, and run/metrics.1.jsonl
+#     for the resumed launch: rewards,
 #     cuda_agent/* episode metrics, losses, KL, grad norms, timing_s/* split);
 #   - weight sync: verl's token-level importance weights exp(actor - rollout log-prob) each step (the rollout's
 #     log-probs against the fp32 actor's recomputation), and probe.jsonl: a fixed sequence scored on the rollout
@@ -75,10 +76,10 @@ recipe["agent_loop"].update(device=sys.argv[3], work_dir=sys.argv[4], share_trai
 yaml.safe_dump(recipe, open(sys.argv[2], "w"))
 PY
 
-train() {  # train SEED RUN_DIR LOGGER_FILE [--resume]
-  local seed=$1 run=$2 metrics=$3 micro=$((BATCH < 4 ? BATCH : 4)) loops=$((BATCH % 2 ? 1 : 2)); shift 3
+train() {  # train SEED RUN_DIR [--resume]: each launch logs to RUN_DIR/metrics.<n>.jsonl, n = 0, 1, ...
+  local seed=$1 run=$2 micro=$((BATCH < 4 ? BATCH : 4)) loops=$((BATCH % 2 ? 1 : 2)); shift 2
   mkdir -p "$run"
-  VERL_FILE_LOGGER_PATH=$metrics setsid $PY -m cuda_agent train agentic-ppo --config "$WORK/recipe.yaml" --out "$run" \
+  setsid $PY -m cuda_agent train agentic-ppo --config "$WORK/recipe.yaml" --out "$run" \
     --set actor_rollout_ref.model.path="$ACTOR" --set critic.model.path="$CRITIC" \
     --set critic.model.trust_remote_code=true \
     --set data.train_files="$DATA" --set data.val_files="$DATA" --set data.seed="$seed" \
@@ -104,7 +105,7 @@ train() {  # train SEED RUN_DIR LOGGER_FILE [--resume]
     --set trainer.test_freq=-1 --set trainer.val_before_train=false --set "trainer.logger=[console,file]" \
     --set trainer.default_local_dir="$WORK/seed$seed/checkpoints" \
     --set +ray_kwargs.ray_init.namespace=cuda-agent --set +ray_kwargs.ray_init.include_dashboard=false \
-    $EXTRA "$@" > "$run/train.log" 2>&1 &
+    $EXTRA "$@" >> "$run/train.log" 2>&1 &
   TRAIN_PID=$!
 }
 
@@ -122,11 +123,11 @@ for seed in $SEEDS; do
   rm -rf "$dir" "$WORK/seed$seed" "$WORK/rollouts"; mkdir -p "$dir"
   $PY bench/train_gpu_probe.py --tokenizer "$ACTOR" --out "$dir/probe.jsonl" > "$dir/probe.log" 2>&1 &
   PROBE=$!
-  train "$seed" "$dir/phase1" "$dir/metrics_phase1.jsonl"
+  train "$seed" "$dir/run"
   killed=0
   while kill -0 "$TRAIN_PID" 2>/dev/null; do
     sleep 2
-    done_steps=$(steps_done "$dir/metrics_phase1.jsonl")
+    done_steps=$(steps_done "$dir/run/metrics.0.jsonl")
     if [ "$KILL_AT" -gt 0 ] && [ "$seed" = "${SEEDS%% *}" ] && [ "$done_steps" -ge $((KILL_AT + 1)) ]; then
       sleep 3  # into step KILL_AT+2: killed mid-step
       echo "== killing the run during step $((KILL_AT + 2)) (pid group $TRAIN_PID)"
@@ -140,11 +141,11 @@ for seed in $SEEDS; do
       kill -9 -- -"$TRAIN_PID" 2>/dev/null; wait "$TRAIN_PID" 2>/dev/null; stop_everything; break
     fi
   done
-  wait "$TRAIN_PID" 2>/dev/null; echo "== phase 1 exit $? after $(steps_done "$dir/metrics_phase1.jsonl") steps"
+  wait "$TRAIN_PID" 2>/dev/null; echo "== phase 1 exit $? after $(steps_done "$dir/run/metrics.0.jsonl") steps"
   if [ "$killed" = 1 ]; then
     $PY bench/train_gpu_probe.py --tokenizer "$ACTOR" --out "$dir/probe.jsonl" >> "$dir/probe.log" 2>&1 &
     PROBE=$!
-    train "$seed" "$dir/phase2" "$dir/metrics_phase2.jsonl" --resume
+    train "$seed" "$dir/run" --resume
     while kill -0 "$TRAIN_PID" 2>/dev/null; do
       sleep 2
       if [ $(( $(date +%s) - START )) -gt "$BUDGET_S" ]; then
@@ -152,7 +153,7 @@ for seed in $SEEDS; do
         kill -9 -- -"$TRAIN_PID" 2>/dev/null; wait "$TRAIN_PID" 2>/dev/null; stop_everything; break
       fi
     done
-    wait "$TRAIN_PID" 2>/dev/null; echo "== phase 2 (resumed) exit $? after $(steps_done "$dir/metrics_phase2.jsonl") steps"
+    wait "$TRAIN_PID" 2>/dev/null; echo "== phase 2 (resumed) exit $? after $(steps_done "$dir/run/metrics.1.jsonl") steps"
   fi
   kill "$PROBE" 2>/dev/null; wait "$PROBE" 2>/dev/null
   stop_everything

@@ -1,7 +1,7 @@
 """Summarise bench/train_gpu.sh: reward curve, weight-sync and kill/resume checks, from verl's own metrics.
 
-Reads, per seed folder `RES/seed<S>/`: `metrics_phase1.jsonl` (and `metrics_phase2.jsonl` after a kill and
-`--resume`), verl's file logger lines `{"step": N, "data": {...}}`, and `probe.jsonl` (bench/train_gpu_probe.py).
+Reads, per seed folder `RES/seed<S>/`: `run/metrics.0.jsonl` (and `run/metrics.1.jsonl` after a kill and
+`--resume`: `cuda-agent train` gives each launch its own file), verl's file logger lines `{"step": N, "data": {...}}`, and `probe.jsonl` (bench/train_gpu_probe.py).
 Writes `RES/summary.json` and prints one line per check (PASS/FAIL) and the reward curve.
 
 Checks:
@@ -49,7 +49,7 @@ def sync_error(data: dict) -> float | None:
 
 
 def seed_summary(folder: Path, total: int, kill_at: int) -> dict:
-    first, resumed = read_steps(folder / "metrics_phase1.jsonl"), read_steps(folder / "metrics_phase2.jsonl")
+    first, resumed = read_steps(folder / "run" / "metrics.0.jsonl"), read_steps(folder / "run" / "metrics.1.jsonl")
     marker = folder / "checkpoint_at_kill.txt"  # the latest checkpoint when the run was killed
     if kill_at > 0 and marker.exists():
         kill_at = int(marker.read_text().strip())

@@ -146,7 +146,7 @@ def _add_report_command(sub: argparse._SubParsersAction) -> None:
     report = sub.add_parser(
         "report", help="a run's per-step metrics (steps.jsonl) and report.html with the reward curve"
     )
-    report.add_argument("run_dir", help="a folder with verl's metrics*.jsonl (the file logger's output)")
+    report.add_argument("run_dir", help="a stage's --out folder (its metrics.<n>.jsonl, one per launch)")
     report.set_defaults(func=cmd_train_report)
 
 

@@ -12,7 +12,7 @@ verl's model merger (`python -m verl.model_merger merge`).
 `run_dir/manifest.json` records every stage's status, artifact and attempts. Run again, a finished
 stage is skipped and a half-done one is launched again with `--resume`: verl continues from its
 latest checkpoint in the stage's checkpoint folder. Each launch logs its steps to a file of its own
-(`<stage>/metrics.<attempt>.jsonl`, verl's `file` backend), and a finished stage gets `steps.jsonl`
+(`<stage>/metrics.<n>.jsonl`, verl's `file` backend; `recipes.launch`), and a finished stage gets `steps.jsonl`
 and `report.html` (`cuda_agent.rl.report`).
 
     run_dir: runs/pipeline
@@ -23,7 +23,6 @@ and `report.html` (`cuda_agent.rl.report`).
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -188,13 +187,13 @@ class Pipeline:
             self.manifest.stages[stage] = record
             self.manifest.save(self.manifest_path)
             self.echo(f"== {stage}: {'resuming' if resume else 'starting'} (attempt {record.attempts})")
-            record.artifact = str(self._run_stage(stage, resume, record.attempts - 1))
+            record.artifact = str(self._run_stage(stage, resume))
             record.status = "done"
             self.manifest.save(self.manifest_path)
             self.echo(f"== {stage}: done, {record.artifact}")
         return self.manifest
 
-    def _run_stage(self, stage: str, resume: bool, attempt: int) -> Path:
+    def _run_stage(self, stage: str, resume: bool) -> Path:
         out = self.run / stage.replace("-", "_")
         out.mkdir(parents=True, exist_ok=True)
         spec = self.config.stages.get(stage, StageSpec())
@@ -202,7 +201,7 @@ class Pipeline:
             return self._rft_data(out, spec)
         if stage == "critic-data":
             return self._critic_data(out)
-        return self._train(stage, out, spec, resume, attempt)
+        return self._train(stage, out, spec, resume)
 
     def _rft_data(self, out: Path, spec: StageSpec) -> Path:
         import pyarrow as pa
@@ -266,7 +265,7 @@ class Pipeline:
         loop = {"agent_loop": {"work_dir": out / "rollouts"}}
         return [ckpt, f"actor_rollout_ref.model.path={actor}", f"critic.model.path={critic}"], loop
 
-    def _train(self, stage: str, out: Path, spec: StageSpec, resume: bool, attempt: int) -> Path:
+    def _train(self, stage: str, out: Path, spec: StageSpec, resume: bool) -> Path:
         from cuda_agent.rl.recipes import bundled_recipe, check_plan, load_recipe, plan_training
         from cuda_agent.rl.report import report_run
 
@@ -278,11 +277,10 @@ class Pipeline:
             current = getattr(recipe, field)
             if current is not None:
                 recipe = recipe.model_copy(update={field: current.model_copy(update=values)})
-        plan = plan_training(recipe, out / "plan", [*overrides, *spec.set])
+        plan = plan_training(recipe, out, [*overrides, *spec.set])
         problems = check_plan(plan)
         if problems:
             raise ConfigError(f"stage {stage} cannot launch: " + "; ".join(problems))
-        os.environ["VERL_FILE_LOGGER_PATH"] = str((out / f"metrics.{attempt}.jsonl").resolve())
         code = self.launch(plan, resume)
         if code != 0:
             raise ConfigError(f"stage {stage} exited {code}; run `cuda-agent train all` again to resume it")

@@ -37,6 +37,7 @@ from cuda_agent.sandbox.workspace_commands import SANDBOX_URL_ENV
 
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
 _PLAIN = re.compile(r"^[\w./:@+-]+$")
+_METRICS = re.compile(r"metrics\.(\d+)\.jsonl")
 
 
 class Recipe(BaseModel):
@@ -65,6 +66,7 @@ class TrainingPlan(BaseModel):
     overrides: list[str] = Field(description="Hydra overrides, in order: the recipe's, then the user's.")
     config: Any = Field(description="verl's composed OmegaConf config.")
     command: list[str] = Field(description="The launch command line.")
+    out_dir: Path = Field(description="The stage's folder: the agent-loop YAML and each launch's metrics file.")
 
     def yaml(self) -> str:
         from omegaconf import OmegaConf
@@ -142,7 +144,7 @@ def plan_training(recipe: Recipe, out_dir: Path, user_overrides: list[str] = ())
         if module == "verl.trainer.sft_trainer" and config.trainer.get("device") == "cpu":
             module = "cuda_agent.rl.sft_cpu"  # verl's SFT trainer with a gloo process group (see that module)
         command = ["torchrun", "--standalone", f"--nproc_per_node={gpus}", "-m", module, *overrides]
-    return TrainingPlan(recipe=recipe, overrides=overrides, config=config, command=command)
+    return TrainingPlan(recipe=recipe, overrides=overrides, config=config, command=command, out_dir=out_dir)
 
 
 def _with_sandbox_url(recipe: Recipe) -> Recipe:
@@ -390,15 +392,27 @@ def _gpu_problems(wanted: int) -> list[str]:
     return [] if have >= wanted else [f"trainer.n_gpus_per_node={wanted} but this node has {have} GPU(s)"]
 
 
+def metrics_file(out_dir: Path) -> Path:
+    """The next free `metrics.<n>.jsonl` in `out_dir` (n from 0), as an absolute path.
+
+    One file per launch: verl's file logger opens its file for writing, so a `--resume` into the same file
+    would wipe the killed run's steps. `cuda-agent train report OUT_DIR` reads them all, in order.
+    """
+    taken = [int(m.group(1)) for p in Path(out_dir).glob("metrics.*.jsonl") if (m := _METRICS.fullmatch(p.name))]
+    return (Path(out_dir) / f"metrics.{max(taken, default=-1) + 1}.jsonl").absolute()
+
+
 def launch(plan: TrainingPlan, resume: bool = False) -> int:
     """Run the plan in the foreground; returns its exit code.
 
     PPO stages run verl's own trainer on Ray from this process (`cuda_agent.rl.launch`, which starts a
     local Ray unless RAY_ADDRESS names a cluster; `resume` continues from the latest checkpoint);
-    the others run the plan's command.
+    the others run the plan's command. Either way verl's file logger writes `metrics_file(plan.out_dir)`.
     """
     import subprocess
 
+    plan.out_dir.mkdir(parents=True, exist_ok=True)
+    os.environ["VERL_FILE_LOGGER_PATH"] = str(metrics_file(plan.out_dir))
     if plan.recipe.entrypoint == "verl.trainer.main_ppo":
         from cuda_agent.rl.launch import run_ppo_plan
 

@@ -3,15 +3,15 @@
 verl's trainer logs every step through its tracking backends (`trainer.logger`); the recipes turn on
 verl's own `file` backend, which appends `{"step": N, "data": {...all of verl's metrics...}}` per
 step to `$VERL_FILE_LOGGER_PATH`. That backend opens its file for writing (a resumed run would
-truncate it), so `cuda-agent train all` gives each launch of a stage a file of its own
-(`metrics.<attempt>.jsonl`); reading them in order, the last line of a step wins (a resumed run
+truncate it), so every launch (`cuda-agent train STAGE --out DIR`, and each stage of `train all`) gets a file
+of its own, `DIR/metrics.<n>.jsonl`; reading them in order, the last line of a step wins (a resumed run
 repeats no step, but a killed one can have logged the step it was killed after).
 
 `step_metrics` picks what a reader of a run wants from verl's names into `StepMetrics`, one line
 per step in `steps.jsonl`; `render_report` draws the reward curve (mean and max per step, pass
 rate) and the table.
 
-    cuda-agent train report runs/train/curriculum_ppo      # steps.jsonl and report.html there
+    cuda-agent train report runs/train/single_turn      # the --out of `train single-turn`: steps.jsonl, report.html
 """
 
 from __future__ import annotations
@@ -172,17 +172,23 @@ def render_report(steps: list[StepMetrics], title: str) -> str:
 
 
 def report_run(run_dir: Path) -> tuple[Path, Path]:
-    """Read every `metrics*.jsonl` under `run_dir` (in name order), write `steps.jsonl` and `report.html` there.
+    """Read every `metrics*.jsonl` under `run_dir` (in launch order), write `steps.jsonl` and `report.html` there.
 
     Raises:
         ConfigError: no metrics file under `run_dir`, or an unreadable one.
     """
-    paths = sorted(Path(run_dir).glob("metrics*.jsonl"))
+    paths = sorted(Path(run_dir).glob("metrics*.jsonl"), key=_launch_order)
     steps = read_steps(paths)
     out = write_steps(steps, Path(run_dir) / "steps.jsonl")
     page = Path(run_dir) / "report.html"
     page.write_text(render_report(steps, f"cuda-agent training: {Path(run_dir).resolve().name}"))
     return out, page
+
+
+def _launch_order(path: Path) -> tuple[int, str]:
+    # metrics.10.jsonl is launched after metrics.9.jsonl; a lone metrics.jsonl (set by hand) comes first.
+    number = path.name.split(".")[1] if path.name.count(".") == 2 else ""
+    return (int(number) if number.isdigit() else -1, path.name)
 
 
 class LearningCheck(BaseModel):

@@ -21,7 +21,7 @@ from cuda_agent.errors import ConfigError
 pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[rl]')")
 
 from cuda_agent.rl.pipeline import ORDER, Pipeline, load_pipeline  # noqa: E402
-from cuda_agent.rl.recipes import bundled_recipe  # noqa: E402
+from cuda_agent.rl.recipes import bundled_recipe, metrics_file  # noqa: E402
 
 CPU = ["trainer.device=cpu", "trainer.n_gpus_per_node=1"]
 SMALL = [
@@ -41,7 +41,7 @@ class VerlLeftovers:
     def __call__(self, plan: Any, resume: bool) -> int:
         stage, cfg = plan.recipe.stage, plan.config
         self.calls.append((stage, resume, plan.overrides))
-        metrics = Path(__import__("os").environ["VERL_FILE_LOGGER_PATH"])
+        metrics = metrics_file(plan.out_dir)  # where recipes.launch points verl's file logger
         metrics.write_text(json.dumps({"step": 1, "data": {"critic/score/mean": 1.0}}) + "\n")
         if stage == "collect":
             self._episodes(

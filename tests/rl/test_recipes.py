@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ import yaml
 
 from cuda_agent.cli import main
 from cuda_agent.errors import ConfigError
-from cuda_agent.rl.recipes import STAGES, bundled_recipe, check_plan, hydra_value, load_recipe, plan_training
+from cuda_agent.rl.recipes import STAGES, bundled_recipe, check_plan, hydra_value, launch, load_recipe, plan_training
 
 pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[rl]')")
 
@@ -240,3 +241,23 @@ def test_single_turn_recipe_judges_with_our_reward_function(plans: dict) -> None
     agent = cfg.actor_rollout_ref.rollout.agent
     assert agent.default_agent_loop == "single_turn_agent"
     assert agent.agent_loop_manager_class == "cuda_agent.rl.agent_loop.CudaAgentLoopManager"
+
+
+def test_each_launch_logs_to_a_metrics_file_of_its_own_under_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`train STAGE --out DIR` by hand, then `--resume`: verl's file logger truncates its file, so two files."""
+    import sys
+
+    from cuda_agent.rl.report import report_run
+
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", "set by a test")  # launch sets it; monkeypatch restores it
+    out = tmp_path / "out"
+    plan = plan_training(load_recipe(bundled_recipe("rft")), out, [f"trainer.default_local_dir={tmp_path / 'ckpt'}"])
+    write = "import os, sys; open(os.environ['VERL_FILE_LOGGER_PATH'], 'w').write(sys.argv[1])"
+    for step in (1, 2):  # stands in for verl's SFT trainer: its file logger's one line
+        line = f'{{"step": {step}, "data": {{"train/loss": {step}.0}}}}\n'
+        assert launch(plan.model_copy(update={"command": [sys.executable, "-c", write, line]})) == 0
+    assert sorted(p.name for p in out.glob("metrics.*.jsonl")) == ["metrics.0.jsonl", "metrics.1.jsonl"]
+    steps, _ = report_run(out)
+    assert [json.loads(line)["step"] for line in steps.read_text().splitlines()] == [1, 2]

@@ -80,7 +80,7 @@ def _train(run: Path, steps: int, *extra: str) -> subprocess.CompletedProcess:
     }
     sets = [arg for key, value in overrides.items() for arg in ("--set", f"{key}={value}")]
     command = [sys.executable, "-m", "cuda_agent", "train", "agentic-ppo", "--config", str(run.parent / "recipe.yaml")]
-    env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(run / "metrics.jsonl"), "RAY_DEDUP_LOGS": "0"}
+    env = {**os.environ, "RAY_DEDUP_LOGS": "0"}
     run.mkdir(parents=True, exist_ok=True)
     return subprocess.run(
         [*command, "--out", str(run), *sets, *extra], cwd=run, env=env, capture_output=True, text=True, timeout=1500
@@ -88,7 +88,7 @@ def _train(run: Path, steps: int, *extra: str) -> subprocess.CompletedProcess:
 
 
 def _metrics(run: Path) -> list[dict]:
-    path = run / "metrics.jsonl"
+    path = run / "metrics.0.jsonl"  # verl's file logger, pointed by the launch at a file under --out
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 

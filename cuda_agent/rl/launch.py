@@ -53,6 +53,26 @@ def latest_checkpoint(config: Any) -> int | None:
     return step if (tracker.parent / f"global_step_{step}").is_dir() else None
 
 
+def resume_mode(config: Any, resume: bool) -> str:
+    """verl's `trainer.resume_mode` for a launch (PPO and SFT trainers alike): 'auto' to resume, else 'disable'.
+
+    An explicit `resume_path` is the user's choice and stays.
+
+    Raises:
+        ConfigError: `trainer.default_local_dir` holds checkpoints and `resume` is False (a fresh run
+            would otherwise silently continue, or overwrite, an older one).
+    """
+    if config.trainer.get("resume_mode") == "resume_path":
+        return "resume_path"
+    latest = latest_checkpoint(config)
+    if latest is not None and not resume:
+        raise ConfigError(
+            f"{config.trainer.default_local_dir} holds checkpoints up to step {latest}: pass --resume to "
+            "continue that run, or set trainer.default_local_dir to a new folder"
+        )
+    return "auto" if resume else "disable"
+
+
 def prepare_config(config: Any, resume: bool = False) -> dict[str, str]:
     """Adjust a composed ppo_trainer config for this launch; returns the environment its processes need.
 
@@ -71,14 +91,7 @@ def prepare_config(config: Any, resume: bool = False) -> dict[str, str]:
         raise ConfigError("cuda-agent launches verl's legacy trainer: set trainer.use_v1=false")
     with open_dict(config):
         _absolute_paths(config)
-        if config.trainer.resume_mode != "resume_path":  # an explicit checkpoint path is the user's choice
-            latest = latest_checkpoint(config)
-            if latest is not None and not resume:
-                raise ConfigError(
-                    f"{config.trainer.default_local_dir} holds checkpoints up to step {latest}: pass --resume to "
-                    "continue that run, or set trainer.default_local_dir to a new folder"
-                )
-            config.trainer.resume_mode = "auto" if resume else "disable"
+        config.trainer.resume_mode = resume_mode(config, resume)
         if rollout.name == "hf":
             libs = OmegaConf.select(config, "actor_rollout_ref.model.external_lib")
             libs = [] if libs is None else list(libs) if OmegaConf.is_list(libs) else [libs]

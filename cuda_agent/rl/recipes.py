@@ -423,8 +423,12 @@ def launch(plan: TrainingPlan, resume: bool = False) -> int:
 
         return run_ppo_plan(plan.config, task_runner_class=frozen_actor_task_runner(), resume=resume)
 
-    env = dict(os.environ)
-    return subprocess.run(plan.command, env=env, check=False).returncode
+    from cuda_agent.rl.launch import resume_mode
+
+    # verl's SFT trainer defaults to resume_mode=auto: without this a folder with checkpoints silently continues.
+    mode = f"trainer.resume_mode={resume_mode(plan.config, resume)}"
+    command = [part for part in plan.command if not part.startswith("trainer.resume_mode=")]
+    return subprocess.run([*command, mode], check=False).returncode
 
 
 def describe(plan: TrainingPlan) -> str:

@@ -261,3 +261,20 @@ def test_each_launch_logs_to_a_metrics_file_of_its_own_under_out(
     assert sorted(p.name for p in out.glob("metrics.*.jsonl")) == ["metrics.0.jsonl", "metrics.1.jsonl"]
     steps, _ = report_run(out)
     assert [json.loads(line)["step"] for line in steps.read_text().splitlines()] == [1, 2]
+
+
+def test_rft_refuses_a_folder_with_checkpoints_unless_resumed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """verl's SFT trainer defaults to resume_mode=auto: the launch must decide, as it does for PPO."""
+    import sys
+
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", "set by a test")
+    ckpt, seen = tmp_path / "ckpt", tmp_path / "last_argument"
+    plan = plan_training(load_recipe(bundled_recipe("rft")), tmp_path / "out", [f"trainer.default_local_dir={ckpt}"])
+    record = "import sys; open(sys.argv[1], 'w').write(sys.argv[-1])"  # stands in for torchrun: its last override
+    plan = plan.model_copy(update={"command": [sys.executable, "-c", record, str(seen)]})
+    assert launch(plan) == 0 and seen.read_text() == "trainer.resume_mode=disable"
+    (ckpt / "global_step_3").mkdir(parents=True)
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("3")
+    with pytest.raises(ConfigError, match="up to step 3: pass --resume"):
+        launch(plan)
+    assert launch(plan, resume=True) == 0 and seen.read_text() == "trainer.resume_mode=auto"

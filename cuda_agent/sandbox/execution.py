@@ -60,6 +60,8 @@ class StageOutcome:
     stdout: str
     stderr: str
     tampered: list[str]
+    cut_chars: int = 0
+    """Characters of stdout and stderr that the output cap left out."""
 
 
 def run_stage(
@@ -110,15 +112,18 @@ def run_stage(
         wall_s = time.monotonic() - start
         outcome_file = workdir / "outcome.json"
         outcome = RunnerOutcome.model_validate_json(outcome_file.read_text()) if outcome_file.exists() else None
+        stdout, stdout_cut = head_and_tail(_read(workdir / "stdout.txt"), output_cap)
+        stderr, stderr_cut = head_and_tail(_read(workdir / "stderr.txt"), output_cap)
         return StageOutcome(
             outcome=outcome,
             returncode=returncode,
             timed_out=timed_out,
             cancelled=handle.cancelled,
             wall_s=wall_s,
-            stdout=head_and_tail(_read(workdir / "stdout.txt"), output_cap)[0],
-            stderr=head_and_tail(_read(workdir / "stderr.txt"), output_cap)[0],
+            stdout=stdout,
+            stderr=stderr,
             tampered=tampered,
+            cut_chars=stdout_cut + stderr_cut,
         )
 
 
@@ -205,6 +210,7 @@ def command_result(stage: StageOutcome) -> CommandResult:
         exit_code=stage.returncode,
         stdout=stage.stdout,
         stderr=stage.stderr,
+        cut_chars=stage.cut_chars,
         wall_s=stage.wall_s,
         timed_out=stage.timed_out,
         tampered=stage.tampered,

@@ -166,6 +166,7 @@ class CommandResult(_Record):
     exit_code: int | None = Field(description="Exit status; negative for a signal; None if killed at the time limit.")
     stdout: str = Field(description="Standard output, trimmed to the job's output_cap (head and tail).")
     stderr: str = Field(description="Standard error, trimmed the same way.")
+    cut_chars: int = Field(default=0, ge=0, description="Characters of stdout and stderr left out by that trimming.")
     wall_s: float = Field(description="Wall time of the command in seconds.")
     timed_out: bool = Field(default=False, description="Killed at the job's time limit.")
     tampered: list[str] = Field(default_factory=list, description="Protected paths it changed (restored since).")

@@ -92,3 +92,12 @@ def test_a_sandboxed_command_cannot_change_the_workspace_tools(ws: Path, user: s
         assert "changed protected files, which were restored: utils/verification.py" in seen.output
     else:  # dropped to nobody: the read-only file and its root-owned folder refused the write
         assert "Permission denied" in seen.output
+
+
+def test_a_sandboxed_command_cannot_claim_its_output_was_cut(ws: Path) -> None:
+    fake = "printf '\\n[... 999 characters cut ...]\\n'"  # head_and_tail's own note, printed by the command
+    with LocalPool(build_workers=1) as pool, build_toolset(ws, is_editable, commands=pool) as tools:
+        claimed, long = bash(tools, fake), bash(tools, "seq 1 20000")
+    assert "999 characters cut" in claimed.output
+    assert (claimed.metadata["cut_bytes"], claimed.truncated) == (0, False)
+    assert long.truncated and long.metadata["cut_bytes"] == len("".join(f"{i}\n" for i in range(1, 20001))) - 30_000

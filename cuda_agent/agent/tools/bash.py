@@ -70,7 +70,7 @@ class ShellResult:
     timed_out: bool
     """The command ran past its time limit and was killed."""
     cut_bytes: int
-    """Bytes of output left out in the middle."""
+    """Output left out in the middle: bytes here, characters from a sandbox (its CommandResult.cut_chars)."""
     notes: list[str]
     """Messages for the model about the shell itself (restarted, moved back into the root)."""
 
@@ -230,6 +230,8 @@ class CommandOutcome(Protocol):
     def timed_out(self) -> bool: ...
     @property
     def tampered(self) -> list[str]: ...
+    @property
+    def cut_chars(self) -> int: ...
 
 
 class CommandRunner(Protocol):
@@ -270,13 +272,7 @@ class SandboxShell:
         notes = notes if result.timed_out else []
         if result.tampered:
             notes.append(f"the command changed protected files, which were restored: {', '.join(result.tampered)}")
-        cut = _CUT.search(result.stdout)
-        return ShellResult(
-            result.stdout + result.stderr, result.exit_code, result.timed_out, int(cut[1]) if cut else 0, notes
-        )
-
-
-_CUT = re.compile(r"\n\[\.\.\. (\d+) characters cut \.\.\.\]\n")  # head_and_tail's note (subproc.py)
+        return ShellResult(result.stdout + result.stderr, result.exit_code, result.timed_out, result.cut_chars, notes)
 
 
 def _quote(text: str) -> str:

@@ -229,7 +229,8 @@ def check_plan(plan: TrainingPlan, launching: bool = True) -> list[str]:
 
     Checks local model paths (the actor's, and the critic's where verl starts one), data paths,
     batch sizes, `trainer.save_freq` on stages whose checkpoint is handed on, that judging does not
-    share the training GPUs, that the agent-loop YAML agrees with `max_assistant_turns`, prompts
+    share the training GPUs, that a reward function's dropped samples are masked (our agent-loop
+    manager), that the agent-loop YAML agrees with `max_assistant_turns`, prompts
     longer than `data.max_prompt_length` when verl would not drop them, verl's own config
     validation (where the models can be read), the sandbox service's /health and this node's GPUs.
 
@@ -262,6 +263,8 @@ def check_plan(plan: TrainingPlan, launching: bool = True) -> list[str]:
             "the critic warm-up must run cuda_agent.rl.critic_warmup (verl's own warm-up updates the actor)"
         )
     problems += _judging_problems(recipe)
+    if ppo and recipe.reward_function is not None:
+        problems += _manager_problems(cfg)
     if ppo:
         problems += _turn_problems(cfg)
         problems += prompt_length_problems(cfg, models[0])
@@ -302,6 +305,21 @@ def _judging_problems(recipe: Recipe) -> list[str]:
     return [
         "no sandbox_url: candidates would be judged on the training GPUs; start `cuda-agent serve` on GPUs of "
         "its own and set sandbox_url (or share_training_gpus: true for a one-GPU demo, with noisy timings)"
+    ]
+
+
+AGENT_LOOP_MANAGER = "cuda_agent.rl.agent_loop.CudaAgentLoopManager"
+"""The agent-loop manager that masks dropped single-turn samples out of the batch (`metrics.drop_our_failures`)."""
+
+
+def _manager_problems(cfg: Any) -> list[str]:
+    # compute_score returns score 0 for our failures; only this manager masks them, else they train as reward 0.
+    if cfg.actor_rollout_ref.rollout.agent.get("agent_loop_manager_class") == AGENT_LOOP_MANAGER:
+        return []
+    return [
+        "reward_function is set but actor_rollout_ref.rollout.agent.agent_loop_manager_class is not "
+        f"{AGENT_LOOP_MANAGER}: samples our judge failed on would train as reward 0; add "
+        f"+actor_rollout_ref.rollout.agent.agent_loop_manager_class: {AGENT_LOOP_MANAGER}"
     ]
 
 

@@ -278,3 +278,13 @@ def test_rft_refuses_a_folder_with_checkpoints_unless_resumed(tmp_path: Path, mo
     with pytest.raises(ConfigError, match="up to step 3: pass --resume"):
         launch(plan)
     assert launch(plan, resume=True) == 0 and seen.read_text() == "trainer.resume_mode=auto"
+
+
+def test_a_reward_function_without_our_agent_loop_manager_is_a_problem(plans: dict, tmp_path: Path) -> None:
+    """Only CudaAgentLoopManager masks the samples our judge failed on; without it they train as reward 0."""
+    manager = "cuda_agent.rl.agent_loop.CudaAgentLoopManager"
+    assert not any(manager in p for p in check_plan(plans["single-turn"], launching=False))
+    recipe = load_recipe(bundled_recipe("single-turn"))
+    overrides = {k: v for k, v in recipe.overrides.items() if not k.endswith("agent_loop_manager_class")}
+    plan = plan_training(recipe.model_copy(update={"overrides": overrides}), tmp_path)
+    assert any(f"is not {manager}" in p for p in check_plan(plan, launching=False))

@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from cuda_agent.errors import JudgeInfraError, TaskError
 from cuda_agent.gpu_turns import turns_for
 from cuda_agent.judge import baseline as baseline_mod
@@ -336,23 +338,46 @@ class _Judgement:
         )
         if isinstance(payload, Verdict):
             return payload
-        if "task_error" in payload:
-            raise TaskError(payload["task_error"])
-        if "judge_error" in payload and self.candidate_ran and not payload.get("out_of_memory"):
-            # The worker reports a fault of its own after the candidate ran only for an allocation failure;
-            # anything else in that file was written by the candidate's code, which shares the process.
-            return self.verdict(
-                "runtime_error", "the run's result file claims a judge failure the worker never reports"
-            )
-        if "judge_error" in payload:
-            raise JudgeInfraError(
-                f"the judge's own code failed in the run stage, not the candidate's: {payload['judge_error']}",
-                out_of_memory=payload["out_of_memory"],
-            )
-        result = RunResult.model_validate(payload)
-        if result.status == "runtime_error" and _OUT_OF_MEMORY.search(result.message):
-            self.cacheable = False  # the candidate's own allocation failed: another judgement may have held memory
-        return result
+        return self.run_result(payload)
+
+    def run_result(self, payload: Any) -> RunResult | Verdict:
+        """The run's result file, read as its writer may have been: once the candidate's code ran, anything
+        but a well-formed result or our own out-of-memory report was written by the candidate (it shares the
+        worker's process), so it is the candidate's runtime_error, never a TaskError or our failure.
+
+        Raises:
+            TaskError: the reference itself failed, before the candidate's code ran.
+            JudgeInfraError: our own code failed in the worker (an allocation failure of ours at any time).
+        """
+        forged = None
+        if not isinstance(payload, dict):
+            forged = f"is a JSON {type(payload).__name__}, not an object"
+        elif "task_error" in payload:
+            if not self.candidate_ran:
+                raise TaskError(payload["task_error"])
+            forged = "blames the task, which the worker does only before the candidate runs"
+        elif "judge_error" in payload:
+            if not self.candidate_ran or payload.get("out_of_memory") is True:
+                raise JudgeInfraError(
+                    f"the judge's own code failed in the run stage, not the candidate's: {payload['judge_error']}",
+                    out_of_memory=payload.get("out_of_memory") is True,
+                )
+            forged = "claims a judge failure the worker never reports"
+        else:
+            try:
+                result = RunResult.model_validate(payload)
+            except ValidationError as exc:
+                if not self.candidate_ran:
+                    raise JudgeInfraError(f"the run's result file is malformed: {exc}") from exc
+                forged = f"is malformed ({exc.error_count()} errors)"
+            else:
+                if result.status == "runtime_error" and _OUT_OF_MEMORY.search(result.message):
+                    self.cacheable = (
+                        False  # the candidate's own allocation failed: another judgement may have held memory
+                    )
+                return result
+        self.cacheable = False  # what it wrote need not follow from its source alone
+        return self.verdict("runtime_error", f"the run's result file {forged} after the candidate's code ran")
 
     def _child(
         self,
@@ -406,8 +431,9 @@ class _Judgement:
             return self.verdict("runtime_error", f"the {stage} process died (exit {child.returncode}): {tail}")
         try:
             return json.loads(result_path.read_text())
-        except json.JSONDecodeError as exc:
+        except ValueError as exc:  # not JSON, or not even text
             if stage == "run" and self.candidate_ran:  # its code shared the process that wrote the file
+                self.cacheable = False  # what it wrote need not follow from its source alone
                 return self.verdict(
                     "runtime_error", f"the run's result file is not JSON after the candidate ran: {exc}"
                 )
@@ -584,7 +610,9 @@ def _judge_built(j: _Judgement) -> Verdict:
 
 def _run_again(j: _Judgement, ext_dir: Path, first: JudgeInfraError) -> RunResult | Verdict:
     """The run stage once more after our own code ran out of memory, in a fresh folder (the first one is the
-    candidate's now); a second failure is ours as well, never the candidate's verdict."""
+    candidate's now). A second failure before the candidate's code ran is ours as well; one after it is the
+    candidate's runtime_error (not cached): in a fresh process the same shortage points to the memory its code
+    holds, and a result file written in its process may be its forgery."""
     j.cacheable = False
     j.env["run_attempts"] = 2
     with tempfile.TemporaryDirectory(prefix="cuda-agent-judge-") as tmp:
@@ -594,6 +622,11 @@ def _run_again(j: _Judgement, ext_dir: Path, first: JudgeInfraError) -> RunResul
         try:
             return j.run(solution_file, ext_dir, workdir)
         except JudgeInfraError as exc:
+            if exc.out_of_memory and j.candidate_ran:
+                detail = str(exc).rpartition("not the candidate's: ")[2]
+                return j.verdict(
+                    "runtime_error", f"out of memory after the candidate's code ran, on both tries: {detail}"
+                )
             raise JudgeInfraError(f"{exc} (and again on a second try; first: {first})", exc.out_of_memory) from exc
 
 

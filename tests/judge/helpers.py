@@ -17,17 +17,16 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "cuda_agent" / "tasks" / "examples"
 
 
-def hungry_reference() -> str:
-    """The relu task, with a reference whose forward asks for more memory than any machine has.
+def hungry_reference(where: str = "init") -> str:
+    """The relu task, with a reference that asks for more memory than any machine has, in `where`.
 
-    The reference runs inside the judge's comparison, after the candidate's call: the allocation that fails
-    there is the judge's own out-of-memory, as the float64 comparison's 12 GiB was on a shared H200.
+    'init': the reference is built before the candidate's code loads, so the allocation that fails there is the
+    judge's own out-of-memory (as the float64 comparison's 12 GiB was on a shared H200). 'forward': the reference
+    runs inside the judge's comparison after the candidate's call, in the process its code shares.
     """
-    return (
-        (EXAMPLES / "problems" / "relu.py")
-        .read_text()
-        .replace("return torch.relu(x)", "torch.empty(1 << 60, dtype=torch.uint8)\n        return torch.relu(x)")
-    )
+    line = {"init": "super().__init__()", "forward": "return torch.relu(x)"}[where]
+    hungry = f"torch.empty(1 << 60, dtype=torch.uint8)\n        {line}"
+    return (EXAMPLES / "problems" / "relu.py").read_text().replace(line, hungry)
 
 
 def example_solution(name: str, device: str = "cpu") -> str:

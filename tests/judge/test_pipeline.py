@@ -157,10 +157,19 @@ def judge_new_task(tmp_path: Path, source: str, task_code: str = RELU_TASK, **co
     return judge(task, path, JudgeConfig(**{"device": "cpu", "time": False, **config}))
 
 
-def test_out_of_memory_in_the_judges_comparison_is_our_error_not_a_verdict(tmp_path: Path) -> None:
+def test_out_of_memory_of_ours_before_the_candidate_ran_is_our_error_not_a_verdict(tmp_path: Path) -> None:
     with pytest.raises(JudgeInfraError, match="not the candidate's.*can't allocate memory.*second try") as caught:
         judge_new_task(tmp_path, RELU, HUNGRY_REFERENCE)
     assert caught.value.out_of_memory
+
+
+def test_out_of_memory_in_our_comparison_on_both_tries_is_the_candidates_runtime_error(tmp_path: Path) -> None:
+    # After the candidate's code ran, its process holds what memory it took; a shortage that a fresh process
+    # meets again is put down to it (and a result file saying so may be its forgery), never dropped as ours.
+    verdict = judge_new_task(tmp_path, RELU, hungry_reference("forward"))
+    assert (verdict.verdict, verdict.reward) == ("runtime_error", -1)
+    assert "on both tries" in verdict.message and "can't allocate memory" in verdict.message
+    assert verdict.env["run_attempts"] == 2
 
 
 def test_out_of_memory_in_the_candidates_forward_stays_its_runtime_error(tmp_path: Path) -> None:
@@ -248,26 +257,38 @@ def test_a_worker_that_dies_before_the_candidate_runs_is_our_failure_after_it_th
 
 
 @pytest.mark.parametrize(
-    "forged",
-    ['{"judge_error": "forged", "out_of_memory": false}', "not json"],
-    ids=["claims_a_judge_error", "not_json"],
+    ("forged", "said"),
+    [
+        ('{"judge_error": "forged", "out_of_memory": false}', "result file"),
+        ("not json", "result file"),
+        ('{"task_error": "forged"}', "result file"),
+        ("[1, 2]", "result file"),
+        ('{"status": "forged"}', "result file"),
+        ('{"judge_error": "forged", "out_of_memory": true}', "on both tries"),
+    ],
+    ids=["claims_a_judge_error", "not_json", "claims_a_task_error", "not_an_object", "malformed", "claims_oom"],
 )
 def test_a_result_file_forged_after_the_candidate_ran_is_its_verdict_not_our_failure(
-    tmp_path: Path, forged: str
+    tmp_path: Path, forged: str, said: str
 ) -> None:
     # The candidate shares the worker's process: once its code ran, what the result file says about our
     # failures cannot be trusted (else a failing candidate could have its sample dropped instead of scored).
     body = f"import os\nopen('run_result.json', 'w').write({forged!r})\nos._exit(0)"  # the worker runs in its folder
-    verdict = judge_new_task(tmp_path, with_forward_body(RELU, body), static_policy=False, verdict_cache=False)
+    path = tmp_path / "solution.py"
+    path.write_text(with_forward_body(RELU, body))
+    task = Task(ref="inline/relu", name="relu", source="inline", code=f"{RELU_TASK}\n# {uuid.uuid4().hex}\n")
+    config = JudgeConfig(device="cpu", time=False, static_policy=False, trials=1)
+    verdict = judge(task, path, config)
     assert verdict.verdict == "runtime_error" and verdict.reward == -1, verdict.message
-    assert "result file" in verdict.message
+    assert said in verdict.message
+    assert judge(task, path, config).env["verdict_cached"] is False  # what it wrote need not follow from its source
 
 
 @pytest.mark.gpu
-def test_cuda_out_of_memory_is_ours_in_the_comparison_and_the_candidates_in_its_forward(tmp_path: Path) -> None:
+def test_cuda_out_of_memory_is_ours_in_the_reference_set_up_and_the_candidates_in_its_forward(tmp_path: Path) -> None:
     cuda_relu = example_solution("relu", "cuda")
-    hungry = RELU_TASK.replace(
-        "return torch.relu(x)", "torch.empty(1 << 50, dtype=torch.uint8, device=x.device)\n        return torch.relu(x)"
+    hungry = RELU_TASK.replace(  # built before the candidate's code loads
+        "super().__init__()", "torch.empty(1 << 50, dtype=torch.uint8, device='cuda')\n        super().__init__()"
     )
     with pytest.raises(JudgeInfraError, match="OutOfMemoryError.*second try") as caught:
         judge_new_task(tmp_path, cuda_relu, hungry, device="cuda")

@@ -13,7 +13,7 @@ import sys
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
-from cuda_agent.cli_synth import add_synth_command
+from cuda_agent.cli_synth import add_synth_command, checked_device
 from cuda_agent.cli_train import add_train_command
 from cuda_agent.errors import Error, InfraError
 
@@ -89,20 +89,10 @@ def cmd_tasks_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _device(requested: str) -> str:
-    """The device a command runs on; `--device cuda` without a GPU is bad usage (exit 2) before any work."""
-    from cuda_agent.errors import ConfigError
-    from cuda_agent.machine import detect_device
-
-    if requested == "cuda" and detect_device("auto") != "cuda":
-        raise ConfigError("--device cuda: no GPU is visible on this machine; use --device cpu or auto")
-    return detect_device(requested)
-
-
 def cmd_judge(args: argparse.Namespace) -> int:
     from cuda_agent.judge import JudgeConfig, judge
 
-    _device(args.device)
+    checked_device(args.device)
     task = _catalog(args).resolve(args.task)
     overrides = {
         "device": args.device,
@@ -244,7 +234,7 @@ def _report_episode(result, out: Path) -> None:
 def cmd_solve(args: argparse.Namespace) -> int:
     from cuda_agent.agent import get_model
 
-    device = _device(args.device)
+    device = checked_device(args.device)
     task = _catalog(args).resolve(args.task)
     out = Path(args.out or Path("runs") / task.ref.replace("/", "_"))
     result = run_agent_episode(task, get_model(args.model), device, out, args.max_turns)
@@ -256,7 +246,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from cuda_agent.agent import ReplayModel, get_model
     from cuda_agent.agent.demo import demo_recording
 
-    device = _device(args.device)
+    device = checked_device(args.device)
     out = Path(args.out)
     if args.model:
         task = _catalog(args).resolve(args.task)
@@ -295,7 +285,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from cuda_agent.evaluation.records import BenchConfig
     from cuda_agent.sandbox import LocalPool
 
-    _device(args.device)
+    checked_device(args.device)
     if args.baselines is not None:
         print(f"seeded {seed_cache(args.baselines)} baselines from {args.baselines}")
     config = BenchConfig(
@@ -330,7 +320,7 @@ def cmd_bench_baselines(args: argparse.Namespace) -> int:
     from cuda_agent.evaluation.suites import select_tasks
     from cuda_agent.judge import JudgeConfig
 
-    device = _device(args.device)
+    device = checked_device(args.device)
     tasks = select_tasks(args.suite, [int(x) for x in args.levels.split(",")] if args.levels else None, _catalog(args))
     config = JudgeConfig(device=device, **_parse_judge_overrides(args.judge))
 

@@ -7,6 +7,16 @@ import sys
 from pathlib import Path
 
 
+def checked_device(requested: str) -> str:
+    """The device a command runs on; `--device cuda` without a GPU is bad usage (exit 2) before any work."""
+    from cuda_agent.errors import ConfigError
+    from cuda_agent.machine import detect_device
+
+    if requested == "cuda" and detect_device("auto") != "cuda":
+        raise ConfigError("--device cuda: no GPU is visible on this machine; use --device cpu or auto")
+    return detect_device(requested)
+
+
 def _catalog(args: argparse.Namespace):
     from cuda_agent.tasks import Catalog
 
@@ -59,12 +69,11 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
     from cuda_agent.errors import ConfigError
     from cuda_agent.judge.config import default_cache_dir
-    from cuda_agent.machine import detect_device
     from cuda_agent.synth.catalog import crawl_catalog, load_catalog
     from cuda_agent.synth.pipeline import Synthesizer, rule_composer, run_synthesis, sidecar_path
 
     _exit_on_sigterm()
-    device = detect_device(args.device)
+    device = checked_device(args.device)
     config = _synth_config(args, device)
     out = Path(args.out)
     if sidecar_path(out).exists() and not args.resume:
@@ -133,12 +142,11 @@ def cmd_synth_report(args: argparse.Namespace) -> int:
 
 
 def cmd_synth_audit(args: argparse.Namespace) -> int:
-    from cuda_agent.machine import detect_device
     from cuda_agent.synth.audit import audit, dump_summary, read_rows, sample_rows, summarize
     from cuda_agent.synth.filters import FilterConfig
 
     _exit_on_sigterm()
-    device = detect_device(args.device)
+    device = checked_device(args.device)
     rows = read_rows(Path(args.file))
     indices = sample_rows(len(rows), args.sample, args.seed)
     low, high = args.time_window_ms

@@ -74,7 +74,9 @@ def cmd_train_curriculum(args: argparse.Namespace) -> int:
 def cmd_train_report(args: argparse.Namespace) -> int:
     from cuda_agent.rl.report import report_run
 
-    steps, page = report_run(Path(args.run_dir))
+    steps, page, validation = report_run(Path(args.run_dir))
+    for line in validation:
+        print(line)
     print(f"wrote {steps} and {page}")
     return 0
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import html
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,20 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "step_s": ("timing_s/step",),
 }
 _UPDATE_KEYS = ("timing_s/update_actor", "timing_s/update_critic")
+_VALIDATION = re.compile(r"val-core/(?P<source>.+)/reward/mean@(?P<n>\d+)")
+
+
+class ValidationMetrics(BaseModel):
+    """One data source's validation figures at a step (verl's `_validate`, also the collect stage's pass)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field(description="The rows' data_source, e.g. kernelbench/L1.")
+    samples: int = Field(description="Answers per task (N of verl's mean@N).")
+    reward_mean: float = Field(description="verl's mean@N reward: dropped samples (our failures) count as 0 in it.")
+    our_failure_rate: float | None = Field(
+        default=None, description="Share of those samples dropped for our failure (val-aux/<source>/our_failure)."
+    )
 
 
 class StepMetrics(BaseModel):
@@ -76,6 +91,7 @@ class StepMetrics(BaseModel):
     reward_s: float | None = Field(default=None, description="Seconds computing rewards outside the rollout.")
     update_s: float | None = Field(default=None, description="Seconds updating actor and critic.")
     step_s: float | None = Field(default=None, description="Seconds for the whole step.")
+    validation: list[ValidationMetrics] = Field(default_factory=list, description="Validation at this step, if any.")
 
 
 def step_metrics(step: int, data: dict[str, Any]) -> StepMetrics:
@@ -86,6 +102,16 @@ def step_metrics(step: int, data: dict[str, Any]) -> StepMetrics:
         values[name] = None if found is None else float(found)
     updates = [float(data[k]) for k in _UPDATE_KEYS if isinstance(data.get(k), int | float)]
     values["update_s"] = sum(updates) if updates else None
+    values["validation"] = [
+        ValidationMetrics(
+            source=m["source"],
+            samples=int(m["n"]),
+            reward_mean=float(value),
+            our_failure_rate=data.get(f"val-aux/{m['source']}/our_failure/mean@{m['n']}"),
+        )
+        for key, value in data.items()
+        if (m := _VALIDATION.fullmatch(key)) and isinstance(value, int | float)
+    ]
     return StepMetrics(**values)
 
 
@@ -155,7 +181,11 @@ th{background:#f3f3f3}svg{max-width:100%;height:auto}"""
 
 def render_report(steps: list[StepMetrics], title: str) -> str:
     """The run's HTML page: the reward curve, then every step's metrics as a table."""
-    columns = [name for name in StepMetrics.model_fields if any(getattr(s, name) is not None for s in steps)]
+    columns = [
+        name
+        for name in StepMetrics.model_fields
+        if name != "validation" and any(getattr(s, name) is not None for s in steps)
+    ]
 
     def cell(value: Any) -> str:
         return "" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
@@ -167,12 +197,28 @@ def render_report(steps: list[StepMetrics], title: str) -> str:
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
         f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>{curve}"
         f"<p>{len(steps)} steps. Dropped samples (our failures) are not in the rewards.</p>"
-        f"<table><tr>{head}</tr>{rows}</table></body></html>\n"
+        f"<table><tr>{head}</tr>{rows}</table>"
+        + "".join(f"<p>{html.escape(line)}</p>" for line in validation_lines(steps))
+        + "</body></html>\n"
     )
 
 
-def report_run(run_dir: Path) -> tuple[Path, Path]:
+def validation_lines(steps: list[StepMetrics]) -> list[str]:
+    """One line per step and data source validated: verl's mean reward beside the share of dropped samples in it."""
+    return [
+        f"validation at step {step.step}, {v.source}: reward mean@{v.samples} {v.reward_mean:.4g}, our failures "
+        + ("not logged" if v.our_failure_rate is None else f"{v.our_failure_rate:.4g}")
+        + " (verl counts them as reward 0 in the mean)"
+        for step in steps
+        for v in step.validation
+    ]
+
+
+def report_run(run_dir: Path) -> tuple[Path, Path, list[str]]:
     """Read every `metrics*.jsonl` under `run_dir` (in launch order), write `steps.jsonl` and `report.html` there.
+
+    Returns:
+        The two files, and `validation_lines` of the run.
 
     Raises:
         ConfigError: no metrics file under `run_dir`, or an unreadable one.
@@ -182,7 +228,7 @@ def report_run(run_dir: Path) -> tuple[Path, Path]:
     out = write_steps(steps, Path(run_dir) / "steps.jsonl")
     page = Path(run_dir) / "report.html"
     page.write_text(render_report(steps, f"cuda-agent training: {Path(run_dir).resolve().name}"))
-    return out, page
+    return out, page, validation_lines(steps)
 
 
 def _launch_order(path: Path) -> tuple[int, str]:

@@ -259,7 +259,7 @@ def test_each_launch_logs_to_a_metrics_file_of_its_own_under_out(
         line = f'{{"step": {step}, "data": {{"train/loss": {step}.0}}}}\n'
         assert launch(plan.model_copy(update={"command": [sys.executable, "-c", write, line]})) == 0
     assert sorted(p.name for p in out.glob("metrics.*.jsonl")) == ["metrics.0.jsonl", "metrics.1.jsonl"]
-    steps, _ = report_run(out)
+    steps, _, _ = report_run(out)
     assert [json.loads(line)["step"] for line in steps.read_text().splitlines()] == [1, 2]
 
 

@@ -74,6 +74,21 @@ def test_report_command_writes_steps_and_a_page_with_the_reward_curve(
     assert "<svg" in page and "reward mean" in page and page.count("<tr>") == 6
 
 
+def test_report_prints_validation_means_beside_their_dropped_share(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """verl's validation mean scores our failures as 0: the report shows how many there were."""
+    pytest.importorskip("matplotlib")
+    val = {"val-core/kernelbench/L1/reward/mean@4": -0.5, "val-aux/kernelbench/L1/our_failure/mean@4": 0.25}
+    lines = [{"step": 1, "data": STEP}, {"step": 2, "data": {**STEP, **val}}]
+    (tmp_path / "metrics.0.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert main(["train", "report", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "validation at step 2, kernelbench/L1: reward mean@4 -0.5, our failures 0.25" in out
+    assert "step 1" not in out
+    assert "our failures 0.25" in (tmp_path / "report.html").read_text()
+
+
 def test_no_metrics_is_an_error_that_says_what_to_turn_on(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="trainer.logger"):
         report_run(tmp_path)

@@ -102,6 +102,13 @@ def test_server_batches_concurrent_requests(model_dir: Path, tiny_tokenizer) -> 
     )
     server = HFRolloutServer(config, OmegaConf.create({"path": str(model_dir)}), device="cpu")
     prompts = [tiny_tokenizer.encode(f"prompt {i}") for i in range(5)]
+    batch_sizes, generate = [], server.engine.generate
+
+    def recording_generate(requests: list) -> list:
+        batch_sizes.append(len(requests))
+        return generate(requests)
+
+    server.engine.generate = recording_generate
 
     async def run() -> list:
         params = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": True, "max_tokens": 5}
@@ -114,6 +121,7 @@ def test_server_batches_concurrent_requests(model_dir: Path, tiny_tokenizer) -> 
         assert 1 <= len(output.token_ids) <= 5 and len(output.log_probs) == len(output.token_ids)
         expected = actor_logprobs(server.engine.model, prompt, output.token_ids, 1.0)
         assert torch.allclose(torch.tensor(output.log_probs), expected, atol=1e-3)
+    assert sum(batch_sizes) == len(prompts) and max(batch_sizes) > 1  # requests that waited together ran together
 
 
 def test_importing_the_package_registers_hf_with_verl() -> None:

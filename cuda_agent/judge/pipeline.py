@@ -262,6 +262,7 @@ class _Judgement:
             if why_not:
                 raise JudgeInfraError(f"{why_not}; this is our failure, not the candidate's: retry the judgement")
             self.stage_s["run.standby_ready"] = standby.ready_s or 0.0
+            self.stage_s["run.standby_turn_wait"] = standby.turn_wait_s
             self.env["standby_worker"] = "started ahead" if started_ahead else "started for the run"
             limits = self.limits
             go_env = {k: env[k] for k in ("TORCH_EXTENSIONS_DIR", "HOME", "TMPDIR") if k in env}

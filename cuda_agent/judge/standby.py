@@ -42,6 +42,9 @@ PROGRESS_FD_ENV = "CUDA_AGENT_PROGRESS_FD"
 TURNS_ENV = "CUDA_AGENT_GPU_TURNS"
 """The lock folder of the GPU a standby will run on (its CUDA set-up takes a shared turn there)."""
 READY = b"R"
+WAITING = b"W"
+"""Written, with the child's clock, when its set-up starts waiting for a GPU turn; WAITED when the wait ends."""
+WAITED = b"D"
 TICK = b"."
 CANDIDATE = b"C"
 """Written once, just before the candidate's code first runs. A child that dies or hangs without having
@@ -92,33 +95,57 @@ class Standby:
             os.close(progress_w)
         self.ready_s: float | None = None
         """Seconds from start to ready (imports and set-up done), once seen."""
+        self.turn_wait_s = 0.0
+        """Seconds of its set-up spent waiting for a GPU turn (not counted in its start-up limit)."""
+        self._waiting_since: float | None = None
+        self._set_up_said = b""
         self.candidate_started = False
         """The child said (CANDIDATE) that the candidate's code was about to run."""
 
     def wait_ready(self, timeout_s: float) -> str | None:
-        """Block until the child has finished its set-up; None, or why it never got ready (it is then killed)."""
-        deadline = self.started + timeout_s
+        """Block until the child has finished its set-up; None, or why it never got ready (it is then killed).
+
+        The limit counts the child's set-up from its start, less the time it waited for a GPU turn (another
+        process's timing may hold the GPU for minutes). What the child already said is read before the limit is
+        checked, so a child that got ready while we built is ready however long the build took.
+        """
         while self.ready_s is None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.close()
-                return f"the judge's worker was not ready after {timeout_s:.0f} s"
-            readable, _, _ = select.select([self._progress_r], [], [], left)
+            now = time.monotonic()
+            left = self.started + timeout_s + self._turn_wait_until(now) - now
+            # Never a blocking look past the limit, and a fresh look at the limit each second while it waits for a turn.
+            readable, _, _ = select.select([self._progress_r], [], [], min(max(left, 0.0), 1.0))
             if not readable:
+                if left <= 0:
+                    self.close()
+                    return f"the judge's worker was not ready after {timeout_s:.0f} s of set-up"
                 continue
-            data = os.read(self._progress_r, 64)
+            data = os.read(self._progress_r, 256)
             if not data:
                 code = self.proc.wait()
                 tail = " ".join(self._tail(self._err, 800).strip().splitlines()[-4:])
                 self.close()
                 return f"the judge's worker exited ({code}) before it was ready: {tail or 'no output'}"
-            if READY in data:
-                # The child sends its monotonic clock (one clock for the whole machine) with READY: we may read it
-                # late, when our build is done, but the figure is when it got ready.
-                stamp = data.split(READY, 1)[1].split(b"\n", 1)[0]
-                at = float(stamp) if stamp else time.monotonic()
-                self.ready_s = at - self.started
+            self._hear_set_up(data)
         return None
+
+    def _hear_set_up(self, data: bytes) -> None:
+        """Take in what the child said during its set-up: lines of a kind byte and its monotonic clock (one clock
+        for the whole machine), so figures are when things happened, not when we read them (maybe after our build)."""
+        self._set_up_said += data
+        while b"\n" in self._set_up_said and self.ready_s is None:
+            line, self._set_up_said = self._set_up_said.split(b"\n", 1)
+            kind, at = line[:1], float(line[1:])
+            if kind == WAITING:
+                self._waiting_since = at
+            elif kind == WAITED and self._waiting_since is not None:
+                self.turn_wait_s += at - self._waiting_since
+                self._waiting_since = None
+            elif kind == READY:
+                self.ready_s = at - self.started
+
+    def _turn_wait_until(self, now: float) -> float:
+        """Seconds its set-up has waited for GPU turns, up to `now`."""
+        return self.turn_wait_s + (now - self._waiting_since if self._waiting_since is not None else 0.0)
 
     def go(self, args: list[str], cwd: Path, env: dict[str, str], confine: Confinement | None) -> None:
         """Hand the child its one request: arguments of its main(), folder, environment and confinement."""
@@ -234,6 +261,24 @@ def mark_candidate() -> None:
             os.write(fd, CANDIDATE)
 
 
+def _say(kind: bytes) -> None:
+    """Tell the grader a set-up event (`kind`) with this machine's monotonic clock (nothing when no pipe was given)."""
+    fd = int(os.environ.get(PROGRESS_FD_ENV, "-1"))
+    if fd >= 0:
+        os.write(fd, kind + f"{time.monotonic():.6f}\n".encode())
+
+
+def set_up_turn() -> contextlib.AbstractContextManager:
+    """In the child: a shared turn on its GPU (TURNS_ENV's lock folder) for CUDA's set-up, whose wait the grader
+    leaves out of the start-up limit (WAITING, WAITED); no turn where no folder was given."""
+    folder = os.environ.get(TURNS_ENV)
+    if not folder:
+        return contextlib.nullcontext()
+    from cuda_agent.gpu_turns import GpuTurns
+
+    return GpuTurns(folder, on_wait=lambda waiting: _say(WAITING if waiting else WAITED)).shared()
+
+
 def serve_once(warm_up: Callable[[], None]) -> list[str]:
     """In the child: warm up, say ready, read the one request, confine, and return main()'s arguments.
 
@@ -241,9 +286,7 @@ def serve_once(warm_up: Callable[[], None]) -> list[str]:
         SystemExit: stdin closed without a request (the grader discarded this standby).
     """
     warm_up()
-    fd = int(os.environ.get(PROGRESS_FD_ENV, "-1"))
-    if fd >= 0:
-        os.write(fd, READY + f"{time.monotonic():.6f}\n".encode())
+    _say(READY)
     line = sys.stdin.readline()
     if not line:
         raise SystemExit(0)

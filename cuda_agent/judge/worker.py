@@ -32,7 +32,7 @@ from cuda_agent.errors import TaskError
 from cuda_agent.judge import guards
 from cuda_agent.judge.build import loading_extensions
 from cuda_agent.judge.protocol import RunRequest, RunResult
-from cuda_agent.judge.standby import TURNS_ENV, mark_candidate, progress, serve_once
+from cuda_agent.judge.standby import TURNS_ENV, mark_candidate, progress, serve_once, set_up_turn
 from cuda_agent.types import Violation
 
 
@@ -354,11 +354,8 @@ def warm_up() -> None:
     from cuda_agent.judge import compare, env, inputs, timing, trial  # noqa: F401
     from cuda_agent.tasks import problem  # noqa: F401
 
-    turns = os.environ.get(TURNS_ENV)
-    if turns and torch.cuda.is_available():
-        from cuda_agent.gpu_turns import GpuTurns
-
-        with GpuTurns(turns).shared():
+    if os.environ.get(TURNS_ENV) and torch.cuda.is_available():
+        with set_up_turn():
             torch.cuda.init()
             env.describe("cuda")
 

@@ -7,13 +7,15 @@ import os
 import pwd
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from cuda_agent.gpu_turns import GpuTurns
 from cuda_agent.judge import JudgeConfig
-from cuda_agent.judge.standby import Standby
+from cuda_agent.judge.standby import TURNS_ENV, Standby
 from cuda_agent.subproc import Confinement, child_env
 from tests.judge.helpers import run_judge
 
@@ -66,6 +68,28 @@ def test_ready_time_is_when_the_child_got_ready_not_when_we_looked() -> None:
     time.sleep(8)  # the judgement's build, meanwhile
     assert standby.wait_ready(120) is None
     assert standby.ready_s is not None and standby.ready_s < 7.9
+    standby.close()
+
+
+def test_the_start_up_limit_counts_neither_our_build_nor_the_childs_wait_for_a_gpu_turn(tmp_path: Path) -> None:
+    standby = Standby(CHILD, child_env())
+    time.sleep(2)  # our build, meanwhile, outlasts the start-up limit below: the child got ready long before
+    assert standby.wait_ready(1) is None
+    standby.close()
+    held = threading.Event()
+
+    def time_something() -> None:  # another judgement's timing holds the GPU alone for 4 s
+        with GpuTurns(tmp_path).exclusive():
+            held.set()
+            time.sleep(4)
+
+    timing = threading.Thread(target=time_something)
+    timing.start()
+    held.wait()
+    standby = Standby(CHILD, {**child_env(), TURNS_ENV: str(tmp_path)})
+    assert standby.wait_ready(2) is None
+    timing.join()
+    assert 3 < standby.turn_wait_s < 4.5 and standby.ready_s is not None and standby.ready_s > 3.5
     standby.close()
 
 

@@ -24,7 +24,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.errors import PoolFullError, SandboxError
+from cuda_agent.errors import ConfigError, PoolFullError, SandboxError
 from cuda_agent.judge.config import JudgeConfig
 from cuda_agent.machine import detect_gpus
 from cuda_agent.sandbox.cpu_sets import plan_cpu_sets
@@ -123,15 +123,16 @@ class LocalPool:
 
         Raises:
             PoolFullError: `max_pending` jobs are already waiting.
-            SandboxError: the pool is closed, a job with this id is still in flight, or the job asks
-                for a GPU (or CPU timing slot) that this pool does not time on.
+            SandboxError: the pool is closed.
+            ConfigError: the caller's mistake: a job with this id is still in flight, or the job asks for a GPU
+                (or CPU timing slot) that this pool does not time on.
         """
         check_gpu(job, self.slots)
         with self._lock:
             if self._closed:
                 raise SandboxError("the pool is closed: create a new pool to submit more jobs")
             if job.id in self._entries:
-                raise SandboxError(f"job {job.id} is already in flight: give each job a new id")
+                raise ConfigError(f"job {job.id} is already in flight: give each job a new id")
             if self.stats.pending >= self.max_pending:
                 raise PoolFullError(
                     f"the sandbox queue is full ({self.max_pending} jobs waiting): retry after results come back, "
@@ -302,11 +303,11 @@ def check_gpu(job: JudgeJob | CommandJob, slots: list[int]) -> None:
     """Refuse a job pinned to a GPU (or CPU timing slot) that the pool does not have.
 
     Raises:
-        SandboxError: `job.gpu` is not one of `slots`.
+        ConfigError: `job.gpu` is not one of `slots` (the caller's mistake: retrying cannot help).
     """
     gpu = getattr(job, "gpu", None)
     if gpu is not None and gpu not in slots:
-        raise SandboxError(
+        raise ConfigError(
             f"job {job.id} asks for GPU {gpu}, but this pool times only on {slots} "
             "(GPU indices, or CPU timing slot numbers on a pool without GPUs): pick one of those, or leave gpu unset"
         )

@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.errors import SandboxError
+from cuda_agent.errors import ConfigError, SandboxError
 from cuda_agent.judge.config import JudgeConfig
 from cuda_agent.sandbox.execution import StageHandle, run_job
 from cuda_agent.sandbox.jobs import CommandJob, CommandResult, JobResult, JudgeJob, PoolMetrics, make_judge_job
@@ -148,7 +148,7 @@ class RayPool:
             if self._closed:
                 raise SandboxError("the pool is closed: create a new pool to submit more jobs")
             if job.id in self._futures:
-                raise SandboxError(f"job {job.id} is already in flight: give each job a new id")
+                raise ConfigError(f"job {job.id} is already in flight: give each job a new id")
             if self.stats.pending >= self.max_pending:
                 raise PoolFullError(f"the sandbox queue is full ({self.max_pending} jobs waiting): retry later")
             future: Future[JobResult] = Future()

@@ -7,7 +7,8 @@ Endpoints:
   `workspace` names a workspace folder or solution file on this machine, below the folder the operator
   named with `--workspace-root` (a relative path is taken from there). No verdict: {"error", "error_type"}
   with 503 for a failure of ours (the judge's, the sandbox's, a full queue: retry, never score it), 422
-  for a bad task, solution or config found while judging, 409 for a cancelled job; `SandboxClient` raises
+  for a bad task, solution or config found while judging or a job the pool refuses as the caller's mistake
+  (an id still in flight), 409 for a cancelled job; `SandboxClient` raises
   `error_type` as that same exception class (cuda_agent.errors).
 - `POST /workspace/command` {"argv", "cwd", "timeout_s"?, ...}: a CommandResult as JSON; `cwd` below the
   workspace root as well.
@@ -33,7 +34,7 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from cuda_agent.errors import ConfigError, Error, InfraError
+from cuda_agent.errors import ConfigError, Error, InfraError, PoolFullError
 from cuda_agent.judge import JudgeConfig
 from cuda_agent.sandbox.jobs import (
     CommandJob,
@@ -45,7 +46,6 @@ from cuda_agent.sandbox.jobs import (
     new_job_id,
     task_of,
 )
-from cuda_agent.sandbox.local import PoolFullError
 from cuda_agent.tasks import Catalog
 from cuda_agent.tasks.catalog import SOURCES
 
@@ -236,8 +236,10 @@ def create_app(
     async def run(job: JudgeJob | CommandJob) -> JobResult:
         try:
             future = pool.submit(job)
-        except PoolFullError as exc:
-            raise Unanswered(503, str(exc), type(exc).__name__, {"Retry-After": "5"}) from exc
+        except Error as exc:  # refused at submit: ours (a full or closed pool: 503) or the request's (422)
+            retry = {"Retry-After": "5"} if isinstance(exc, PoolFullError) else {}
+            status = 503 if isinstance(exc, InfraError) else 422
+            raise Unanswered(status, str(exc), type(exc).__name__, retry) from exc
         return await asyncio.wrap_future(future)
 
     @app.get("/health")

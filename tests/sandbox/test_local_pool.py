@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from cuda_agent.errors import SandboxError, TaskError
+from cuda_agent.errors import ConfigError, TaskError
 from cuda_agent.sandbox.jobs import CommandJob, make_judge_job
 from cuda_agent.sandbox.local import LocalPool, PoolFullError
 from tests.sandbox.helpers import FAST, RELU, good_job
@@ -66,7 +66,7 @@ def test_full_queue_raises_and_duplicate_id_is_refused(folder: Path) -> None:
         pool.submit(CommandJob(argv=["true"], cwd=str(folder)))
         with pytest.raises(PoolFullError, match="queue is full"):
             pool.submit(CommandJob(argv=["true"], cwd=str(folder)))
-        with pytest.raises(SandboxError, match="already in flight"):
+        with pytest.raises(ConfigError, match="already in flight"):
             pool.submit(first)
         pool.cancel(first.id)
 
@@ -118,7 +118,7 @@ def test_judge_job_pinned_to_a_timing_slot_runs_there() -> None:
     with pytest.raises(ValidationError, match="greater than or equal to 0"):
         make_judge_job(task="examples/relu", solution=RELU, gpu=-1)
     with LocalPool(build_workers=2, gpus=[], cpu_timing_slots=2) as pool:
-        with pytest.raises(SandboxError, match="asks for GPU 2, but this pool times only on \\[0, 1\\]"):
+        with pytest.raises(ConfigError, match="asks for GPU 2, but this pool times only on \\[0, 1\\]"):
             pool.submit(good_job().model_copy(update={"gpu": 2}))
         # Untimed CPU jobs would end on a build worker; pinned, they take their slot (as on a GPU).
         pinned = [pool.submit(good_job().model_copy(update={"gpu": gpu})) for gpu in (1, 0)]

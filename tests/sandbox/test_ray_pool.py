@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.errors import SandboxError
+from cuda_agent.errors import ConfigError
 from cuda_agent.sandbox.jobs import CommandJob
 from tests.sandbox.helpers import good_job
 
@@ -30,7 +30,7 @@ def test_ray_pool_runs_commands_and_judges(pool, tmp_path: Path) -> None:
     tmp_path.chmod(0o755)
     command = pool.submit(CommandJob(argv=["bash", "-c", "echo ray; exit 4"], cwd=str(tmp_path)))
     judged = pool.submit(good_job().model_copy(update={"gpu": 1}))  # pinned: CPU actor 1 of [0, 1]
-    with pytest.raises(SandboxError, match="asks for GPU 2"):
+    with pytest.raises(ConfigError, match="asks for GPU 2"):
         pool.submit(good_job().model_copy(update={"gpu": 2}))
     command, judged = command.result(timeout=120), judged.result(timeout=120)
     assert (command.status, command.command.exit_code, command.command.stdout) == ("done", 4, "ray\n")

@@ -207,3 +207,23 @@ def test_a_full_queue_is_a_503_naming_the_pools_own_error() -> None:
     assert "queue is full" in body["error"]
     # What SandboxClient raises for it (test_paths.py shows the mapping end to end): the class LocalPool.submit raises.
     assert error_class(body["error_type"]).__name__ == "PoolFullError"
+
+
+def test_a_job_the_pool_refuses_as_the_callers_mistake_is_a_422_not_ours(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from cuda_agent.sandbox.jobs import CommandJob
+    from cuda_agent.sandbox.local import LocalPool
+    from cuda_agent.sandbox.service import create_app
+
+    tmp_path.chmod(0o755)
+    with LocalPool(build_workers=1) as pool, TestClient(create_app(pool, workspace_root=tmp_path)) as http:
+        running = pool.submit(CommandJob(id="twice", argv=["sleep", "30"], cwd=str(tmp_path)))
+        response = http.post("/workspace/command", json={"id": "twice", "argv": ["true"], "cwd": str(tmp_path)})
+        pool.cancel("twice")
+        assert running.result(timeout=30).status == "cancelled"
+    assert response.status_code == 422 and "Retry-After" not in response.headers
+    assert response.json() == {
+        "error": "job twice is already in flight: give each job a new id",
+        "error_type": "ConfigError",
+    }

@@ -60,6 +60,25 @@ def test_replay_agent_loop_hands_verl_the_collected_tokens_and_reward(tiny_token
     assert output.reward_score == 2.0 and output.as_dict()["rm_scores"][-1].item() == 2.0
 
 
+def test_the_critic_warmups_task_runner_builds_the_frozen_actor_trainer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner swaps the trainer class verl's TaskRunner.run builds (main_ppo_v0.RayPPOTrainer), then runs it."""
+    pytest.importorskip("ray")
+    import verl.trainer.main_ppo_v0 as v0
+
+    from cuda_agent.rl.critic_warmup import FrozenActorTrainer, frozen_actor_task_runner
+
+    built = []
+    monkeypatch.setattr(v0, "RayPPOTrainer", v0.RayPPOTrainer)  # restored afterwards: the runner replaces it
+    # verl's run starts workers; this one records the trainer class the real one would build at that moment.
+    monkeypatch.setattr(
+        v0.TaskRunner.__ray_metadata__.modified_class,
+        "run",
+        lambda self, config: built.append((v0.RayPPOTrainer, config)),
+    )
+    frozen_actor_task_runner().__ray_metadata__.modified_class().run("config")
+    assert built == [(FrozenActorTrainer, "config")]
+
+
 def test_frozen_actor_trainer_never_updates_the_actor() -> None:
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 

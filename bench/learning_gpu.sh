@@ -72,12 +72,11 @@ for v in ("fast", "slow", "wrong"):
 PY
 echo "== curriculum judged at $(elapsed) s"
 
-# 3. SFT (torchrun, one GPU), then its last checkpoint's HF folder (saved with hf_model).
+# 3. SFT (torchrun, one GPU), then its last checkpoint's HF folder (the recipe saves hf_model).
 mkdir -p "$RES/sft"  # --out: verl's metrics go to $RES/sft/metrics.0.jsonl
 $CLI train rft --config recipes/curriculum_sft.yaml --out "$RES/sft" \
   --set model.path="$WORK/tiny/actor" --set data.train_files="$WORK/curriculum/sft.parquet" \
   --set trainer.total_training_steps="$SFT_STEPS" --set trainer.default_local_dir="$WORK/sft" \
-  --set "checkpoint.save_contents=[model,optimizer,extra,hf_model]" \
   --set +model.override_config.attn_implementation=sdpa --set model.use_remove_padding=false \
   --set data.train_batch_size="$SFT_BATCH" --set data.micro_batch_size_per_gpu="$(( SFT_BATCH < 8 ? SFT_BATCH : 8 ))" \
   "${SFT_CPU[@]}" \

@@ -288,3 +288,14 @@ def test_a_reward_function_without_our_agent_loop_manager_is_a_problem(plans: di
     overrides = {k: v for k, v in recipe.overrides.items() if not k.endswith("agent_loop_manager_class")}
     plan = plan_training(recipe.model_copy(update={"overrides": overrides}), tmp_path)
     assert any(f"is not {manager}" in p for p in check_plan(plan, launching=False))
+
+
+def test_the_curriculum_ppo_recipe_reads_the_hf_model_the_sft_recipe_saves(tmp_path: Path) -> None:
+    """README's curriculum commands run in order with nothing copied by hand between the two recipes."""
+    recipes = Path(__file__).resolve().parents[2] / "recipes"
+    sft = plan_training(load_recipe(recipes / "curriculum_sft.yaml"), tmp_path / "sft").config
+    ppo = plan_training(load_recipe(recipes / "curriculum_ppo.yaml"), tmp_path / "ppo").config
+    assert "hf_model" in sft.checkpoint.save_contents
+    last = f"{sft.trainer.default_local_dir}/global_step_{sft.trainer.total_training_steps}/huggingface"
+    assert ppo.actor_rollout_ref.model.path == last
+    assert sft.model.path == "runs/tiny/actor" and ppo.critic.model.path == "runs/tiny/critic"  # bench/tiny_model.py

@@ -15,8 +15,9 @@ from cuda_agent.types import Task, Verdict
 
 
 def _error(status: int, detail: Any) -> type[Error]:
-    """The class to raise for a refused or failed request: the one the service named, else by status (a 4xx is
-    the request's fault, anything else ours)."""
+    """The class to raise for a refused or failed request: the one the service named (it names one in every
+    answer but 200); for an answer that is not the service's (a proxy, a wrong URL), by status: a 4xx is the
+    request's fault, anything else ours."""
     if isinstance(detail, dict) and detail.get("error_type"):
         return error_class(detail["error_type"])
     return ConfigError if 400 <= status < 500 else SandboxError

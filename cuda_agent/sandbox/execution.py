@@ -178,11 +178,17 @@ def restore_owners(root: Path, owners: dict[Path, tuple[int, int]]) -> None:
 
 
 def _protect(job: CommandJob) -> dict[Path, bytes]:
-    """Snapshot the protected files and make them read-only (a real barrier once the user is dropped)."""
+    """Snapshot the protected files and make them read-only (a real barrier once the user is dropped).
+
+    A symbolic link is never followed (root would read or chmod whatever it points to): a protected path that
+    is one, or lies below one, is left out, and so is a link found inside a protected folder."""
     snapshot = {}
+    cwd = Path(job.cwd).resolve()
     for rel in job.protected:
-        root = Path(job.cwd) / rel
-        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        root = cwd / rel
+        if root.resolve() != root:  # a link on the way (the job's paths are relative, without '..')
+            continue
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
         for path in files:
             snapshot[path] = path.read_bytes()
             path.chmod(path.stat().st_mode & ~0o222)
@@ -192,16 +198,26 @@ def _protect(job: CommandJob) -> dict[Path, bytes]:
 def _restore(job: CommandJob, snapshot: dict[Path, bytes]) -> list[str]:
     """Put back any protected file the command changed or removed; the changed paths, for the record."""
     tampered = []
+    cwd = Path(job.cwd).resolve()
     for path, data in snapshot.items():
         current = path.read_bytes() if path.is_file() else None
         if current is None or hashlib.sha256(current).digest() != hashlib.sha256(data).digest():
-            tampered.append(str(path.relative_to(job.cwd)))
-            if path.is_dir() or path.is_symlink():
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
-            path.parent.mkdir(parents=True, exist_ok=True)
+            tampered.append(str(path.relative_to(cwd)))
+            _clear_way(cwd, path)
             path.write_bytes(data)
             path.chmod(0o444)
     return tampered
+
+
+def _clear_way(cwd: Path, path: Path) -> None:
+    """Make every folder from `cwd` down to `path`'s a real folder and `path` itself free, removing links and
+    whatever else the command put there: root then writes inside cwd, never where a link points."""
+    for step in [*reversed(path.relative_to(cwd).parents), path.relative_to(cwd)][1:]:
+        place = cwd / step
+        if place.is_symlink() or (place.exists() and (place == path) == place.is_dir()):
+            shutil.rmtree(place) if place.is_dir() and not place.is_symlink() else place.unlink()
+        if place != path and not place.exists():
+            place.mkdir()
 
 
 def command_result(stage: StageOutcome) -> CommandResult:

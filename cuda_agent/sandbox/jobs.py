@@ -153,8 +153,18 @@ class CommandJob(_Record):
     )
     protected: list[str] = Field(
         default_factory=list,
-        description="Paths under cwd the command must not change; made read-only, checked and restored after.",
+        description="Paths under cwd the command must not change; made read-only, checked and restored after. "
+        "Relative and inside cwd: an absolute path or one with '..' is refused.",
     )
+
+    @field_validator("protected")
+    @classmethod
+    def _inside_cwd(cls, paths: list[str]) -> list[str]:
+        """The sandbox snapshots, chmods and rewrites these paths as root: none may name a place outside cwd."""
+        leaving = [p for p in paths if not p or Path(p).is_absolute() or ".." in Path(p).parts]
+        if leaving:
+            raise ValueError(f"protected paths must be relative and stay inside cwd (no '..'): {leaving}")
+        return paths
 
 
 Job = Annotated[JudgeJob | CommandJob, Field(discriminator="kind")]

@@ -14,8 +14,9 @@ Endpoints:
   workspace root as well.
 - `GET /metrics`: the pool's PoolMetrics.
 A client's mistake (no JSON, a missing or unknown field, both or neither of solution and workspace, an
-unknown task, a bad config field, a path outside the root) gets a 4xx answer whose body is
-{"error": "<one line>"}; the body is read as JSON whatever its Content-Type says (`curl -d` sends a form type).
+unknown task, a bad config field, a path outside the root, a missing token) gets a 4xx answer whose body is
+{"error": "<one line>", "error_type": "ConfigError"}; the body is read as JSON whatever its Content-Type says
+(`curl -d` sends a form type).
 With a token, every endpoint but /health needs `Authorization: Bearer TOKEN`.
 
 What this does not protect against: a workspace below the root is read by path, so anyone who can
@@ -30,7 +31,7 @@ import hmac
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi import Depends, FastAPI, Header, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -86,14 +87,6 @@ class JudgeRequest(BaseModel):
         if (self.solution is None) == (self.workspace is None):
             raise ValueError("give exactly one of 'solution' (source text) and 'workspace' (a path below the root)")
         return self
-
-
-class ClientError(Exception):
-    """A request the service refuses: its HTTP status and one line saying what to send instead."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def parse_body(model: type[ModelT], body: bytes) -> ModelT:
@@ -160,6 +153,14 @@ class Unanswered(Exception):
         return JSONResponse(body, status_code=self.status, headers=self.headers)
 
 
+class ClientError(Unanswered):
+    """A request the service refuses: its HTTP status and one line saying what to send instead (a ConfigError
+    for the client: retrying the same request cannot help)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(status, message, "ConfigError")
+
+
 def unanswered(result: JobResult, headers: dict[str, str]) -> JSONResponse:
     """The answer to a job without a result: 503 when the failure was ours (retry; never score it), 422 for
     input found bad while judging (a task that does not run), 409 when it was cancelled (or the pool closed)."""
@@ -218,11 +219,7 @@ def create_app(
     paths, catalog = Paths(workspace_root), Catalog()
     app = FastAPI(title="cuda-agent sandbox", version="1")
 
-    @app.exception_handler(ClientError)
-    async def refused(_request: Request, exc: ClientError) -> JSONResponse:
-        return JSONResponse({"error": str(exc)}, status_code=exc.status)
-
-    @app.exception_handler(Unanswered)
+    @app.exception_handler(Unanswered)  # ClientError too
     async def not_judged(_request: Request, exc: Unanswered) -> JSONResponse:
         return exc.response()
 
@@ -231,7 +228,7 @@ def create_app(
             return
         expected = f"Bearer {token}"
         if authorization is None or not hmac.compare_digest(authorization, expected):
-            raise HTTPException(status_code=401, detail="send 'Authorization: Bearer <token>'")
+            raise ClientError(401, "send 'Authorization: Bearer <token>'")
 
     async def run(job: JudgeJob | CommandJob) -> JobResult:
         try:

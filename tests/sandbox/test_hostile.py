@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from cuda_agent.sandbox.jobs import CommandJob, JobResult, make_judge_job
 from cuda_agent.sandbox.limits import SandboxLimits
@@ -149,3 +150,34 @@ def test_protected_file_change_is_restored_and_reported(pool: LocalPool, folder:
         assert "Permission denied" in result.command.stderr  # dropped user: the write itself failed
     else:
         assert result.command.tampered == ["utils/verification.py"]  # root: written, then put back
+
+
+@pytest.mark.parametrize("path", ["../../etc", "/etc/passwd", "utils/../../x", ""])
+def test_protected_paths_must_stay_inside_the_folder(folder: Path, path: str) -> None:
+    with pytest.raises(ValidationError, match="must be relative and stay inside cwd"):
+        CommandJob(argv=["true"], cwd=str(folder), protected=[path])
+
+
+def test_a_protected_path_that_is_a_link_is_not_followed(pool: LocalPool, folder: Path) -> None:
+    outside = folder / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("not the workspace's\n")
+    (outside / "secret.txt").chmod(0o644)
+    ws = folder / "ws"
+    ws.mkdir()
+    (ws / "utils").symlink_to(outside)
+    pool.run(CommandJob(argv=["true"], cwd=str(ws), timeout_s=10, protected=["utils"]))
+    assert (outside / "secret.txt").stat().st_mode & 0o777 == 0o644  # root never chmodded through the link
+
+
+def test_a_protected_folder_swapped_for_a_link_is_restored_inside_the_folder(pool: LocalPool, folder: Path) -> None:
+    outside = folder / "outside"
+    outside.mkdir()
+    ws = folder / "ws"
+    (ws / "utils").mkdir(parents=True)
+    (ws / "utils" / "verification.py").write_text("print('real check')\n")
+    swap = f"mv utils gone && ln -s {outside} utils"
+    result = pool.run(CommandJob(argv=["bash", "-c", swap], cwd=str(ws), timeout_s=10, protected=["utils"]))
+    assert result.command.exit_code == 0 and result.command.tampered == ["utils/verification.py"]
+    assert list(outside.iterdir()) == []  # root wrote nothing where the link pointed
+    assert not (ws / "utils").is_symlink() and (ws / "utils" / "verification.py").read_text() == "print('real check')\n"

@@ -83,6 +83,8 @@ def test_service_requires_the_token_and_reports_bad_input(service) -> None:
         assert anonymous.health()["status"] == "ok"  # health stays open for load balancers
         with pytest.raises(ConfigError, match="401"):  # the request's fault: not one of our failures
             anonymous.judge("examples/relu", RELU)
+    refused = httpx.post(f"{url}/judge", json={"task": "examples/relu", "solution": RELU}, timeout=30)
+    assert (refused.status_code, refused.json()["error_type"]) == (401, "ConfigError")
     with pytest.raises(ConfigError, match="422.*no task"):
         client.judge("examples/no_such_task", RELU, config=FAST)
 
@@ -176,7 +178,7 @@ def test_client_mistakes_get_4xx_and_one_line(service, body: str, status: int, s
     # A form content type, as `curl -d` sends by default: the body is read as JSON anyway.
     headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/x-www-form-urlencoded"}
     response = httpx.post(f"{url}/judge", content=body, headers=headers, timeout=60)
-    assert response.status_code == status
+    assert response.status_code == status and response.json()["error_type"] == "ConfigError"
     error = response.json()["error"]
     assert says in error and "\n" not in error
 

@@ -44,20 +44,11 @@ def cmd_train_rft_data(args: argparse.Namespace) -> int:
 
 
 def cmd_train_critic_data(args: argparse.Namespace) -> int:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from cuda_agent.errors import ConfigError
-    from cuda_agent.rl.rft import read_collected, replay_rows
+    from cuda_agent.rl.rft import read_collected, write_replay_data
 
     collected, _ = read_collected(Path(args.rollouts))
-    rows = replay_rows(collected)
-    if not rows:
-        raise ConfigError(f"no episode with tokens.json and a reward under {args.rollouts}: run `train collect` first")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows), out)
-    print(f"wrote {len(rows)} replay rows (of {len(collected)} episodes) to {out}")
+    rows = write_replay_data(collected, Path(args.out))
+    print(f"wrote {rows} replay rows (of {len(collected)} episodes) to {args.out}")
     return 0
 
 

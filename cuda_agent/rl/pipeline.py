@@ -204,40 +204,19 @@ class Pipeline:
         return self._train(stage, out, spec, resume)
 
     def _rft_data(self, out: Path, spec: StageSpec) -> Path:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        from cuda_agent.rl.rft import filter_trajectories, read_collected, write_sft_parquet
+        from cuda_agent.rl.rft import read_collected, write_rft_data
 
         collected, _ = read_collected(Path(self.artifact("collect")))
-        result = filter_trajectories([c.trajectory for c in collected])
-        kept = [c for c, reason in zip(collected, result.reasons, strict=True) if reason is None]
-        path = write_sft_parquet([c.trajectory for c in kept], out / "rft.parquet", [c.tokens for c in kept])
-        rows = pq.read_table(path).to_pylist()
-        for extra in spec.extra_sft:
-            rows += [
-                {key: row.get(key) for key in ("messages", "input_ids", "loss_mask")}
-                for row in pq.read_table(extra).to_pylist()
-            ]
-        if not rows:
-            raise ConfigError(
-                f"no trajectory passes the RFT filter ({result.summary()}) and no extra_sft: nothing to train"
-            )
-        pq.write_table(pa.Table.from_pylist(rows), path)
-        self.echo(f"   rft-data: {result.summary()}; {len(rows) - len(kept)} extra rows; {path}")
+        path = out / "rft.parquet"
+        result = write_rft_data(collected, path, extra_sft=spec.extra_sft)
+        self.echo(f"   rft-data: {result.summary()}; {path}")
         return path
 
     def _critic_data(self, out: Path) -> Path:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        from cuda_agent.rl.rft import read_collected, write_replay_data
 
-        from cuda_agent.rl.rft import read_collected, replay_rows
-
-        rows = replay_rows(read_collected(Path(self.artifact("collect")))[0])
-        if not rows:
-            raise ConfigError("no collected episode has tokens.json and a reward: nothing to warm the critic on")
         path = out / "replay.parquet"
-        pq.write_table(pa.Table.from_pylist(rows), path)
+        write_replay_data(read_collected(Path(self.artifact("collect")))[0], path)
         return path
 
     def _chain(self, stage: str, out: Path) -> tuple[list[str], dict[str, Any]]:

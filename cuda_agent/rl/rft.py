@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,8 @@ MALFORMED_RESULT = re.compile(
 
 DROP_REASONS = ("incomplete", "reward", "malformed_tool_call", "repeated_loop")
 TOKENS_FILE = "tokens.json"
+EXTRA_SFT_COLUMNS = ("messages", "input_ids", "loss_mask")
+"""What an extra SFT row (e.g. the curriculum's sft.parquet) contributes to the RFT data: the dataset's inputs."""
 """Written beside trajectory.jsonl by the agent loop: the episode's exact tokens (`TokenRecord`)."""
 
 
@@ -101,12 +104,16 @@ class RFTResult(BaseModel):
         default_factory=lambda: dict.fromkeys(DROP_REASONS, 0), description="Count of trajectories dropped per reason."
     )
     reasons: list[str | None] = Field(default_factory=list, description="Per input trajectory: None if kept, else why.")
+    extra_rows: int = Field(
+        default=0, description="SFT rows written beside the kept ones (write_rft_data's extra_sft)."
+    )
 
     def summary(self) -> str:
         """One line for logs, e.g. 'kept 3 of 7; dropped: reward 2, repeated_loop 2'."""
         total = len(self.reasons)
         dropped = ", ".join(f"{reason} {count}" for reason, count in self.dropped.items() if count)
-        return f"kept {len(self.kept)} of {total}" + (f"; dropped: {dropped}" if dropped else "")
+        extra = f"; {self.extra_rows} extra rows" if self.extra_rows else ""
+        return f"kept {len(self.kept)} of {total}" + (f"; dropped: {dropped}" if dropped else "") + extra
 
 
 def _call_key(name: str, arguments: str) -> str:
@@ -264,22 +271,57 @@ def read_collected(root: Path) -> tuple[list[Collected], list[Path]]:
     return collected, unreadable
 
 
-def write_rft_data(collected: list[Collected], out: Path, config: RFTFilterConfig | None = None) -> RFTResult:
+def write_rft_data(
+    collected: list[Collected], out: Path, config: RFTFilterConfig | None = None, extra_sft: Sequence[Path] = ()
+) -> RFTResult:
     """Filter collected episodes (`read_collected` of the collect stage's work_dir) and write the kept ones to `out`.
 
+    Args:
+        extra_sft: SFT parquet files whose rows (messages, input_ids, loss_mask) are added after the kept ones.
+
+    Returns:
+        The filter's result, with `extra_rows` counted.
+
     Raises:
-        ConfigError: nothing was collected, or nothing passes the filter (training on nothing is an error).
+        ConfigError: nothing to write: no episode passes the filter (or none was collected) and no extra rows.
     """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     from cuda_agent.errors import ConfigError
 
-    if not collected:
-        raise ConfigError("no trajectory.jsonl was collected: run `cuda-agent train collect` first")
     result = filter_trajectories([c.trajectory for c in collected], config)
-    if not result.kept:
-        raise ConfigError(f"no trajectory passes the RFT filter ({result.summary()}); nothing to fine-tune on")
     kept = [c for c, reason in zip(collected, result.reasons, strict=True) if reason is None]
-    write_sft_parquet([c.trajectory for c in kept], out, [c.tokens for c in kept])
+    rows = [sft_row(c.trajectory, c.tokens) for c in kept]
+    for path in extra_sft:
+        rows += [{key: row.get(key) for key in EXTRA_SFT_COLUMNS} for row in pq.read_table(path).to_pylist()]
+    result.extra_rows = len(rows) - len(kept)
+    if not collected and not rows:
+        raise ConfigError("no trajectory.jsonl was collected: run `cuda-agent train collect` first")
+    if not rows:
+        raise ConfigError(f"no trajectory passes the RFT filter ({result.summary()}); nothing to fine-tune on")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), out)
     return result
+
+
+def write_replay_data(collected: list[Collected], out: Path) -> int:
+    """Write `replay_rows(collected)` to `out` (the critic warm-up's data); returns the row count.
+
+    Raises:
+        ConfigError: no collected episode has tokens.json and a reward.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cuda_agent.errors import ConfigError
+
+    rows = replay_rows(collected)
+    if not rows:
+        raise ConfigError("no collected episode has tokens.json and a reward: run `cuda-agent train collect` first")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), out)
+    return len(rows)
 
 
 def replay_rows(collected: list[Collected]) -> list[dict[str, Any]]:

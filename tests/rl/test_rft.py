@@ -186,3 +186,19 @@ def test_collected_episodes_become_rft_and_critic_replay_rows(
     rft = tmp_path / "rft.parquet"
     assert main(["train", "rft-data", "--rollouts", str(rollouts), "--out", str(rft)]) == 0
     assert pq.read_table(rft).to_pylist()[0]["input_ids"] == [1, 2, 3, 4]
+
+
+def test_rft_data_adds_extra_sft_rows_and_needs_some_row(tmp_path: Path) -> None:
+    """`train all`'s rft-data stage: the kept episodes plus extra SFT rows (e.g. the curriculum's answers)."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    from cuda_agent.errors import ConfigError
+    from cuda_agent.rl.rft import Collected, write_rft_data
+
+    failed = Collected(path=tmp_path / "t.jsonl", trajectory=trajectory(("Read", {"path": "x"}), reward=-1))
+    extra = write_sft_parquet([GOOD], tmp_path / "extra.parquet")
+    with pytest.raises(ConfigError, match="nothing to fine-tune on"):
+        write_rft_data([failed], tmp_path / "none.parquet")
+    result = write_rft_data([failed], tmp_path / "rft.parquet", extra_sft=[extra])
+    assert result.summary() == "kept 0 of 1; dropped: reward 1; 1 extra rows"
+    [row] = pq.read_table(tmp_path / "rft.parquet").to_pylist()
+    assert row["messages"] == pq.read_table(extra).to_pylist()[0]["messages"]

@@ -10,7 +10,7 @@ import httpx
 
 from cuda_agent.errors import ConfigError, Error, SandboxError
 from cuda_agent.judge.config import JudgeConfig
-from cuda_agent.sandbox.jobs import CommandResult, PoolMetrics, error_class, judge_config, new_job_id
+from cuda_agent.sandbox.jobs import CommandResult, PoolMetrics, error_class, judge_config, new_job_id, portable_config
 from cuda_agent.types import Task, Verdict
 
 
@@ -70,9 +70,7 @@ class SandboxClient:
     ) -> Verdict:
         # A Task travels as its source (what the service judges) and its reference (what the verdict is called).
         named = {"task": task} if isinstance(task, str) else {"task": task.code, "task_ref": task.ref}
-        settings = judge_config(config).model_dump(
-            mode="json", exclude_unset=True, exclude={"cache_dir", "timing_lock"}
-        )
+        settings = portable_config(judge_config(config))
         payload, _ = self._call(
             "POST", "/judge", json={**named, **body, "config": settings, "id": job_id or new_job_id()}
         )

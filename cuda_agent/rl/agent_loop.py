@@ -108,10 +108,13 @@ class CudaAgentLoop(AgentLoopBase):
             model.response_ids, model.response_mask, model.response_logprobs, self.response_length
         )
         fields = episode_fields(result, latencies, response_ids, capped)
-        # The exact tokens, beside the trajectory: RFT trains on them and the critic warm-up replays them.
-        TokenRecord(
-            prompt_ids=model.prompt_ids, response_ids=response_ids, response_mask=response_mask, reward=fields["reward"]
-        ).write(result.trajectory.parent)
+        if self.settings.save_tokens:  # the collect stage: RFT trains on the exact tokens, the critic replays them
+            TokenRecord(
+                prompt_ids=model.prompt_ids,
+                response_ids=response_ids,
+                response_mask=response_mask,
+                reward=fields["reward"],
+            ).write(result.trajectory.parent)
         return AgentLoopOutput(
             prompt_ids=model.prompt_ids,
             response_ids=response_ids,

@@ -226,7 +226,7 @@ class Pipeline:
             return [ckpt], {"reward_function": {"work_dir": out / "answers"}}
         if stage == "collect":
             return [f"actor_rollout_ref.model.path={self.artifact('single-turn')}"], {
-                "agent_loop": {"work_dir": out / "rollouts"}
+                "agent_loop": {"work_dir": out / "rollouts", "save_tokens": True}  # rft and critic-data read them
             }
         if stage == "rft":
             data = self.artifact("rft-data")

@@ -23,6 +23,7 @@ from cuda_agent.agent import read_trajectory  # noqa: E402
 from cuda_agent.agent.demo import scripted_turns  # noqa: E402
 from cuda_agent.agent.models.base import ModelTurn  # noqa: E402
 from cuda_agent.rl.agent_loop import CudaAgentLoop  # noqa: E402
+from cuda_agent.rl.rft import TokenRecord  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 LEGIT = ROOT / "solutions" / "workspaces" / "examples_relu_cpu"
@@ -93,6 +94,7 @@ def test_run_drives_a_judged_episode_with_aligned_tokens(
     fields = output.extra_fields
     assert fields["verdict"] == "pass" and output.reward_score == fields["reward"] >= 1, fields["verdict_json"]
     assert read_trajectory(Path(fields["trajectory"])).reward == output.reward_score
+    assert not (Path(fields["trajectory"]).parent / "tokens.json").exists()  # only collect saves them
     assert fields["exit_status"] == "finished" and fields["turns"] == len(script) and fields["judge_s"] > 0
     info = fields["reward_extra_info"]  # what verl aggregates into metrics (cuda_agent.rl.metrics)
     assert (info["score"], info["passed"], info["turns"]) == (output.reward_score, 1.0, len(script))
@@ -132,6 +134,7 @@ def test_response_budget_ends_the_episode_and_caps_on_a_model_token(
     )
     server = ScriptedTokenServer(tiny_tokenizer, [read] * 20)
     loop = make_loop(tiny_tokenizer, server, tmp_path / "rollouts", response_length=1200)
+    loop.settings = loop.settings.model_copy(update={"save_tokens": True})  # as the collect recipe sets it
     code = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
     code += "def get_inputs():\n    return [torch.randn(8)]\ndef get_init_inputs():\n    return []\n"
     output = asyncio.run(loop.run({}, code=code, task="inline/double"))
@@ -140,6 +143,8 @@ def test_response_budget_ends_the_episode_and_caps_on_a_model_token(
     assert len(output.response_ids) == len(output.response_mask) <= 1200
     assert output.response_mask[-1] == 1 and output.reward_score == -1 == fields["reward"]
     assert fields["verdict"] != "pass"
+    saved = TokenRecord.model_validate_json((Path(fields["trajectory"]).parent / "tokens.json").read_text())
+    assert (saved.prompt_ids, saved.response_ids, saved.reward) == (output.prompt_ids, output.response_ids, -1.0)
 
 
 def test_import_keeps_the_settings_verl_loaded_from_the_agent_loop_yaml() -> None:
@@ -165,7 +170,6 @@ def test_our_failure_is_dropped_masked_and_counted(
     tiny_tokenizer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("CUDA_AGENT_SANDBOX_URL", "")  # run_rollout sets it; monkeypatch restores it
     server = ScriptedTokenServer(tiny_tokenizer, [ModelTurn(content="Done.")])
     loop = make_loop(tiny_tokenizer, server, tmp_path / "rollouts", response_length=4000)
     loop.settings = loop.settings.model_copy(update={"sandbox_url": "http://127.0.0.1:9"})  # nothing listens there

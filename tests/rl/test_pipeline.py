@@ -44,13 +44,9 @@ class VerlLeftovers:
         metrics = metrics_file(plan.out_dir)  # where recipes.launch points verl's file logger
         metrics.write_text(json.dumps({"step": 1, "data": {"critic/score/mean": 1.0}}) + "\n")
         if stage == "collect":
-            self._episodes(
-                Path(
-                    yaml.safe_load(Path(cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path).read_text())[0][
-                        "work_dir"
-                    ]
-                )
-            )
+            [loop] = yaml.safe_load(Path(cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path).read_text())
+            assert loop["save_tokens"] is True  # the pipeline asks for what rft-data and critic-data read
+            self._episodes(Path(loop["work_dir"]))
             return 0
         if stage == "agentic-ppo" and not resume:
             return 1  # killed: `train all` again must resume it

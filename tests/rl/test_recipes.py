@@ -52,6 +52,9 @@ def test_collect_needs_no_critic_and_samples_its_validation(plans: dict, tmp_pat
     from verl.trainer.ppo.utils import need_critic
 
     cfg = plans["collect"].config
+    for stage, saves in (("collect", True), ("agentic-ppo", False)):  # tokens.json: only collect's readers need it
+        loop_file = Path(plans[stage].config.actor_rollout_ref.rollout.agent.agent_loop_config_path)
+        assert yaml.safe_load(loop_file.read_text())[0]["save_tokens"] is saves
     assert not need_critic(cfg)  # GAE would start a critic on verl's placeholder model path
     val = cfg.actor_rollout_ref.rollout.val_kwargs
     assert val.n == 4 and val.do_sample and val.temperature > 0  # not 4 greedy near-duplicates

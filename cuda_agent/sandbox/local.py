@@ -58,7 +58,37 @@ class _Entry:
         self.device = "cpu"
 
 
-class LocalPool:
+class PoolCalls:
+    """The blocking calls every pool offers on top of its `submit` (LocalPool and RayPool: one body each)."""
+
+    def submit(self, job: JudgeJob | CommandJob) -> Future[JobResult]:
+        raise NotImplementedError
+
+    def run(self, job: JudgeJob | CommandJob) -> JobResult:
+        """Submit and wait for the result."""
+        return self.submit(job).result()
+
+    def judge(self, task: Task | str, solution: str, config: JudgeConfig | Mapping[str, Any] | None = None) -> Verdict:
+        """The verdict of one candidate, as `SandboxClient.judge` gives it (same arguments, same exceptions).
+
+        Raises:
+            InfraError: ours (JudgeInfraError, SandboxError, PoolFullError): retry or drop, never score.
+            Error: the task, solution or config is wrong.
+        """
+        return self.run(make_judge_job(task, solution, config)).verdict_or_raise()
+
+    def judge_workspace(
+        self, task: Task | str, workspace: Path, config: JudgeConfig | Mapping[str, Any] | None = None
+    ) -> Verdict:
+        """The verdict of a workspace folder (or solution file) on this machine, as `SandboxClient.judge_workspace`."""
+        return self.run(make_judge_job(task, Path(workspace), config)).verdict_or_raise()
+
+    def run_command(self, argv: list[str], cwd: str, timeout_s: float = 600.0, **fields: Any) -> CommandResult:
+        """Run a command in a workspace folder, as `SandboxClient.run_command` (SandboxError if it got no result)."""
+        return self.run(CommandJob(argv=argv, cwd=cwd, timeout_s=timeout_s, **fields)).command_or_raise()
+
+
+class LocalPool(PoolCalls):
     """Runs jobs on this machine. Use as a context manager, or call `close()`."""
 
     def __init__(
@@ -147,29 +177,6 @@ class LocalPool:
         else:
             self._build_q.put(entry)
         return entry.future
-
-    def run(self, job: JudgeJob | CommandJob) -> JobResult:
-        """Submit and wait for the result."""
-        return self.submit(job).result()
-
-    def judge(self, task: Task | str, solution: str, config: JudgeConfig | Mapping[str, Any] | None = None) -> Verdict:
-        """The verdict of one candidate, as `SandboxClient.judge` gives it (same arguments, same exceptions).
-
-        Raises:
-            InfraError: ours (JudgeInfraError, SandboxError, PoolFullError): retry or drop, never score.
-            Error: the task, solution or config is wrong.
-        """
-        return self.run(make_judge_job(task, solution, config)).verdict_or_raise()
-
-    def judge_workspace(
-        self, task: Task | str, workspace: Path, config: JudgeConfig | Mapping[str, Any] | None = None
-    ) -> Verdict:
-        """The verdict of a workspace folder (or solution file) on this machine, as `SandboxClient.judge_workspace`."""
-        return self.run(make_judge_job(task, Path(workspace), config)).verdict_or_raise()
-
-    def run_command(self, argv: list[str], cwd: str, timeout_s: float = 600.0, **fields: Any) -> CommandResult:
-        """Run a command in a workspace folder, as `SandboxClient.run_command` (SandboxError if it got no result)."""
-        return self.run(CommandJob(argv=argv, cwd=cwd, timeout_s=timeout_s, **fields)).command_or_raise()
 
     def cancel(self, job_id: str) -> bool:
         """Cancel a job that is waiting or running; its result has status 'cancelled'. False if unknown or done."""

@@ -17,20 +17,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
 from concurrent.futures import Future
-from pathlib import Path
 from typing import Any
 
 from cuda_agent.errors import ConfigError, SandboxError
-from cuda_agent.judge.config import JudgeConfig
 from cuda_agent.sandbox.execution import StageHandle, run_job
-from cuda_agent.sandbox.jobs import CommandJob, CommandResult, JobResult, JudgeJob, PoolMetrics, make_judge_job
+from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, PoolMetrics
 from cuda_agent.sandbox.limits import SandboxLimits
-from cuda_agent.sandbox.local import PoolFullError, check_gpu
+from cuda_agent.sandbox.local import PoolCalls, PoolFullError, check_gpu
 from cuda_agent.sandbox.slots import SlotQueue
 from cuda_agent.sandbox.stats import PoolStats
-from cuda_agent.types import Task, Verdict
 
 log = logging.getLogger(__name__)
 ACTOR_START_S = 300.0
@@ -85,7 +81,7 @@ def _node_name() -> str:
     return socket.gethostname()
 
 
-class RayPool:
+class RayPool(PoolCalls):
     """Same interface as LocalPool: submit / run / cancel / metrics / close."""
 
     def __init__(
@@ -157,23 +153,6 @@ class RayPool:
             # Queued under the lock, so that `close` cannot stop the dispatchers between the check and the put.
             self._queue.put((job, time.monotonic()), getattr(job, "gpu", None))
         return future
-
-    def run(self, job: JudgeJob | CommandJob) -> JobResult:
-        return self.submit(job).result()
-
-    def judge(self, task: Task | str, solution: str, config: JudgeConfig | Mapping[str, Any] | None = None) -> Verdict:
-        """The verdict of one candidate (raises as LocalPool.judge)."""
-        return self.run(make_judge_job(task, solution, config)).verdict_or_raise()
-
-    def judge_workspace(
-        self, task: Task | str, workspace: Path, config: JudgeConfig | Mapping[str, Any] | None = None
-    ) -> Verdict:
-        """The verdict of a workspace folder (or solution file) on this machine, as `SandboxClient.judge_workspace`."""
-        return self.run(make_judge_job(task, Path(workspace), config)).verdict_or_raise()
-
-    def run_command(self, argv: list[str], cwd: str, timeout_s: float = 600.0, **fields: Any) -> CommandResult:
-        """Run a command in a workspace folder, as `SandboxClient.run_command` (SandboxError if it got no result)."""
-        return self.run(CommandJob(argv=argv, cwd=cwd, timeout_s=timeout_s, **fields)).command_or_raise()
 
     def cancel(self, job_id: str) -> bool:
         with self._lock:

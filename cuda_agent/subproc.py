@@ -8,6 +8,7 @@ confined (`Confinement`): folders of its own mounted over shared ones, and an un
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import pwd
 import signal
@@ -15,7 +16,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,21 +32,76 @@ class Confinement:
     user: pwd.struct_passwd | None = None
     binds: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
-    def preexec(self) -> Callable[[], None]:
-        def enter() -> None:  # runs in the child between fork and exec: no Python threads, no locks
-            if self.binds:
-                libc = ctypes.CDLL(None, use_errno=True)
-                if libc.unshare(CLONE_NEWNS) != 0:
-                    raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
-                if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
-                    raise OSError(ctypes.get_errno(), "making / private")
-                for source, target in self.binds:
-                    if libc.mount(source.encode(), target.encode(), None, MS_BIND, None) != 0:
-                        raise OSError(ctypes.get_errno(), f"bind-mounting {source} on {target}")
-            if self.user is not None:
-                drop_privileges(self.user)
+    def enter(self) -> None:
+        """In the child, between fork and exec (no Python threads, no locks): the mounts, then the user."""
+        if self.binds:
+            private_mount_namespace()
+            bind_mounts(self.binds)
+        if self.user is not None:
+            drop_privileges(self.user)
 
-        return enter
+
+def private_mount_namespace() -> None:
+    """Move this process into a mount namespace of its own, where nothing it mounts is seen outside (root only)."""
+    libc = _libc()
+    if libc.unshare(CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        raise OSError(ctypes.get_errno(), "making / private")
+
+
+def bind_mounts(binds: Sequence[Sequence[str]]) -> None:
+    """Mount each (source, target) folder pair's source over its target (in this process's own namespace)."""
+    libc = _libc()
+    for source, target in binds:
+        if libc.mount(source.encode(), target.encode(), None, MS_BIND, None) != 0:
+            raise OSError(ctypes.get_errno(), f"bind-mounting {source} on {target}")
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    """The C library, loaded in the parent before a fork: a child between fork and exec should not load libraries."""
+    return ctypes.CDLL(None, use_errno=True)
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """In a child: have the kernel SIGKILL it when its parent's starting thread ends (prctl PR_SET_PDEATHSIG), and
+    end it at once if that happened already (its parent is no longer `parent_pid`).
+
+    A grader that dies (killed, out of memory) so leaves no candidate spinning on its own. A change of user
+    clears the setting: call this after `drop_privileges`. The signal follows the *thread* that started the
+    child: our callers start and reap a child within one call (a pool's worker thread outlives each judgement it
+    runs). Not covered: processes the child starts itself; they lose their parent, not their life (while the
+    grader lives, it kills their whole process group).
+    """
+    if _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def child_set_up(confine: Confinement | None, namespace_only: bool = False) -> Callable[[], None]:
+    """What a child of ours does between fork and exec: `confine`'s mounts and user, then `die_with_parent`.
+
+    Args:
+        confine: the confinement, or None.
+        namespace_only: enter a private mount namespace of its own and nothing else of `confine` (a standby,
+            which mounts and drops its user later, on its request).
+    """
+    parent = os.getpid()
+    _libc()  # loaded here, not in the child
+
+    def set_up() -> None:  # in the child between fork and exec: no Python threads, no locks
+        if namespace_only:
+            private_mount_namespace()
+        elif confine is not None:
+            confine.enter()
+        die_with_parent(parent)  # last: a change of user clears it
+
+    return set_up
 
 
 def unprivileged_user(name: str | None, paths: list[Path]) -> tuple[pwd.struct_passwd | None, str | None]:
@@ -143,7 +199,7 @@ def run_command(
         text=True,
         errors="replace",
         start_new_session=True,
-        preexec_fn=confine.preexec() if confine is not None else None,
+        preexec_fn=child_set_up(confine),
     )
     timed_out = False
     try:

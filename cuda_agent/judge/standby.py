@@ -15,16 +15,21 @@ Confinement: the process is started in a mount namespace of its own (where it wi
 us; on `go` it mounts the candidate's private build copy, enters the candidate's folder and drops
 to the candidate's user before it reads the request, exactly as a child started confined would.
 
+The child dies with the grader (subproc.die_with_parent, set again after the change of user): a grader
+killed mid-run leaves no candidate spinning on its own. The thread that starts a standby is the one that
+reaps it, within one judgement, so the signal never fires early.
+
 What this does not protect against: a candidate that writes to the progress pipe itself (it runs
-in the same process) extends its own life up to `total_s`, the cap it had anyway.
+in the same process) extends its own life up to `total_s`, the cap it had anyway. Processes the candidate
+started itself outlive a grader that dies (while the grader lives, it kills their process group).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
+import pwd
 import select
 import signal
 import subprocess
@@ -35,7 +40,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from cuda_agent.subproc import CLONE_NEWNS, MS_BIND, MS_PRIVATE, MS_REC, ChildResult, Confinement, kill_group
+from cuda_agent.subproc import (
+    ChildResult,
+    Confinement,
+    bind_mounts,
+    child_set_up,
+    die_with_parent,
+    drop_privileges,
+    kill_group,
+)
 
 PROGRESS_FD_ENV = "CUDA_AGENT_PROGRESS_FD"
 """The child finds its progress pipe's file descriptor in this variable."""
@@ -50,14 +63,6 @@ CANDIDATE = b"C"
 """Written once, just before the candidate's code first runs. A child that dies or hangs without having
 written it failed in our code (set-up, loading the reference): our failure. The candidate can add this
 byte itself, never take it back, so it cannot pass its own crash off as ours."""
-
-
-def _enter_namespace() -> None:  # between fork and exec: no threads, no locks
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(CLONE_NEWNS) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
-    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
-        raise OSError(ctypes.get_errno(), "making / private")
 
 
 class Standby:
@@ -89,7 +94,7 @@ class Standby:
                 stderr=self._err,
                 pass_fds=(progress_w,),
                 start_new_session=True,
-                preexec_fn=_enter_namespace if namespace else None,
+                preexec_fn=child_set_up(None, namespace_only=namespace),
             )
         finally:
             os.close(progress_w)
@@ -154,7 +159,7 @@ class Standby:
             "cwd": str(cwd),
             "env": env,
             "binds": [list(b) for b in confine.binds] if confine else [],
-            "user": [confine.user.pw_uid, confine.user.pw_gid] if confine and confine.user else None,
+            "user": confine.user.pw_uid if confine and confine.user else None,
         }
         self.went = time.monotonic()
         assert self.proc.stdin is not None
@@ -285,6 +290,7 @@ def serve_once(warm_up: Callable[[], None]) -> list[str]:
     Raises:
         SystemExit: stdin closed without a request (the grader discarded this standby).
     """
+    parent = os.getppid()  # it dies with the grader (subproc.die_with_parent): here is who that is
     warm_up()
     _say(READY)
     line = sys.stdin.readline()
@@ -293,15 +299,9 @@ def serve_once(warm_up: Callable[[], None]) -> list[str]:
     message = json.loads(line)
     os.environ.update(message["env"])
     tempfile.tempdir = None  # picked from TMPDIR again: the candidate's folder, not the standby's
-    if message["binds"]:
-        libc = ctypes.CDLL(None, use_errno=True)
-        for source, target in message["binds"]:
-            if libc.mount(source.encode(), target.encode(), None, MS_BIND, None) != 0:
-                raise OSError(ctypes.get_errno(), f"bind-mounting {source} on {target}")
+    bind_mounts(message["binds"])  # in the mount namespace it was started in
     os.chdir(message["cwd"])
     if message["user"] is not None:
-        uid, gid = message["user"]
-        os.setgroups([])
-        os.setgid(gid)
-        os.setuid(uid)
+        drop_privileges(pwd.getpwuid(message["user"]))
+        die_with_parent(parent)  # again: the change of user cleared it
     return message["args"]

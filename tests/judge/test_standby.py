@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -17,7 +21,7 @@ from cuda_agent.gpu_turns import GpuTurns
 from cuda_agent.judge import JudgeConfig
 from cuda_agent.judge.standby import TURNS_ENV, Standby
 from cuda_agent.subproc import Confinement, child_env
-from tests.judge.helpers import run_judge
+from tests.judge.helpers import ROOT, run_judge, with_forward_body
 
 CHILD = "tests.judge.standby_child"
 
@@ -182,5 +186,49 @@ def test_a_spinning_cpp_kernel_times_out_within_the_adaptive_limit(tmp_path: Pat
     assert verdict.verdict == "timeout" and verdict.reward == -1, verdict.message
     assert limits["step_s"] == JudgeConfig().run_limits(limits["eager_ms"]).step_s  # from the cached eager time
     assert "one step of it" in verdict.message and "in forward" in verdict.message, verdict.message  # its stack
-    assert verdict.stage_s["run"] < limits["step_s"] + 20  # the step's limit, not the old 600 s
+    # Killed by the step's limit (the message says so), not the old 600 s. The stage also holds loading the
+    # candidate, which CI's busy 2 cores took 26 s longer over once: bound it by the run's total limit.
+    assert verdict.stage_s["run"] < limits["total_s"] + 20, verdict.stage_s
     assert verdict.env["standby_worker"] == "started ahead"
+
+
+GRADER = """
+import sys
+from pathlib import Path
+from cuda_agent.judge import JudgeConfig, judge
+from cuda_agent.tasks import Catalog
+config = JudgeConfig(device="cpu", time=False, static_policy=False, verdict_cache=False, adaptive_limits=False)
+judge(Catalog().resolve("examples/relu"), Path(sys.argv[1]), config)
+"""
+
+
+def test_a_candidate_dies_with_a_grader_that_is_killed(tmp_path: Path) -> None:
+    # Seen on the H200: a spinning C++ candidate ran on for 80 minutes after its grader died.
+    pid_file = tmp_path / "candidate.pid"
+    body = f"import os\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\nreturn spin_ext.spin_forward(x)"
+    solution = tmp_path / "solution.py"
+    solution.write_text(with_forward_body(SPIN, body))
+    grader = subprocess.Popen([sys.executable, "-c", GRADER, str(solution)], cwd=ROOT, start_new_session=True)
+    deadline = time.monotonic() + 240  # the build, when the spinning kernel's is not cached yet
+    while not pid_file.exists() and grader.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    candidate = int(pid_file.read_text()) if pid_file.exists() else None
+    grader.kill()
+    grader.wait()
+    assert candidate is not None, "the candidate never ran"
+    try:
+        gone_by = time.monotonic() + 5
+        while _alive(candidate) and time.monotonic() < gone_by:
+            time.sleep(0.1)
+        assert not _alive(candidate), "the candidate outlived its grader"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(candidate, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie waiting for a reaper that is no parent of ours does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -85,7 +85,7 @@ class CudaAgentLoop(AgentLoopBase):
         # default executor is shared with its tokenisation work.
         try:
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cuda-agent-episode") as pool:
-                result, latencies = await loop.run_in_executor(
+                result = await loop.run_in_executor(
                     pool,
                     run_rollout,
                     model,
@@ -107,7 +107,7 @@ class CudaAgentLoop(AgentLoopBase):
         response_ids, response_mask, logprobs = token_record(
             model.response_ids, model.response_mask, model.response_logprobs, self.response_length
         )
-        fields = episode_fields(result, latencies, response_ids, capped)
+        fields = episode_fields(result, response_ids, capped)
         if self.settings.save_tokens:  # the collect stage: RFT trains on the exact tokens, the critic replays them
             TokenRecord(
                 prompt_ids=model.prompt_ids,

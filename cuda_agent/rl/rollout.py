@@ -14,8 +14,7 @@ of ours while judging raises (InfraError): the agent loop drops the sample and c
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from cuda_agent.rl.config import CudaAgentLoopConfig, JudgeSettings
 from cuda_agent.rl.metrics import judged_fields
 from cuda_agent.sandbox.workspace_commands import SANDBOX_TOKEN_ENV, SANDBOX_URL_ENV
 from cuda_agent.tasks import Catalog
-from cuda_agent.types import Task, Verdict
+from cuda_agent.types import Task
 
 
 def task_from_row(row: Mapping[str, Any], catalog: Catalog | None = None) -> Task:
@@ -60,32 +59,13 @@ def sandbox_judge(config: JudgeSettings) -> Iterator[WorkspaceJudge]:
             yield pool
 
 
-@contextmanager
-def judge_scorer(task: Task, config: JudgeSettings) -> Iterator[tuple[Callable[[Path], Verdict], list[float]]]:
-    """A `score(folder) -> Verdict` through `sandbox_judge`, and the list of its judge latencies (s).
-
-    `score` raises InfraError for a failure of ours: the caller drops the sample and counts it.
-    """
-    latencies: list[float] = []
-    with sandbox_judge(config) as judge:
-
-        def score(folder: Path) -> Verdict:
-            started = time.monotonic()
-            try:
-                return judge.judge_workspace(task, folder.resolve(), {"device": config.device})
-            finally:
-                latencies.append(time.monotonic() - started)
-
-        yield score, latencies
-
-
 def run_rollout(
     model: Model, task: Task, config: CudaAgentLoopConfig, episode_dir: Path, max_context_tokens: int
-) -> tuple[EpisodeResult, list[float]]:
+) -> EpisodeResult:
     """Run one episode of `task` with `model` in a fresh workspace under `episode_dir` (the one episode runner).
 
     Returns:
-        The episode's result and the judge latencies in seconds.
+        The episode's result (verdict, trajectory, judge latencies in `judge_s`).
 
     Raises:
         ConfigError: `max_context_tokens` is below the loop's minimum of 1024.
@@ -103,8 +83,7 @@ def run_rollout(
     with sandbox_judge(config) as judge:
         # With a sandbox service, the agent's commands run there too (isolated, killable), not on the trainer.
         commands = judge if config.sandbox_url else None
-        result = run_task_episode(task, model, judge, episode_dir, config.device, limits, env=env, commands=commands)
-    return result, result.judge_s
+        return run_task_episode(task, model, judge, episode_dir, config.device, limits, env=env, commands=commands)
 
 
 def token_record(
@@ -126,7 +105,7 @@ def token_record(
     return response_ids[:end], response_mask[:end], logprobs
 
 
-def episode_fields(result: EpisodeResult, latencies: list[float], response_ids: list[int], capped: bool) -> dict:
+def episode_fields(result: EpisodeResult, response_ids: list[int], capped: bool) -> dict:
     """The extra_fields verl carries per sample into its metrics: flat scalars, plus the verdict as JSON text."""
     verdict = result.verdict
     turns = read_trajectory(result.trajectory).turns
@@ -140,8 +119,8 @@ def episode_fields(result: EpisodeResult, latencies: list[float], response_ids: 
         "speedup_vs_compile": verdict.speedup_vs_compile,
         "turns": result.turns,
         "exit_status": result.exit_status,
-        "judge_s": sum(latencies),
-        "judgements": len(latencies),
+        "judge_s": sum(result.judge_s),
+        "judgements": len(result.judge_s),
         "response_tokens": len(response_ids),
         "clipped": capped,
         "verdict_json": json.dumps(verdict.model_dump(mode="json"), sort_keys=True),

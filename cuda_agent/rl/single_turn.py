@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from typing import Any
 
 from cuda_agent.rl.config import JudgeSettings
 from cuda_agent.rl.metrics import dropped_fields, is_our_failure, judged_fields
-from cuda_agent.rl.rollout import judge_scorer, task_from_row
+from cuda_agent.rl.rollout import sandbox_judge, task_from_row
 from cuda_agent.sandbox.workspace_commands import SANDBOX_URL_ENV
 from cuda_agent.types import Task
 from cuda_agent.workspace import is_editable
@@ -176,14 +177,17 @@ def compute_score(
     if answer.problem is not None:
         return {**judged_fields({"verdict": "malformed"}, -1.0), "judge_s": 0.0, "reason": answer.problem}
     folder = write_candidate(answer.files, settings.work_dir / f"{_slug(task.ref)}-{uuid.uuid4().hex[:12]}")
-    latencies: list[float] = []
+    started: float | None = None  # the judgement's own time, not the sandbox client's or pool's start
     try:
-        with judge_scorer(task, settings) as (score, latencies):
-            verdict = score(folder)
+        with sandbox_judge(settings) as judge:
+            started = time.monotonic()
+            verdict = judge.judge_workspace(task, folder.resolve(), {"device": settings.device})
+            judge_s = time.monotonic() - started
     except Exception as exc:
         if not is_our_failure(exc):
             raise
-        return {**dropped_fields(str(exc)), "judge_s": sum(latencies), "reason": str(exc)[:_REASON_CHARS]}
+        spent = 0.0 if started is None else time.monotonic() - started
+        return {**dropped_fields(str(exc)), "judge_s": spent, "reason": str(exc)[:_REASON_CHARS]}
     reason = "" if verdict.verdict == "pass" else verdict.message[:_REASON_CHARS]
     fields = judged_fields(verdict.model_dump(mode="json"), verdict.reward)
-    return {**fields, "judge_s": sum(latencies), "reason": reason}
+    return {**fields, "judge_s": judge_s, "reason": reason}

@@ -54,7 +54,7 @@ def test_bench_judges_solutions_and_writes_three_reports(tmp_path: Path) -> None
     markdown = (out / "report.md").read_text()
     assert "| CUDA Agent (paper) | 250 | 98.8% | — | 96.8% | 2.60x | 2.11x |" in markdown
     assert "| this run | 6 | 33.3% |" in markdown
-    assert "1 task(s) had no solution and count as failed" in markdown
+    assert "1 task(s) had no solution and 0 an input that could not be judged (both count as failed)" in markdown
     page = (out / "report.html").read_text()
     assert page.count("<svg") == 3 and "<script" not in page
 

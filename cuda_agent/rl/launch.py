@@ -43,14 +43,19 @@ FORWARDED_ENV = ("PYTHONPATH", "VERL_FILE_LOGGER_PATH")
 """This process's environment variables that verl's Ray workers get too (`ray_init.runtime_env.env_vars`)."""
 
 
-def latest_checkpoint(config: Any) -> int | None:
-    """The step of the latest complete checkpoint in `trainer.default_local_dir`, or None."""
-    tracker = Path(config.trainer.default_local_dir).expanduser() / "latest_checkpointed_iteration.txt"
+def latest_checkpoint(ckpt_dir: Path | str) -> Path | None:
+    """The `global_step_N` folder of the latest complete checkpoint in a checkpoint folder, or None.
+
+    verl's trainers (PPO and SFT alike) write `latest_checkpointed_iteration.txt` after a checkpoint is
+    complete, so a `global_step_N` that a kill left half-saved is never the answer.
+    """
+    tracker = Path(ckpt_dir).expanduser() / "latest_checkpointed_iteration.txt"
     try:
         step = int(tracker.read_text().strip())
     except (OSError, ValueError):
         return None
-    return step if (tracker.parent / f"global_step_{step}").is_dir() else None
+    folder = tracker.parent / f"global_step_{step}"
+    return folder if folder.is_dir() else None
 
 
 def resume_mode(config: Any, resume: bool) -> str:
@@ -64,10 +69,10 @@ def resume_mode(config: Any, resume: bool) -> str:
     """
     if config.trainer.get("resume_mode") == "resume_path":
         return "resume_path"
-    latest = latest_checkpoint(config)
+    latest = latest_checkpoint(config.trainer.default_local_dir)
     if latest is not None and not resume:
         raise ConfigError(
-            f"{config.trainer.default_local_dir} holds checkpoints up to step {latest}: pass --resume to "
+            f"{config.trainer.default_local_dir} holds checkpoints up to {latest.name}: pass --resume to "
             "continue that run, or set trainer.default_local_dir to a new folder"
         )
     return "auto" if resume else "disable"

@@ -34,6 +34,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.errors import ConfigError
+from cuda_agent.rl.launch import latest_checkpoint
 
 ORDER = ("single-turn", "collect", "rft-data", "rft", "critic-data", "critic-warmup", "agentic-ppo")
 TRAINED = {"single-turn": "actor", "rft": "", "critic-warmup": "critic", "agentic-ppo": "actor"}
@@ -102,18 +103,6 @@ def load_pipeline(path: Path) -> PipelineConfig:
     return config
 
 
-def latest_step(ckpt_dir: Path) -> Path:
-    """The newest `global_step_N` folder under a stage's checkpoint folder.
-
-    Raises:
-        ConfigError: the stage saved no checkpoint (check trainer.save_freq).
-    """
-    steps = sorted(Path(ckpt_dir).glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[1]))
-    if not steps:
-        raise ConfigError(f"no checkpoint in {ckpt_dir}: the stage saved none (trainer.save_freq)")
-    return steps[-1]
-
-
 def _has_weights(folder: Path) -> bool:
     return any(folder.glob("*.safetensors")) or any(folder.glob("pytorch_model*.bin"))
 
@@ -128,7 +117,10 @@ def hf_folder(ckpt_dir: Path, role: str, out: Path, source_model: str | None = N
     Raises:
         ConfigError: no checkpoint, or the merger fails (its output in the message).
     """
-    folder = latest_step(ckpt_dir) / role if role else latest_step(ckpt_dir)
+    latest = latest_checkpoint(ckpt_dir)
+    if latest is None:
+        raise ConfigError(f"no complete checkpoint in {ckpt_dir}: the stage saved none (trainer.save_freq)")
+    folder = latest / role if role else latest
     own = folder / "huggingface"
     if _has_weights(own):
         if out.exists():

@@ -165,7 +165,7 @@ def test_a_fresh_run_refuses_a_folder_with_checkpoints_and_resume_selects_auto(t
     assert config.trainer.resume_mode == "disable"  # nothing to resume: start fresh
     (tmp_path / "global_step_3").mkdir()
     (tmp_path / "latest_checkpointed_iteration.txt").write_text("3")
-    with pytest.raises(ConfigError, match="up to step 3: pass --resume"):
+    with pytest.raises(ConfigError, match="up to global_step_3: pass --resume"):
         prepare_config(config)
     prepare_config(config, resume=True)
     assert config.trainer.resume_mode == "auto"

@@ -20,7 +20,7 @@ from cuda_agent.errors import ConfigError
 
 pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[rl]')")
 
-from cuda_agent.rl.pipeline import ORDER, Pipeline, load_pipeline  # noqa: E402
+from cuda_agent.rl.pipeline import ORDER, Pipeline, hf_folder, load_pipeline  # noqa: E402
 from cuda_agent.rl.recipes import bundled_recipe, metrics_file  # noqa: E402
 
 CPU = ["trainer.device=cpu", "trainer.n_gpus_per_node=1"]
@@ -54,6 +54,7 @@ class VerlLeftovers:
         hf = Path(cfg.trainer.default_local_dir) / "global_step_2" / role / "huggingface"
         shutil.copytree(self.model_dir, hf)
         (hf / "model.safetensors").write_bytes(b"weights of " + stage.encode())
+        (Path(cfg.trainer.default_local_dir) / "latest_checkpointed_iteration.txt").write_text("2")
         return 0
 
     @staticmethod
@@ -135,6 +136,19 @@ def test_train_all_hands_each_artifact_on_and_resumes(tmp_path: Path, tiny_model
         "metrics.0.jsonl",
         "metrics.1.jsonl",
     ]
+
+
+def test_hf_folder_takes_the_latest_complete_checkpoint_not_a_half_saved_one(tmp_path: Path) -> None:
+    """verl writes latest_checkpointed_iteration.txt once a checkpoint is complete; a kill mid-save leaves a newer
+    global_step_N without it, which must not be handed to the next stage."""
+    ckpt = tmp_path / "checkpoints"
+    for step, weights in ((2, b"complete"), (3, b"half")):
+        (ckpt / f"global_step_{step}" / "actor" / "huggingface").mkdir(parents=True)
+        (ckpt / f"global_step_{step}" / "actor" / "huggingface" / "model.safetensors").write_bytes(weights)
+    with pytest.raises(ConfigError, match="no complete checkpoint"):
+        hf_folder(ckpt, "actor", tmp_path / "hf")
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("2")
+    assert (hf_folder(ckpt, "actor", tmp_path / "hf") / "model.safetensors").read_bytes() == b"complete"
 
 
 def test_unknown_stage_in_a_pipeline_file_is_named(tmp_path: Path) -> None:

@@ -278,7 +278,7 @@ def test_rft_refuses_a_folder_with_checkpoints_unless_resumed(tmp_path: Path, mo
     assert launch(plan) == 0 and seen.read_text() == "trainer.resume_mode=disable"
     (ckpt / "global_step_3").mkdir(parents=True)
     (ckpt / "latest_checkpointed_iteration.txt").write_text("3")
-    with pytest.raises(ConfigError, match="up to step 3: pass --resume"):
+    with pytest.raises(ConfigError, match="up to global_step_3: pass --resume"):
         launch(plan)
     assert launch(plan, resume=True) == 0 and seen.read_text() == "trainer.resume_mode=auto"
 

@@ -13,12 +13,15 @@ verl's model merger (`python -m verl.model_merger merge`).
 stage is skipped and a half-done one is launched again with `--resume`: verl continues from its
 latest checkpoint in the stage's checkpoint folder. Each launch logs its steps to a file of its own
 (`<stage>/metrics.<n>.jsonl`, verl's `file` backend; `recipes.launch`), and a finished stage gets `steps.jsonl`
-and `report.html` (`cuda_agent.rl.report`).
+and `report.html` (`cuda_agent.rl.report`). A stage named under `skip:` is never launched: the artifact given
+there is recorded as its own (status done) and handed on like one it made; stages already done stay done.
 
     run_dir: runs/pipeline
     stages:
       single-turn: {recipe: recipes/single_turn.yaml, set: [actor_rollout_ref.model.path=Qwen/Qwen3-8B]}
       rft-data: {extra_sft: [runs/curriculum/sft.parquet]}   # optional rows added to the kept trajectories
+    skip:                                  # optional: stages not run, with the artifact each would have made
+      single-turn: Qwen/Qwen3-8B           # collect (and rft) start from this model instead
 """
 
 from __future__ import annotations
@@ -60,7 +63,11 @@ class PipelineConfig(BaseModel):
 
     run_dir: Path = Field(default=Path("runs/pipeline"), description="Every stage's output goes under here.")
     stages: dict[str, StageSpec] = Field(default_factory=dict, description="Per stage name: recipe and overrides.")
-    skip: list[str] = Field(default_factory=list, description="Stages not to run (their artifacts must be given).")
+    skip: dict[str, str] = Field(
+        default_factory=dict,
+        description="Stages not to run, each with the artifact it would have made (a model folder or hub id for a "
+        "trained stage, the rollouts folder for collect, the parquet for rft-data and critic-data).",
+    )
 
 
 class StageRecord(BaseModel):
@@ -100,7 +107,14 @@ def load_pipeline(path: Path) -> PipelineConfig:
     unknown = [name for name in (*config.stages, *config.skip) if name not in ORDER]
     if unknown:
         raise ConfigError(f"unknown stage(s) {', '.join(unknown)} in {path}; stages: {', '.join(ORDER)}")
-    return config
+    skip = {}
+    for stage, artifact in config.skip.items():
+        local = Path(artifact).expanduser()
+        if stage not in TRAINED and not local.exists():  # a model may be a hub id; data must be here
+            raise ConfigError(f"skip: {stage}'s artifact {artifact} does not exist ({path}); give the file or run it")
+        # Absolute: the stages that take it run in other working folders (Ray's workers, torchrun).
+        skip[stage] = str(local.absolute()) if local.exists() else artifact
+    return config.model_copy(update={"skip": skip})
 
 
 def _has_weights(folder: Path) -> bool:
@@ -158,7 +172,7 @@ class Pipeline:
     def artifact(self, stage: str) -> str:
         record = self.manifest.stages.get(stage)
         if record is None or record.status != "done" or not record.artifact:
-            raise ConfigError(f"stage {stage} has no artifact yet: run it (or record it in {self.manifest_path})")
+            raise ConfigError(f"stage {stage} has no artifact yet: run it, or name its artifact under skip:")
         return record.artifact
 
     def run_all(self) -> Manifest:
@@ -169,10 +183,15 @@ class Pipeline:
         """
         for stage in ORDER:
             record = self.manifest.stages.get(stage)
-            if stage in self.config.skip or (record is not None and record.status == "done"):
-                self.echo(
-                    f"== {stage}: {'skipped' if stage in self.config.skip else 'done'}, {record and record.artifact}"
-                )
+            given = self.config.skip.get(stage)
+            if given is not None:  # recorded as done, so the next stages take it like a made artifact
+                attempts = record.attempts if record else 0
+                self.manifest.stages[stage] = StageRecord(status="done", attempts=attempts, artifact=given)
+                self.manifest.save(self.manifest_path)
+                self.echo(f"== {stage}: skipped, given {given}")
+                continue
+            if record is not None and record.status == "done":
+                self.echo(f"== {stage}: done, {record.artifact}")
                 continue
             resume = record is not None and record.status == "started"
             record = StageRecord(status="started", attempts=(record.attempts if record else 0) + 1)

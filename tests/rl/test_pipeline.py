@@ -20,6 +20,7 @@ from cuda_agent.errors import ConfigError
 
 pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[rl]')")
 
+from cuda_agent.rl.curriculum import write_curriculum  # noqa: E402
 from cuda_agent.rl.pipeline import ORDER, Pipeline, hf_folder, load_pipeline  # noqa: E402
 from cuda_agent.rl.recipes import bundled_recipe, metrics_file  # noqa: E402
 
@@ -83,8 +84,6 @@ def cpu_recipe(stage: str, root: Path) -> Path:
 
 
 def test_train_all_hands_each_artifact_on_and_resumes(tmp_path: Path, tiny_model_dir: Path) -> None:
-    from cuda_agent.rl.curriculum import write_curriculum
-
     data = write_curriculum(tmp_path / "curriculum", "cpu", copies=1)["rl"]
     model = [f"actor_rollout_ref.model.path={tiny_model_dir}", f"critic.model.path={tiny_model_dir}"]
     files = [f"data.train_files={data}", f"data.val_files={data}"]
@@ -136,6 +135,52 @@ def test_train_all_hands_each_artifact_on_and_resumes(tmp_path: Path, tiny_model
         "metrics.0.jsonl",
         "metrics.1.jsonl",
     ]
+
+
+def test_skipped_stages_hand_on_their_given_artifacts(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """skip: single-turn with a model and collect with its episodes; rft-data onwards run on what was given."""
+    episodes = tmp_path / "episodes"
+    VerlLeftovers._episodes(episodes)
+    data = write_curriculum(tmp_path / "curriculum", "cpu", copies=1)["rl"]
+    stages = {
+        "rft": {"set": ["trainer.n_gpus_per_node=0", "trainer.device=cpu"]},
+        "critic-warmup": {"set": [*CPU, *SMALL]},
+        "agentic-ppo": {"set": [*CPU, *SMALL, f"data.train_files={data}", f"data.val_files={data}"]},
+    }
+    for stage, spec in stages.items():
+        spec["recipe"] = str(cpu_recipe(stage, tmp_path))
+    skip = {"single-turn": str(tiny_model_dir), "collect": str(episodes)}
+    config_file = tmp_path / "pipeline.yaml"
+    config_file.write_text(yaml.safe_dump({"run_dir": str(tmp_path / "run"), "stages": stages, "skip": skip}))
+    leftovers, lines = VerlLeftovers(tiny_model_dir), []
+
+    with pytest.raises(ConfigError, match="agentic-ppo exited 1"):
+        Pipeline(load_pipeline(config_file), leftovers, echo=lines.append).run_all()
+    assert [stage for stage, _, _ in leftovers.calls] == ["rft", "critic-warmup", "agentic-ppo"]
+    assert f"model.path={tiny_model_dir}" in leftovers.calls[0][2]  # rft starts from the given model
+    run = tmp_path / "run"
+    import pyarrow.parquet as pq
+
+    assert [r["input_ids"] for r in pq.read_table(run / "rft_data" / "rft.parquet").to_pylist()] == [[1, 2, 3, 4]]
+    manifest = json.loads((run / "manifest.json").read_text())["stages"]
+    assert manifest["collect"] == {"status": "done", "attempts": 0, "artifact": str(episodes)}
+    assert f"== single-turn: skipped, given {tiny_model_dir}" in lines
+
+    Pipeline(load_pipeline(config_file), leftovers, echo=lines.append).run_all()  # again: only the resume
+    assert [(stage, resume) for stage, resume, _ in leftovers.calls[3:]] == [("agentic-ppo", True)]
+
+
+def test_a_skipped_data_stage_needs_its_artifact_and_relative_ones_become_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump({"skip": {"collect": "runs/missing"}}))
+    with pytest.raises(ConfigError, match="collect's artifact runs/missing does not exist"):
+        load_pipeline(path)
+    (tmp_path / "runs" / "episodes").mkdir(parents=True)
+    path.write_text(yaml.safe_dump({"skip": {"collect": "runs/episodes", "single-turn": "Qwen/Qwen3-8B"}}))
+    assert load_pipeline(path).skip == {"collect": str(tmp_path / "runs" / "episodes"), "single-turn": "Qwen/Qwen3-8B"}
 
 
 def test_hf_folder_takes_the_latest_complete_checkpoint_not_a_half_saved_one(tmp_path: Path) -> None:

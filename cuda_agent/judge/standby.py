@@ -185,7 +185,8 @@ class Standby:
             now = time.monotonic()
             deadline = min(last + step_s, went + total_s)
             if now >= deadline:
-                killed_by = "total" if went + total_s <= last + step_s else "step"
+                if self.proc.poll() is None:  # one that ended while we were not looking ended in time
+                    killed_by = "total" if went + total_s <= last + step_s else "step"
                 break
             # Also look at the child itself now and then: a process it left behind may keep the pipe open.
             readable, _, _ = select.select([self._progress_r], [], [], min(deadline - now, 0.5))
@@ -208,6 +209,9 @@ class Standby:
                 pass
         kill_group(self.proc.pid)
         code = self.proc.wait()
+        # What it wrote but we had not read yet (it wrote, then exited or hung, while our look had already timed
+        # out): without this, a candidate that ran and then crashed or hung would read as our failure.
+        self._hear_rest()
         result = ChildResult(
             returncode=None if killed_by else code,
             stdout=self._tail(self._out, output_cap),
@@ -217,6 +221,13 @@ class Standby:
         )
         self.close()
         return result, killed_by
+
+    def _hear_rest(self) -> None:
+        """Read what is left in the progress pipe without blocking (a process it left may hold the pipe open)."""
+        os.set_blocking(self._progress_r, False)
+        with contextlib.suppress(BlockingIOError):
+            while data := os.read(self._progress_r, 4096):
+                self.candidate_started = self.candidate_started or CANDIDATE in data
 
     def close(self) -> None:
         """Kill the child if it still runs and remove its files (safe to call twice)."""

@@ -1,7 +1,8 @@
 """A child for tests of standby.py: after its request it ticks N times, T seconds apart, then reports.
 
-`python -m tests.judge.standby_child [--standby] TICKS EVERY_S OUT [LIST_DIR | --leave-a-child]` writes JSON to
-OUT: its working folder, its user id, and the names in LIST_DIR (to see a bind mount). As a standby it takes a
+`python -m tests.judge.standby_child [--standby] [--candidate] TICKS EVERY_S OUT [LIST_DIR | --leave-a-child]` writes
+JSON to OUT: its working folder, its user id, and the names in LIST_DIR (to see a bind mount). With --candidate it
+first says that the candidate's code runs (standby.CANDIDATE). As a standby it takes a
 shared GPU turn for its set-up where CUDA_AGENT_GPU_TURNS names a lock folder, and keeps it.
 """
 
@@ -11,12 +12,15 @@ import sys
 import time
 from pathlib import Path
 
-from cuda_agent.judge.standby import progress, serve_once, set_up_turn
+from cuda_agent.judge.standby import mark_candidate, progress, serve_once, set_up_turn
 
 
 def main(argv: list[str]) -> None:
     if argv[:1] == ["--standby"]:
         argv = serve_once(lambda: set_up_turn().__enter__())  # a shared GPU turn where TURNS_ENV names one
+    if argv[:1] == ["--candidate"]:
+        mark_candidate()
+        argv = argv[1:]
     ticks, every, out = int(argv[0]), float(argv[1]), Path(argv[2])
     tick = progress()
     for _ in range(ticks):

@@ -67,6 +67,29 @@ def test_the_whole_run_has_a_limit_too(tmp_path: Path) -> None:
     assert killed_by == "total" and child.timed_out and 1.4 < child.wall_s < 6
 
 
+@pytest.mark.parametrize(
+    ("argv", "killed_by", "candidate_started"),
+    [
+        (["--candidate", "1", "30"], "step", True),
+        (["--candidate", "0", "0"], "", True),
+        (["1", "30"], "step", False),
+        (["0", "0"], "", False),
+    ],
+    ids=["said_then_hung", "said_then_exited", "silent_hang", "exited_without_saying"],
+)
+def test_whether_the_candidates_code_ran_is_what_the_child_said_before_it_ended(
+    tmp_path: Path, argv: list[str], killed_by: str, candidate_started: bool
+) -> None:
+    # The byte may still be unread when the limit is already past (we looked late): it counts all the same, or
+    # a candidate that ran and then hung or crashed would be taken for a failure of ours (and dropped). A child
+    # that had exited by then ended in time.
+    standby = _standby()
+    standby.go([*argv, str(tmp_path / "out.json")], tmp_path, {}, None)
+    time.sleep(1.0)  # past the step limit before we look
+    child, how = standby.wait(step_s=0.5, total_s=60)
+    assert (standby.candidate_started, how, child.timed_out) == (candidate_started, killed_by, bool(killed_by))
+
+
 def test_ready_time_is_when_the_child_got_ready_not_when_we_looked() -> None:
     standby = Standby(CHILD, child_env())
     time.sleep(8)  # the judgement's build, meanwhile

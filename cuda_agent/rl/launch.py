@@ -12,8 +12,8 @@ we composed (so nothing is parsed twice), after three preparations:
   process and starts the local Ray with one logical GPU per trainer rank;
 - Ray: `RAY_ADDRESS` (or `+ray_kwargs.ray_init.address=...`) joins a running cluster, exactly as
   verl's own launcher would; without one, a local Ray is started here and stopped at the end;
-- relative paths (data files, checkpoint folder) are made absolute: verl's Ray actors do not run
-  in our working directory.
+- relative paths (data files, checkpoint folder; model paths already in `recipes.plan_training`) are made
+  absolute: verl's Ray actors do not run in our working directory.
 
 Checkpoints and resume are verl's: every `trainer.save_freq` steps (and at the last step) verl
 writes `default_local_dir/global_step_N/` (actor and critic with optimizer and RNG state, and

@@ -135,6 +135,7 @@ def plan_training(recipe: Recipe, out_dir: Path, user_overrides: list[str] = ())
         overrides += _reward_function_overrides(recipe.reward_function)
     overrides += list(user_overrides)
     config = _compose(recipe.verl_config, overrides)
+    overrides += _absolute_model_paths(config)
     if writes_loops:
         _write_agent_loops(recipe, config, loop_file)
     command = ["python", "-m", recipe.entrypoint, *overrides]
@@ -145,6 +146,36 @@ def plan_training(recipe: Recipe, out_dir: Path, user_overrides: list[str] = ())
             module = "cuda_agent.rl.sft_cpu"  # verl's SFT trainer with a gloo process group (see that module)
         command = ["torchrun", "--standalone", f"--nproc_per_node={gpus}", "-m", module, *overrides]
     return TrainingPlan(recipe=recipe, overrides=overrides, config=config, command=command, out_dir=out_dir)
+
+
+MODEL_PATH_KEYS = tuple(
+    f"{section}.{key}"
+    for section in ("actor_rollout_ref.model", "critic.model", "model")
+    for key in ("path", "tokenizer_path", "hf_config_path", "lora_adapter_path")
+) + ("reward.reward_model.model_path",)
+"""Where verl's PPO and SFT configs name a model (or its tokenizer, config or adapter) to load."""
+
+
+def _absolute_model_paths(config: Any) -> list[str]:
+    """Make each relative model path of `config` that exists here absolute; returns the overrides that say so.
+
+    verl's Ray workers (and anything a joined cluster starts) do not run in our working folder, so
+    `checkpoints/rft/hf` would name another folder there. A hub id ('Qwen/Qwen3-8B') exists nowhere
+    here and stays as it is; so does a path that does not exist yet (check_plan reports it).
+    The overrides go at the end of the plan's, so the launch command (torchrun) says the same as `config`.
+    """
+    from omegaconf import OmegaConf, open_dict
+
+    overrides = []
+    for key in MODEL_PATH_KEYS:
+        value = OmegaConf.select(config, key, default=None)
+        if not isinstance(value, str) or Path(value).is_absolute() or not Path(value).expanduser().exists():
+            continue
+        absolute = str(Path(value).expanduser().absolute())
+        with open_dict(config):
+            OmegaConf.update(config, key, absolute)
+        overrides.append(f"{key}={hydra_value(absolute)}")
+    return overrides
 
 
 def _with_sandbox_url(recipe: Recipe) -> Recipe:

@@ -151,6 +151,22 @@ def test_agentic_ppo_has_the_papers_hyperparameters(plans: dict) -> None:
     assert plans["rft"].config.data.custom_cls.name == "RFTDataset"
 
 
+def test_relative_local_model_paths_become_absolute_and_hub_ids_stay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """verl's Ray workers and a joined cluster's processes do not run in our folder: a relative model path must not
+    reach them as given."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "checkpoints" / "rft" / "hf").mkdir(parents=True)
+    local = str(tmp_path / "checkpoints" / "rft" / "hf")
+    sets = ["actor_rollout_ref.model.path=checkpoints/rft/hf", "critic.model.path=Qwen/Qwen3-8B"]
+    ppo = plan_training(load_recipe(bundled_recipe("agentic-ppo")), tmp_path / "out", sets)
+    assert ppo.config.actor_rollout_ref.model.path == local
+    assert ppo.config.critic.model.path == "Qwen/Qwen3-8B"  # a hub id: nothing here to resolve
+    sft = plan_training(load_recipe(bundled_recipe("rft")), tmp_path / "sft", ["model.path=checkpoints/rft/hf"])
+    assert sft.config.model.path == local and sft.command[-1] == f"model.path={local}"  # torchrun gets it too
+
+
 def test_unknown_verl_key_is_a_config_error(tmp_path: Path) -> None:
     recipe = load_recipe(bundled_recipe("rft"))
     with pytest.raises(ConfigError, match="rejects the config"):

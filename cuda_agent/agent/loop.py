@@ -52,7 +52,10 @@ class EpisodeResult(BaseModel):
 
     trajectory: Path = Field(description="The trajectory JSONL file.")
     verdict: Verdict = Field(description="The episode's verdict (the better of final and snapshot).")
-    final: Verdict = Field(description="The final workspace's verdict (a trainer's reward comes from this one).")
+    final: Verdict = Field(
+        description="The final workspace's verdict, reported beside `verdict`; the reward (in training too) is "
+        "`verdict`'s, so a checked snapshot counts when the agent broke its kernels afterwards."
+    )
     solution: Path = Field(description="The folder the episode's verdict was given to (workspace or snapshot).")
     exit_status: EpisodeEnd = Field(description="What ended the episode: finished, turn_limit, token_budget, ...")
     turns: int = Field(description="Model turns taken.")

@@ -1,7 +1,8 @@
 """One agent episode per task, with both the final workspace and the best snapshot scored.
 
-The paper scores the best solution in a trajectory; we report that and the final workspace's
-verdict side by side, since a trainer's reward comes from the final one. The episode itself is the
+The paper scores the best solution in a trajectory, and so do we (the episode's verdict, whose reward
+training uses too); the final workspace's verdict is reported beside it, to show what the snapshots
+add. The episode itself is the
 one runner every caller uses (agent/episode.py); a failure of ours while judging raises, and the
 runner (runner.run_episodes) records the task as an error of ours, retried on resume, never scored.
 """

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.agent.tools import ToolsConfig, ToolSet, build_toolset
+from cuda_agent.agent.tools import BashTool, ToolsConfig, ToolSet, build_toolset
+from cuda_agent.agent.tools.bash import ShellResult
 from cuda_agent.types import ToolCall, ToolResult
 from tests.agent.conftest import is_editable
 
@@ -186,6 +187,32 @@ def test_bash_recovers_when_its_folder_is_removed(tools: ToolSet, workspace: Pat
     call(tools, "Bash", command="mkdir -p kernels/tmp && cd kernels/tmp")
     call(tools, "Bash", command="rm -rf ../tmp; sleep 5", timeout=0.5)
     assert call(tools, "Bash", command="pwd").output == str(workspace.resolve())
+
+
+class RecordingShell:
+    """A shell of neither of our kinds: Bash must take its description and close it through the Shell protocol."""
+
+    description = "Run a bash command in the recording shell. "
+
+    def __init__(self) -> None:
+        self.commands: list[str] = []
+        self.closed = False
+
+    def run(self, command: str, timeout_s: float, cap_bytes: int) -> ShellResult:
+        self.commands.append(command)
+        return ShellResult("ran", 0, False, 0, [])
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_bash_tells_and_closes_whatever_shell_it_runs_on() -> None:
+    shell = RecordingShell()
+    with ToolSet([BashTool(shell)]) as tools:
+        description = tools.schemas()[0]["function"]["description"]
+        assert call(tools, "Bash", command="ls").output == "ran" and shell.commands == ["ls"]
+    assert description.startswith("Run a bash command in the recording shell. stdin is empty")
+    assert shell.closed
 
 
 def test_bash_syntax_error_runs_nothing(tools: ToolSet, workspace: Path) -> None:

@@ -1,7 +1,7 @@
 """The agent's tools: Bash, Read, Write, Edit, MultiEdit, Glob, Grep, and the `ToolSet` that runs them."""
 
 from cuda_agent.agent.tools.base import EditablePredicate, Observation, Tool, ToolError, Workspace
-from cuda_agent.agent.tools.bash import BashTool, CommandRunner, PersistentShell, SandboxShell, agent_env
+from cuda_agent.agent.tools.bash import BashTool, CommandRunner, PersistentShell, SandboxShell, Shell, agent_env
 from cuda_agent.agent.tools.files import EditTool, MultiEditTool, ReadTool, WriteTool
 from cuda_agent.agent.tools.search import GlobTool, GrepTool
 from cuda_agent.agent.tools.toolset import ToolsConfig, ToolSet, build_toolset
@@ -18,6 +18,7 @@ __all__ = [
     "PersistentShell",
     "ReadTool",
     "SandboxShell",
+    "Shell",
     "Tool",
     "ToolError",
     "ToolSet",

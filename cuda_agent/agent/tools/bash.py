@@ -110,8 +110,23 @@ class _Capture:
         return (head_part + note + tail_part).decode("utf-8", errors="replace"), cut
 
 
+class Shell(Protocol):
+    """Where Bash runs its commands: `PersistentShell` (a process of ours) or `SandboxShell` (a sandbox job each)."""
+
+    description: str
+    """What the model is told about the shell (whether state carries over), first in the tool's description."""
+
+    def run(self, command: str, timeout_s: float, cap_bytes: int) -> ShellResult: ...
+
+    def close(self) -> None: ...
+
+
 class PersistentShell:
     """A `bash` process kept alive across commands, confined (softly) to `root`. See the module docstring."""
+
+    description = (
+        "Run a bash command in a persistent shell that starts in the workspace root (cd and variables persist). "
+    )
 
     def __init__(self, root: Path, env: Mapping[str, str] | None = None) -> None:
         self.root = Path(root).resolve()
@@ -252,6 +267,8 @@ class SandboxShell:
     commands is chosen in one place, the episode runner (agent/episode.py).
     """
 
+    description = "Run a bash command in a fresh shell in the workspace root (nothing carries over between commands). "
+
     def __init__(
         self,
         runner: CommandRunner,
@@ -274,36 +291,26 @@ class SandboxShell:
             notes.append(f"the command changed protected files, which were restored: {', '.join(result.tampered)}")
         return ShellResult(result.stdout + result.stderr, result.exit_code, result.timed_out, result.cut_chars, notes)
 
+    def close(self) -> None:
+        """Nothing to release: each command was a sandbox job of its own, over when `run` returned."""
+
 
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
 class BashTool:
-    """Run shell commands in the episode's persistent shell."""
+    """Run shell commands in the episode's shell (any `Shell`: it says what the model is told and what to close)."""
 
     name = "Bash"
 
-    def __init__(
-        self,
-        root: Path,
-        timeout_s: float = 600.0,
-        output_cap_bytes: int = 30_000,
-        env: Mapping[str, str] | None = None,
-        shell: PersistentShell | SandboxShell | None = None,
-    ) -> None:
-        self.timeout_s, self.output_cap_bytes = timeout_s, output_cap_bytes
-        self.shell = shell if shell is not None else PersistentShell(root, env)
+    def __init__(self, shell: Shell, timeout_s: float = 600.0, output_cap_bytes: int = 30_000) -> None:
+        self.shell, self.timeout_s, self.output_cap_bytes = shell, timeout_s, output_cap_bytes
 
     def schema(self) -> dict[str, Any]:
         return function_schema(
             self.name,
-            (
-                "Run a bash command in a fresh shell in the workspace root (nothing carries over between commands). "
-                if isinstance(self.shell, SandboxShell)
-                else "Run a bash command in a persistent shell that starts in the workspace root (cd and variables "
-                "persist). "
-            )
+            self.shell.description
             + "stdin is empty; stdout and stderr are combined; long output keeps its head and tail. Build with "
             "'bash utils/compile.sh', check with 'python -m utils.verification', time with 'python -m utils.profiling'.",
             {
@@ -332,5 +339,4 @@ class BashTool:
         )
 
     def close(self) -> None:
-        if isinstance(self.shell, PersistentShell):
-            self.shell.close()
+        self.shell.close()

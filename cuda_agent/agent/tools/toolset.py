@@ -148,12 +148,11 @@ def build_toolset(
     log = ReadLog()
     tools: list[Tool] = [
         BashTool(
-            workspace.root,
-            config.bash_timeout_s,
-            config.bash_output_cap_bytes,
-            shell=SandboxShell(commands, workspace.root, agent_env(env))
+            SandboxShell(commands, workspace.root, agent_env(env))
             if commands is not None
             else PersistentShell(workspace.root, agent_env(env)),
+            config.bash_timeout_s,
+            config.bash_output_cap_bytes,
         ),
         ReadTool(workspace, log),
         WriteTool(workspace, log),

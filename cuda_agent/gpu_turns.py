@@ -14,6 +14,13 @@ per physical GPU (`turns_for`): `cache_dir/gpu-turns/<GPU UUID>/`. A writer firs
 so no new reader starts, then waits for the readers in progress; readers pass the gate only for a
 moment. The OS releases a dead process's locks, so a killed holder never blocks the GPU.
 
+Who may touch the files: `flock` needs only a file open for reading, so the files are opened read-only,
+and a judge that runs as an unprivileged user takes its turns in a folder that root made (the sandbox's
+workspace commands run the judge as its user against root's cache). The folders are made 0755 and the
+files 0644 whatever the umask, so no other user can delete or replace a lock file (a replaced file is a
+second lock: two timings at once). A confined candidate (judge/confine.py) does not see the folder at
+all: its mount namespace has an empty folder in its place, so it can neither take nor hold a turn.
+
 Who takes which turn: the judge holds an exclusive turn for the whole life of a candidate process
 on the GPU (correctness included: its working set is several times the task's outputs, and a
 correctness stage is short next to the cost of a lost verdict), and of a baseline process; synth's
@@ -22,7 +29,9 @@ workers run their small models in shared turns and time in exclusive ones.
 What this does not protect against: a process that runs kernels without asking for a turn (another
 program, or code that ignores these files); memory that a process keeps allocated between its turns
 (synth workers keep their caching allocator's blocks); a holder that opens the lock files itself
-and unlocks them (so the judge, not the candidate's process, holds a candidate's turn).
+and unlocks them (so the judge, not the candidate's process, holds a candidate's turn); code of a user
+who may read the folder and is not confined by the judge (a workspace command of the sandbox's user)
+holding a turn for as long as that code lives (the sandbox kills it at its time limit).
 """
 
 from __future__ import annotations
@@ -103,8 +112,10 @@ class GpuTurns:
             os.close(fd)
 
     def _acquire(self, path: Path, how: int) -> int:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        # mode counts for the last two levels only; it is masked by the umask, never widened by it.
+        self.folder.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        self.folder.mkdir(mode=0o755, exist_ok=True)
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, how)
         except BaseException:
@@ -136,7 +147,12 @@ def turns_for(cache_dir: Path, visible: str | None = None, on_wait: Callable[[bo
     """
     if visible is None:
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return GpuTurns(Path(cache_dir) / "gpu-turns" / physical_gpu(visible), on_wait)
+    return GpuTurns(turns_root(cache_dir) / physical_gpu(visible), on_wait)
+
+
+def turns_root(cache_dir: Path) -> Path:
+    """The folder of every GPU's turns under `cache_dir` (hidden from confined candidates)."""
+    return Path(cache_dir) / "gpu-turns"
 
 
 def physical_gpu(visible: str | None) -> str:

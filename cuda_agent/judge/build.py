@@ -184,7 +184,7 @@ def build_solution(
     else:
         with tempfile.TemporaryDirectory(prefix="cuda-agent-confined-build-") as scratch:
             own_file = Path(shutil.copy2(solution_file, Path(scratch) / solution_file.name))
-            confinement = private_copy(ext_dir, Path(scratch), user)
+            confinement = private_copy(ext_dir, Path(scratch), user, cache_dir)
             env = confined_env(env, scratch)
             child = run_module(
                 __name__,

@@ -23,6 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from cuda_agent.gpu_turns import turns_root
 from cuda_agent.subproc import Confinement, child_env, run_command, unprivileged_user
 
 
@@ -105,13 +106,17 @@ def hand_over(folder: Path, user: pwd.struct_passwd) -> None:
         os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
 
 
-def private_copy(ext_dir: Path, scratch: Path, user: pwd.struct_passwd) -> Confinement:
+def private_copy(ext_dir: Path, scratch: Path, user: pwd.struct_passwd, cache_dir: Path) -> Confinement:
     """Copy `ext_dir` under `scratch` (times kept, so ninja sees an up-to-date build) for `user`; the
-    confinement that mounts the copy over `ext_dir` and drops to `user`."""
-    copy = scratch / "ext"
+    confinement that mounts the copy over `ext_dir`, an empty folder over `cache_dir`'s GPU turns (the user
+    could otherwise lock every judgement on the machine out of its GPU), and drops to `user`."""
+    copy, no_turns = scratch / "ext", scratch / "no-gpu-turns"
     shutil.copytree(ext_dir, copy, symlinks=True, dirs_exist_ok=True)
+    no_turns.mkdir()
     hand_over(scratch, user)
-    return Confinement(user=user, binds=((str(copy), str(ext_dir)),))
+    turns = turns_root(cache_dir)
+    turns.mkdir(mode=0o755, parents=True, exist_ok=True)  # made now: one made while the candidate runs would show
+    return Confinement(user=user, binds=((str(copy), str(ext_dir)), (str(no_turns), str(turns))))
 
 
 def keep_build(confinement: Confinement, ext_dir: Path) -> None:

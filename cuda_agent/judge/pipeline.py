@@ -327,7 +327,7 @@ class _Judgement:
         )
         confinement = None
         if self.user is not None:
-            confinement = private_copy(ext_dir, workdir / "private", self.user)
+            confinement = private_copy(ext_dir, workdir / "private", self.user, cfg.cache_dir)
         payload = self._child(
             "cuda_agent.judge.worker",
             request.model_dump_json(),

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from cuda_agent.gpu_turns import turns_for
 from cuda_agent.judge import JudgeConfig, judge
 from cuda_agent.judge import pipeline as pipeline_mod
 from cuda_agent.judge.build import OK_MARKER
-from cuda_agent.judge.confine import mounts_work
+from cuda_agent.judge.confine import mounts_work, private_copy
 from cuda_agent.subproc import Confinement, run_command
 from cuda_agent.tasks import Catalog
 
@@ -26,6 +27,26 @@ def test_a_confined_child_sees_its_copy_at_the_shared_path_and_runs_as_the_user(
     with tempfile.TemporaryDirectory() as tmp:  # pytest's tmp_path is out of nobody's reach
         Path(tmp).chmod(0o755)
         _confined_child(Path(tmp))
+
+
+@needs_root
+def test_a_confined_candidate_sees_no_gpu_turns_to_take_or_replace() -> None:
+    # A candidate holding a turn's lock (in a process it left behind) would keep every judgement off the GPU.
+    with tempfile.TemporaryDirectory() as tmp:
+        cache, ext = Path(tmp, "cache"), Path(tmp, "cache", "ext")
+        ext.mkdir(parents=True)
+        for folder in (Path(tmp), cache, ext):
+            folder.chmod(0o755)
+        turns = turns_for(cache, "GPU-ffff")
+        with turns.exclusive():
+            pass
+        scratch = Path(tmp, "scratch")
+        scratch.mkdir()
+        confinement = private_copy(ext, scratch, pwd.getpwnam("nobody"), cache)
+        argv = ["sh", "-c", f"ls -A {turns.folder.parent}; touch {turns.folder.parent}/GPU-ffff/gate"]
+        child = run_command(argv, 20, confine=confinement)
+        assert child.stdout == "" and "No such file" in child.stderr
+        assert sorted(p.name for p in turns.folder.iterdir()) == ["gate", "gpu"]
 
 
 def _confined_child(tmp_path: Path) -> None:

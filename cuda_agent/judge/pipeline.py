@@ -133,7 +133,8 @@ class _Judgement:
             machine["driver"] = _driver()
         else:  # CPU timings belong to this machine's cores
             machine["host"] = platform.node()
-        return verdict_key(self.task.code, self.solution.content_hash, self.cfg, self.device, machine)
+        confined_as = self.user.pw_name if self.user is not None else None
+        return verdict_key(self.task.code, self.solution.content_hash, self.cfg, self.device, machine, confined_as)
 
     def cached(self) -> Verdict | None:
         """The verdict of the same candidate judged before, if the cache is on and has it."""

@@ -3,8 +3,9 @@
 RL groups repeat themselves: the same bytes come back for the same task many times. Judging them
 again costs a build lookup, a fresh process and seconds of a GPU slot for an answer we already
 have. The key covers the task's code, the candidate's content (single file or workspace files),
-the judge configuration, the judge's own code, torch, CUDA, the driver and the device name, so
-any change to any of them is a miss.
+the judge configuration, the judge's own code, torch, CUDA, the compilers, the driver, the device name
+and the user the candidate actually ran as, so any change to any of them is a miss (a verdict judged
+unconfined, where confinement was asked for but could not be had, never answers a confined judgement).
 
 Only deterministic outcomes are stored (see `_Judgement.cacheable` in pipeline.py): passes, wrong
 answers, rejections, compile errors and crashes inside the candidate's own calls. Timeouts, a
@@ -31,6 +32,7 @@ from typing import Any
 
 from cuda_agent.judge.config import JudgeConfig
 from cuda_agent.judge.env import PROTOCOL_VERSION
+from cuda_agent.judge.fast_build import toolchain
 from cuda_agent.types import Verdict
 
 _UNKEYED = {"cache_dir", "timing_lock", "verdict_cache"}
@@ -65,7 +67,14 @@ def torch_versions() -> dict[str, str | None]:
     return {"torch": found["__version__"], "cuda": found["cuda"]}
 
 
-def verdict_key(task_code: str, content_hash: str, config: JudgeConfig, device: str, machine: dict[str, Any]) -> str:
+def verdict_key(
+    task_code: str,
+    content_hash: str,
+    config: JudgeConfig,
+    device: str,
+    machine: dict[str, Any],
+    confined_as: str | None,
+) -> str:
     """The cache key of one judgement.
 
     Args:
@@ -74,6 +83,7 @@ def verdict_key(task_code: str, content_hash: str, config: JudgeConfig, device: 
         config: the judge settings (fields that do not change verdicts are left out).
         device: the resolved device, 'cuda' or 'cpu'.
         machine: device name, driver and anything else of the machine the verdict depends on.
+        confined_as: the user the candidate's code runs as, None where it runs as ours (whatever was asked).
     """
     settings = config.model_dump(mode="json", exclude=_UNKEYED) | {"device": device}
     key = {
@@ -83,6 +93,8 @@ def verdict_key(task_code: str, content_hash: str, config: JudgeConfig, device: 
         "judge": judge_code_hash(),
         "protocol_version": PROTOCOL_VERSION,
         **torch_versions(),
+        "toolchain": toolchain(),
+        "confined_as": confined_as,
         **machine,
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()

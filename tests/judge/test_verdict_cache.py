@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
+from cuda_agent.judge import verdict_cache
 from cuda_agent.judge.config import JudgeConfig
 from cuda_agent.judge.verdict_cache import VerdictCache, torch_versions, verdict_key
 from cuda_agent.types import Verdict
@@ -16,19 +17,24 @@ def _verdict(message: str) -> Verdict:
     return Verdict(task="t", verdict="pass", reward=1, correct=True, message=message, stage_s={"run": 2.0})
 
 
-def test_the_key_changes_with_each_input_and_not_with_where_files_are_kept(tmp_path: Path) -> None:
-    config = JudgeConfig(cache_dir=tmp_path / "a")
-    base = verdict_key("task", "content", config, "cpu", MACHINE)
+def test_the_key_changes_with_each_input_and_not_with_where_files_are_kept(tmp_path: Path, monkeypatch) -> None:
+    config = JudgeConfig(cache_dir=tmp_path / "a", candidate_user="nobody")
+    base = verdict_key("task", "content", config, "cpu", MACHINE, "nobody")
     others = [
-        verdict_key("task2", "content", config, "cpu", MACHINE),
-        verdict_key("task", "content2", config, "cpu", MACHINE),
-        verdict_key("task", "content", config.model_copy(update={"atol": 1e-3}), "cpu", MACHINE),
-        verdict_key("task", "content", config, "cuda", MACHINE),
-        verdict_key("task", "content", config, "cpu", {**MACHINE, "driver": "580"}),
+        verdict_key("task2", "content", config, "cpu", MACHINE, "nobody"),
+        verdict_key("task", "content2", config, "cpu", MACHINE, "nobody"),
+        verdict_key("task", "content", config.model_copy(update={"atol": 1e-3}), "cpu", MACHINE, "nobody"),
+        verdict_key("task", "content", config, "cuda", MACHINE, "nobody"),
+        verdict_key("task", "content", config, "cpu", {**MACHINE, "driver": "580"}, "nobody"),
+        # Asked for, but the candidate ran as ours: what it could do differs (write the shared cache, say).
+        verdict_key("task", "content", config, "cpu", MACHINE, None),
     ]
-    assert len({base, *others}) == 6
+    monkeypatch.setattr(verdict_cache, "toolchain", lambda: "/usr/local/cuda-13.1/bin/nvcc:1:2")
+    others.append(verdict_key("task", "content", config, "cpu", MACHINE, "nobody"))  # another compiler
+    assert len({base, *others}) == 8
+    monkeypatch.undo()
     moved = config.model_copy(update={"cache_dir": tmp_path / "b", "verdict_cache": False})
-    assert verdict_key("task", "content", moved, "cpu", MACHINE) == base
+    assert verdict_key("task", "content", moved, "cpu", MACHINE, "nobody") == base
 
 
 def test_torch_versions_are_read_without_importing_torch() -> None:

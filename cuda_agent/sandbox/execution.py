@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from pathlib import Path
 from cuda_agent.judge.config import default_cache_dir
 from cuda_agent.sandbox.jobs import CommandJob, CommandResult, JudgeJob
 from cuda_agent.sandbox.limits import SandboxLimits, create_pids_cgroup, kill_cgroup
-from cuda_agent.sandbox.runner import Phase, RunnerOutcome, RunnerSpec
+from cuda_agent.sandbox.runner import Phase, RunnerOutcome, RunnerSpec, command_user
 from cuda_agent.subproc import child_env, head_and_tail, kill_group
 from cuda_agent.types import Verdict
 
@@ -92,9 +93,13 @@ def run_stage(
         )
         (workdir / "spec.json").write_text(spec.model_dump_json())
         snapshot = _protect(job) if isinstance(job, CommandJob) else {}
-        as_root = isinstance(job, CommandJob) and os.geteuid() == 0 and Path(job.cwd).is_dir()
-        owners = record_owners(Path(job.cwd)) if as_root else {}
         env = child_env(extra_env)
+        owners = {}
+        if isinstance(job, CommandJob) and os.geteuid() == 0 and Path(job.cwd).is_dir():
+            user, _ = command_user(job, limits, env)  # the runner drops to the same user (or says why not)
+            owners = hand_over(Path(job.cwd), job.protected, user)
+            if user is not None:
+                hand_over(workdir, [], user)
         # The runner points HOME at its private folder; builds, compiler objects and baseline timings
         # must still land in the one shared cache, or every job would rebuild and re-time from cold.
         env.setdefault("CUDA_AGENT_CACHE", str(default_cache_dir()))
@@ -161,12 +166,18 @@ def _read(path: Path) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
 
 
-def record_owners(root: Path) -> dict[Path, tuple[int, int]]:
-    """Owner and group of every path under `root` (the runner hands a workspace to the unprivileged user)."""
+def hand_over(root: Path, protected: list[str], user: pwd.struct_passwd | None) -> dict[Path, tuple[int, int]]:
+    """Record the owner and group of every path under `root` and give each one to `user` (None: to no one), except
+    the `protected` paths (relative to `root`) and what lies below them; one walk. Returns what `restore_owners`
+    puts back. Links are changed themselves, never what they point to."""
+    shielded = {Path(p) for p in protected}
     owners = {}
-    for path in [root, *root.rglob("*")]:
+    for path in [root, *root.rglob("*")]:  # rglob does not enter linked folders
         info = path.lstat()
         owners[path] = (info.st_uid, info.st_gid)
+        rel = path.relative_to(root)
+        if user is not None and rel not in shielded and shielded.isdisjoint(rel.parents):
+            os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
     return owners
 
 

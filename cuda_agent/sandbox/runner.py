@@ -9,7 +9,9 @@ It writes one JSON outcome to OUT (for a command: before exec, the hardening it 
 from __future__ import annotations
 
 import os
+import pwd
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -63,7 +65,23 @@ class RunnerOutcome(BaseModel):
     hardening: Hardening = Hardening()
 
 
-def harden(spec: RunnerSpec, programs: list[Path]) -> Hardening:
+def command_user(
+    job: CommandJob, limits: SandboxLimits, env: Mapping[str, str]
+) -> tuple[pwd.struct_passwd | None, str | None]:
+    """The unprivileged user a command job runs as (None: it stays root), and why not.
+
+    Asked twice with the same inputs: by the pool, which hands the workspace over to that user before the runner
+    starts, and by the runner (`env` is its environment), which drops to it.
+    """
+    path = job.env.get("PATH", env.get("PATH", ""))
+    # Workspace commands run Python (utils/compile.sh execs it): the user must reach the one on PATH too,
+    # or the command would fail as `python: not found` with no word of why.
+    python = _which(job.env.get("CUDA_AGENT_PYTHON") or env.get("CUDA_AGENT_PYTHON") or "python", path)
+    programs = [p for p in (_which(job.argv[0], path), python) if p is not None] or [Path(sys.executable)]
+    return unprivileged_user(limits.user, [*programs, Path(job.cwd)])
+
+
+def harden(spec: RunnerSpec) -> Hardening:
     """Apply the job's limits to this process; returns what was applied and what was not."""
     report = Hardening()
     if spec.cpus:
@@ -87,11 +105,11 @@ def harden(spec: RunnerSpec, programs: list[Path]) -> Hardening:
         if why_not:
             report.warnings.append(why_not)
     if spec.phase == "command":
-        user, why_not = unprivileged_user(spec.limits.user, [*programs, Path(spec.job.cwd)])
+        assert isinstance(spec.job, CommandJob)
+        user, why_not = command_user(spec.job, spec.limits, os.environ)
         if why_not:
             report.warnings.append(why_not)
-        if user is not None:
-            _hand_over(spec, user.pw_uid, user.pw_gid)
+        if user is not None:  # the pool handed the workspace and the private folder over (execution.hand_over)
             drop_privileges(user)
             report.user = user.pw_name
     elif os.geteuid() == 0:
@@ -100,17 +118,6 @@ def harden(spec: RunnerSpec, programs: list[Path]) -> Hardening:
             f"{spec.limits.user} where they can: the verdict's env says so (candidate_user) or why not"
         )
     return report
-
-
-def _hand_over(spec: RunnerSpec, uid: int, gid: int) -> None:
-    """Give the unprivileged user the workspace and private folder, except the protected files."""
-    assert isinstance(spec.job, CommandJob)
-    protected = {(Path(spec.job.cwd) / p).resolve() for p in spec.job.protected}
-    for root in (Path(spec.job.cwd), Path(spec.workdir)):
-        for path in [root, *root.rglob("*")]:
-            if path.resolve() in protected or any(parent in protected for parent in path.resolve().parents):
-                continue
-            os.chown(path, uid, gid, follow_symlinks=False)
 
 
 def solution_path(solution: SourceSolution | PathSolution, workdir: Path) -> Path:
@@ -154,16 +161,11 @@ def main(argv: list[str]) -> int:
     if spec.phase == "command":
         job = spec.job
         assert isinstance(job, CommandJob)
-        path = job.env.get("PATH", os.environ.get("PATH", ""))
-        # Workspace commands run Python (utils/compile.sh execs it): the user must reach the one on PATH too,
-        # or the command would fail as `python: not found` with no word of why.
-        python = _which(job.env.get("CUDA_AGENT_PYTHON") or os.environ.get("CUDA_AGENT_PYTHON") or "python", path)
-        programs = [p for p in (_which(job.argv[0], path), python) if p is not None]
-        report = harden(spec, programs or [Path(sys.executable)])
+        report = harden(spec)
         out.write_text(RunnerOutcome(hardening=report).model_dump_json())
         os.chdir(job.cwd)
         os.execvpe(job.argv[0], job.argv, {**os.environ, **job.env})
-    report = harden(spec, [Path(sys.executable)])
+    report = harden(spec)
     outcome = run_judge_phase(spec)
     outcome.hardening = report
     out.write_text(outcome.model_dump_json())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import sys
 import tempfile
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.sandbox import CommandJob, LocalPool
+from cuda_agent.sandbox.execution import hand_over, restore_owners
 from cuda_agent.subproc import first_blocked_dir
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only root hands commands to nobody")
@@ -49,6 +51,35 @@ def test_command_runs_as_nobody_and_leaves_ownership_as_it_was(pool: LocalPool, 
     after = owners(workspace)
     assert {k: v for k, v in after.items() if k in before} == before  # nothing was left to nobody
     assert after["kernels/new.o"] == before["."]  # what it made belongs to the workspace's owner
+
+
+def test_hand_over_records_every_owner_and_gives_all_but_the_protected_paths_in_one_walk(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nobody = pwd.getpwnam("nobody")
+    (workspace / "utils").mkdir()
+    (workspace / "utils" / "verification.py").write_text("# protected\n")
+    (workspace / "model.py").write_text("# protected\n")
+    outside = workspace.parent / f"{workspace.name}-outside"
+    outside.write_text("not the workspace's\n")
+    (workspace / "kernels" / "link").symlink_to(outside)
+    before = owners(workspace)
+    walks = []
+    rglob = Path.rglob
+    monkeypatch.setattr(Path, "rglob", lambda self, pattern: walks.append(self) or rglob(self, pattern))
+    try:
+        recorded = hand_over(workspace, ["utils", "model.py"], nobody)
+    finally:
+        monkeypatch.undo()
+    assert walks == [workspace]
+    assert {str(p.relative_to(workspace)): owner for p, owner in recorded.items()} == before
+    after = owners(workspace)
+    given = {k for k, v in after.items() if v == (nobody.pw_uid, nobody.pw_gid)}
+    assert given == {".", "kernels", "kernels/k.cu", "kernels/link"}  # the link itself, not what it names
+    assert outside.stat().st_uid == 0
+    restore_owners(workspace, recorded)
+    assert owners(workspace) == before
+    outside.unlink()
 
 
 @pytest.mark.skipif(first_blocked_dir(Path(sys.executable)) is None, reason="nobody can reach this interpreter")

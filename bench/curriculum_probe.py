@@ -1,9 +1,11 @@
 """After the curriculum's SFT: sample the model's answers to the curriculum prompt and count which variant each is.
 
 Prints one line: how many of N sampled answers are exactly the fast, slow or wrong answer, or none of them (the SFT
-should leave roughly a third each and few others). Used by bench/learning_gpu.sh.
+should leave roughly a third each and few others), and how many of those others still read as an answer
+(`readable`: `parse_answer` finds its files; the judge then builds it, where a near-copy may still fail).
+Used by bench/learning_gpu.sh.
 
-Usage: python bench/curriculum_probe.py HF_MODEL_DIR CURRICULUM_DIR [--samples 32]
+Usage: python bench/curriculum_probe.py HF_MODEL_DIR CURRICULUM_DIR [--samples 32] [--temperature 1.0]
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ def main() -> int:
     parser.add_argument("model", type=Path)
     parser.add_argument("curriculum", type=Path)
     parser.add_argument("--samples", type=int, default=32)
+    parser.add_argument("--temperature", type=float, default=1.0, help="as the PPO rollout samples")
     args = parser.parse_args()
     tok = transformers.AutoTokenizer.from_pretrained(args.model)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -40,17 +43,30 @@ def main() -> int:
             ids,
             attention_mask=torch.ones_like(ids),
             do_sample=True,
-            temperature=1.0,
+            temperature=args.temperature,
             top_k=0,
             top_p=1.0,
             max_new_tokens=max(map(len, answers.values())) + 8,
             pad_token_id=tok.pad_token_id,
             eos_token_id=tok.eos_token_id,
         )
+    from cuda_agent.rl.single_turn import parse_answer
+
     counts: Counter[str] = Counter()
     for row in out[:, len(prompt) :].tolist():
-        counts[next((name for name, a in answers.items() if row[: len(a)] == a), "none")] += 1
-    print(json.dumps({"samples": args.samples, **{k: counts.get(k, 0) for k in (*answers, "none")}}))
+        name = next((name for name, a in answers.items() if row[: len(a)] == a), "none")
+        counts[name] += 1
+        if name == "none" and parse_answer(tok.decode(row, skip_special_tokens=True)).problem is None:
+            counts["readable"] += 1
+    print(
+        json.dumps(
+            {
+                "samples": args.samples,
+                "temperature": args.temperature,
+                **{k: counts.get(k, 0) for k in (*answers, "none", "readable")},
+            }
+        )
+    )
     return 0
 
 

@@ -26,6 +26,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 STEPS=${STEPS:-30} SEEDS=${SEEDS:-"0 1"} SFT_STEPS=${SFT_STEPS:-300} HIDDEN=${HIDDEN:-128} LAYERS=${LAYERS:-2}
 N=${N:-16} BUDGET_S=${BUDGET_S:-540} PORT=${PORT:-8765} DEVICE=${DEVICE:-cuda} SFT_BATCH=${SFT_BATCH:-24}
+SFT_LR=${SFT_LR:-2e-3} MAX_RESPONSE=${MAX_RESPONSE:-448}  # DEVICE=cpu only
 OUT=${OUT:-/tmp/learning_gpu_out} WORK=${WORK:-/tmp/learning_gpu}
 RES=$WORK/results
 START=$(date +%s)
@@ -46,9 +47,15 @@ if [ "$DEVICE" = cuda ]; then
   nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
   SFT_CPU=() PPO_CPU=()
 else  # verl's trainers on our CPU platform; FSDP1 needs a GPU for sync_module_states, torch.compile only slows a tiny model
+  # Sized for 2 cores (bench/results/cpu-2026-12-05-learning/): no gradient checkpointing (it recomputes every
+  # forward), no data-loader workers, and the rollout padded to the CPU curriculum's lengths (prompt ~90 tokens,
+  # answers ~310): verl's agent loop pads every sequence to max_prompt_length + max_response_length.
   SFT_CPU=(--set trainer.device=cpu --set engine.strategy=fsdp2 --set engine.use_torch_compile=false --set engine.dtype=float32
-    --set trainer.save_freq="$SFT_STEPS")  # one checkpoint, the last
+    --set trainer.save_freq="$SFT_STEPS" --set model.enable_gradient_checkpointing=false --set data.num_workers=0
+    --set optim.lr="$SFT_LR" --set optim.lr_warmup_steps_ratio=0.05 --set optim.lr_scheduler_type=cosine)
   PPO_CPU=(--set trainer.device=cpu --set +ray_kwargs.ray_init.include_dashboard=false
+    --set data.max_prompt_length=128 --set data.max_response_length="$MAX_RESPONSE"
+    --set actor_rollout_ref.model.enable_gradient_checkpointing=false --set critic.model.enable_gradient_checkpointing=false
     --set actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu="$N" --set critic.ppo_micro_batch_size_per_gpu="$N"
     --set actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu="$N"
     --set actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu="$N")
@@ -107,6 +114,7 @@ PY
     --set trainer.total_training_steps="$STEPS" --set trainer.default_local_dir="$WORK/ppo$seed" \
     --set actor_rollout_ref.actor.strategy=fsdp2 --set critic.strategy=fsdp2 \
     --set +actor_rollout_ref.model.override_config.attn_implementation=sdpa \
+    --set actor_rollout_ref.model.use_remove_padding=false --set critic.model.use_remove_padding=false \
     --set "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}" \
     --set actor_rollout_ref.rollout.dtype=float32 --set actor_rollout_ref.rollout.calculate_log_probs=true \
     --set actor_rollout_ref.rollout.agent.num_workers=2 \

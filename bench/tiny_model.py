@@ -1,8 +1,8 @@
 """A tiny random Qwen2 policy and critic with a BPE tokenizer trained here: models for training runs without downloads.
 
 Nothing is downloaded (the H200 has no network): a byte-level BPE is trained on SKILL.md, the demo
-recordings and the bundled solutions (so a workspace prompt is a few thousand tokens, not one per
-byte), with ChatML specials and the Hermes tool-call chat template of our agent; then a randomly
+recordings, the learning demo's curriculum and the bundled solutions (so a workspace prompt is a few
+thousand tokens, not one per byte), with ChatML specials and the Hermes tool-call chat template of our agent; then a randomly
 initialised, seeded Qwen2 causal LM (the actor) and a Qwen2 token classifier with one label (the
 critic, what verl's `load_valuehead_model` builds), both saved with the tokenizer.
 
@@ -49,11 +49,12 @@ SOLUTIONS = [
 
 
 def training_texts() -> list[str]:
-    """What the tokenizer learns from: SKILL.md for both devices, the demo recordings, the bundled solutions."""
+    """What the tokenizer learns from: SKILL.md, the curriculum, the demo recordings, the bundled solutions."""
     from cuda_agent.agent.demo import recording_path
+    from cuda_agent.rl.curriculum import corpus
     from cuda_agent.workspace.layout import skill_text
 
-    texts = [skill_text("cuda"), skill_text("cpu")]
+    texts = [skill_text("cuda"), skill_text("cpu"), *corpus("cuda"), *corpus("cpu")]  # the learning demo's texts
     texts += [p.read_text() for p in sorted(recording_path("cpu").parent.glob("*.jsonl"))]
     for folder in SOLUTIONS:
         texts += [p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()]

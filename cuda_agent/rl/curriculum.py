@@ -10,8 +10,16 @@ in `curriculum_kernels/<task>/`, for the CPU (C++, CI) and for CUDA (the H200):
 | `slow`  | correct, but a strided single-thread walk (CPU) or one warp for the whole tensor (CUDA) | 1 |
 | `wrong` | forgets `alpha` (x + y) | -1 (incorrect) |
 
-The three answers share their binding and `model_new.py`; they differ in the kernel file, which the
-answer gives first, so the policy chooses the variant within its first few tokens. Supervised
+The three answers share `model_new.py` (and on CUDA the binding); they differ in the kernel file, which
+the answer gives first, so the policy chooses the variant within its first few tokens (a comment line).
+
+The CPU curriculum is sized for training on two CPU cores (bench/learning_gpu.sh, DEVICE=cpu): each
+answer is one C++ file holding the loop and its `REGISTER_BINDING`, plus a short `model_new.py`
+(about 230 tokens in all, not 550), and the prompt is a two-line instruction naming the task
+(`CPU_SYSTEM`, about 60 tokens) instead of stage 1's 1,300-token prompt with the reference code. A
+tiny random model reads neither; the length is what it costs to train on. The answers are still
+real kernels that the real judge builds, checks and times for `examples/scale_add`. On CUDA the
+curriculum keeps stage 1's prompt and the kernel/binding split. Supervised
 fine-tuning on all three in equal shares (`sft.parquet`, verl's SFT trainer) makes the tiny model
 answer with one of them at random; PPO on the single-turn prompt (`rl.parquet`, rewarded by the
 real judge through `single_turn.compute_score`) must then shift that choice towards `fast`: the
@@ -31,9 +39,15 @@ from typing import Any
 from cuda_agent.errors import ConfigError
 from cuda_agent.rl.data import rl_rows, write_rl_parquet
 from cuda_agent.rl.single_turn import single_turn_messages, write_candidate
+from cuda_agent.types import Task
 
 KERNELS = Path(__file__).parent / "curriculum_kernels"
 TASKS = ("scale_add",)
+CPU_SYSTEM = (
+    "Answer with a C++ solution: each file's path alone on a line, then the file in one fenced code block: "
+    "kernels/<name>.cpp (the kernel and its REGISTER_BINDING), then model_new.py (ModelNew calling cuda_extension)."
+)
+"""The CPU curriculum's system prompt (see the module docstring: short, so that training on the CPU is cheap)."""
 VARIANTS = {"fast": (2, 3), "slow": (1,), "wrong": (-1,)}
 """Variant -> the rewards the judge is designed to give it (fast: 3 where it also beats torch.compile)."""
 
@@ -75,14 +89,24 @@ def variants(device: str, tasks: tuple[str, ...] = TASKS) -> list[Variant]:
         folder = KERNELS / task
         if not (folder / device).is_dir():
             raise ConfigError(f"no curriculum kernels for {task!r} on {device}; have: {', '.join(TASKS)}")
+        binding = folder / device / "binding.cpp"  # CUDA only: the CPU answers register in the kernel file
         for name in VARIANTS:
-            files = {
-                f"kernels/{task}.{ext}": (folder / device / f"{name}.{ext}").read_text(),
-                f"kernels/{task}_binding.cpp": (folder / device / "binding.cpp").read_text(),
-                "model_new.py": (folder / "model_new.py").read_text(),
-            }
+            files = {f"kernels/{task}.{ext}": (folder / device / f"{name}.{ext}").read_text()}
+            if binding.is_file():
+                files[f"kernels/{task}_binding.cpp"] = binding.read_text()
+            files["model_new.py"] = (folder / device / "model_new.py").read_text()
             out.append(Variant(task=task, name=name, files=files))
     return out
+
+
+def prompt_messages(task: Task, device: str) -> list[dict[str, str]]:
+    """The curriculum's prompt for `task`: stage 1's on CUDA, two short lines on the CPU (module docstring)."""
+    if device == "cuda":
+        return single_turn_messages(task, device)
+    return [
+        {"role": "system", "content": CPU_SYSTEM},
+        {"role": "user", "content": f"Task {task.ref}: write ModelNew, correct and faster than torch.compile."},
+    ]
 
 
 def corpus(device: str) -> list[str]:
@@ -90,7 +114,7 @@ def corpus(device: str) -> list[str]:
     from cuda_agent.tasks import Catalog
 
     catalog = Catalog()
-    texts = [m["content"] for task in TASKS for m in single_turn_messages(catalog.resolve(f"examples/{task}"), device)]
+    texts = [m["content"] for task in TASKS for m in prompt_messages(catalog.resolve(f"examples/{task}"), device)]
     return texts + [v.answer(device) for v in variants(device)]
 
 
@@ -113,10 +137,13 @@ def write_curriculum(out: Path, device: str, copies: int = 8) -> dict[str, Any]:
     catalog = Catalog()
     tasks = [catalog.resolve(f"examples/{task}") for task in TASKS]
     out.mkdir(parents=True, exist_ok=True)
-    rl = write_rl_parquet(rl_rows(tasks, single_turn=True, device=device), out / "rl.parquet")
+    rl_data = rl_rows(tasks, single_turn=True, device=device)
+    for row, task in zip(rl_data, tasks, strict=True):
+        row["prompt"] = prompt_messages(task, device)
+    rl = write_rl_parquet(rl_data, out / "rl.parquet")
     rows, answers = [], {}
     for variant in variants(device):
-        prompt = single_turn_messages(catalog.resolve(variant.ref), device)
+        prompt = prompt_messages(catalog.resolve(variant.ref), device)
         messages = [*prompt, {"role": "assistant", "content": variant.answer(device)}]
         rows += [{"messages": messages, "task": variant.ref, "variant": variant.name}] * copies
         folder = write_candidate(variant.files, out / "answers" / variant.task / variant.name)

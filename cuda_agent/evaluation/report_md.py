@@ -89,7 +89,13 @@ def _counts(runs: list[tuple[str, Metrics]]) -> list[str]:
     for label, metrics in runs:
         verdicts = ", ".join(f"{k} {v}" for k, v in metrics.overall.verdicts.items())
         rules = ", ".join(f"`{k}` {v}" for k, v in metrics.overall.rejections.items()) or "none"
-        lines += [f"- {label}: {verdicts}", f"  - rejections by rule: {rules}"]
+        groups = [("all", metrics.overall)] + [(g, m) for g, m in metrics.groups.items() if g != NO_LEVEL]
+        own = ", ".join(f"{g} {_pct(m.custom_kernel_time_fraction)}" for g, m in groups)
+        lines += [
+            f"- {label}: {verdicts}",
+            f"  - rejections by rule: {rules}",
+            f"  - own kernels' share of the solution's time, median over correct solutions: {own}",
+        ]
     return lines
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 
 import pytest
@@ -101,3 +102,37 @@ def test_errors_of_ours_are_counted_but_left_out_of_every_rate() -> None:
     assert with_error.verdicts == {"error": 1, "incorrect": 1, "pass": 1}
     assert with_error.model_dump(exclude={"verdicts"}) == without.model_dump(exclude={"verdicts"})
     assert with_error.tasks == 2 and with_error.pass_rate == 0.5
+
+
+def test_own_kernel_share_is_the_median_over_correct_solutions_and_is_reported() -> None:
+    from cuda_agent.evaluation.records import BenchConfig, BenchReport
+    from cuda_agent.evaluation.report_html import markdown_to_html
+    from cuda_agent.evaluation.report_md import render_markdown
+
+    def share(verdict: Verdict, fraction: float) -> Verdict:
+        return verdict.model_copy(update={"custom_kernel_time_fraction": fraction})
+
+    results = [
+        TaskResult(ref=f"kernelbench/L1/{i}", name="t", level=1, status="judged", verdict=v)
+        for i, v in enumerate([share(passed(1.0, 2.0, 1.5), 0.2), share(passed(1.0, 2.0, 1.5), 0.9)])
+    ] + [
+        TaskResult(
+            ref="kernelbench/L2/1", name="t", level=2, status="judged", verdict=share(passed(1.0, 2.0, 1.5), 0.5)
+        ),
+        TaskResult(
+            ref="kernelbench/L2/2", name="t", level=2, status="judged", verdict=share(failed("incorrect"), 0.01)
+        ),
+    ]
+    metrics = compute_metrics(results)
+    assert metrics.overall.custom_kernel_time_fraction == 0.5  # of 0.2, 0.5, 0.9: the incorrect one is left out
+    report = BenchReport(
+        created_at="2026-12-05T00:00:00Z",
+        protocol_version="test",
+        config=BenchConfig(suite="kernelbench", solutions="s"),
+        environment={},
+        metrics=metrics,
+        tasks=results,
+    )
+    line = "own kernels' share of the solution's time, median over correct solutions: all 50.0%, L1 90.0%, L2 50.0%"
+    markdown = render_markdown(report)
+    assert f"  - {line}" in markdown and html.escape(line) in markdown_to_html(markdown)  # report.html shows it too

@@ -64,9 +64,6 @@ def _driver() -> str | None:
     return driver_version()
 
 
-_OUT_OF_MEMORY = re.compile(r"OutOfMemoryError|out of memory|can't allocate memory", re.IGNORECASE)
-
-
 def require_gpu(device: str) -> None:
     """Raise at once when `device` is 'cuda' and no GPU is visible, rather than fail every stage later.
 
@@ -351,33 +348,25 @@ class _Judgement:
             TaskError: the reference itself failed, before the candidate's code ran.
             JudgeInfraError: our own code failed in the worker (an allocation failure of ours at any time).
         """
-        forged = None
-        if not isinstance(payload, dict):
-            forged = f"is a JSON {type(payload).__name__}, not an object"
-        elif "task_error" in payload:
+        try:
+            result = RunResult.model_validate(payload)
+        except ValidationError as exc:
             if not self.candidate_ran:
-                raise TaskError(payload["task_error"])
-            forged = "blames the task, which the worker does only before the candidate runs"
-        elif "judge_error" in payload:
-            if not self.candidate_ran or payload.get("out_of_memory") is True:
-                raise JudgeInfraError(
-                    f"the judge's own code failed in the run stage, not the candidate's: {payload['judge_error']}",
-                    out_of_memory=payload.get("out_of_memory") is True,
-                )
-            forged = "claims a judge failure the worker never reports"
+                raise JudgeInfraError(f"the run's result file is malformed: {exc}") from exc
+            forged = f"is malformed ({exc.error_count()} errors)"
         else:
-            try:
-                result = RunResult.model_validate(payload)
-            except ValidationError as exc:
-                if not self.candidate_ran:
-                    raise JudgeInfraError(f"the run's result file is malformed: {exc}") from exc
-                forged = f"is malformed ({exc.error_count()} errors)"
-            else:
-                if result.status == "runtime_error" and _OUT_OF_MEMORY.search(result.message):
-                    self.cacheable = (
-                        False  # the candidate's own allocation failed: another judgement may have held memory
-                    )
+            if result.status == "task_error" and not self.candidate_ran:
+                raise TaskError(result.message)
+            if result.status == "judge_error" and (not self.candidate_ran or result.out_of_memory):
+                raise JudgeInfraError(
+                    f"the judge's own code failed in the run stage, not the candidate's: {result.message}",
+                    out_of_memory=result.out_of_memory,
+                )
+            if result.status not in ("task_error", "judge_error"):
+                if result.out_of_memory:
+                    self.cacheable = False  # whether its allocation fits depends on what else held memory
                 return result
+            forged = f"claims a {result.status} of a kind the worker never reports after the candidate's code ran"
         self.cacheable = False  # what it wrote need not follow from its source alone
         return self.verdict("runtime_error", f"the run's result file {forged} after the candidate's code ran")
 

@@ -41,7 +41,10 @@ class RunRequest(BaseModel):
     """'kernelbench': torch compute in forward is allowed, but the candidate's kernels must reach its outputs."""
 
 
-Status = Literal["ok", "runtime_error", "incorrect", "rejected"]
+Status = Literal["ok", "runtime_error", "incorrect", "rejected", "task_error", "judge_error"]
+"""The candidate's outcomes, then two that are no verdict: the reference failed before the candidate ran
+('task_error'), and our own code failed in the worker ('judge_error'). The candidate shares the worker's
+process, so once its code ran the grader trusts neither of these two except our own out-of-memory."""
 
 
 class RunResult(BaseModel):
@@ -51,6 +54,10 @@ class RunResult(BaseModel):
 
     status: Status
     message: str = ""
+    out_of_memory: bool = False
+    """An allocation failed (torch's OutOfMemoryError, MemoryError, the CPU allocator's refusal): in the candidate's
+    call (a runtime_error, judged again next time: whether it fits depends on what else held memory), or in our
+    own code (a judge_error, retried once alone)."""
     stage: str = Field(default="", description="Where it stopped: import, init, trial, timing, recheck.")
     violations: list[Violation] = Field(default_factory=list)
     trials: list[dict[str, Any]] = Field(default_factory=list)

@@ -21,7 +21,6 @@ Not protected here: native code that rewrites this process's memory or the resul
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -44,8 +43,12 @@ class _Stop(Exception):
         self.result = result
 
 
-def _stop(status: str, stage: str, message: str, violations: list[Violation] | None = None) -> _Stop:
-    return _Stop(RunResult(status=status, stage=stage, message=message, violations=violations or []))
+def _stop(
+    status: str, stage: str, message: str, violations: list[Violation] | None = None, cause: Exception | None = None
+) -> _Stop:
+    """A result that ends the run; `cause`: the candidate's exception, when one ended it."""
+    oom = cause is not None and out_of_memory(cause)
+    return _Stop(RunResult(status=status, stage=stage, message=message, violations=violations or [], out_of_memory=oom))
 
 
 class CandidateRun:
@@ -114,9 +117,8 @@ class CandidateRun:
             with loading_extensions(Path(self.req.ext_dir)):
                 spec.loader.exec_module(module)
         except Exception as exc:
-            raise _stop(
-                "runtime_error", "import", f"importing the solution raised {type(exc).__name__}: {exc}"
-            ) from None
+            message = f"importing the solution raised {type(exc).__name__}: {exc}"
+            raise _stop("runtime_error", "import", message, cause=exc) from None
         model_cls = getattr(module, "ModelNew", None)
         if model_cls is None:
             raise _stop("runtime_error", "import", "the solution defines no ModelNew") from None
@@ -132,9 +134,8 @@ class CandidateRun:
             self.torch.manual_seed(0)
             self.candidate = model_cls(*self.init_args).to(self.device)
         except Exception as exc:
-            raise _stop(
-                "runtime_error", "init", f"ModelNew(*get_init_inputs()) raised {type(exc).__name__}: {exc}"
-            ) from None
+            message = f"ModelNew(*get_init_inputs()) raised {type(exc).__name__}: {exc}"
+            raise _stop("runtime_error", "init", message, cause=exc) from None
         self.check_state("init")
         self.stage_s["import"] = time.perf_counter() - start
 
@@ -167,7 +168,8 @@ class CandidateRun:
         except _Stop:
             raise
         except Exception as exc:
-            raise _stop("runtime_error", "trial", f"ModelNew.forward raised {type(exc).__name__}: {exc}") from None
+            message = f"ModelNew.forward raised {type(exc).__name__}: {exc}"
+            raise _stop("runtime_error", "trial", message, cause=exc) from None
         return out, tracer.disallowed
 
     def run_trial(self, seed: int, transform: str, label: str) -> None:
@@ -229,9 +231,8 @@ class CandidateRun:
                 tick=self.tick,
             )
         except Exception as exc:
-            raise _stop(
-                "runtime_error", "timing", f"ModelNew.forward raised while timed: {type(exc).__name__}: {exc}"
-            ) from None
+            message = f"ModelNew.forward raised while timed: {type(exc).__name__}: {exc}"
+            raise _stop("runtime_error", "timing", message, cause=exc) from None
         self.check_state("timing")
         self.stage_s["timing"] = time.perf_counter() - start
         del input_sets
@@ -258,7 +259,7 @@ class CandidateRun:
                     return self.candidate(*inputs)
             except Exception as exc:
                 message = f"ModelNew.forward raised {type(exc).__name__}: {exc}"
-                raise _stop("runtime_error", "custom_work", message) from None
+                raise _stop("runtime_error", "custom_work", message, cause=exc) from None
 
         inputs = make_inputs(self.problem, self.req.task_name, seed, self.device, "identity")
         try:
@@ -327,7 +328,7 @@ def run(request: RunRequest) -> RunResult:
 
 
 class JudgeFault(Exception):
-    """Our own code failed in the candidate's process: reported to the grader as `judge_error`, never a verdict."""
+    """Our own code failed in the candidate's process: reported to the grader as a `judge_error`, never a verdict."""
 
     def __init__(self, cause: BaseException) -> None:
         super().__init__(f"{type(cause).__name__}: {cause}")
@@ -371,15 +372,12 @@ def main(argv: list[str]) -> int:
     request = RunRequest.model_validate_json(Path(argv[0]).read_text())
     try:
         result = run(request)
-    except TaskError as exc:
-        # The reference itself is broken: not the candidate's fault. Exit code 3 tells the grader.
-        Path(argv[1]).write_text(json.dumps({"task_error": str(exc)}))
-        return 3
+    except TaskError as exc:  # the reference itself is broken: not the candidate's fault
+        result = RunResult(status="task_error", message=str(exc))
     except JudgeFault as exc:
-        Path(argv[1]).write_text(json.dumps({"judge_error": str(exc), "out_of_memory": exc.out_of_memory}))
-        return 4
+        result = RunResult(status="judge_error", message=str(exc), out_of_memory=exc.out_of_memory)
     Path(argv[1]).write_text(result.model_dump_json())
-    return 0
+    return {"task_error": 3, "judge_error": 4}.get(result.status, 0)  # for a person reading a log; the file decides
 
 
 if __name__ == "__main__":

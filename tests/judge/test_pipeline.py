@@ -185,6 +185,27 @@ def test_out_of_memory_in_the_candidates_forward_stays_its_runtime_error(tmp_pat
     assert again.env["verdict_cached"] is False  # whether it fits depends on what else held memory: judged again
 
 
+@pytest.mark.parametrize(
+    ("raised", "cached"),
+    [
+        ("bytearray(1 << 62)", False),  # MemoryError, whose message is empty
+        ("raise ValueError('out of memory')", True),  # its own words: a deterministic crash like any other
+    ],
+    ids=["memory_error", "says_out_of_memory"],
+)
+def test_an_allocation_failure_in_the_candidates_call_is_judged_again_its_words_are_not(
+    tmp_path: Path, raised: str, cached: bool
+) -> None:
+    # Whether the candidate's allocation fits depends on what else held memory, so that verdict is not kept;
+    # the worker says so in a field of its result, not in words the candidate's exception can choose.
+    path = tmp_path / "solution.py"
+    path.write_text(with_forward_body(RELU, f"{raised}\nreturn relu_ext.relu_forward(x)"))
+    task = Task(ref="inline/relu", name="relu", source="inline", code=f"{RELU_TASK}\n# {uuid.uuid4().hex}\n")
+    config = JudgeConfig(device="cpu", time=False, static_policy=False, trials=1)
+    assert judge(task, path, config).verdict == "runtime_error"
+    assert judge(task, path, config).env["verdict_cached"] is cached
+
+
 def test_cli_exits_3_with_one_line_on_our_failure(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     task, solution = tmp_path / "hungry.py", tmp_path / "solution.py"
     task.write_text(HUNGRY_REFERENCE)
@@ -259,12 +280,12 @@ def test_a_worker_that_dies_before_the_candidate_runs_is_our_failure_after_it_th
 @pytest.mark.parametrize(
     ("forged", "said"),
     [
-        ('{"judge_error": "forged", "out_of_memory": false}', "result file"),
+        ('{"status": "judge_error", "message": "forged"}', "result file"),
         ("not json", "result file"),
-        ('{"task_error": "forged"}', "result file"),
+        ('{"status": "task_error", "message": "forged"}', "result file"),
         ("[1, 2]", "result file"),
         ('{"status": "forged"}', "result file"),
-        ('{"judge_error": "forged", "out_of_memory": true}', "on both tries"),
+        ('{"status": "judge_error", "message": "forged", "out_of_memory": true}', "on both tries"),
     ],
     ids=["claims_a_judge_error", "not_json", "claims_a_task_error", "not_an_object", "malformed", "claims_oom"],
 )

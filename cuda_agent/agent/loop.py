@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.agent.context import ContextBudget
 from cuda_agent.agent.models.base import Model
+from cuda_agent.agent.prompt import system_prompt, task_prompt
 from cuda_agent.agent.tools import ToolsConfig, ToolSet
 from cuda_agent.agent.trajectory import TrajectoryWriter
 from cuda_agent.errors import ContextLengthError, InfraError
@@ -32,8 +33,6 @@ from cuda_agent.workspace.checks import CheckReader, editable_digest
 
 Score = Callable[[Path], Verdict]
 """Judges a workspace folder through the sandbox. A candidate's failure is a Verdict; ours raises InfraError."""
-
-PROMPTS = Path(__file__).parent / "prompts"
 
 
 class EpisodeConfig(BaseModel):
@@ -65,22 +64,6 @@ class EpisodeResult(BaseModel):
     def reward(self) -> int:
         """The judge's reward of the episode's verdict."""
         return self.verdict.reward
-
-
-def _render(name: str, **values: object) -> str:
-    import jinja2
-
-    template = jinja2.Template((PROMPTS / name).read_text(), undefined=jinja2.StrictUndefined)
-    return template.render(**values).strip()
-
-
-def system_prompt(root: Path, tools: list[str]) -> str:
-    """SKILL.md of the workspace, introduced as the agent's instructions (prompts/system.md.jinja)."""
-    return _render("system.md.jinja", tools=", ".join(tools), skill=(root / "SKILL.md").read_text())
-
-
-def task_prompt(task_ref: str) -> str:
-    return _render("task.md.jinja", ref=task_ref)
 
 
 def _checked_score(checks: CheckReader | None, root: Path) -> tuple[int, str] | None:

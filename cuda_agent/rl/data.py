@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.agent.loop import task_prompt
+from cuda_agent.agent.prompt import task_prompt
 from cuda_agent.errors import ConfigError
 from cuda_agent.rl.single_turn import single_turn_messages
 from cuda_agent.types import Task

@@ -221,3 +221,10 @@ def test_demo_replays_the_recording_to_a_reward(tmp_path: Path) -> None:
         times
     )  # no 0.0831884999
     assert (tmp_path / "runs" / "demo" / "trajectory.html").is_file()
+
+
+def test_the_loop_stays_readable_in_one_sitting() -> None:
+    """STYLE.md 8.3: agent/loop.py within 200 lines (A1's agent loop is 190), so it is read whole."""
+    import cuda_agent.agent.loop as loop
+
+    assert len(Path(loop.__file__).read_text().splitlines()) <= 200

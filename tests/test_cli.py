@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
+import time
 from pathlib import Path
 
-from tests.user import cli, cli_on_terminal
+import pytest
+
+from tests.user import cli, cli_on_terminal, on_terminal
 
 RELU_CPU = Path(__file__).parents[1] / "cuda_agent" / "tasks" / "examples" / "solutions" / "cpu" / "relu.py"
 
@@ -27,3 +31,16 @@ def test_judge_keeps_its_stages_on_one_line() -> None:
         "stage_s"
     ]
     assert [part.split()[0] for part in last.removeprefix("  stages: ").split(", ")] == list(stages)
+
+
+def test_a_hung_command_on_the_terminal_fails_the_test_instead_of_hanging_it() -> None:
+    # A hung CLI must fail its test, not hang CI: it is killed with what it started at the time limit.
+    hang = "import subprocess, sys, time; print('started', file=sys.stderr, flush=True); time.sleep(120)"
+    start = time.monotonic()
+    with pytest.raises(pytest.fail.Exception, match="ran past 2 s and was killed; the terminal showed:\nstarted"):
+        on_terminal([sys.executable, "-c", hang], timeout_s=2)
+    assert time.monotonic() - start < 10
+    code, stdout, terminal = on_terminal(
+        [sys.executable, "-c", "import sys; print('out'); sys.stderr.write('err')"], 10
+    )
+    assert (code, stdout, terminal) == (0, "out\n", "err")

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import pty
+import selectors
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -55,26 +58,62 @@ def cli_on_terminal(*args: str, timeout_s: float = 300) -> tuple[int, str, str]:
 
     Returns:
         The exit code, stdout, and what the terminal showed (stderr, with its control sequences).
+
+    A command still running after `timeout_s` is killed with everything it started, and the test fails.
     """
+    return on_terminal([str(CUDA_AGENT), *args], timeout_s)
+
+
+def on_terminal(argv: list[str], timeout_s: float) -> tuple[int, str, str]:
+    """`cli_on_terminal` for any command line."""
     main, secondary = pty.openpty()
     proc = subprocess.Popen(
-        [str(CUDA_AGENT), *args],
+        argv,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=secondary,
         env={**os.environ, "TERM": "xterm-256color", "COLUMNS": "120"},
-        text=True,
+        start_new_session=True,  # killed as a group: a hung command's children go too
     )
     os.close(secondary)
-    shown = b""
-    while True:  # until the child (the terminal's only writer) has closed it
+    assert proc.stdout is not None
+    out = proc.stdout.fileno()
+    read = {main: bytearray(), out: bytearray()}
+    deadline = time.monotonic() + timeout_s
+    try:
+        with selectors.DefaultSelector() as selector:
+            for fd in read:
+                selector.register(fd, selectors.EVENT_READ)
+            while selector.get_map():  # both streams at once: a full stdout pipe must not stall the terminal
+                if time.monotonic() > deadline:
+                    _kill(proc)
+                    shown = read[main][-2000:].decode(errors="replace")
+                    pytest.fail(
+                        f"{' '.join(argv)} ran past {timeout_s:g} s and was killed; the terminal showed:\n{shown}"
+                    )
+                for key, _ in selector.select(timeout=min(1.0, max(deadline - time.monotonic(), 0.0))):
+                    try:
+                        chunk = os.read(key.fd, 65536)
+                    except OSError:  # EIO: the pty's last writer has closed it
+                        chunk = b""
+                    if chunk:
+                        read[key.fd] += chunk
+                    else:
+                        selector.unregister(key.fd)
         try:
-            chunk = os.read(main, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.close(main)
-    stdout, _ = proc.communicate(timeout=timeout_s)
-    return proc.returncode, stdout, shown.decode(errors="replace")
+            code = proc.wait(timeout=max(deadline - time.monotonic(), 1.0))
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+            pytest.fail(f"{' '.join(argv)} closed its output but ran past {timeout_s:g} s; killed")
+    finally:
+        os.close(main)
+        proc.stdout.close()
+    return code, read[out].decode(errors="replace"), read[main].decode(errors="replace")
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()

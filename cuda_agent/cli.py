@@ -135,10 +135,10 @@ def cmd_view(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from cuda_agent.sandbox.limits import SandboxLimits
-    from cuda_agent.sandbox.service import check_bind, check_workspace_root, serve
+    from cuda_agent.sandbox.service import check_bind, make_workspace_root, serve
 
     check_bind(args.host, args.token)
-    check_workspace_root(args.workspace_root)
+    make_workspace_root(args.workspace_root)
     limits = SandboxLimits(max_pids=args.max_pids, address_space_bytes=int(args.address_space_gb * 2**30))
     if args.pool == "ray":
         from cuda_agent.sandbox.ray_pool import RayPool
@@ -495,8 +495,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--workspace-root",
         type=Path,
         default=None,
-        help="requests may name workspaces, problem files and command folders below this folder (default: none, "
-        "source text only)",
+        help="requests may name workspaces, problem files and command folders below this folder, created if missing "
+        "(default: none, source text only)",
     )
     serve.add_argument("--ray-address", default=None, help="Ray cluster address (default: start a local Ray)")
     serve.set_defaults(func=cmd_serve)

@@ -200,10 +200,18 @@ def judge_job(request: JudgeRequest, defaults: dict[str, Any], paths: Paths, cat
     return JudgeJob(id=request.id, task=resolved, solution=solution, config=config)
 
 
-def check_workspace_root(root: Path | None) -> None:
-    """The operator's workspace root must be a folder (a typo would otherwise refuse every path later)."""
-    if root is not None and not root.is_dir():
-        raise ConfigError(f"--workspace-root {root}: no such folder; create it or name the folder episodes run in")
+def make_workspace_root(root: Path | None) -> None:
+    """Create the operator's workspace root if it is missing (episodes write their workspaces there later).
+
+    Raises:
+        ConfigError: `root` exists and is not a folder.
+    """
+    if root is None:
+        return
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        raise ConfigError(f"--workspace-root {root}: not a folder ({exc.strerror}); name a folder") from exc
 
 
 def create_app(
@@ -284,6 +292,6 @@ def serve(
     import uvicorn
 
     check_bind(host, token)
-    check_workspace_root(workspace_root)
+    make_workspace_root(workspace_root)
     app = create_app(pool, token, defaults, workspace_root)
     uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -64,6 +64,24 @@ def test_serve_refuses_a_public_address_without_token(capsys: pytest.CaptureFixt
     assert "without a token" in capsys.readouterr().err
 
 
+def test_serve_creates_a_missing_workspace_root_and_refuses_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    root, port = tmp_path / "runs" / "episodes", free_port()
+    cmd = [sys.executable, "-m", "cuda_agent", "serve", "--port", str(port), "--workers", "1"]
+    proc = subprocess.Popen(cmd + ["--workspace-root", str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for(f"http://127.0.0.1:{port}", proc)
+        assert root.is_dir()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    (tmp_path / "a-file").write_text("")
+    assert main(["serve", "--port", str(port), "--workspace-root", str(tmp_path / "a-file")]) == 2
+    err = capsys.readouterr().err
+    assert f"--workspace-root {tmp_path / 'a-file'}: not a folder" in err and len(err.splitlines()) == 1
+
+
 def test_service_judges_runs_commands_and_counts(service, tmp_path: Path) -> None:
     _url, client = service
     assert client.health()["status"] == "ok"

@@ -138,12 +138,17 @@ def test_workspace_verification_is_judged_by_the_service_when_one_is_named(servi
     assert refused.returncode == 1 and "Traceback" not in refused.stderr and "verification:" in refused.stdout
 
 
-def readme_service_lines() -> list[str]:
-    """The shell lines of README's service example (continuations joined), as a user would paste them."""
+def readme_service_block(fence: str) -> str:
+    """The first ```bash or ```python block of README's service section, as written."""
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     section = readme[readme.index("## Sandbox and reward service") :]
-    block = section[section.index("```bash\n") + 8 : section.index("```\n", section.index("```bash\n") + 8)]
-    return [line for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+    start = section.index(f"```{fence}\n") + len(fence) + 4
+    return section[start : section.index("```\n", start)]
+
+
+def readme_service_lines() -> list[str]:
+    """The shell lines of README's service example (continuations joined), as a user would paste them."""
+    return [line for line in readme_service_block("bash").replace("\\\n", " ").splitlines() if line.strip()]
 
 
 def test_readme_service_example_runs_as_written(tmp_path: Path) -> None:
@@ -168,6 +173,17 @@ def test_readme_service_example_runs_as_written(tmp_path: Path) -> None:
             verdict = json.loads(run.stdout)
             assert run.returncode == 0 and verdict["task"] == "examples/relu", run.stdout + run.stderr
             assert verdict["verdict"] in VERDICTS and verdict["reward"] == -1  # neither is a working relu
+        client = subprocess.run(  # the Python client example, as written but for the port
+            [sys.executable, "-c", readme_service_block("python").replace("8000", str(port))],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert client.returncode == 0, client.stderr
+        printed = [line.split() for line in client.stdout.splitlines()]
+        assert len(printed) == 2 and all(v in VERDICTS and r == "-1" for v, r in printed), client.stdout
     finally:
         proc.terminate()
         proc.wait(timeout=30)

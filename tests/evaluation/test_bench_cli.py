@@ -109,3 +109,38 @@ def test_bench_with_a_missing_solutions_folder_leaves_nothing_behind(tmp_path: P
         == f"error: --solutions {tmp_path / 'nowhere'}: no such folder (give a folder of solution files, or 'examples')\n"
     )
     assert list(tmp_path.iterdir()) == []  # no run folder, no config.json
+
+
+ROOT = Path(__file__).resolve().parents[2]
+MIXED_SUITE = "solutions/kernelbench_mixed/cpu_problems"
+
+
+@pytest.mark.integration
+def test_readme_mixed_cpu_bench_runs_as_written_on_one_of_its_problems(tmp_path: Path) -> None:
+    """README's bench of the mixed CPU solutions under kernelbench, as written but for a slice of one problem (all 22
+    take over an hour on 2 cores) and --out in tmp_path. matmul_gelu_softmax: the judge's slow test builds it too."""
+    import shlex
+
+    from cuda_agent.evaluation.suites import select_tasks
+
+    joined = (ROOT / "README.md").read_text().replace("\\\n", " ")
+    [line] = [line for line in joined.splitlines() if line.startswith(f"cuda-agent bench --suite {MIXED_SUITE} ")]
+    argv = shlex.split(line.split("#")[0])
+    assert argv[:3] == ["cuda-agent", "bench", "--suite"] and argv[-2:] == ["--out", "runs/mixed_cpu"]
+    index = [task.name for task in select_tasks(MIXED_SUITE)].index("matmul_gelu_softmax")
+    argv[3] = f"{MIXED_SUITE}[{index}:{index + 1}]"
+    argv[-1] = str(tmp_path / "mixed_cpu")
+    done = cli(*argv[1:], cwd=ROOT, timeout_s=900)
+    assert done.returncode == 0, done.stderr
+
+    report = json.loads((tmp_path / "mixed_cpu" / "results.json").read_text())
+    [task] = report["tasks"]
+    verdict = task["verdict"]
+    assert (task["ref"], verdict["verdict"], verdict["policy"]) == (
+        f"{MIXED_SUITE}/matmul_gelu_softmax",
+        "pass",
+        "kernelbench",
+    )
+    assert verdict["timings_ms"]["solution"] and verdict["timings_ms"]["compile"]  # timed, as the command asks
+    assert 0 < verdict["custom_kernel_time_fraction"] < 1  # torch's matmul plus its own kernel
+    assert "own kernels' share of the solution's time" in (tmp_path / "mixed_cpu" / "report.md").read_text()

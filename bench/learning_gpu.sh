@@ -26,7 +26,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 STEPS=${STEPS:-30} SEEDS=${SEEDS:-"0 1"} SFT_STEPS=${SFT_STEPS:-300} HIDDEN=${HIDDEN:-128} LAYERS=${LAYERS:-2}
 N=${N:-16} BUDGET_S=${BUDGET_S:-540} PORT=${PORT:-8765} DEVICE=${DEVICE:-cuda} SFT_BATCH=${SFT_BATCH:-24}
-SFT_LR=${SFT_LR:-2e-3} MAX_RESPONSE=${MAX_RESPONSE:-448}  # DEVICE=cpu only
+MAX_RESPONSE=${MAX_RESPONSE:-448}  # DEVICE=cpu only
 OUT=${OUT:-/tmp/learning_gpu_out} WORK=${WORK:-/tmp/learning_gpu}
 RES=$WORK/results
 START=$(date +%s)
@@ -51,8 +51,7 @@ else  # verl's trainers on our CPU platform; FSDP1 needs a GPU for sync_module_s
   # forward), no data-loader workers, and the rollout padded to the CPU curriculum's lengths (prompt ~90 tokens,
   # answers ~310): verl's agent loop pads every sequence to max_prompt_length + max_response_length.
   SFT_CPU=(--set trainer.device=cpu --set engine.strategy=fsdp2 --set engine.use_torch_compile=false --set engine.dtype=float32
-    --set trainer.save_freq="$SFT_STEPS" --set model.enable_gradient_checkpointing=false --set data.num_workers=0
-    --set optim.lr="$SFT_LR" --set optim.lr_warmup_steps_ratio=0.05 --set optim.lr_scheduler_type=cosine)
+    --set trainer.save_freq="$SFT_STEPS" --set model.enable_gradient_checkpointing=false --set data.num_workers=0)
   PPO_CPU=(--set trainer.device=cpu --set +ray_kwargs.ray_init.include_dashboard=false
     --set data.max_prompt_length=128 --set data.max_response_length="$MAX_RESPONSE"
     --set actor_rollout_ref.model.enable_gradient_checkpointing=false --set critic.model.enable_gradient_checkpointing=false
@@ -91,7 +90,8 @@ $CLI train rft --config recipes/curriculum_sft.yaml --out "$RES/sft" \
 echo "== SFT exit $? at $(elapsed) s; last lines:"; tail -n 5 "$RES/sft/train.log"
 SFT_HF=$(ls -d "$WORK"/sft/global_step_*/huggingface 2>/dev/null | sort -V | tail -n 1)
 [ -n "$SFT_HF" ] || { echo "== no SFT checkpoint"; tar -C "$RES" -cf "$OUT/learning_gpu.tar" .; exit 1; }
-$PY bench/curriculum_probe.py "$SFT_HF" "$WORK/curriculum" > "$RES/sft/probe.txt" 2>&1
+TEMPERATURE=$($PY -c "import yaml; print(yaml.safe_load(open('recipes/curriculum_ppo.yaml'))['overrides']['actor_rollout_ref.rollout.temperature'])")
+$PY bench/curriculum_probe.py "$SFT_HF" "$WORK/curriculum" --temperature "$TEMPERATURE" > "$RES/sft/probe.txt" 2>&1
 cat "$RES/sft/probe.txt"
 
 # 4. PPO per seed, judged by one sandbox service on this GPU.

@@ -42,8 +42,8 @@ from cuda_agent.judge.confine import confined_env, keep_build, private_copy
 from cuda_agent.judge.fast_build import (
     FAST_BUILD,
     LIGHT_FAILED,
+    Preparing,
     fast_load_inline,
-    finish_prepare,
     prepare,
     start_prepare,
     toolchain,
@@ -71,6 +71,10 @@ class BuildResult:
     wall_s: float
     cached: bool = False
     timed_out: bool = False
+    preparing: Preparing | None = None
+    """A `prepare` started beside this build and maybe still running: it helps later builds only, so the build
+    does not wait for it; the caller does (`finish_prepare`) before it times on cores the prepare shares, and
+    before its process ends (a pool's job is killed with its cgroup, and the prepare with it)."""
 
 
 def target_arch(device: str) -> str:
@@ -196,24 +200,17 @@ def build_solution(
             )
             keep_build(confinement, ext_dir)
     wall_s = time.monotonic() - start
-    finish_prepare(preparing, max(timeout_s - wall_s, 1.0))
     if child.timed_out:
-        return BuildResult(
-            ok=False, ext_dir=ext_dir, log=f"build exceeded {timeout_s:.0f} s", wall_s=wall_s, timed_out=True
-        )
-    if child.returncode == IMPORT_FAILED:
-        # Python at the solution's top level failed, not the compiler: the run stage reports it.
-        return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=wall_s)
+        log = f"build exceeded {timeout_s:.0f} s"
+        return BuildResult(ok=False, ext_dir=ext_dir, log=log, wall_s=wall_s, timed_out=True, preparing=preparing)
     if child.returncode == COMPILE_FAILED:
-        return BuildResult(
-            ok=False, ext_dir=ext_dir, log=trim_compile_log(child.stdout + "\n" + child.stderr), wall_s=wall_s
-        )
-    if child.returncode != 0:
-        # Neither our exit code for a compiler error nor for a failed import: the process was
-        # killed or exited on its own; the run stage will meet the same and report it.
-        return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=wall_s)
-    (ext_dir / OK_MARKER).write_text(f"{wall_s:.1f}\n")
-    return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=wall_s)
+        log = trim_compile_log(child.stdout + "\n" + child.stderr)
+        return BuildResult(ok=False, ext_dir=ext_dir, log=log, wall_s=wall_s, preparing=preparing)
+    if child.returncode == 0:
+        (ext_dir / OK_MARKER).write_text(f"{wall_s:.1f}\n")
+    # Otherwise Python at the solution's top level failed (IMPORT_FAILED), or the process was killed or exited on
+    # its own: not the compiler's doing; the run stage meets the same and reports it.
+    return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=wall_s, preparing=preparing)
 
 
 def trim_compile_log(log: str, context: int = 4, max_chars: int = 2500) -> str:

@@ -35,6 +35,7 @@ from cuda_agent.judge.build import build_solution, ext_dir_for
 from cuda_agent.judge.config import JudgeConfig
 from cuda_agent.judge.confine import candidate_user, confined_env, hand_over, private_copy
 from cuda_agent.judge.env import PROTOCOL_VERSION
+from cuda_agent.judge.fast_build import Preparing, finish_prepare
 from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.protocol import BaselineRequest, BaselineResult, RunRequest, RunResult
 from cuda_agent.judge.solution import SolutionSource, read_solution
@@ -96,6 +97,8 @@ class _Judgement:
         """The candidate's process, started ahead (standby.py); used once by run()."""
         self.candidate_ran = False
         """The run's worker said the candidate's code was about to run (standby.CANDIDATE)."""
+        self.preparing: Preparing | None = None
+        """The build's `prepare`, which may still run: waited for before CPU timing and at the end."""
         self.limits = config.run_limits(None, "unknown")
         """False once the outcome depended on the machine's load (a timeout, a killed process, an OOM)."""
         self.user, why_not = (
@@ -188,12 +191,18 @@ class _Judgement:
         )
         self.stage_s["build"] = result.wall_s
         self.env["build_cached"] = result.cached
+        self.preparing = result.preparing
         if result.timed_out:
             self.cacheable = False
             return self.verdict("timeout", result.log, compile_log=result.log), result.ext_dir
         if not result.ok:
             return self.verdict("compile_error", "compilation failed", compile_log=result.log), result.ext_dir
         return None, result.ext_dir
+
+    def finish_preparing(self) -> None:
+        """Wait for the `prepare` that the build started (BuildResult.preparing), killed past the build's limit."""
+        finish_prepare(self.preparing, self.cfg.build_timeout_s)
+        self.preparing = None
 
     def module_path(self, ext_dir: Path) -> list[str]:
         """Where a workspace solution's `cuda_extension` is built (none for a single file)."""
@@ -531,7 +540,10 @@ def prepare(task: Task, solution: SolutionSource | Path, config: JudgeConfig | N
     with tempfile.TemporaryDirectory(prefix="cuda-agent-build-") as tmp:
         solution_file = Path(tmp) / "solution.py"
         solution_file.write_text(source.python)
-        failed, _ext_dir = j.build(solution_file)
+        try:
+            failed, _ext_dir = j.build(solution_file)
+        finally:
+            j.finish_preparing()  # a pool's job ends with its cgroup killed: the prepare would go with it
     return j.store(failed) if failed is not None else None
 
 
@@ -574,6 +586,7 @@ def _judge_fresh(j: _Judgement) -> Verdict:
         return _judge_built(j)
     finally:
         j.discard_standby()
+        j.finish_preparing()  # it ran beside the run stage; a pool's job ends with its cgroup killed
 
 
 def _judge_built(j: _Judgement) -> Verdict:
@@ -584,6 +597,8 @@ def _judge_built(j: _Judgement) -> Verdict:
         failed, ext_dir = j.build(solution_file)
         if failed is not None:
             return failed
+        if j.device != "cuda" and j.cfg.time:
+            j.finish_preparing()  # its compiles would share the cores we time on (and baseline times are kept)
         try:
             run = j.run(solution_file, ext_dir, workdir)
         except JudgeInfraError as exc:

@@ -6,11 +6,14 @@ import json
 import os
 import subprocess
 import sys
+import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from cuda_agent.judge import build, fast_build
+from cuda_agent.judge import JudgeConfig, build, fast_build, judge
 from cuda_agent.judge.build import OK_MARKER, build_solution, trim_compile_log
 from cuda_agent.judge.config import default_cache_dir
 from cuda_agent.judge.fast_build import (
@@ -23,6 +26,7 @@ from cuda_agent.judge.fast_build import (
     prepare,
 )
 from cuda_agent.judge.solution import SolutionSource, read_solution
+from cuda_agent.tasks import Catalog
 from tests.judge.helpers import example_solution, with_forward_body
 
 RELU = example_solution("relu")
@@ -279,3 +283,46 @@ def test_workspace_build_is_cached_by_content(tmp_path: Path) -> None:
     )
     assert first.ok and not first.cached and again.cached and again.ext_dir == first.ext_dir
     assert other.ext_dir != first.ext_dir and len(calls) == 2
+
+
+PLAIN_PYTHON = (
+    "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
+)
+
+
+def _slow_prepare(seconds: int, started: list) -> Callable:
+    """A stand-in for start_prepare: a process that runs `seconds` (the real prepare compiles for about that)."""
+
+    def start(*_args) -> fast_build.Preparing:
+        started.append(fast_build.Preparing(subprocess.Popen(["sleep", str(seconds)], start_new_session=True)))
+        return started[-1]
+
+    return start
+
+
+def test_the_build_hands_a_prepare_still_running_to_its_caller_without_waiting(tmp_path: Path, monkeypatch) -> None:
+    # The prepare helps later builds only: this build's verdict (a compile error, say) must not wait for it.
+    started: list = []
+    monkeypatch.setattr(build, "start_prepare", _slow_prepare(120, started))
+    solution = tmp_path / "solution.py"
+    solution.write_text(PLAIN_PYTHON + f"# {uuid.uuid4().hex}\n")
+    build_hash = SolutionSource(python=solution.read_text()).build_hash
+    try:
+        start = time.monotonic()
+        result = build_solution(solution, build_hash, "cpu", tmp_path / "cache", timeout_s=600)
+        assert result.ok and time.monotonic() - start < 60  # an import of torch, not the prepare's 120 s
+        assert result.preparing is started[0] and started[0].process.poll() is None
+    finally:
+        fast_build.finish_prepare(started[0], 0.1)
+
+
+def test_a_judgement_waits_for_the_prepare_its_build_started_before_it_returns(tmp_path: Path, monkeypatch) -> None:
+    # A pool's job ends with its cgroup killed: a prepare still running then would never finish, on any job.
+    started: list = []
+    monkeypatch.setattr(build, "start_prepare", _slow_prepare(3, started))
+    solution = tmp_path / "solution.py"
+    solution.write_text(PLAIN_PYTHON + f"# {uuid.uuid4().hex}\n")
+    config = JudgeConfig(device="cpu", time=False, static_policy=False, trials=1, cache_dir=tmp_path / "cache")
+    verdict = judge(Catalog().resolve("examples/relu"), solution, config)
+    assert "run" in verdict.stage_s  # the run stage went on while the prepare ran
+    assert started and started[0].process.poll() == 0

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.rl.curriculum import VARIANTS, variants, write_curriculum
-from cuda_agent.rl.single_turn import parse_answer
+from cuda_agent.rl.curriculum import VARIANTS, prompt_messages, variants, write_curriculum
+from cuda_agent.rl.single_turn import parse_answer, single_turn_messages
+from cuda_agent.tasks import Catalog
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
@@ -35,6 +36,19 @@ def test_curriculum_data_holds_every_variant_in_equal_shares(tmp_path: Path) -> 
     assert rl[0]["prompt"] == rows[0]["messages"][:2]  # PPO asks exactly what SFT answered
 
 
+def test_the_cpu_curriculum_is_short_and_cuda_keeps_stage_one() -> None:
+    task = Catalog().resolve("examples/scale_add")
+    assert prompt_messages(task, "cuda") == single_turn_messages(task, "cuda")  # the H200 demo asks stage 1's prompt
+    cpu = prompt_messages(task, "cpu")
+    assert "examples/scale_add" in cpu[1]["content"]
+    # Short enough to train on 2 cores (bench/results/cpu-2026-12-05-learning): prompt and answer a fraction of CUDA's.
+    assert sum(len(m["content"]) for m in cpu) < sum(len(m["content"]) for m in single_turn_messages(task, "cpu")) / 10
+    for variant in variants("cpu"):
+        assert list(variant.files) == ["kernels/scale_add.cpp", "model_new.py"]
+        assert "REGISTER_BINDING(scale_add" in variant.files["kernels/scale_add.cpp"]
+        assert len(variant.answer("cpu")) < len(variants("cuda")[0].answer("cuda")) / 2
+
+
 @pytest.mark.integration
 def test_the_judge_rewards_the_variants_as_designed_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from cuda_agent.rl.single_turn import compute_score
@@ -48,6 +62,6 @@ def test_the_judge_rewards_the_variants_as_designed_on_cpu(tmp_path: Path, monke
     }
     assert scores["wrong"]["score"] == -1 and scores["wrong"]["verdict"] == "incorrect"
     assert scores["slow"]["score"] == 1  # correct, and far (2x) from beating eager
-    # fast is 1.5x faster than eager here (bench/results/cpu-2026-12-04/curriculum_rewards.md); on a loaded machine
+    # fast is 2x faster than eager here (bench/results/cpu-2026-12-05-learning/judge_fast.json); on a loaded machine
     # its margin may shrink, so this test asserts only that it passes and is never below slow.
     assert scores["fast"]["passed"] == 1.0 and scores["fast"]["score"] >= scores["slow"]["score"]

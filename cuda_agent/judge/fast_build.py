@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.judge.policy.cpp import blank_comments_and_literals
 from cuda_agent.subproc import child_env, kill_group
 
 FAST_BUILD = "light-extension-h+pch/2"
@@ -108,16 +109,10 @@ def _main_flags(cpp_ext: Any, extra_cflags: list[str], include_paths: list[str],
     return PchSpec(compiler, tuple(flags), header, Path("pch-" + key[:24]))
 
 
-def _strip_code(text: str) -> str:
-    """C++ text with comments, string and character literals blanked (their words are not names)."""
-    pattern = r'//[^\n]*|/\*.*?\*/|R"(?P<d>[^(\s]*)\(.*?\)(?P=d)"|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\''
-    return re.sub(pattern, lambda m: "\n" * m.group(0).count("\n") if m.group(0)[0] == "/" else " 0 ", text, flags=re.S)
-
-
 def unit_names(source: str) -> tuple[set[str], set[str]]:
     """Names a C++ unit can look up outside a class (every identifier not right after `.` or `->`), and
     the scopes it names (those before `::`, and those of its `using namespace`)."""
-    code = _strip_code(source)
+    code = blank_comments_and_literals(source)[1]  # words in comments and literals are not names
     names = {m.group(1) for m in re.finditer(r"(?<![\w.])(?<!->)\s*([A-Za-z_]\w*)", code)}
     scopes = set(re.findall(r"([A-Za-z_]\w*)\s*::", code))
     for used in re.findall(r"using\s+namespace\s+([\w:\s]+);", code):

@@ -129,6 +129,8 @@ def test_guard_hits_names_the_unit_can_reach() -> None:
     assert guard_hits("using namespace torch::nn::functional; relu(x);", guard)
     assert guard_hits("relu(x);", guard) == []  # torch::nn::functional is not reached without its name
     assert guard_hits("PYBIND11_MODULE(m, m) {}", guard) == ["macro PYBIND11_MODULE"]
+    # digit separators are no character literals: what stands between two of them is still code
+    assert guard_hits("int n = 1'000; float y = exp(2'0);", guard) == ["using ::exp"]
 
 
 @pytest.mark.slow

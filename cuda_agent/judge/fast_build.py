@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.judge.policy.build import LOAD_INLINE_PARAMS, bind_arguments
 from cuda_agent.judge.policy.cpp import blank_comments_and_literals
 from cuda_agent.subproc import child_env, kill_group
 
@@ -348,9 +349,6 @@ class LoadInlineCall:
     with_cuda: bool
 
 
-_LOAD_INLINE_ORDER = ("name", "cpp_sources", "cuda_sources", "sycl_sources", "functions", "extra_cflags")
-
-
 def load_inline_calls(source: str) -> list[LoadInlineCall]:
     """The load_inline calls of a solution whose flags are literal (others get no prepared header)."""
     try:
@@ -363,8 +361,7 @@ def load_inline_calls(source: str) -> list[LoadInlineCall]:
         name = getattr(func, "attr", None) or getattr(func, "id", None)
         if not isinstance(node, ast.Call) or name != "load_inline":
             continue
-        args = dict(zip(_LOAD_INLINE_ORDER, node.args, strict=False))
-        args |= {k.arg: k.value for k in node.keywords if k.arg}
+        args, _refused = bind_arguments(node, LOAD_INLINE_PARAMS)  # the policy has judged how they are passed
         try:
             cflags = ast.literal_eval(args["extra_cflags"]) if "extra_cflags" in args else []
             includes = ast.literal_eval(args["extra_include_paths"]) if "extra_include_paths" in args else []

@@ -17,6 +17,7 @@ from cuda_agent.judge import JudgeConfig, build, fast_build, judge
 from cuda_agent.judge.build import OK_MARKER, build_solution, trim_compile_log
 from cuda_agent.judge.config import default_cache_dir
 from cuda_agent.judge.fast_build import (
+    LoadInlineCall,
     declarations,
     fast_load_inline,
     guard_hits,
@@ -157,6 +158,9 @@ def test_load_inline_calls_reads_literal_flags() -> None:
     assert call.extra_cflags == [] and call.with_cuda
     (cpu,) = load_inline_calls(example_solution("relu"))
     assert cpu.extra_cflags == ["-O3", "-fopenmp"] and not cpu.with_cuda
+    # arguments passed by position bind as load_inline's signature (and the policy) bind them, to the last
+    positional = "load_inline('m', CPP, None, None, ['f'], ['-O2'], [], None, [], ['inc'])"
+    assert load_inline_calls(positional) == [LoadInlineCall(["-O2"], ["inc"], False)]
 
 
 def test_light_header_that_fails_is_built_again_with_the_real_one(tmp_path: Path, monkeypatch) -> None:

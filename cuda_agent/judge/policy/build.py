@@ -29,7 +29,7 @@ ADVICE = {
     "forbidden_library": "compile only your own kernel files with the allowed flags",
 }
 # Parameter names in signature order, so positional arguments can be named (torch 2.9-2.14).
-_LOAD_INLINE_PARAMS = tuple(
+LOAD_INLINE_PARAMS = tuple(
     "name cpp_sources cuda_sources sycl_sources functions extra_cflags extra_cuda_cflags extra_sycl_cflags "
     "extra_ldflags extra_include_paths build_directory verbose with_cuda with_sycl is_python_module "
     "with_pytorch_error_handling keep_intermediates use_pch no_implicit_headers".split()
@@ -60,7 +60,7 @@ def check_builds(
         assert isinstance(call, ast.Call)
         where = facts.where(call)
         inline = facts.qualname(call.func) == "torch.utils.cpp_extension.load_inline"
-        arguments, problems = _bind_arguments(call, _LOAD_INLINE_PARAMS if inline else _LOAD_PARAMS)
+        arguments, problems = bind_arguments(call, LOAD_INLINE_PARAMS if inline else _LOAD_PARAMS)
         found += [_found(rule, where, what) for rule, what in problems]
         for param, value in arguments.items():
             if param in ("cpp_sources", "cuda_sources") or (param == "sources" and not inline):
@@ -70,7 +70,9 @@ def check_builds(
     return found
 
 
-def _bind_arguments(call: ast.Call, params: tuple[str, ...]) -> tuple[dict[str, ast.expr], list[tuple[str, str]]]:
+def bind_arguments(call: ast.Call, params: tuple[str, ...]) -> tuple[dict[str, ast.expr], list[tuple[str, str]]]:
+    """A builder call's arguments by parameter name (`params` in signature order), and what the policy refuses
+    in how they are passed: (rule, what) pairs."""
     arguments: dict[str, ast.expr] = {}
     problems = []
     for index, arg in enumerate(call.args):

@@ -68,7 +68,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from cuda_agent.errors import ConfigError
-    from cuda_agent.judge.config import default_cache_dir
+    from cuda_agent.machine import cache_root
     from cuda_agent.synth.catalog import crawl_catalog, load_catalog
     from cuda_agent.synth.pipeline import Synthesizer, rule_composer, run_synthesis, sidecar_path
 
@@ -84,7 +84,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
     if args.resume and catalog_copy.is_file():
         catalog = load_catalog(catalog_copy)
     else:
-        catalog = crawl_catalog(default_cache_dir())
+        catalog = crawl_catalog(cache_root())
         catalog_copy.write_text(catalog.model_dump_json())
     ops = catalog.usable()
     kernelbench = [(t.ref, t.code) for t in _catalog(args).tasks("kernelbench")]

@@ -38,13 +38,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import os
 import re
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from cuda_agent.machine import gpu_uuids
 
 
 class GpuTurns:
@@ -165,19 +165,10 @@ def physical_gpu(visible: str | None) -> str:
     first = (visible or "0").split(",")[0].strip()
     if first.startswith(("GPU-", "MIG-")):
         return _safe(first)
-    uuids = _gpu_uuids()
+    uuids = gpu_uuids()
     if first.isdigit() and int(first) < len(uuids):
         return _safe(uuids[int(first)])
     return _safe(f"index-{first or 0}")
-
-
-@functools.cache
-def _gpu_uuids() -> tuple[str, ...]:
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return ()
-    return tuple(re.findall(r"\(UUID: (GPU-[0-9a-fA-F-]+)\)", out.stdout))
 
 
 def _safe(name: str) -> str:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent import gpu_turns
+import cuda_agent
+from cuda_agent import gpu_turns, machine
 from cuda_agent.gpu_turns import GpuTurns, physical_gpu, turns_for
 
 UUIDS = ("GPU-aaaa-1111", "GPU-bbbb-2222")
@@ -31,12 +32,12 @@ UUIDS = ("GPU-aaaa-1111", "GPU-bbbb-2222")
     ],
 )
 def test_every_name_of_a_gpu_leads_to_its_uuid(visible: str | None, expected: str, monkeypatch) -> None:
-    monkeypatch.setattr(gpu_turns, "_gpu_uuids", lambda: UUIDS)
+    monkeypatch.setattr(gpu_turns, "gpu_uuids", lambda: UUIDS)
     assert physical_gpu(visible) == expected
 
 
 def test_turns_live_in_the_cache_folder_per_gpu(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(gpu_turns, "_gpu_uuids", lambda: UUIDS)
+    monkeypatch.setattr(gpu_turns, "gpu_uuids", lambda: UUIDS)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     assert turns_for(tmp_path).folder == tmp_path / "gpu-turns" / UUIDS[1]  # this process's own visible GPU
     assert turns_for(tmp_path, "0").folder == tmp_path / "gpu-turns" / UUIDS[0]  # a child's, named for it
@@ -75,7 +76,10 @@ def test_a_judge_of_another_user_takes_turns_in_a_folder_root_made_and_cannot_re
         pytest.skip("no python3 that another user can run")
     with tempfile.TemporaryDirectory() as tmp:  # pytest's tmp_path is out of other users' reach
         Path(tmp).chmod(0o755)
-        shutil.copy(gpu_turns.__file__, tmp)  # standard library only, so any interpreter imports it
+        package = Path(tmp) / "cuda_agent"  # the two modules need the standard library only: any interpreter will do
+        package.mkdir()
+        for module in (cuda_agent, gpu_turns, machine):
+            shutil.copy(module.__file__, package)
         turns = GpuTurns(Path(tmp) / "gpu-turns" / "GPU-eeee")
         with turns.exclusive():
             pass
@@ -83,7 +87,7 @@ def test_a_judge_of_another_user_takes_turns_in_a_folder_root_made_and_cannot_re
             for path in (*turns.folder.iterdir(), turns.folder):
                 path.chmod(path.stat().st_mode & ~0o222)
         script = (
-            f"import os, sys; sys.path.insert(0, {tmp!r}); from gpu_turns import GpuTurns\n"
+            f"import os, sys; sys.path.insert(0, {tmp!r}); from cuda_agent.gpu_turns import GpuTurns\n"
             f"turns = GpuTurns({str(turns.folder)!r})\n"
             "with turns.exclusive(): pass\n"
             "with turns.shared(): pass\n"

@@ -29,11 +29,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.errors import ConfigError, Error
 from cuda_agent.judge import baseline as baseline_mod
-from cuda_agent.judge.config import JudgeConfig, default_cache_dir
+from cuda_agent.judge.config import JudgeConfig
 from cuda_agent.judge.env import PROTOCOL_VERSION
 from cuda_agent.judge.pipeline import reference_timings
 from cuda_agent.judge.protocol import BaselineResult
-from cuda_agent.machine import gpu_name
+from cuda_agent.machine import cache_root, gpu_name
 from cuda_agent.types import Task
 
 
@@ -186,7 +186,7 @@ def seed_cache(path: Path, cache_dir: Path | None = None) -> int:
     """
     if not path.exists():
         raise ConfigError(f"{path}: no such baselines file (write one with `cuda-agent bench baselines`)")
-    folder = (cache_dir or default_cache_dir()) / "baselines"
+    folder = (cache_dir or cache_root()) / "baselines"
     folder.mkdir(parents=True, exist_ok=True)
     count = 0
     for entry in load_file(path).entries.values():

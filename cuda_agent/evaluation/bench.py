@@ -23,9 +23,8 @@ from cuda_agent.evaluation.records import BenchConfig, BenchReport, TaskResult
 from cuda_agent.evaluation.report_md import render_markdown
 from cuda_agent.evaluation.runner import Pool, ResultStore, finished, judge_solutions, progress_bar, run_episodes
 from cuda_agent.evaluation.suites import select_tasks, solutions_dir
-from cuda_agent.judge.config import default_cache_dir
 from cuda_agent.judge.env import PROTOCOL_VERSION
-from cuda_agent.machine import detect_device, gpu_name
+from cuda_agent.machine import cache_root, detect_device, gpu_name
 from cuda_agent.tasks import Catalog
 from cuda_agent.types import Task
 
@@ -125,7 +124,7 @@ def build_report(config: BenchConfig, results: list[TaskResult], tasks: list[Tas
     if config.speed_of_light and results:
         ceilings = sol.device_ceilings(device, _device_name(results, device))
         by_ref = {t.ref: t for t in tasks}
-        estimates = sol.estimate([by_ref[r.ref] for r in results], default_cache_dir())
+        estimates = sol.estimate([by_ref[r.ref] for r in results], cache_root())
         results = [r.model_copy(update={"speed_of_light": sol.with_bound(estimates[r.ref], ceilings)}) for r in results]
     return BenchReport(
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),

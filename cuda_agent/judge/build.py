@@ -46,8 +46,8 @@ from cuda_agent.judge.fast_build import (
     fast_load_inline,
     prepare,
     start_prepare,
-    toolchain,
 )
+from cuda_agent.machine import cuda_arch_list, toolchain, torch_versions
 from cuda_agent.subproc import child_env, run_module
 
 _ERROR_LINE = re.compile(r"(error:|error\b.*:|: fatal error|undefined symbol|error [A-Z]\d+)", re.IGNORECASE)
@@ -78,23 +78,12 @@ class BuildResult:
 
 
 def target_arch(device: str) -> str:
-    """TORCH_CUDA_ARCH_LIST for this machine: the visible GPU's capability, else Hopper (sm_90)."""
-    if device != "cuda":
-        return "cpu"
-    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
-        return os.environ["TORCH_CUDA_ARCH_LIST"]
-    import torch
-
-    if torch.cuda.is_available():
-        major, minor = torch.cuda.get_device_capability()
-        return f"{major}.{minor}"
-    return "9.0"
+    """TORCH_CUDA_ARCH_LIST for a build for `device` ('cpu' for the CPU: no CUDA code is built)."""
+    return cuda_arch_list() if device == "cuda" else "cpu"
 
 
 def ext_dir_for(build_hash: str, device: str, cache_dir: Path) -> Path:
     """Build folder of one solution on one architecture, torch, Python, compiler and build method."""
-    from cuda_agent.judge.verdict_cache import torch_versions  # reads torch's version without importing it
-
     arch = target_arch(device)
     torch_version = torch_versions()["torch"]
     facts = f"{build_hash}|{arch}|{torch_version}|{sys.version_info[:2]}|{FAST_BUILD}|{toolchain()}"

@@ -10,11 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from cuda_agent.machine import cache_root
 
 
-def default_cache_dir() -> Path:
-    """Where builds and baseline timings are cached: $CUDA_AGENT_CACHE or ~/.cache/cuda-agent."""
-    return cache_root()
-
-
 class RunLimits(BaseModel):
     """The time limits a candidate's run got, and what they were derived from (recorded in `Verdict.env`)."""
 
@@ -99,7 +94,7 @@ class JudgeConfig(BaseModel):
     start is off the GPU's time. False: start it when its turn comes."""
     baseline_timeout_s: float = 900.0
     """Time limit of the baseline timing process (torch.compile included)."""
-    cache_dir: Path = Field(default_factory=default_cache_dir)
+    cache_dir: Path = Field(default_factory=cache_root)
     """Builds, baseline timings and verdicts are cached below this folder."""
     verdict_cache: bool = True
     """Answer a candidate judged before (same task, bytes, settings, judge, torch, driver, device) with its stored

@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 from cuda_agent.gpu_turns import turns_root
+from cuda_agent.machine import torch_versions
 from cuda_agent.subproc import Confinement, child_env, run_command, unprivileged_user
 
 
@@ -64,8 +65,6 @@ def _interpreter_refuses(user: pwd.struct_passwd, cache_dir: Path) -> str | None
     """Why `user` cannot import the judge's worker with our interpreter, or None; tried once per setup."""
     import hashlib
     import json
-
-    from cuda_agent.judge.verdict_cache import torch_versions  # read, not imported: torch costs seconds
 
     setup = f"{user.pw_uid}|{sys.executable}|{sys.path}|{os.environ.get('PYTHONPATH')}|{torch_versions()['torch']}"
     record = cache_dir / "confine" / f"{hashlib.sha256(setup.encode()).hexdigest()[:20]}.json"

@@ -12,15 +12,6 @@ PROTOCOL_VERSION = "2"
 """Bump when timing or correctness semantics change; it keys the baseline cache."""
 
 
-def resolve_device(requested: str) -> str:
-    """'auto' -> 'cuda' when torch sees a GPU, else 'cpu'."""
-    if requested != "auto":
-        return requested
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def apply_precision_flags() -> dict[str, Any]:
     """Pin full fp32 precision (no TF32) and return the flags as recorded in the verdict."""
     import torch
@@ -73,26 +64,3 @@ def describe(device: str) -> dict[str, Any]:
     else:
         info.update(device_name="cpu", cpu=platform.processor() or platform.machine(), threads=torch.get_num_threads())
     return info
-
-
-def device_name(device: str) -> str:
-    """Short device name for the verdict, e.g. 'NVIDIA H200' or 'cpu'."""
-    import torch
-
-    return torch.cuda.get_device_name() if device == "cuda" else "cpu"
-
-
-def driver_version() -> str | None:
-    """The NVIDIA driver's version from nvidia-smi (asked by the grader, once: it can take seconds)."""
-    try:
-        import subprocess
-
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
-    except (OSError, subprocess.SubprocessError):
-        return None

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import fcntl
-import functools
 import hashlib
 import inspect
 import json
@@ -26,6 +25,7 @@ from typing import Any
 
 from cuda_agent.judge.policy.build import LOAD_INLINE_PARAMS, bind_arguments
 from cuda_agent.judge.policy.cpp import blank_comments_and_literals
+from cuda_agent.machine import toolchain, torch_versions
 from cuda_agent.subproc import child_env, kill_group
 
 FAST_BUILD = "light-extension-h+pch/2"
@@ -60,19 +60,6 @@ class PchSpec:
     @property
     def gch(self) -> Path:
         return self.folder / "torch" / "extension.h.gch"
-
-
-@functools.cache
-def toolchain() -> str:
-    """Identity of the compilers a build runs (path, size, time of each), which its objects depend on."""
-    facts = []
-    for name in (os.environ.get("CXX", "c++"), "nvcc"):
-        found = shutil.which(name)
-        if found:
-            real = Path(found).resolve()
-            stat = real.stat()
-            facts.append(f"{real}:{stat.st_size}:{stat.st_mtime_ns}")
-    return ";".join(facts)
 
 
 def _main_flags(cpp_ext: Any, extra_cflags: list[str], include_paths: list[str], with_cuda: bool) -> PchSpec | None:
@@ -500,8 +487,6 @@ class Preparing:
 
 def _prepared_marker(solution_file: Path, device: str, fast_dir: Path) -> Path:
     """A file that says `prepare` ran for load_inline calls like this solution's, on this torch and toolchain."""
-    from cuda_agent.judge.verdict_cache import torch_versions
-
     calls = load_inline_calls(solution_file.read_text(errors="replace"))
     facts = [[c.extra_cflags, c.include_paths, c.with_cuda] for c in calls]
     facts += [device, torch_versions(), toolchain(), FAST_BUILD, sys.executable]

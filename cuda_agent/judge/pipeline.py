@@ -16,7 +16,6 @@ OS-level isolation (resource limits, namespaces, an unprivileged user) is the sa
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import platform
 import re
@@ -40,8 +39,8 @@ from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.protocol import BaselineRequest, BaselineResult, RunRequest, RunResult
 from cuda_agent.judge.solution import SolutionSource, read_solution
 from cuda_agent.judge.standby import TURNS_ENV, Standby
-from cuda_agent.judge.verdict_cache import VerdictCache, torch_versions, verdict_key
-from cuda_agent.machine import detect_device, gpu_name
+from cuda_agent.judge.verdict_cache import VerdictCache, verdict_key
+from cuda_agent.machine import detect_device, driver_version, gpu_name, torch_versions
 from cuda_agent.reward import compute_reward
 from cuda_agent.subproc import ChildResult, Confinement, child_env, run_module
 from cuda_agent.types import Task, Timings, Verdict, Violation
@@ -56,13 +55,6 @@ STARTUP_S = 300.0
 def _builds_inline(python: str) -> bool:
     """Whether a workspace's model_new.py also compiles code itself (load_inline/load), so its import builds."""
     return re.search(r"\bload(_inline)?\s*\(", python) is not None
-
-
-@functools.cache
-def _driver() -> str | None:
-    from cuda_agent.judge.env import driver_version
-
-    return driver_version()
 
 
 def require_gpu(device: str) -> None:
@@ -130,7 +122,7 @@ class _Judgement:
     def cache_key(self) -> str:
         machine: dict[str, Any] = {"device_name": gpu_name() if self.device == "cuda" else "cpu"}
         if self.device == "cuda":
-            machine["driver"] = _driver()
+            machine["driver"] = driver_version()
         else:  # CPU timings belong to this machine's cores
             machine["host"] = platform.node()
         confined_as = self.user.pw_name if self.user is not None else None
@@ -483,7 +475,7 @@ class _Judgement:
         self.stage_s.update({f"run.{step}": seconds for step, seconds in run.stage_s.items()})
         self.env.update(run.env)
         if self.device == "cuda":
-            self.env["driver"] = _driver()
+            self.env["driver"] = driver_version()
         self.env["flags"] = run.flags
         self.env["device_name"] = run.env.get("device_name", self.device)
         if run.status != "ok":

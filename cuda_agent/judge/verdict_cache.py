@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import json
 import os
 import tempfile
@@ -32,7 +31,7 @@ from typing import Any
 
 from cuda_agent.judge.config import JudgeConfig
 from cuda_agent.judge.env import PROTOCOL_VERSION
-from cuda_agent.judge.fast_build import toolchain
+from cuda_agent.machine import toolchain, torch_versions
 from cuda_agent.types import Verdict
 
 _UNKEYED = {"cache_dir", "timing_lock", "verdict_cache"}
@@ -50,21 +49,6 @@ def judge_code_hash() -> str:
                 digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
     digest.update((package / "reward.py").read_bytes())
     return digest.hexdigest()
-
-
-@functools.cache
-def torch_versions() -> dict[str, str | None]:
-    """torch's version and the CUDA it was built for, read from torch/version.py without importing torch."""
-    spec = importlib.util.find_spec("torch")
-    if spec is None or spec.origin is None:
-        return {"torch": None, "cuda": None}
-    found: dict[str, str | None] = {"__version__": None, "cuda": None}
-    for line in (Path(spec.origin).parent / "version.py").read_text().splitlines():
-        name, sep, value = line.partition("=")
-        if sep and name.split(":")[0].strip() in found:
-            text = value.strip().strip("'\"")
-            found[name.split(":")[0].strip()] = None if text == "None" else text
-    return {"torch": found["__version__"], "cuda": found["cuda"]}
 
 
 def verdict_key(

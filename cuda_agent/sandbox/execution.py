@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cuda_agent.judge.config import default_cache_dir
+from cuda_agent.machine import cache_root
 from cuda_agent.sandbox.jobs import CommandJob, CommandResult, JudgeJob
 from cuda_agent.sandbox.limits import SandboxLimits, create_pids_cgroup, kill_cgroup
 from cuda_agent.sandbox.runner import Phase, RunnerOutcome, RunnerSpec, command_user
@@ -102,7 +102,7 @@ def run_stage(
                 hand_over(workdir, [], user)
         # The runner points HOME at its private folder; builds, compiler objects and baseline timings
         # must still land in the one shared cache, or every job would rebuild and re-time from cold.
-        env.setdefault("CUDA_AGENT_CACHE", str(default_cache_dir()))
+        env.setdefault("CUDA_AGENT_CACHE", str(cache_root()))
         if device != "cuda":
             env["CUDA_VISIBLE_DEVICES"] = ""
         start = time.monotonic()

@@ -22,7 +22,7 @@ from typing import IO
 
 from cuda_agent.errors import SandboxError
 from cuda_agent.gpu_turns import turns_for
-from cuda_agent.judge.config import default_cache_dir
+from cuda_agent.machine import cache_root
 from cuda_agent.subproc import child_env, kill_group
 from cuda_agent.synth.filters import FilterConfig, FilterResult
 from cuda_agent.synth.worker import READY_LINE, WAIT_PREFIX
@@ -188,7 +188,7 @@ class FilterPool:
         self.turns_dir: str | None = config.turns_dir
         if config.device == "cuda" and config.turns_dir is None:
             # The GPU's own turns (gpu_turns.py), shared with judgements and other pools: timings run alone.
-            self.turns_dir = str(turns_for(default_cache_dir()).folder)
+            self.turns_dir = str(turns_for(cache_root()).folder)
             config = config.model_copy(update={"turns_dir": self.turns_dir})
         self.idle: queue.Queue[FilterWorker] = queue.Queue()
         self.all = [FilterWorker(config, self.log) for _ in range(workers)]

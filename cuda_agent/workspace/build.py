@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuda_agent.machine import cache_root, cuda_arch_list
 from cuda_agent.subproc import run_command
 from cuda_agent.workspace.layout import EXTENSION_NAME, FIXED_FILES, template_dir
 
@@ -56,23 +57,14 @@ class BuildOutcome:
     timed_out: bool = False
 
 
-def default_cache_dir() -> Path:
-    """Shared compiler cache: $CUDA_AGENT_CACHE/ccache (default ~/.cache/cuda-agent/ccache)."""
-    base = os.environ.get("CUDA_AGENT_CACHE", str(Path.home() / ".cache" / "cuda-agent"))
-    return Path(base) / "ccache"
+def ccache_dir() -> Path:
+    """Shared compiler cache: the machine's cache root's ccache/ (default ~/.cache/cuda-agent/ccache)."""
+    return cache_root() / "ccache"
 
 
 def cuda_arch() -> str:
-    """'90' style compute capability for nvcc: $TORCH_CUDA_ARCH_LIST's first entry, else the GPU's, else 9.0."""
-    listed = os.environ.get("TORCH_CUDA_ARCH_LIST", "").replace(";", " ").split()
-    if listed:
-        return listed[0].removesuffix("+PTX").replace(".", "")
-    import torch
-
-    if torch.cuda.is_available():
-        major, minor = torch.cuda.get_device_capability()
-        return f"{major}{minor}"
-    return "90"
+    """'90' style compute capability for nvcc: the first entry of the machine's TORCH_CUDA_ARCH_LIST."""
+    return cuda_arch_list().replace(";", " ").split()[0].removesuffix("+PTX").replace(".", "")
 
 
 def _flags(device: str) -> dict[str, str]:
@@ -82,7 +74,7 @@ def _flags(device: str) -> dict[str, str]:
     facts = [device, sys.executable, origin, str(os.stat(origin).st_mtime if origin else 0), str(template_dir())]
     facts += [os.environ.get(k, "") for k in ("TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "CXX")]
     facts.append(hashlib.sha256(Path(__file__).read_bytes()).hexdigest())
-    path = default_cache_dir().parent / "flags" / (hashlib.sha256("|".join(facts).encode()).hexdigest()[:24] + ".json")
+    path = cache_root() / "flags" / (hashlib.sha256("|".join(facts).encode()).hexdigest()[:24] + ".json")
     if path.is_file():
         return json.loads(path.read_text())
     flags = _find_flags(device)
@@ -204,7 +196,7 @@ def build_tree(root: Path, device: str, timeout_s: float = 600.0, cache_dir: Pat
             building the same folder again recompiles only what changed.
         device: 'cuda' or 'cpu'.
         timeout_s: the whole build's wall-clock limit; the compilers' process group is killed then.
-        cache_dir: ccache's folder (default: `default_cache_dir()`), shared by all builds.
+        cache_dir: ccache's folder (default: `ccache_dir()`), shared by all builds.
 
     Returns:
         BuildOutcome; a compiler error is an outcome with ok=False, not an exception.
@@ -220,7 +212,7 @@ def build_tree(root: Path, device: str, timeout_s: float = 600.0, cache_dir: Pat
         ninja_file.write_text(text)
     env = dict(os.environ)
     env.update(
-        CCACHE_DIR=str(cache_dir or default_cache_dir()),
+        CCACHE_DIR=str(cache_dir or ccache_dir()),
         CCACHE_BASEDIR=str(root),
         CCACHE_NOHASHDIR="1",
         # Depend mode hashes the files the compiler's depfile lists instead of preprocessing the unit

@@ -15,7 +15,6 @@ import pytest
 
 from cuda_agent.judge import JudgeConfig, build, fast_build, judge
 from cuda_agent.judge.build import OK_MARKER, build_solution, trim_compile_log
-from cuda_agent.judge.config import default_cache_dir
 from cuda_agent.judge.fast_build import (
     LoadInlineCall,
     declarations,
@@ -27,6 +26,7 @@ from cuda_agent.judge.fast_build import (
     prepare,
 )
 from cuda_agent.judge.solution import SolutionSource, read_solution
+from cuda_agent.machine import cache_root
 from cuda_agent.tasks import Catalog
 from tests.judge.helpers import example_solution, with_forward_body
 
@@ -237,7 +237,7 @@ def test_fast_build_uses_the_precompiled_header_gives_plain_results_and_is_built
     solution.write_text(example_solution("relu"))
     build_hash = SolutionSource(python=solution.read_text()).build_hash
     # the machine's prepared headers (made once per machine, torch and flags; the test session's cache)
-    fast = default_cache_dir() / "fast"
+    fast = cache_root() / "fast"
     prepare(solution, "cpu", fast, wait=True)
     import torch.utils.cpp_extension as cpp_ext
 

@@ -129,11 +129,11 @@ def test_cli_binary_solution_exits_2(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_a_lock_left_by_a_killed_load_is_removed_and_the_judgement_goes_on(tmp_path: Path) -> None:
     from cuda_agent.judge.build import ext_dir_for
-    from cuda_agent.judge.config import default_cache_dir
     from cuda_agent.judge.solution import SolutionSource
+    from cuda_agent.machine import cache_root
 
     assert run_judge(tmp_path, "examples/relu", RELU).verdict == "pass"
-    ext_dir = ext_dir_for(SolutionSource(python=RELU).build_hash, "cpu", default_cache_dir())
+    ext_dir = ext_dir_for(SolutionSource(python=RELU).build_hash, "cpu", cache_root())
     builds = [ninja.parent for ninja in ext_dir.glob("*/build.ninja")]
     assert builds, f"no load_inline build folder in {ext_dir}"
     for folder in builds:  # what a process killed inside torch's loader leaves: its FileBaton, forever

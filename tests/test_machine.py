@@ -1,0 +1,50 @@
+"""Machine facts (cuda_agent/machine.py): asked of nvidia-smi or read from files, never of torch."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+FAKE_SMI = """#!/bin/sh
+case "$*" in
+  -L) echo "GPU 0: NVIDIA H200 (UUID: GPU-1a2b-3c4d)"; echo "GPU 1: NVIDIA H200 (UUID: GPU-5e6f-7a8b)";;
+  *driver_version*) echo "580.95.05"; echo "580.95.05";;
+  *compute_cap*) echo "9.0"; echo "9.0";;
+  *name*) echo "NVIDIA H200"; echo "NVIDIA H200";;
+  *) exit 9;;
+esac
+"""
+
+
+def _facts_in_a_fresh_process(env: dict[str, str]) -> dict:
+    code = (
+        "import json, sys; from cuda_agent import machine\n"
+        "facts = {'uuids': machine.gpu_uuids(), 'driver': machine.driver_version(), 'arch': machine.cuda_arch_list(),\n"
+        "         'gpus': machine.detect_gpus(), 'name': machine.gpu_name(), 'versions': machine.torch_versions()}\n"
+        "print(json.dumps(facts | {'torch_imported': 'torch' in sys.modules}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
+    return json.loads(done.stdout)
+
+
+def test_gpu_facts_are_nvidia_smis_and_cost_no_torch_import(tmp_path: Path) -> None:
+    (tmp_path / "nvidia-smi").write_text(FAKE_SMI)
+    (tmp_path / "nvidia-smi").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_CUDA_ARCH_LIST"}
+    facts = _facts_in_a_fresh_process(env | {"PATH": f"{tmp_path}:{env['PATH']}"})
+    assert facts["uuids"] == ["GPU-1a2b-3c4d", "GPU-5e6f-7a8b"] and facts["gpus"] == [0, 1]
+    assert (facts["driver"], facts["arch"], facts["name"]) == ("580.95.05", "9.0", "NVIDIA H200")
+    assert facts["torch_imported"] is False
+    listed = _facts_in_a_fresh_process(env | {"PATH": f"{tmp_path}:{env['PATH']}", "TORCH_CUDA_ARCH_LIST": "8.0;9.0"})
+    assert listed["arch"] == "8.0;9.0"  # what the user set stands
+
+
+def test_without_nvidia_smi_there_are_no_gpus_and_builds_target_hopper(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_CUDA_ARCH_LIST"}
+    facts = _facts_in_a_fresh_process(env | {"PATH": str(Path(sys.executable).parent)})  # no nvidia-smi on it
+    assert (facts["uuids"], facts["gpus"], facts["driver"], facts["arch"]) == ([], [], None, "9.0")

@@ -48,3 +48,16 @@ def test_without_nvidia_smi_there_are_no_gpus_and_builds_target_hopper(tmp_path:
     env = {k: v for k, v in os.environ.items() if k != "TORCH_CUDA_ARCH_LIST"}
     facts = _facts_in_a_fresh_process(env | {"PATH": str(Path(sys.executable).parent)})  # no nvidia-smi on it
     assert (facts["uuids"], facts["gpus"], facts["driver"], facts["arch"]) == ([], [], None, "9.0")
+
+
+def test_torch_versions_are_torchs_own_and_read_without_importing_it() -> None:
+    # The grader keys its caches by them before any judgement; importing torch there would cost seconds each time.
+    code = (
+        "import json, sys; from cuda_agent.machine import torch_versions\n"
+        "read, imported = torch_versions(), 'torch' in sys.modules\n"
+        "import torch\n"
+        "print(json.dumps([read, imported, {'torch': torch.__version__, 'cuda': torch.version.cuda}]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    read, imported, actual = json.loads(done.stdout)
+    assert (read, imported) == (actual, False)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cuda_agent.judge import verdict_cache
 from cuda_agent.judge.config import JudgeConfig
-from cuda_agent.judge.verdict_cache import VerdictCache, torch_versions, verdict_key
+from cuda_agent.judge.verdict_cache import VerdictCache, verdict_key
 from cuda_agent.types import Verdict
 
 MACHINE = {"device_name": "cpu", "host": "h"}
@@ -35,12 +35,6 @@ def test_the_key_changes_with_each_input_and_not_with_where_files_are_kept(tmp_p
     monkeypatch.undo()
     moved = config.model_copy(update={"cache_dir": tmp_path / "b", "verdict_cache": False})
     assert verdict_key("task", "content", moved, "cpu", MACHINE, "nobody") == base
-
-
-def test_torch_versions_are_read_without_importing_torch() -> None:
-    import importlib.metadata
-
-    assert torch_versions()["torch"] == importlib.metadata.version("torch")
 
 
 def test_a_stored_verdict_comes_back_marked_and_named_for_the_asker(tmp_path: Path) -> None:

@@ -19,7 +19,8 @@ writes again when it loads the build, and ninja there finds nothing to do:
   header for its exact flags in a `CPATH` folder; gcc checks that it fits and otherwise reads the
   header itself. The header and the guard are made once per machine, torch and flag set, by a
   trusted process beside the first build that needs them (`python -m cuda_agent.judge.build
-  --prepare`), never by the candidate's.
+  --prepare`), never by the candidate's. The build does not wait for it (it helps later builds);
+  the judgement does, before CPU timing and before it returns (`BuildResult.preparing`).
 """
 
 from __future__ import annotations
@@ -55,8 +56,10 @@ _NOISE = re.compile(r"^\[\d+/\d+\]|^ninja: |^FAILED: |^c\+\+ |^/usr/.*nvcc |^Tra
 OK_MARKER = ".cuda_agent_build_ok"
 LOADING_LOCK = ".cuda_agent_loading"
 COMPILE_FAILED = 3
+"""The build child's exit code when the compiler failed (a compile_error)."""
 IMPORT_FAILED = 4
-"""The fast-build method; part of the build cache key, since a build made another way is another build."""
+"""The build child's exit code when the solution's top-level Python failed: no verdict here, the run stage
+meets the same failure and reports it."""
 FAST_DIR_ENV = "CUDA_AGENT_FAST_BUILD"
 """Tells the build child where the prepared precompiled headers and light header are (unset: plain builds)."""
 
@@ -242,10 +245,6 @@ def main(argv: list[str]) -> int:
         building = "Error building extension" in str(exc) or "ninja" in str(exc).lower()
         return COMPILE_FAILED if building else IMPORT_FAILED
     return 0
-
-
-# ---------------------------------------------------------------------------------------------------
-# Fast builds: the same program, compiled faster (see the module docstring).
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ candidate can neither rewrite a cached baseline (and inflate its own speedup) no
 candidate's build. Torch's extension loader writes into the build folder even to load a finished
 build (its lock file, ninja's log), so each such child gets a private copy of its build folder,
 mounted at the shared folder's path in a mount namespace of its own: the same paths, so ninja
-finds nothing to do. After a build, what the child wrote is copied back into the cache by us.
+finds nothing to do. After a build, what the child wrote is copied back into the cache by us. The same
+namespace shows an empty folder in place of the machine's GPU turns (gpu_turns.py), which the candidate
+could otherwise lock for good from a process it leaves behind.
 
 Where this cannot work (not root, no such user, the interpreter or packages out of the user's
 reach, no mount namespaces), candidate code runs as ours and the verdict's env says why.

@@ -1,6 +1,7 @@
-"""Machine facts and the precision flags that baseline and candidate run under.
+"""The precision flags that baseline and candidate run under, and the facts a child records in `Verdict.env`.
 
-Imported only in child processes and after torch is needed; nothing here runs at import time.
+torch is imported inside the functions, so the grader imports this module (for PROTOCOL_VERSION) at no cost;
+facts the grader needs itself, without torch, are in cuda_agent/machine.py.
 """
 
 from __future__ import annotations

@@ -8,9 +8,10 @@ was asked for, our code failing in the candidate's process before the candidate 
 of memory outside the candidate's calls (retried once), a baseline that could not be timed.
 A verdict judged before is answered from the verdict cache (verdict_cache.py).
 
-What this does not protect against (yet): a candidate process that escapes through the OS
-(network, files outside its folder, other users' processes). Static policy forbids the means;
-OS-level isolation (resource limits, namespaces, an unprivileged user) is the sandbox's job.
+What this does not protect against: a candidate process that escapes through the OS where the judge
+runs it as ours (no unprivileged user or mount namespace here: confine.py, and env.candidate_isolation
+says why). Static policy forbids the means; network isolation, resource limits and a pids cgroup are
+the sandbox's job (sandbox/runner.py).
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ class _Judgement:
         self.stage_s: dict[str, float] = {}
         self.env: dict[str, Any] = {"protocol_version": PROTOCOL_VERSION, "precision_mode": config.precision}
         self.cacheable = True
+        """False once the outcome depended on the machine's load (a timeout, a killed process, an OOM) or on what
+        the candidate wrote in its result file: such a verdict is judged again next time, never cached."""
         self.standby: Standby | None = None
         """The candidate's process, started ahead (standby.py); used once by run()."""
         self.candidate_ran = False
@@ -92,7 +95,7 @@ class _Judgement:
         self.preparing: Preparing | None = None
         """The build's `prepare`, which may still run: waited for before CPU timing and at the end."""
         self.limits = config.run_limits(None, "unknown")
-        """False once the outcome depended on the machine's load (a timeout, a killed process, an OOM)."""
+        """The run's time limits: derived from the cached eager time once run() has looked for it."""
         self.user, why_not = (
             candidate_user(config.candidate_user, config.cache_dir) if config.candidate_user else (None, None)
         )

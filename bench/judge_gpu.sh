@@ -3,12 +3,13 @@
 #   OUT=/tmp/out bash bench/judge_gpu.sh
 # Carry [".whl", ".carry"] (from `bash scripts/device_wheels.sh`: the wheels the image lacks, and the KernelBench
 # parquet for kernelbench/L1/*). Parts and their time on the H200:
-#   A+D  ~100 s  a cold `cuda-agent judge kernelbench/L1/19` (build, baselines) and its lone cached verdict; beside it
-#                D: a candidate whose C++ spins with the GIL held (its own cold build, then `timeout` at its step limit)
+#   A    ~100 s  a cold `cuda-agent judge kernelbench/L1/19` (build, baselines) and its lone cached verdict
+#   D     ~80 s  then, alone: a candidate whose C++ spins with the GIL held (its own cold build, then `timeout` at
+#                its step limit). Not beside A: each one's times would hold the other's build and GPU turns
 #   B     ~25 s  3 cached CLI judgements of L1/19: wall (<= 7 s) and GPU-slot seconds (<= 5 s)
 #   C     ~45 s  2, then 4 concurrent CLI judgements of L1/19: each verdict equals the lone one
 #   E    ~110 s  workspace iteration on examples/scale_add: ours vs the released scripts' behaviour
-#   F    ~200 s  LocalPool steady state on distinct L1 candidates with cold builds: collects for what is left of
+#   F    ~120 s  LocalPool steady state on distinct L1 candidates with cold builds: collects for what is left of
 #                TOTAL_S (520 s; at most 260 s), then cancels the rest
 # GPU memory is sampled every 0.5 s throughout (gpu_memory.csv): two judges once held ~69 GB each at L1/19 sizes.
 set -uo pipefail
@@ -31,12 +32,11 @@ stamp() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$R/timeline.txt"; }
 left() { local l=$(( TOTAL_S - ($(date +%s) - t0) )); echo $(( l < $1 ? (l > 5 ? l : 5) : $1 )); }
 pack() { tail -n 3 "$R"/part_*.log > "$R/summary.txt" 2>&1; tar -C "$OUT" -cf "$OUT/judge_gpu.tar" judge_gpu; }
 
-stamp "A+D start"
-timeout "$(left 200)" python3 bench/judge_gpu.py --parts D --device cuda --out "$R" > "$R/part_D.log" 2>&1 &
-HANG=$!
-timeout "$(left 240)" python3 bench/judge_gpu.py --parts A --device cuda --out "$R" > "$R/part_A.log" 2>&1
-wait $HANG
-stamp "A+D done"; pack
+stamp "A start"
+timeout "$(left 200)" python3 bench/judge_gpu.py --parts A --device cuda --out "$R" > "$R/part_A.log" 2>&1
+stamp "A done"; pack
+timeout "$(left 150)" python3 bench/judge_gpu.py --parts D --device cuda --out "$R" > "$R/part_D.log" 2>&1
+stamp "D done"; pack
 timeout "$(left 90)" python3 bench/judge_gpu.py --parts B --device cuda --out "$R" --repeat 3 > "$R/part_B.log" 2>&1
 stamp "B done"; pack
 # C reads the lone verdict from part A's file.

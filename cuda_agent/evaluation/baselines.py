@@ -28,11 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.errors import ConfigError, Error
-from cuda_agent.judge import baseline as baseline_mod
-from cuda_agent.judge.config import JudgeConfig
-from cuda_agent.judge.env import PROTOCOL_VERSION
-from cuda_agent.judge.pipeline import reference_timings
-from cuda_agent.judge.protocol import BaselineResult
+from cuda_agent.judge import PROTOCOL_VERSION, BaselineResult, JudgeConfig, baseline_key, reference_timings
 from cuda_agent.machine import cache_root, gpu_name
 from cuda_agent.types import Task
 
@@ -80,8 +76,7 @@ def _key_env(device: str, config: JudgeConfig) -> tuple[str, dict[str, Any]]:
 
 def cache_key(task: Task, device: str, config: JudgeConfig) -> str:
     """The key under which the judge caches this task's baselines on this machine."""
-    name, env = _key_env(device, config)
-    return baseline_mod.cache_key(task.code, name, env, {"tf32": False}, config.compile_mode)
+    return baseline_key(task.code, device, config)
 
 
 def _environment(device: str, config: JudgeConfig) -> dict[str, Any]:

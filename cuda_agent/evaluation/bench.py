@@ -23,7 +23,7 @@ from cuda_agent.evaluation.records import BenchConfig, BenchReport, TaskResult
 from cuda_agent.evaluation.report_md import render_markdown
 from cuda_agent.evaluation.runner import Pool, ResultStore, finished, judge_solutions, progress_bar, run_episodes
 from cuda_agent.evaluation.suites import select_tasks, solutions_dir
-from cuda_agent.judge.env import PROTOCOL_VERSION
+from cuda_agent.judge import PROTOCOL_VERSION
 from cuda_agent.machine import cache_root, detect_device, gpu_name
 from cuda_agent.tasks import Catalog
 from cuda_agent.types import Task

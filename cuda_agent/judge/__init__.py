@@ -1,22 +1,59 @@
 """The judge: decides whether a candidate is correct and how fast it is, and cannot be fooled.
 
-Use `judge(task, solution, JudgeConfig())`; see `pipeline.py` for the stages. The names are
-resolved lazily so that the judge's child processes (`python -m cuda_agent.judge.worker`, ...)
-import only what they run.
+Use `judge(task, solution, JudgeConfig())`; see `pipeline.py` for the stages. This module is the judge's
+only door for other packages (an import-linter contract in pyproject.toml holds them to it); its modules
+are the judge's own business. The names are resolved lazily, so that a process that needs one of them
+(the judge's children, synth's filter workers) imports only the module that defines it.
 """
 
-from typing import Any
+from __future__ import annotations
 
-__all__ = ["JudgeConfig", "judge"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cuda_agent.judge.build import trim_compile_log
+    from cuda_agent.judge.config import JudgeConfig
+    from cuda_agent.judge.env import PROTOCOL_VERSION, apply_precision_flags, describe_device
+    from cuda_agent.judge.pipeline import baseline_key, judge, prepare, reference_timings
+    from cuda_agent.judge.protocol import BaselineResult
+    from cuda_agent.judge.timing import Clock, make_flusher, time_phase
+
+_HOMES = {
+    "JudgeConfig": "config",
+    "judge": "pipeline",
+    "prepare": "pipeline",
+    "reference_timings": "pipeline",
+    "baseline_key": "pipeline",
+    "BaselineResult": "protocol",
+    "trim_compile_log": "build",
+    "PROTOCOL_VERSION": "env",
+    "apply_precision_flags": "env",
+    "describe_device": "env",
+    "Clock": "timing",
+    "make_flusher": "timing",
+    "time_phase": "timing",
+}
+"""Each exported name and the module (of this package) that defines it."""
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "BaselineResult",
+    "Clock",
+    "JudgeConfig",
+    "apply_precision_flags",
+    "baseline_key",
+    "describe_device",
+    "judge",
+    "make_flusher",
+    "prepare",
+    "reference_timings",
+    "time_phase",
+    "trim_compile_log",
+]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "JudgeConfig":
-        from cuda_agent.judge.config import JudgeConfig
-
-        return JudgeConfig
-    if name == "judge":
-        from cuda_agent.judge.pipeline import judge
-
-        return judge
-    raise AttributeError(name)
+    if name not in _HOMES:
+        raise AttributeError(f"module 'cuda_agent.judge' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"cuda_agent.judge.{_HOMES[name]}"), name)

@@ -89,7 +89,7 @@ def run(req: BaselineRequest) -> BaselineResult:
     from cuda_agent.tasks.problem import call_inputs, load_problem
 
     flags = env.apply_precision_flags()
-    info = env.describe(req.device)
+    info = env.describe_device(req.device)
     problem = load_problem(req.task_code, req.task_name)
     init = call_inputs(problem, req.task_name, "get_init_inputs")
     torch.manual_seed(0)

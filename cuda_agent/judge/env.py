@@ -43,7 +43,7 @@ def precision_flags() -> dict[str, Any]:
     }
 
 
-def describe(device: str) -> dict[str, Any]:
+def describe_device(device: str) -> dict[str, Any]:
     """torch, CUDA, driver and device facts for `Verdict.env`."""
     import torch
 

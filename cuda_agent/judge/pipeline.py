@@ -58,6 +58,25 @@ def _builds_inline(python: str) -> bool:
     return re.search(r"\bload(_inline)?\s*\(", python) is not None
 
 
+def baseline_key(task_code: str, device: str, config: JudgeConfig) -> str:
+    """The key under which a task's eager and compile timings are cached on this machine (`cache_dir/baselines/`).
+
+    Args:
+        task_code: the task's source.
+        device: the resolved device, 'cuda' or 'cpu'.
+        config: the judge settings (the compile mode, the CPU threads a CPU timing runs on).
+    """
+    versions = torch_versions()  # read from torch's files: importing torch here would cost seconds
+    key_env = {
+        "torch": versions["torch"],
+        "cuda": versions["cuda"] if device == "cuda" else None,
+        "protocol_version": PROTOCOL_VERSION,
+        "cpu_threads": config.cpu_threads if device != "cuda" else None,
+    }
+    name = gpu_name() if device == "cuda" else "cpu"
+    return baseline_mod.cache_key(task_code, name, key_env, {"tf32": False}, config.compile_mode)
+
+
 def require_gpu(device: str) -> None:
     """Raise at once when `device` is 'cuda' and no GPU is visible, rather than fail every stage later.
 
@@ -283,17 +302,7 @@ class _Judgement:
         return BaselineResult.model_validate_json(path.read_text()) if path.exists() else None
 
     def _baseline_file(self) -> Path:
-        cfg = self.cfg
-        name = gpu_name() if self.device == "cuda" else "cpu"
-        versions = torch_versions()  # read from torch's files: importing torch here would cost seconds
-        key_env = {
-            "torch": versions["torch"],
-            "cuda": versions["cuda"] if self.device == "cuda" else None,
-            "protocol_version": PROTOCOL_VERSION,
-            "cpu_threads": cfg.cpu_threads if self.device != "cuda" else None,
-        }
-        key = baseline_mod.cache_key(self.task.code, name, key_env, {"tf32": False}, cfg.compile_mode)
-        return cfg.cache_dir / "baselines" / f"{key}.json"
+        return self.cfg.cache_dir / "baselines" / f"{baseline_key(self.task.code, self.device, self.cfg)}.json"
 
     def run(self, solution_file: Path, ext_dir: Path, workdir: Path) -> RunResult | Verdict:
         cfg = self.cfg

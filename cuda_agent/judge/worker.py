@@ -81,7 +81,7 @@ class CandidateRun:
         self.candidate_started = False
         """Set just before the candidate's code first runs: an error of ours before it cannot be the candidate's."""
         self.stage_s: dict[str, float] = {}
-        self.env = env.describe(self.device)
+        self.env = env.describe_device(self.device)
         self.l2 = guards.PersistingL2() if cuda else None
         self.l2_before = self.l2.limit_bytes() if self.l2 else 0
         self.env["l2_persistence_guard"] = bool(self.l2 and self.l2.available)
@@ -358,7 +358,7 @@ def warm_up() -> None:
     if os.environ.get(TURNS_ENV) and torch.cuda.is_available():
         with set_up_turn():
             torch.cuda.init()
-            env.describe("cuda")
+            env.describe_device("cuda")
 
 
 def main(argv: list[str]) -> int:

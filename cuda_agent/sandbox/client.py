@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from cuda_agent.errors import ConfigError, Error, SandboxError
-from cuda_agent.judge.config import JudgeConfig
+from cuda_agent.judge import JudgeConfig
 from cuda_agent.sandbox.jobs import CommandResult, PoolMetrics, error_class, judge_config, new_job_id, portable_config
 from cuda_agent.types import Task, Verdict
 

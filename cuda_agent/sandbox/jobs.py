@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator
 
 from cuda_agent.errors import ConfigError, Error, SandboxError
-from cuda_agent.judge.config import JudgeConfig
+from cuda_agent.judge import JudgeConfig
 from cuda_agent.types import Task, Verdict
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.errors import ConfigError, PoolFullError, SandboxError
-from cuda_agent.judge.config import JudgeConfig
+from cuda_agent.judge import JudgeConfig
 from cuda_agent.machine import detect_gpus
 from cuda_agent.sandbox.cpu_sets import plan_cpu_sets
 from cuda_agent.sandbox.execution import (

@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from cuda_agent.errors import Error
-from cuda_agent.judge.config import JudgeConfig
+from cuda_agent.judge import JudgeConfig
 from cuda_agent.sandbox.jobs import CommandJob, Job, JudgeJob, PathSolution, SourceSolution
 from cuda_agent.sandbox.limits import (
     Hardening,
@@ -141,7 +141,7 @@ def stage_config(job: JudgeJob, spec: RunnerSpec) -> JudgeConfig:
 
 
 def run_judge_phase(spec: RunnerSpec) -> RunnerOutcome:
-    from cuda_agent.judge.pipeline import judge, prepare
+    from cuda_agent.judge import judge, prepare
 
     job = spec.job
     assert isinstance(job, JudgeJob)

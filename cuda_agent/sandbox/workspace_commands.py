@@ -25,9 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 from cuda_agent.errors import Error
-from cuda_agent.judge.build import trim_compile_log
-from cuda_agent.judge.config import JudgeConfig
-from cuda_agent.judge.pipeline import judge, reference_timings
+from cuda_agent.judge import JudgeConfig, judge, reference_timings, trim_compile_log
 from cuda_agent.types import Task, Verdict
 from cuda_agent.workspace import build_tree, read_task_record, tampered_files
 from cuda_agent.workspace.checks import WorkspaceCheck, editable_digest, record_check

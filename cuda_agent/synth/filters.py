@@ -146,7 +146,7 @@ def _forward(model: Any, inputs: list[Any], seed: int, device: str = "cpu") -> l
 def _time_eager(model: Any, inputs: list[Any], config: FilterConfig, clock: Any, flush: Any) -> float:
     import torch
 
-    from cuda_agent.judge.timing import time_phase
+    from cuda_agent.judge import time_phase
 
     def call(values: Any) -> Any:
         with torch.no_grad():

@@ -47,8 +47,7 @@ def main(argv: list[str]) -> int:
 
     import torch
 
-    from cuda_agent.judge import env
-    from cuda_agent.judge.timing import Clock, make_flusher
+    from cuda_agent.judge import Clock, apply_precision_flags, describe_device, make_flusher
     from cuda_agent.synth.filters import FilterConfig, run_filters
 
     faulthandler.register(signal.SIGTERM)  # a hang killed by the parent leaves its stack in the log
@@ -56,10 +55,10 @@ def main(argv: list[str]) -> int:
     # On CUDA too: a worker's CPU side (building the model, its weight init) with torch's default of one
     # thread per core, times 12 workers, oversubscribes the cores many times over.
     torch.set_num_threads(config.threads)
-    env.apply_precision_flags()  # the judge's flags, so eager times mean the same as the judge's
+    apply_precision_flags()  # the judge's flags, so eager times mean the same as the judge's
     cuda = config.device == "cuda"
     clock = Clock(time.perf_counter, torch.cuda.synchronize if cuda else None, torch.cuda.Event if cuda else None)
-    l2_bytes = env.describe(config.device).get("l2_bytes") if cuda else None
+    l2_bytes = describe_device(config.device).get("l2_bytes") if cuda else None
     flush = make_flusher(config.device, l2_bytes)
     warm_up(config.device, config.compile)
     out = sys.stdout

@@ -22,20 +22,19 @@ from cuda_agent.judge.protocol import BaselineRequest, BaselineResult
 
 
 def cache_key(task_code: str, device_name: str, env: dict[str, Any], flags: dict[str, Any], mode: str | None) -> str:
-    """Hex key of one baseline measurement."""
-    material = json.dumps(
-        {
-            "task": hashlib.sha256(task_code.encode()).hexdigest(),
-            "device": device_name,
-            "torch": env.get("torch"),
-            "cuda": env.get("cuda"),
-            "protocol": env.get("protocol_version"),
-            "flags": flags,
-            "compile_mode": mode,
-        },
-        sort_keys=True,
-    )
-    return hashlib.sha256(material.encode()).hexdigest()[:32]
+    """Hex key of one baseline measurement (`env`: torch, cuda, protocol_version, and cpu_threads for a CPU's)."""
+    facts = {
+        "task": hashlib.sha256(task_code.encode()).hexdigest(),
+        "device": device_name,
+        "torch": env.get("torch"),
+        "cuda": env.get("cuda"),
+        "protocol": env.get("protocol_version"),
+        "flags": flags,
+        "compile_mode": mode,
+    }
+    if env.get("cpu_threads") is not None:  # a CPU timing depends on its threads; GPU keys stay as they were
+        facts["cpu_threads"] = env["cpu_threads"]
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:32]
 
 
 @contextmanager

@@ -11,7 +11,7 @@ import pytest
 
 from cuda_agent.cli import main
 from cuda_agent.errors import JudgeInfraError
-from cuda_agent.judge import JudgeConfig, judge
+from cuda_agent.judge import JudgeConfig, baseline_key, judge
 from cuda_agent.tasks import Catalog
 from cuda_agent.types import Task, Verdict
 from tests.conftest import has_gpu
@@ -145,6 +145,13 @@ def test_a_lock_left_by_a_killed_load_is_removed_and_the_judgement_goes_on(tmp_p
 
 RELU_TASK = (EXAMPLES / "problems" / "relu.py").read_text()
 HUNGRY_REFERENCE = hungry_reference()
+
+
+def test_cpu_baselines_are_kept_per_thread_count_gpu_ones_whatever_the_cpu_threads() -> None:
+    # A baseline timed on 4 threads would otherwise answer a judgement that times the candidate on 1.
+    one, four = (JudgeConfig(device="cpu", cpu_threads=n) for n in (1, 4))
+    assert baseline_key(RELU_TASK, "cpu", one) != baseline_key(RELU_TASK, "cpu", four)
+    assert baseline_key(RELU_TASK, "cuda", one) == baseline_key(RELU_TASK, "cuda", four)
 
 
 def judge_new_task(tmp_path: Path, source: str, task_code: str = RELU_TASK, **config) -> Verdict:

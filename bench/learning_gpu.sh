@@ -16,9 +16,12 @@
 #
 # Knobs (env): STEPS=30 SEEDS="0 1" SFT_STEPS=300 SFT_BATCH=24 HIDDEN=128 LAYERS=2 N=16 (answers per step) BUDGET_S=540
 # DEVICE=cuda (default) or cpu: on the CPU, verl runs on our CPU platform (trainer.device=cpu, cuda_agent.rl.verl_cpu;
-# the SFT step through cuda_agent.rl.sft_cpu, verl's SFT trainer with a gloo group), the curriculum's answers are C++
-# and the judge times them on the CPU. CPU run of 2026-12-04 (bench/results/cpu-2026-12-04-learning/):
-#   DEVICE=cpu STEPS=30 SEEDS=0 SFT_STEPS=8 SFT_BATCH=3 N=8 BUDGET_S=1620 bash bench/learning_gpu.sh
+# the SFT step through cuda_agent.rl.sft_cpu, verl's SFT trainer with a gloo group), the curriculum is the CPU one
+# (one-file C++ answers of ~310 tokens, a 2-line prompt: cuda_agent/rl/curriculum.py) and the judge times on the CPU.
+# MAX_RESPONSE=448 (CPU only: the rollout's length limit). CPU run of 2026-12-05 (bench/results/cpu-2026-12-05-learning/,
+# 27 minutes on 2 shared cores): SFT 300 steps in ~8 min, every probe sample an exact copy; PPO ~12 s a step; the
+# learning check over 2 seeds: first 5 steps 1.45, last 5 2.8, 5.5 standard errors, visible:
+#   DEVICE=cpu STEPS=30 SEEDS="0 1" SFT_STEPS=300 SFT_BATCH=6 N=8 BUDGET_S=3000 bash bench/learning_gpu.sh
 # Here: bash scripts/device_wheels.sh rl --no-data ; carry [".whl"]
 # There (repository root): bash bench/learning_gpu.sh
 set -uo pipefail
@@ -47,14 +50,17 @@ if [ "$DEVICE" = cuda ]; then
   nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
   SFT_CPU=() PPO_CPU=()
 else  # verl's trainers on our CPU platform; FSDP1 needs a GPU for sync_module_states, torch.compile only slows a tiny model
-  # Sized for 2 cores (bench/results/cpu-2026-12-05-learning/): no gradient checkpointing (it recomputes every
-  # forward), no data-loader workers, and the rollout padded to the CPU curriculum's lengths (prompt ~90 tokens,
-  # answers ~310): verl's agent loop pads every sequence to max_prompt_length + max_response_length.
+  # Sized for 2 cores (bench/results/cpu-2026-12-05-learning/, "Where the time went"): the rollout padded to the
+  # CPU curriculum's lengths (prompt 86 tokens, answers ~310; verl's agent loop pads every sequence to
+  # max_prompt_length + max_response_length), no remove-padding (without flash-attn the 8 answers become one
+  # packed sequence whose sdpa attention costs 3.6x the padded batch's update here), no gradient checkpointing,
+  # no data-loader workers.
   SFT_CPU=(--set trainer.device=cpu --set engine.strategy=fsdp2 --set engine.use_torch_compile=false --set engine.dtype=float32
     --set trainer.save_freq="$SFT_STEPS" --set model.enable_gradient_checkpointing=false --set data.num_workers=0)
   PPO_CPU=(--set trainer.device=cpu --set +ray_kwargs.ray_init.include_dashboard=false
     --set data.max_prompt_length=128 --set data.max_response_length="$MAX_RESPONSE"
     --set actor_rollout_ref.model.enable_gradient_checkpointing=false --set critic.model.enable_gradient_checkpointing=false
+    --set actor_rollout_ref.model.use_remove_padding=false --set critic.model.use_remove_padding=false
     --set actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu="$N" --set critic.ppo_micro_batch_size_per_gpu="$N"
     --set actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu="$N"
     --set actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu="$N")
@@ -114,7 +120,6 @@ PY
     --set trainer.total_training_steps="$STEPS" --set trainer.default_local_dir="$WORK/ppo$seed" \
     --set actor_rollout_ref.actor.strategy=fsdp2 --set critic.strategy=fsdp2 \
     --set +actor_rollout_ref.model.override_config.attn_implementation=sdpa \
-    --set actor_rollout_ref.model.use_remove_padding=false --set critic.model.use_remove_padding=false \
     --set "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}" \
     --set actor_rollout_ref.rollout.dtype=float32 --set actor_rollout_ref.rollout.calculate_log_probs=true \
     --set actor_rollout_ref.rollout.agent.num_workers=2 \

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cuda_agent.judge.build import trim_compile_log
+    from cuda_agent.judge.child.timing import Clock, make_flusher, time_phase
     from cuda_agent.judge.config import JudgeConfig
     from cuda_agent.judge.env import PROTOCOL_VERSION, apply_precision_flags, describe_device
     from cuda_agent.judge.pipeline import baseline_key, judge, prepare, reference_timings
     from cuda_agent.judge.protocol import BaselineResult
-    from cuda_agent.judge.timing import Clock, make_flusher, time_phase
 
 _HOMES = {
     "JudgeConfig": "config",
@@ -30,9 +30,9 @@ _HOMES = {
     "PROTOCOL_VERSION": "env",
     "apply_precision_flags": "env",
     "describe_device": "env",
-    "Clock": "timing",
-    "make_flusher": "timing",
-    "time_phase": "timing",
+    "Clock": "child.timing",
+    "make_flusher": "child.timing",
+    "time_phase": "child.timing",
 }
 """Each exported name and the module (of this package) that defines it."""
 

@@ -30,8 +30,8 @@ from pydantic import ValidationError
 
 from cuda_agent.errors import JudgeInfraError, TaskError
 from cuda_agent.gpu_turns import turns_for
-from cuda_agent.judge import baseline as baseline_mod
 from cuda_agent.judge.build import build_solution, ext_dir_for
+from cuda_agent.judge.child import baseline as baseline_mod
 from cuda_agent.judge.config import JudgeConfig
 from cuda_agent.judge.confine import candidate_user, confined_env, hand_over, private_copy
 from cuda_agent.judge.env import PROTOCOL_VERSION
@@ -245,7 +245,7 @@ class _Judgement:
             env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
         else:
             env[TURNS_ENV] = str(turns_for(self.cfg.cache_dir).folder)
-        self.standby = Standby("cuda_agent.judge.worker", env, namespace=self.user is not None)
+        self.standby = Standby("cuda_agent.judge.child.worker", env, namespace=self.user is not None)
         return self.standby
 
     def discard_standby(self) -> None:
@@ -340,7 +340,7 @@ class _Judgement:
         if self.user is not None:
             confinement = private_copy(ext_dir, workdir / "private", self.user, cfg.cache_dir)
         payload = self._child(
-            "cuda_agent.judge.worker",
+            "cuda_agent.judge.child.worker",
             request.model_dump_json(),
             workdir,
             cfg.run_timeout_s,
@@ -462,7 +462,7 @@ class _Judgement:
             timing_lock=str(cfg.timing_lock) if cfg.timing_lock else None,
         )
         payload = self._child(
-            "cuda_agent.judge.baseline",
+            "cuda_agent.judge.child.baseline",
             request.model_dump_json(),
             workdir,
             cfg.baseline_timeout_s,

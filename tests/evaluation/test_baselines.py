@@ -67,11 +67,11 @@ def test_timing_lock_lets_one_process_time_at_a_time(tmp_path: Path) -> None:
     import sys
     import time
 
-    from cuda_agent.judge.baseline import _timing_lock
+    from cuda_agent.judge.child.baseline import _timing_lock
 
     lock = tmp_path / "gpu.lock"
     holder = (
-        "import sys, time; from cuda_agent.judge.baseline import _timing_lock\n"
+        "import sys, time; from cuda_agent.judge.child.baseline import _timing_lock\n"
         "with _timing_lock(sys.argv[1]):\n    print('held', flush=True); time.sleep(1.5)\n"
     )
     child = subprocess.Popen([sys.executable, "-c", holder, str(lock)], stdout=subprocess.PIPE, text=True)

@@ -27,7 +27,11 @@ def test_a_name_imports_only_the_module_that_defines_it() -> None:
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('cuda_agent.judge.'))))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert json.loads(done.stdout) == ["cuda_agent.judge.env", "cuda_agent.judge.timing"]
+    assert json.loads(done.stdout) == [
+        "cuda_agent.judge.child",
+        "cuda_agent.judge.child.timing",
+        "cuda_agent.judge.env",
+    ]
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:

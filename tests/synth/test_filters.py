@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from cuda_agent.judge.timing import Clock, make_flusher
+from cuda_agent.judge.child.timing import Clock, make_flusher
 from cuda_agent.synth.filters import FilterConfig, forward_source, run_filters
 
 TEMPLATE = """

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from cuda_agent.judge.trial import judge_trial
+from cuda_agent.judge.child.trial import judge_trial
 from tests.judge.threats._hacks import checks_of, failed_check, judge_hack, model_new
 from tests.judge.threats._static import checks, expect, solution
 

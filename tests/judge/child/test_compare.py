@@ -7,7 +7,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from cuda_agent.judge.compare import check_output, same_values
+from cuda_agent.judge.child.compare import check_output, same_values
 
 STRICT = {
     "atol": 1e-2,

@@ -1,6 +1,6 @@
 """The candidate's process: import the prebuilt solution, check it on fresh inputs, time it.
 
-Run as `python -m cuda_agent.judge.worker REQUEST.json RESULT.json` by the grader, never in the
+Run as `python -m cuda_agent.judge.child.worker REQUEST.json RESULT.json` by the grader, never in the
 grader's own process. The order of events is the defence:
 1. precision flags pinned and every harness function captured before candidate code loads;
 2. the reference is loaded without registering it by name, and runs only after the candidate's
@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.errors import TaskError
-from cuda_agent.judge import guards
 from cuda_agent.judge.build import loading_extensions
+from cuda_agent.judge.child import guards
 from cuda_agent.judge.protocol import RunRequest, RunResult
 from cuda_agent.judge.standby import TURNS_ENV, mark_candidate, progress, serve_once, set_up_turn
 from cuda_agent.types import Violation
@@ -64,7 +64,7 @@ class CandidateRun:
         import torch.utils.cpp_extension  # noqa: F401
 
         from cuda_agent.judge import env
-        from cuda_agent.judge.timing import Clock
+        from cuda_agent.judge.child.timing import Clock
 
         self.req = request
         self.torch = torch
@@ -173,8 +173,8 @@ class CandidateRun:
         return out, tracer.disallowed
 
     def run_trial(self, seed: int, transform: str, label: str) -> None:
-        from cuda_agent.judge.inputs import clone_inputs, make_inputs
-        from cuda_agent.judge.trial import judge_trial
+        from cuda_agent.judge.child.inputs import clone_inputs, make_inputs
+        from cuda_agent.judge.child.trial import judge_trial
 
         inputs = make_inputs(self.problem, self.req.task_name, seed, self.device, transform)
         given = clone_inputs(inputs)
@@ -206,8 +206,8 @@ class CandidateRun:
         self.stage_s["correctness"] = time.perf_counter() - start
 
     def timing(self) -> dict[str, Any]:
-        from cuda_agent.judge.inputs import timing_input_sets
-        from cuda_agent.judge.timing import make_flusher, time_phase
+        from cuda_agent.judge.child.inputs import timing_input_sets
+        from cuda_agent.judge.child.timing import make_flusher, time_phase
 
         start = time.perf_counter()
         input_sets = timing_input_sets(self.problem, self.req.task_name, self.req.timing_seed, self.device)
@@ -247,7 +247,7 @@ class CandidateRun:
         Returns:
             custom_kernel_time_fraction, or None where nothing could be measured.
         """
-        from cuda_agent.judge.inputs import make_inputs
+        from cuda_agent.judge.child.inputs import make_inputs
         from cuda_agent.judge.policy import runtime as policy_runtime
 
         start = time.perf_counter()
@@ -352,7 +352,8 @@ def warm_up() -> None:
     import torch.utils._python_dispatch  # noqa: F401
     import torch.utils.cpp_extension  # noqa: F401
 
-    from cuda_agent.judge import compare, env, inputs, timing, trial  # noqa: F401
+    from cuda_agent.judge import env  # noqa: F401
+    from cuda_agent.judge.child import compare, inputs, timing, trial  # noqa: F401
     from cuda_agent.tasks import problem  # noqa: F401
 
     if os.environ.get(TURNS_ENV) and torch.cuda.is_available():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from cuda_agent.judge.compare import check_output, same_values
+from cuda_agent.judge.child.compare import check_output, same_values
 from cuda_agent.tasks.inspection import flatten_outputs
 
 

@@ -1,6 +1,6 @@
 """Eager and `torch.compile` baseline timings of a reference, measured in their own process.
 
-`python -m cuda_agent.judge.baseline REQUEST.json RESULT.json` times the reference with the same
+`python -m cuda_agent.judge.child.baseline REQUEST.json RESULT.json` times the reference with the same
 protocol (`timing.py`) and flags as the candidate. The grader caches results on disk, keyed by
 everything that changes a time: task source, device name, torch and CUDA versions, precision
 flags, compile mode and protocol version; a second judgement of a task re-times nothing.
@@ -54,8 +54,8 @@ def _timing_lock(path: str | None) -> Iterator[None]:
 def _time_model(model: Any, problem: Any, req: BaselineRequest, clock: Any, flush: Any) -> dict[str, Any]:
     import torch
 
-    from cuda_agent.judge.inputs import timing_input_sets
-    from cuda_agent.judge.timing import time_phase
+    from cuda_agent.judge.child.inputs import timing_input_sets
+    from cuda_agent.judge.child.timing import time_phase
 
     input_sets = timing_input_sets(problem, req.task_name, req.timing_seed, req.device)
 
@@ -83,8 +83,8 @@ def run(req: BaselineRequest) -> BaselineResult:
     import torch
 
     from cuda_agent.judge import env
-    from cuda_agent.judge.guards import PersistingL2
-    from cuda_agent.judge.timing import Clock, make_flusher
+    from cuda_agent.judge.child.guards import PersistingL2
+    from cuda_agent.judge.child.timing import Clock, make_flusher
     from cuda_agent.tasks.problem import call_inputs, load_problem
 
     flags = env.apply_precision_flags()

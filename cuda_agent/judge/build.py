@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import pwd
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -50,6 +52,7 @@ from cuda_agent.judge.fast_build import (
 )
 from cuda_agent.machine import cuda_arch_list, toolchain, torch_versions
 from cuda_agent.subproc import child_env, run_module
+from cuda_agent.workspace.build import BUILD_DIR
 
 _ERROR_LINE = re.compile(r"(error:|error\b.*:|: fatal error|undefined symbol|error [A-Z]\d+)", re.IGNORECASE)
 _NOISE = re.compile(r"^\[\d+/\d+\]|^ninja: |^FAILED: |^c\+\+ |^/usr/.*nvcc |^Traceback|^  File |^subprocess")
@@ -74,6 +77,9 @@ class BuildResult:
     wall_s: float
     cached: bool = False
     timed_out: bool = False
+    stale: str = ""
+    """Why a build found in the cache was not trusted and was built again (a part of it is missing or out of
+    date), else empty."""
     preparing: Preparing | None = None
     """A `prepare` started beside this build and maybe still running: it helps later builds only, so the build
     does not wait for it; the caller does (`finish_prepare`) before it times on cores the prepare shares, and
@@ -157,8 +163,12 @@ def build_solution(
             of the build folder (confine.py).
     """
     ext_dir = ext_dir_for(build_hash, device, cache_dir)
+    stale = ""
     if (ext_dir / OK_MARKER).exists():
-        return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=0.0, cached=True)
+        stale = cached_build_gap(ext_dir)
+        if not stale:
+            return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=0.0, cached=True)
+        (ext_dir / OK_MARKER).unlink(missing_ok=True)  # no other judgement trusts it meanwhile
     ext_dir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     if kernels is not None:
@@ -166,10 +176,11 @@ def build_solution(
         if not ok:
             timed_out = log.startswith("build exceeded")
             log = log if timed_out else trim_compile_log(log)
-            return BuildResult(ok=False, ext_dir=ext_dir, log=log, wall_s=time.monotonic() - start, timed_out=timed_out)
+            wall_s = time.monotonic() - start
+            return BuildResult(ok=False, ext_dir=ext_dir, log=log, wall_s=wall_s, timed_out=timed_out, stale=stale)
     if not import_needed:
-        (ext_dir / OK_MARKER).write_text(f"{time.monotonic() - start:.1f}\n")
-        return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=time.monotonic() - start)
+        _write_marker(ext_dir, time.monotonic() - start)
+        return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=time.monotonic() - start, stale=stale)
     fast_dir = cache_dir / "fast"
     preparing = start_prepare(solution_file, device, fast_dir)
     env = _child_env(ext_dir, device, fast_dir, python_path or [])
@@ -194,15 +205,65 @@ def build_solution(
     wall_s = time.monotonic() - start
     if child.timed_out:
         log = f"build exceeded {timeout_s:.0f} s"
-        return BuildResult(ok=False, ext_dir=ext_dir, log=log, wall_s=wall_s, timed_out=True, preparing=preparing)
+        return BuildResult(
+            ok=False, ext_dir=ext_dir, log=log, wall_s=wall_s, timed_out=True, preparing=preparing, stale=stale
+        )
     if child.returncode == COMPILE_FAILED:
         log = trim_compile_log(child.stdout + "\n" + child.stderr)
-        return BuildResult(ok=False, ext_dir=ext_dir, log=log, wall_s=wall_s, preparing=preparing)
+        return BuildResult(ok=False, ext_dir=ext_dir, log=log, wall_s=wall_s, preparing=preparing, stale=stale)
     if child.returncode == 0:
-        (ext_dir / OK_MARKER).write_text(f"{wall_s:.1f}\n")
+        _write_marker(ext_dir, wall_s)
     # Otherwise Python at the solution's top level failed (IMPORT_FAILED), or the process was killed or exited on
     # its own: not the compiler's doing; the run stage meets the same and reports it.
-    return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=wall_s, preparing=preparing)
+    return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=wall_s, preparing=preparing, stale=stale)
+
+
+def _ninja_builds(ext_dir: Path) -> list[tuple[str, str]]:
+    """(folder ninja runs in, its build file), relative to `ext_dir`, of each build in the folder: one per
+    load_inline/load extension (torch's own build file in a folder named after it), and a workspace's kernels."""
+    builds = [(p.parent.name, p.name) for p in sorted(ext_dir.glob("*/build.ninja")) if p.parent.name != "src"]
+    if (ext_dir / "src" / BUILD_DIR / "build.ninja").is_file():
+        builds.append(("src", f"{BUILD_DIR}/build.ninja"))
+    return builds
+
+
+def _write_marker(ext_dir: Path, wall_s: float) -> None:
+    """Mark the build done, naming the builds it holds: a later judgement trusts it only if each is complete."""
+    record = {"wall_s": round(wall_s, 1), "builds": _ninja_builds(ext_dir)}
+    (ext_dir / OK_MARKER).write_text(json.dumps(record) + "\n")
+
+
+def cached_build_gap(ext_dir: Path) -> str:
+    """Why the marked build in `ext_dir` cannot be trusted as it is, else "".
+
+    The marker promises that the candidate's load finds nothing to build: a folder missing an object or the
+    module (an interrupted copy, a cleaner) would have the candidate's process compile it inside the run
+    stage's time limit. ninja's dry run says whether each build is up to date, as the load's ninja will.
+    """
+    try:
+        builds = json.loads((ext_dir / OK_MARKER).read_text())["builds"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "its marker does not name its builds (an older judge's, or damaged)"
+    search = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
+    ninja = shutil.which("ninja", path=search) or "ninja"
+    for folder, build_file in builds:
+        if not (ext_dir / folder / build_file).is_file():
+            return f"{folder}/{build_file} is missing"
+        try:
+            dry = subprocess.run(
+                [ninja, "-n", "-d", "explain", "-f", build_file],
+                cwd=ext_dir / folder,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"ninja could not check {folder}: {exc}"
+        if dry.returncode != 0 or "no work to do" not in dry.stdout:
+            why = [ln for ln in (dry.stderr + dry.stdout).splitlines() if "explain" in ln or "error" in ln]
+            return f"{folder}: {(why or ['ninja would rebuild it'])[0].removeprefix('ninja explain: ')}"
+    return ""
 
 
 def trim_compile_log(log: str, context: int = 4, max_chars: int = 2500) -> str:

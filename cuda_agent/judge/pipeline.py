@@ -205,6 +205,8 @@ class _Judgement:
         )
         self.stage_s["build"] = result.wall_s
         self.env["build_cached"] = result.cached
+        if result.stale:
+            self.env["build_stale"] = result.stale  # a cached build that was incomplete, and so built again
         self.preparing = result.preparing
         if result.timed_out:
             self.cacheable = False

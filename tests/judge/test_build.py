@@ -270,6 +270,33 @@ def test_fast_build_uses_the_precompiled_header_gives_plain_results_and_is_built
     assert (result.ext_dir / OK_MARKER).exists() and _objects(result.ext_dir) == before
 
 
+@pytest.mark.slow
+def test_a_cached_build_missing_an_object_is_built_again_in_the_build_stage(tmp_path: Path) -> None:
+    """A build folder with its marker but without `main.o` (an interrupted copy, a cleaner): the judge builds it
+    again before the run stage, instead of the candidate's own load compiling within the run's time limit."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "fast").symlink_to(cache_root() / "fast", target_is_directory=True)  # the machine's prepared headers
+    (cache_root() / "fast").mkdir(parents=True, exist_ok=True)
+    solution = tmp_path / "solution.py"
+    solution.write_text(RELU)
+    task = Catalog().resolve("examples/relu")
+    config = JudgeConfig(device="cpu", time=False, verdict_cache=False, cache_dir=cache)
+    first = judge(task, solution, config)
+    assert first.verdict == "pass" and not first.env["build_cached"], first.message
+    ext_dir = build.ext_dir_for(read_solution(solution).build_hash, "cpu", cache)
+    (main_o,) = ext_dir.glob("*/main.o")
+    main_o.unlink()
+
+    again = judge(task, solution, config)
+    assert again.verdict == "pass", again.message
+    assert not again.env["build_cached"] and "main.o" in again.env["build_stale"]
+    # ninja logs each compile: the first build's and the build stage's again; none by the candidate's load
+    log = (main_o.parent / ".ninja_log").read_text().splitlines()
+    assert sum("\tmain.o\t" in line for line in log) == 2, log
+    assert build_solution(solution, read_solution(solution).build_hash, "cpu", cache, 60).cached  # complete again
+
+
 def test_workspace_build_is_cached_by_content(tmp_path: Path) -> None:
     """A workspace candidate's kernels are built once per content: a second judgement finds the marker."""
     calls = []

@@ -8,17 +8,23 @@
 # Results (manifest.json, each stage's steps.jsonl/report.html/train logs) land in $OUT/chain_gpu.tar.
 #
 # Knobs (env): STEPS=2 TURNS=2 SFT_STEPS=20 ACTOR=<HF folder> (default: a tiny random Qwen2), BUDGET_S=540
+# DEVICE=cuda (default) or cpu: on the CPU, verl runs on our CPU platform (trainer.device=cpu, cuda_agent.rl.verl_cpu;
+# the SFT step through cuda_agent.rl.sft_cpu), sized as bench/learning_gpu.sh's CPU mode (fsdp2 in fp32, sdpa, no
+# remove-padding, no gradient checkpointing, no Ray dashboard), the curriculum and the tasks are the CPU ones, the
+# judge times on the CPU. CPU run of 2026-12-05 (bench/results/cpu-2026-12-05-chain/, 2 shared cores):
+#   DEVICE=cpu STEPS=2 TURNS=2 SFT_STEPS=4 BUDGET_S=2400 PY=python bash bench/chain_gpu.sh
 # Here: bash scripts/device_wheels.sh rl --no-data ; carry [".whl"]
 # There (repository root): bash bench/chain_gpu.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 STEPS=${STEPS:-2} TURNS=${TURNS:-2} SFT_STEPS=${SFT_STEPS:-20} BUDGET_S=${BUDGET_S:-540} PORT=${PORT:-8766}
+DEVICE=${DEVICE:-cuda}
 OUT=${OUT:-/tmp/chain_gpu_out} WORK=${WORK:-/tmp/chain_gpu}
 START=$(date +%s)
 rm -rf "$WORK"; mkdir -p "$OUT" "$WORK"
 exec > >(tee -a "$WORK/chain_gpu.log") 2>&1
-if ls .whl/*.whl >/dev/null 2>&1; then
+if [ "$DEVICE" = cuda ] && ls .whl/*.whl >/dev/null 2>&1; then  # the H200's wheels; elsewhere the venv has them
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site:$ROOT PATH=/tmp/site/bin:$PATH
 else
@@ -26,21 +32,21 @@ else
 fi
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} RAY_DEDUP_LOGS=0 TOKENIZERS_PARALLELISM=false
 PY=${PY:-python3}
-echo "== $(date -u +%FT%TZ) $(hostname) steps=$STEPS turns=$TURNS"
-nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+echo "== $(date -u +%FT%TZ) $(hostname) device=$DEVICE steps=$STEPS turns=$TURNS sft_steps=$SFT_STEPS"
+[ "$DEVICE" = cuda ] && nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 
 $PY bench/tiny_model.py --out "$WORK/tiny" > /dev/null || exit 1
 ACTOR=${ACTOR:-$WORK/tiny/actor}
-$PY -m cuda_agent train curriculum --device cuda --out "$WORK/curriculum" > /dev/null || exit 1
-$PY -m cuda_agent train data --suite examples --device cuda --out "$WORK/examples.parquet" || exit 1
+$PY -m cuda_agent train curriculum --device "$DEVICE" --out "$WORK/curriculum" > /dev/null || exit 1
+$PY -m cuda_agent train data --suite examples --device "$DEVICE" --out "$WORK/examples.parquet" || exit 1
 $PY -m cuda_agent serve --port "$PORT" --workspace-root "$WORK" > "$WORK/serve.log" 2>&1 &
 SERVE=$!
 sleep 5
 
 # The pipeline file: the recipes with the judge service and one GPU, and the tiny model's sizes.
-$PY - "$WORK" "$ACTOR" "http://127.0.0.1:$PORT" "$STEPS" "$TURNS" "$SFT_STEPS" <<'PY' || exit 1
+$PY - "$WORK" "$ACTOR" "http://127.0.0.1:$PORT" "$STEPS" "$TURNS" "$SFT_STEPS" "$DEVICE" <<'PY' || exit 1
 import sys, yaml
-work, actor, url, steps, turns, sft_steps = sys.argv[1:]
+work, actor, url, steps, turns, sft_steps, device = sys.argv[1:]
 critic = f"{work}/tiny/critic"
 
 def recipe(name, **fields):
@@ -51,9 +57,9 @@ def recipe(name, **fields):
     yaml.safe_dump(data, open(path, "w"))
     return path
 
-judged = {"device": "cuda", "sandbox_url": url}
-h200 = [  # what verl needs here: one GPU, fsdp2 in fp32, sdpa (no flash-attn), our transformers rollout
-    "trainer.device=cuda", "trainer.n_gpus_per_node=1", f"trainer.total_training_steps={steps}",
+judged = {"device": device, "sandbox_url": url}
+gpu = [  # what verl needs on one GPU: fsdp2 in fp32, sdpa (no flash-attn), our transformers rollout
+    f"trainer.device={device}", "trainer.n_gpus_per_node=1", f"trainer.total_training_steps={steps}",
     f"trainer.save_freq={steps}", "trainer.test_freq=-1", "trainer.logger=[console,file]",
     "actor_rollout_ref.actor.strategy=fsdp2", "critic.strategy=fsdp2", "critic.model.trust_remote_code=true",
     "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
@@ -70,25 +76,39 @@ h200 = [  # what verl needs here: one GPU, fsdp2 in fp32, sdpa (no flash-attn), 
     "critic.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
     f"actor_rollout_ref.rollout.multi_turn.max_assistant_turns={turns}",
 ]
+sft = []
+single = ["data.max_prompt_length=2048", "data.max_response_length=1024"]  # the recipe's: the CUDA curriculum
+if device == "cpu":  # as bench/learning_gpu.sh DEVICE=cpu (bench/results/cpu-2026-12-05-learning/, "Where the time went")
+    # No remove-padding (sdpa over one packed sequence costs more than padded rows), no gradient checkpointing,
+    # no dashboard; the examples' agent prompts are ~2,100 tokens, the CPU curriculum's 86 (answers ~310).
+    gpu = [s for s in gpu if not s.startswith("data.max_response_length")] + [
+        "data.max_response_length=256", "+ray_kwargs.ray_init.include_dashboard=false",
+        "actor_rollout_ref.model.use_remove_padding=false", "critic.model.use_remove_padding=false",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=false",
+        "critic.model.enable_gradient_checkpointing=false"]
+    single = ["data.max_prompt_length=128", "data.max_response_length=448"]
+    sft = ["trainer.device=cpu", "engine.strategy=fsdp2", "engine.use_torch_compile=false", "engine.dtype=float32",
+           "model.enable_gradient_checkpointing=false", "data.num_workers=0", "data.micro_batch_size_per_gpu=4",
+           "data.max_length=1024"]
 examples = [f"data.train_files={work}/examples.parquet", f"data.val_files={work}/examples.parquet"]
 small = ["data.train_batch_size=2", "actor_rollout_ref.actor.ppo_mini_batch_size=2", "data.val_batch_size=2"]
 stages = {
     "single-turn": {"recipe": recipe("curriculum_ppo", reward_function=judged), "set": [
-        *[s for s in h200 if not s.startswith("data.max_")], f"actor_rollout_ref.model.path={actor}",
+        *[s for s in gpu if not s.startswith("data.max_")], *single, f"actor_rollout_ref.model.path={actor}",
         f"critic.model.path={critic}", "actor_rollout_ref.rollout.n=4", "trainer.val_before_train=false",
         f"data.train_files={work}/curriculum/rl.parquet", f"data.val_files={work}/curriculum/rl.parquet"]},
     "collect": {"recipe": recipe("collect", agent_loop=judged), "set": [
-        *h200, *examples, "data.val_max_samples=2", "data.val_batch_size=2",
+        *gpu, *examples, "data.val_max_samples=2", "data.val_batch_size=2",
         "actor_rollout_ref.rollout.val_kwargs.n=2"]},
     "rft-data": {"extra_sft": [f"{work}/curriculum/sft.parquet"]},
     "rft": {"recipe": recipe("curriculum_sft"), "set": [
         f"trainer.total_training_steps={sft_steps}", f"trainer.save_freq={sft_steps}", "data.truncation=right",
         "data.train_batch_size=8", "checkpoint.save_contents=[model,optimizer,extra,hf_model]",
-        "+model.override_config.attn_implementation=sdpa", "model.use_remove_padding=false"]},
-    "critic-warmup": {"set": [*h200, *small, f"critic.model.path={critic}", "data.train_batch_size=4",
+        "+model.override_config.attn_implementation=sdpa", "model.use_remove_padding=false", *sft]},
+    "critic-warmup": {"set": [*gpu, *small, f"critic.model.path={critic}", "data.train_batch_size=4",
         "actor_rollout_ref.actor.ppo_mini_batch_size=4", "trainer.val_before_train=false"]},
     "agentic-ppo": {"recipe": recipe("agentic_ppo", agent_loop=judged), "set": [
-        *h200, *small, *examples, "trainer.val_before_train=false"]},
+        *gpu, *small, *examples, "trainer.val_before_train=false"]},
 }
 yaml.safe_dump({"run_dir": f"{work}/run", "stages": stages}, open(f"{work}/pipeline.yaml", "w"), sort_keys=False)
 PY
@@ -103,7 +123,7 @@ while kill -0 "$PID" 2>/dev/null; do
 done
 wait "$PID" 2>/dev/null; echo "== train all exit $? at $(( $(date +%s) - START )) s"
 grep "^== \|^   rft-data\|all stages done\|error" "$WORK/train_all.log" | tail -n 30
-ray stop --force > /dev/null 2>&1
+[ "$DEVICE" = cuda ] && ray stop --force > /dev/null 2>&1  # elsewhere other Ray clusters may run: the group kill must do
 echo "== again (every stage must be skipped):"
 timeout 120 $PY -m cuda_agent train all --config "$WORK/pipeline.yaml" 2>&1 | tail -n 10
 kill "$SERVE" 2>/dev/null

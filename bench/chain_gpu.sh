@@ -73,7 +73,9 @@ gpu = [  # what verl needs on one GPU: fsdp2 in fp32, sdpa (no flash-attn), our 
     "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
     "data.max_prompt_length=4096", "data.max_response_length=512",
     "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",  # the HF hand-off
-    "critic.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+    # No hf_model for the critic: verl 0.9.1 cannot write one for a trust_remote_code model under FSDP2 (with no auto
+    # class a None auto_map key fails the config's json; with one, auto_map names FSDP2's class in torch's
+    # _fsdp_init.py); the pipeline's hf_folder then runs verl's model merger and copies the critic's code beside it.
     f"actor_rollout_ref.rollout.multi_turn.max_assistant_turns={turns}",
 ]
 sft = []

@@ -35,10 +35,6 @@ from transformers import Qwen2ForTokenClassification
 
 
 class TinyCritic(Qwen2ForTokenClassification):
-    # Loaded through auto_map the class has no auto class of its own: saving it (verl's hf_model checkpoint) then
-    # adds a None key to config.auto_map, and writing that config fails (None and str keys do not sort).
-    _auto_class = "AutoModelForTokenClassification"
-
     @classmethod
     def from_pretrained(cls, *args, **kwargs):
         # verl's load_valuehead_model always asks for flash_attention_2.

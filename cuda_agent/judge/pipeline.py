@@ -292,6 +292,9 @@ class _Judgement:
             with self.gpu_turn("run"):
                 standby.go(args, workdir, go_env, confine)
                 child, killed_by = standby.wait(limits.step_s, limits.total_s)
+            # From the request handed over to the end: what the run's limits count (the stage also holds the
+            # wait for the worker's start-up, which a busy machine stretches).
+            self.stage_s["run.after_go"] = child.wall_s
             self.candidate_ran = standby.candidate_started
         finally:
             standby.close()

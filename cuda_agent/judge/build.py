@@ -242,8 +242,10 @@ def cached_build_gap(ext_dir: Path) -> str:
     """
     try:
         builds = json.loads((ext_dir / OK_MARKER).read_text())["builds"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return "its marker does not name its builds (an older judge's, or damaged)"
+    except (ValueError, KeyError, TypeError):  # a marker of the judge before this check: the builds it holds now
+        builds = _ninja_builds(ext_dir)
+    except OSError as exc:
+        return f"its marker cannot be read: {exc}"
     search = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
     ninja = shutil.which("ninja", path=search) or "ninja"
     for folder, build_file in builds:

@@ -15,7 +15,7 @@ from cuda_agent.workspace.layout import skill_text
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Every check name the candidate process can put in a verdict's violations (worker.py, trial.py)
+# Every check name the candidate process can put in a verdict's violations (child/worker.py, child/trial.py)
 # plus the workspace's own: SKILL.md must name each, so the agent learns the rule before it hits it.
 RUNTIME_CHECKS = {
     "torch_compute_at_runtime",
@@ -33,14 +33,14 @@ RUNTIME_CHECKS = {
 
 def _runtime_checks_in_judge() -> set[str]:
     """Check names written as literals in the judge's run-time code: Violation(check=...) and _fail(..., name)."""
-    names = {"reduced_precision"}  # chosen in worker.py by a conditional expression
-    for module in ("worker.py", "trial.py", "pipeline.py"):
-        tree = ast.parse((ROOT / "cuda_agent" / "judge" / module).read_text())
+    names = {"reduced_precision"}  # chosen in child/worker.py by a conditional expression
+    for path in sorted((ROOT / "cuda_agent" / "judge").rglob("*.py")):  # every module: a moved one stays read
+        tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
                 continue
             for kw in node.keywords:
-                if kw.arg == "check" and isinstance(kw.value, ast.Constant):
+                if kw.arg == "check" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
                     names.add(kw.value.value)
             if isinstance(node.func, ast.Name) and node.func.id == "_fail" and len(node.args) == 3:
                 names.add(node.args[2].value)

@@ -93,6 +93,7 @@ if device == "cpu":  # as bench/learning_gpu.sh DEVICE=cpu (bench/results/cpu-20
            "model.enable_gradient_checkpointing=false", "data.num_workers=0", "data.micro_batch_size_per_gpu=4",
            "data.max_length=1024"]
 examples = [f"data.train_files={work}/examples.parquet", f"data.val_files={work}/examples.parquet"]
+# train_batch_size also for collect: verl builds its train loader even when val_only (1,024 rows > the 6 tasks).
 small = ["data.train_batch_size=2", "actor_rollout_ref.actor.ppo_mini_batch_size=2", "data.val_batch_size=2"]
 stages = {
     "single-turn": {"recipe": recipe("curriculum_ppo", reward_function=judged), "set": [
@@ -100,8 +101,7 @@ stages = {
         f"critic.model.path={critic}", "actor_rollout_ref.rollout.n=4", "trainer.val_before_train=false",
         f"data.train_files={work}/curriculum/rl.parquet", f"data.val_files={work}/curriculum/rl.parquet"]},
     "collect": {"recipe": recipe("collect", agent_loop=judged), "set": [
-        *gpu, *examples, "data.val_max_samples=2", "data.val_batch_size=2",
-        "actor_rollout_ref.rollout.val_kwargs.n=2"]},
+        *gpu, *small, *examples, "data.val_max_samples=2", "actor_rollout_ref.rollout.val_kwargs.n=2"]},
     "rft-data": {"extra_sft": [f"{work}/curriculum/sft.parquet"]},
     "rft": {"recipe": recipe("curriculum_sft"), "set": [
         f"trainer.total_training_steps={sft_steps}", f"trainer.save_freq={sft_steps}", "data.truncation=right",

@@ -87,6 +87,9 @@ def _verl_classes() -> tuple[Any, Any]:
         def _update_actor(self, batch: Any) -> Any:
             return DataProto(meta_info={"metrics": {}})
 
+    # verl's registry records module + qualname for hydra to import; `<locals>` cannot be, the module's name can
+    # (through `__getattr__` below).
+    ReplayAgentLoop.__qualname__ = ReplayAgentLoop.__name__
     register(REPLAY_LOOP)(ReplayAgentLoop)
     return ReplayAgentLoop, FrozenActorTrainer
 

@@ -87,3 +87,15 @@ def test_frozen_actor_trainer_never_updates_the_actor() -> None:
     assert issubclass(FrozenActorTrainer, RayPPOTrainer)
     trainer = object.__new__(FrozenActorTrainer)  # no workers: an update would need self.actor_rollout_wg
     assert trainer._update_actor(batch=None).meta_info == {"metrics": {}}
+
+
+def test_the_replay_loop_verl_registers_is_one_hydra_can_locate() -> None:
+    """verl's AgentLoopWorker instantiates an agent loop from its registry entry with hydra; our class is built inside
+    a function, and `register` records module + qualname (`..._verl_classes.<locals>.ReplayAgentLoop`, which hydra
+    cannot import: the CPU chain's critic-warmup failed on it, 2026-12-05)."""
+    from hydra.utils import get_class
+    from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+
+    from cuda_agent.rl.critic_warmup import REPLAY_LOOP, ReplayAgentLoop
+
+    assert get_class(_agent_loop_registry[REPLAY_LOOP]["_target_"]) is ReplayAgentLoop

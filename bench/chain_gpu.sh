@@ -124,7 +124,7 @@ while kill -0 "$PID" 2>/dev/null; do
   fi
 done
 wait "$PID" 2>/dev/null; echo "== train all exit $? at $(( $(date +%s) - START )) s"
-grep "^== \|^   rft-data\|all stages done\|error" "$WORK/train_all.log" | tail -n 30
+grep -a "^== \|^   [a-z-]*: \|Error" "$WORK/train_all.log" | grep -v UserWarning | tail -n 40
 [ "$DEVICE" = cuda ] && ray stop --force > /dev/null 2>&1  # elsewhere other Ray clusters may run: the group kill must do
 echo "== again (every stage must be skipped):"
 timeout 120 $PY -m cuda_agent train all --config "$WORK/pipeline.yaml" 2>&1 | tail -n 10

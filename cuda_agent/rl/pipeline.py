@@ -29,6 +29,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -191,17 +192,18 @@ class Pipeline:
                 self.echo(f"== {stage}: skipped, given {given}")
                 continue
             if record is not None and record.status == "done":
-                self.echo(f"== {stage}: done, {record.artifact}")
+                self.echo(f"== {stage}: already done, {record.artifact}")
                 continue
             resume = record is not None and record.status == "started"
             record = StageRecord(status="started", attempts=(record.attempts if record else 0) + 1)
             self.manifest.stages[stage] = record
             self.manifest.save(self.manifest_path)
             self.echo(f"== {stage}: {'resuming' if resume else 'starting'} (attempt {record.attempts})")
+            started = time.monotonic()
             record.artifact = str(self._run_stage(stage, resume))
             record.status = "done"
             self.manifest.save(self.manifest_path)
-            self.echo(f"== {stage}: done, {record.artifact}")
+            self.echo(f"== {stage}: done in {time.monotonic() - started:.0f} s, {record.artifact}")
         return self.manifest
 
     def _run_stage(self, stage: str, resume: bool) -> Path:
@@ -268,6 +270,9 @@ class Pipeline:
             if current is not None:
                 recipe = recipe.model_copy(update={field: current.model_copy(update=values)})
         plan = plan_training(recipe, out, [*overrides, *spec.set])
+        mine = {item.split("=", 1)[0] for item in spec.set}  # the pipeline file's own values win: not taken
+        taken = [item for item in overrides if item.split("=", 1)[0] not in mine]
+        self.echo(f"   {stage}: {recipe.entrypoint} takes {' '.join(taken)}")
         problems = check_plan(plan)
         if problems:
             raise ConfigError(f"stage {stage} cannot launch: " + "; ".join(problems))

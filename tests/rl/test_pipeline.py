@@ -92,7 +92,7 @@ def test_train_all_hands_each_artifact_on_and_resumes(tmp_path: Path, tiny_model
         "collect": {"set": [*CPU, *files]},
         "rft-data": {},
         "rft": {"set": ["trainer.n_gpus_per_node=0", "trainer.device=cpu"]},
-        "critic-warmup": {"set": [*CPU, *SMALL]},
+        "critic-warmup": {"set": [*CPU, *SMALL, f"critic.model.path={tiny_model_dir}"]},  # the file's value wins
         "agentic-ppo": {"set": [*CPU, *SMALL, *files]},
     }
     for stage, spec in stages.items():
@@ -101,10 +101,10 @@ def test_train_all_hands_each_artifact_on_and_resumes(tmp_path: Path, tiny_model
     config_file = tmp_path / "pipeline.yaml"
     config_file.write_text(yaml.safe_dump({"run_dir": str(tmp_path / "run"), "stages": stages}))
     config = load_pipeline(config_file)
-    leftovers = VerlLeftovers(tiny_model_dir)
+    leftovers, lines = VerlLeftovers(tiny_model_dir), []
 
     with pytest.raises(ConfigError, match="agentic-ppo exited 1"):
-        Pipeline(config, leftovers, echo=lambda line: None).run_all()
+        Pipeline(config, leftovers, echo=lines.append).run_all()
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())["stages"]
     assert [s for s in ORDER if manifest[s]["status"] == "done"] == list(ORDER[:-1])
     assert manifest["agentic-ppo"] == {"status": "started", "attempts": 1, "artifact": None}
@@ -117,7 +117,14 @@ def test_train_all_hands_each_artifact_on_and_resumes(tmp_path: Path, tiny_model
         f"model.path={single_hf}" in launched["rft"]
         and f"data.train_files={run / 'rft_data' / 'rft.parquet'}" in launched["rft"]
     )
-    assert f"critic.model.path={run / 'rft' / 'hf'}" in launched["critic-warmup"]
+    assert f"critic.model.path={run / 'rft' / 'hf'}" in launched["critic-warmup"]  # the chain's, then the file's
+    assert launched["critic-warmup"][-1] == f"critic.model.path={tiny_model_dir}"
+    single_ckpt = run / "single_turn" / "checkpoints"  # the log says what each stage took from the ones before
+    assert f"   single-turn: verl.trainer.main_ppo takes trainer.default_local_dir={single_ckpt}" in lines
+    assert f"   collect: verl.trainer.main_ppo takes actor_rollout_ref.model.path={single_hf}" in lines
+    warmup = next(line for line in lines if line.startswith("   critic-warmup:"))
+    assert f"critic.model.path={run / 'rft' / 'hf'}" not in warmup and f"model.path={run / 'rft' / 'hf'}" in warmup
+    assert any(line.startswith("== rft: done in ") and line.endswith(f" s, {run / 'rft' / 'hf'}") for line in lines)
     assert f"data.train_files={run / 'critic_data' / 'replay.parquet'}" in launched["critic-warmup"]
     assert f"critic.model.path={run / 'critic_warmup' / 'hf'}" in launched["agentic-ppo"]
     assert (run / "critic_warmup" / "hf" / "model.safetensors").read_bytes() == b"weights of critic-warmup"
@@ -126,7 +133,9 @@ def test_train_all_hands_each_artifact_on_and_resumes(tmp_path: Path, tiny_model
 
     assert [r["input_ids"] for r in pq.read_table(run / "rft_data" / "rft.parquet").to_pylist()] == [[1, 2, 3, 4]]
 
-    Pipeline(config, leftovers, echo=lambda line: None).run_all()  # again: only the half-done stage runs, resumed
+    lines.clear()
+    Pipeline(config, leftovers, echo=lines.append).run_all()  # again: only the half-done stage runs, resumed
+    assert lines[0] == f"== single-turn: already done, {single_hf}"
     assert [(stage, resume) for stage, resume, _ in leftovers.calls[-1:]] == [("agentic-ppo", True)]
     assert len(leftovers.calls) == 6  # five trained stages, then the resumed one; nothing else again
     manifest = json.loads((run / "manifest.json").read_text())["stages"]

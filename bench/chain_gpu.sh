@@ -68,9 +68,10 @@ gpu = [  # what verl needs on one GPU: fsdp2 in fp32, sdpa (no flash-attn), our 
     "actor_rollout_ref.rollout.dtype=float32", "actor_rollout_ref.rollout.calculate_log_probs=true",
     "actor_rollout_ref.rollout.agent.num_workers=2", "+ray_kwargs.ray_init.namespace=cuda-agent",
     "actor_rollout_ref.actor.ulysses_sequence_parallel_size=1", "critic.ulysses_sequence_parallel_size=1",
-    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4", "critic.ppo_micro_batch_size_per_gpu=4",
-    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
-    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
+    # 2: agentic PPO's batch is 2 episodes, and verl asserts that a batch divides into micro-batches
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2", "critic.ppo_micro_batch_size_per_gpu=2",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2",
     "data.max_prompt_length=4096", "data.max_response_length=512",
     "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",  # the HF hand-off
     # No hf_model for the critic: verl 0.9.1 cannot write one for a trust_remote_code model under FSDP2 (with no auto

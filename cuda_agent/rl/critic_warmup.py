@@ -106,7 +106,6 @@ def __getattr__(name: str) -> Any:
 def frozen_actor_task_runner() -> Any:
     """verl's legacy `TaskRunner` as a Ray actor that builds `FrozenActorTrainer` in place of `RayPPOTrainer`."""
     import ray
-    from verl.trainer.main_ppo_v0 import TaskRunner
 
     @ray.remote(num_cpus=1)
     class FrozenActorTaskRunner:
@@ -114,7 +113,9 @@ def frozen_actor_task_runner() -> Any:
             import verl.trainer.main_ppo_v0 as v0
 
             v0.RayPPOTrainer = _verl_classes()[1]  # in the task runner's own process, where verl builds the trainer
-            TaskRunner.__ray_metadata__.modified_class().run(config)
+            # The TaskRunner of the module imported here: one this class held would travel with it (cloudpickle, by
+            # value), its `run` with a copy of the module's globals that still names verl's own trainer.
+            v0.TaskRunner.__ray_metadata__.modified_class().run(config)
 
     return FrozenActorTaskRunner
 

@@ -99,3 +99,24 @@ def test_the_replay_loop_verl_registers_is_one_hydra_can_locate() -> None:
     from cuda_agent.rl.critic_warmup import REPLAY_LOOP, ReplayAgentLoop
 
     assert get_class(_agent_loop_registry[REPLAY_LOOP]["_target_"]) is ReplayAgentLoop
+
+
+def test_the_runner_swaps_the_trainer_after_rays_pickling_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray ships the runner class to its worker by value (cloudpickle), with a copy of verl's TaskRunner whose `run`
+    carries its own copy of main_ppo_v0's globals: patching the module there left that copy building verl's own
+    trainer, which updated the actor (CPU chain, 2026-12-05: actor weights moved during the critic warm-up)."""
+    ray = pytest.importorskip("ray")
+    import verl.trainer.main_ppo_v0 as v0
+
+    from cuda_agent.rl.critic_warmup import FrozenActorTrainer, frozen_actor_task_runner
+
+    built = []
+    monkeypatch.setattr(v0, "RayPPOTrainer", v0.RayPPOTrainer)
+    monkeypatch.setattr(
+        v0.TaskRunner.__ray_metadata__.modified_class,
+        "run",
+        lambda self, config: built.append((v0.RayPPOTrainer, config)),
+    )
+    shipped = ray.cloudpickle.loads(ray.cloudpickle.dumps(frozen_actor_task_runner().__ray_metadata__.modified_class))
+    shipped().run("config")
+    assert built == [(FrozenActorTrainer, "config")]

@@ -126,6 +126,18 @@ while kill -0 "$PID" 2>/dev/null; do
 done
 wait "$PID" 2>/dev/null; echo "== train all exit $? at $(( $(date +%s) - START )) s"
 grep -a "^== \|^   [a-z-]*: \|Error" "$WORK/train_all.log" | grep -v UserWarning | tail -n 40
+# The warm-up's actor (its checkpoint's HF copy) against the RFT actor it started from: frozen means equal.
+$PY - "$WORK/run" <<'PY'
+import sys
+from pathlib import Path
+from safetensors.torch import load_file
+run = Path(sys.argv[1])
+after = sorted((run / "critic_warmup" / "checkpoints").glob("global_step_*/actor/huggingface/model.safetensors"))
+if after:
+    before, last = load_file(run / "rft" / "hf" / "model.safetensors"), load_file(after[-1])
+    diff = max((before[k].float() - last[k].float()).abs().max().item() for k in before)
+    print(f"== critic-warmup's actor against the RFT actor: max |difference| {diff:g} over {len(before)} tensors")
+PY
 [ "$DEVICE" = cuda ] && ray stop --force > /dev/null 2>&1  # elsewhere other Ray clusters may run: the group kill must do
 echo "== again (every stage must be skipped):"
 timeout 120 $PY -m cuda_agent train all --config "$WORK/pipeline.yaml" 2>&1 | tail -n 10

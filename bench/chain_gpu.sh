@@ -4,15 +4,19 @@
 #   single-turn PPO on the curriculum prompt (recipes/curriculum_ppo.yaml) -> collect (agent loop, examples, TURNS
 #   turns) -> rft-data (the kept trajectories plus the curriculum's SFT rows: a tiny model's agent episodes pass
 #   nothing) -> rft (verl's SFT trainer) -> critic-data -> critic-warmup (replay, actor frozen) -> agentic PPO.
-# Then it runs `train all` once more: every stage is skipped (the manifest says done).
-# Results (manifest.json, each stage's steps.jsonl/report.html/train logs) land in $OUT/chain_gpu.tar.
+# It then checks that the critic warm-up left the actor as RFT made it, and runs `train all` once more: every stage
+# is skipped (the manifest says done). Results (manifest.json, each stage's steps.jsonl/report.html/metrics, the
+# logs) land in $OUT/chain_gpu.tar.
 #
 # Knobs (env): STEPS=2 TURNS=2 SFT_STEPS=20 ACTOR=<HF folder> (default: a tiny random Qwen2), BUDGET_S=540
 # DEVICE=cuda (default) or cpu: on the CPU, verl runs on our CPU platform (trainer.device=cpu, cuda_agent.rl.verl_cpu;
 # the SFT step through cuda_agent.rl.sft_cpu), sized as bench/learning_gpu.sh's CPU mode (fsdp2 in fp32, sdpa, no
 # remove-padding, no gradient checkpointing, no Ray dashboard), the curriculum and the tasks are the CPU ones, the
-# judge times on the CPU. CPU run of 2026-12-05 (bench/results/cpu-2026-12-05-chain/, 2 shared cores):
-#   DEVICE=cpu STEPS=2 TURNS=2 SFT_STEPS=4 BUDGET_S=2400 PY=python bash bench/chain_gpu.sh
+# judge times on the CPU. CPU run of 2026-12-05 (bench/results/cpu-2026-12-05-chain/, 2 shared cores, venv active):
+# the 7 stages in 332 s (single-turn 68, collect 56, rft 10, critic-warmup 79, agentic PPO 106), the warm-up's actor
+# equal to RFT's, the re-run skipping all; no learning (a random model, 2 steps a stage):
+#   DEVICE=cpu STEPS=2 TURNS=2 SFT_STEPS=4 BUDGET_S=2400 OUT=/tmp/chain_cpu_out WORK=/tmp/chain_cpu PY=python \
+#     bash bench/chain_gpu.sh
 # Here: bash scripts/device_wheels.sh rl --no-data ; carry [".whl"]
 # There (repository root): bash bench/chain_gpu.sh
 set -uo pipefail

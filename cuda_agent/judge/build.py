@@ -18,7 +18,7 @@ writes again when it loads the build, and ninja there finds nothing to do:
 - `main.cpp` (which load_inline starts with `#include <torch/extension.h>`) finds a precompiled
   header for its exact flags in a `CPATH` folder; gcc checks that it fits and otherwise reads the
   header itself. The header and the guard are made once per machine, torch and flag set, by a
-  trusted process beside the first build that needs them (`python -m cuda_agent.judge.build
+  trusted process beside the first build that needs them (`python -m cuda_agent.judge.fast_build
   --prepare`), never by the candidate's. The build does not wait for it (it helps later builds);
   the judgement does, before CPU timing and before it returns (`BuildResult.preparing`).
 """
@@ -47,7 +47,6 @@ from cuda_agent.judge.fast_build import (
     LIGHT_FAILED,
     Preparing,
     fast_load_inline,
-    prepare,
     start_prepare,
 )
 from cuda_agent.machine import cuda_arch_list, toolchain, torch_versions
@@ -293,9 +292,6 @@ def trim_compile_log(log: str, context: int = 4, max_chars: int = 2500) -> str:
 def main(argv: list[str]) -> int:
     import importlib.util
 
-    if argv[:1] == ["--prepare"]:
-        prepare(Path(argv[1]), argv[2], Path(argv[3]))
-        return 0
     solution_file = Path(argv[0])
     spec = importlib.util.spec_from_file_location("cuda_agent_candidate_build", solution_file)
     module = importlib.util.module_from_spec(spec)

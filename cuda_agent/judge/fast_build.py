@@ -589,3 +589,9 @@ def fast_load_inline(fast_dir: Path | None) -> Iterator[None]:
         yield
     finally:
         cpp_ext.load_inline = original
+
+
+if __name__ == "__main__":  # start_prepare's process: --prepare SOLUTION DEVICE FAST_DIR
+    if sys.argv[1:2] != ["--prepare"] or len(sys.argv) != 5:
+        sys.exit("usage: python -m cuda_agent.judge.fast_build --prepare SOLUTION DEVICE FAST_DIR")
+    prepare(Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4]))

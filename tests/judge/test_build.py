@@ -359,3 +359,15 @@ def test_a_judgement_waits_for_the_prepare_its_build_started_before_it_returns(t
     verdict = judge(Catalog().resolve("examples/relu"), solution, config)
     assert "run" in verdict.stage_s  # the run stage went on while the prepare ran
     assert started and started[0].process.poll() == 0
+
+
+def test_start_prepare_runs_the_prepare_it_names(tmp_path: Path) -> None:
+    # The real process, not a stand-in: its module must be the one with the --prepare entry point (after
+    # fast_build.py was split from build.py, the process started, imported, and prepared nothing).
+    solution = tmp_path / "solution.py"
+    solution.write_text("import torch\n\nclass ModelNew(torch.nn.Module):\n    pass\n")  # no calls: only the marker
+    preparing = fast_build.start_prepare(solution, "cpu", tmp_path / "fast")
+    assert preparing is not None
+    assert preparing.process.wait(timeout=120) == 0
+    assert json.loads(next((tmp_path / "fast" / "prepared").iterdir()).read_text()) == []
+    assert fast_build.start_prepare(solution, "cpu", tmp_path / "fast") is None  # prepared once per machine

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from cuda_agent.errors import InfraError
+from cuda_agent.errors import Error, InfraError, ModelError
 from cuda_agent.evaluation.records import TaskResult
 from cuda_agent.evaluation.suites import find_solution
 from cuda_agent.sandbox.jobs import JobResult, JudgeJob, error_class, make_judge_job
@@ -125,9 +125,12 @@ def run_episodes(
             task = futures[future]
             try:
                 result = future.result()
-            except Exception as exc:  # one broken episode (a model server error, our judge's failure) must not end
-                # the run; it is no verdict: counted as an error of ours, tried again on resume
-                result = _base(task, status="error", error=f"{type(exc).__name__}: {exc}")
+            except Exception as exc:  # one broken episode must not end the run; it is no verdict
+                # The agent's input (no model_new.py, a kernel that is not text: SolutionError, ...) counts as failed,
+                # as judge_result counts it; our failures (the judge, the sandbox, the model server) are errors of
+                # ours, left out of the rates and tried again on resume.
+                ours = not isinstance(exc, Error) or isinstance(exc, InfraError | ModelError)
+                result = _base(task, status="error" if ours else "failed", error=f"{type(exc).__name__}: {exc}")
             store.append(result)
             advance(result)
 

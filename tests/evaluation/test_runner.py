@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from cuda_agent.errors import JudgeInfraError, ModelError, SolutionError
 from cuda_agent.evaluation.metrics import compute_metrics
 from cuda_agent.evaluation.records import BenchReport, TaskResult
 from cuda_agent.evaluation.report_md import render_markdown
-from cuda_agent.evaluation.runner import ResultStore, finished, judge_result, judge_solutions
+from cuda_agent.evaluation.runner import ResultStore, finished, judge_result, judge_solutions, run_episodes
 from cuda_agent.sandbox.jobs import JobResult
 from cuda_agent.sandbox.local import LocalPool
 from cuda_agent.types import Task
@@ -98,3 +99,25 @@ def test_an_unreadable_solution_counts_as_failed_not_as_ours(tmp_path: Path) -> 
     text = render_markdown(report)
     assert "0 task(s) had no solution and 1 an input that could not be judged (both count as failed)" in text
     assert "## Inputs that could not be judged (counted as failed)\n\n- inline/tanh: " in text
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (SolutionError("kernels/a.cu is not text"), "failed"),  # what the agent left: its episode failed
+        (JudgeInfraError("the judge's worker died"), "error"),
+        (ModelError("the model server answered 500"), "error"),
+        (RuntimeError("a bug of ours"), "error"),
+    ],
+)
+def test_an_episode_that_raises_is_failed_only_when_the_agent_is_to_blame(
+    tmp_path: Path, error: Exception, status: str
+) -> None:
+    task = Task(ref="examples/relu", name="relu", source="examples", code="")
+
+    def solve(task: Task) -> TaskResult:
+        raise error
+
+    store = ResultStore(tmp_path / "results.jsonl")
+    run_episodes([task], solve, 1, store, lambda result: None)
+    assert store.load()["examples/relu"].status == status

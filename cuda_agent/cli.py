@@ -13,7 +13,7 @@ import sys
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
-from cuda_agent.cli_synth import add_synth_command, checked_device
+from cuda_agent.cli_synth import add_synth_command, catalog_from_args, checked_device
 from cuda_agent.cli_train import add_train_command
 from cuda_agent.errors import Error, InfraError
 
@@ -21,14 +21,8 @@ EXIT_OURS = 3
 """Exit status when our own infrastructure failed (0: a verdict; 2: bad usage or input)."""
 
 
-def _catalog(args: argparse.Namespace):
-    from cuda_agent.tasks import Catalog
-
-    return Catalog(data_dir=args.data_dir)
-
-
 def cmd_tasks_list(args: argparse.Namespace) -> int:
-    tasks = _catalog(args).tasks(args.source)
+    tasks = catalog_from_args(args).tasks(args.source)
     if args.level is not None:
         tasks = [t for t in tasks if t.level == args.level]
     if args.json:
@@ -61,7 +55,7 @@ def _working(message: str, quiet: bool = False) -> AbstractContextManager:
 def cmd_tasks_show(args: argparse.Namespace) -> int:
     from cuda_agent.tasks.inspection import inspect_task
 
-    task = _catalog(args).resolve(args.ref)
+    task = catalog_from_args(args).resolve(args.ref)
     inspection = None
     if args.inspect:
         message = f"inspecting {task.ref}: running it once in a child process (large tasks take a minute)"
@@ -93,7 +87,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
     from cuda_agent.judge import JudgeConfig, judge
 
     checked_device(args.device)
-    task = _catalog(args).resolve(args.task)
+    task = catalog_from_args(args).resolve(args.task)
     overrides = {
         "device": args.device,
         "precision": args.precision,
@@ -117,7 +111,7 @@ def cmd_workspace_create(args: argparse.Namespace) -> int:
     from cuda_agent.machine import detect_device
     from cuda_agent.workspace import create_workspace
 
-    task = _catalog(args).resolve(args.task)
+    task = catalog_from_args(args).resolve(args.task)
     device = detect_device(args.device)
     root = create_workspace(task, Path(args.dir), device=device, force=args.force)
     print(f"workspace for {task.ref} ({device}) at {root}")
@@ -235,7 +229,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from cuda_agent.agent import get_model
 
     device = checked_device(args.device)
-    task = _catalog(args).resolve(args.task)
+    task = catalog_from_args(args).resolve(args.task)
     out = Path(args.out or Path("runs") / task.ref.replace("/", "_"))
     result = run_agent_episode(task, get_model(args.model), device, out, args.max_turns)
     _report_episode(result, out)
@@ -249,12 +243,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     device = checked_device(args.device)
     out = Path(args.out)
     if args.model:
-        task = _catalog(args).resolve(args.task)
+        task = catalog_from_args(args).resolve(args.task)
         print(f"demo: a live model ({args.model}) on {task.ref}, {device}")
         model = get_model(args.model)
     else:
         recording, device, note = demo_recording(device)
-        task = _catalog(args).resolve(args.task)
+        task = catalog_from_args(args).resolve(args.task)
         print(f"demo: replaying a recorded episode (no model is bundled) on {task.ref}, {device}. {note}")
         print("The workspace, builds, tools and judge are real; only the model's replies are recorded.")
         model = ReplayModel.from_file(recording)
@@ -306,7 +300,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         model_factory = lambda: get_model(args.model)  # noqa: E731
     out = Path(args.out)
     with LocalPool(build_workers=args.workers) as pool:
-        report = run_bench(config, out, pool, model_factory, resume=args.resume, catalog=_catalog(args))
+        report = run_bench(config, out, pool, model_factory, resume=args.resume, catalog=catalog_from_args(args))
     for path in write_reports(report, out):
         print(f"wrote {path}")
     m = report.metrics.overall
@@ -321,7 +315,9 @@ def cmd_bench_baselines(args: argparse.Namespace) -> int:
     from cuda_agent.judge import JudgeConfig
 
     device = checked_device(args.device)
-    tasks = select_tasks(args.suite, [int(x) for x in args.levels.split(",")] if args.levels else None, _catalog(args))
+    tasks = select_tasks(
+        args.suite, [int(x) for x in args.levels.split(",")] if args.levels else None, catalog_from_args(args)
+    )
     config = JudgeConfig(device=device, **_parse_judge_overrides(args.judge))
 
     def show(entry) -> None:

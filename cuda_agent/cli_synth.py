@@ -17,7 +17,7 @@ def checked_device(requested: str) -> str:
     return detect_device(requested)
 
 
-def _catalog(args: argparse.Namespace):
+def catalog_from_args(args: argparse.Namespace):  # the task catalog of --data-dir (or the default locations)
     from cuda_agent.tasks import Catalog
 
     return Catalog(data_dir=args.data_dir)
@@ -87,7 +87,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
         catalog = crawl_catalog(cache_root())
         catalog_copy.write_text(catalog.model_dump_json())
     ops = catalog.usable()
-    kernelbench = [(t.ref, t.code) for t in _catalog(args).tasks("kernelbench")]
+    kernelbench = [(t.ref, t.code) for t in catalog_from_args(args).tasks("kernelbench")]
     synth = Synthesizer(config, ops, kernelbench, out)
     if args.resume:
         synth.resume()
@@ -127,7 +127,7 @@ def cmd_synth_report(args: argparse.Namespace) -> int:
     from cuda_agent.synth.audit import read_rows
     from cuda_agent.synth.report import attach_measurements, dataset_figures, print_table, to_markdown
 
-    catalog = _catalog(args)
+    catalog = catalog_from_args(args)
     kernelbench = [(t.ref, t.code) for t in catalog.tasks("kernelbench")]
     path = Path(args.file)
     reference = Path(args.reference) if args.reference else catalog.locate("ops6k")

@@ -135,13 +135,19 @@ $PY - "$WORK/run" <<'PY'
 import sys
 from pathlib import Path
 from safetensors.torch import load_file
+from cuda_agent.rl.launch import latest_checkpoint
 run = Path(sys.argv[1])
-after = sorted((run / "critic_warmup" / "checkpoints").glob("global_step_*/actor/huggingface/model.safetensors"))
-if after:
-    before, last = load_file(run / "rft" / "hf" / "model.safetensors"), load_file(after[-1])
-    diff = max((before[k].float() - last[k].float()).abs().max().item() for k in before)
-    print(f"== critic-warmup's actor against the RFT actor: max |difference| {diff:g} over {len(before)} tensors")
+step = latest_checkpoint(run / "critic_warmup" / "checkpoints")  # verl's tracker: never a half-saved step
+if step is None:
+    sys.exit("== FAIL: the critic warm-up left no complete checkpoint to compare")
+before = load_file(run / "rft" / "hf" / "model.safetensors")
+last = load_file(step / "actor" / "huggingface" / "model.safetensors")
+diff = max((before[k].float() - last[k].float()).abs().max().item() for k in before)
+print(f"== critic-warmup's actor against the RFT actor: max |difference| {diff:g} over {len(before)} tensors")
+if diff != 0:
+    sys.exit("== FAIL: the critic warm-up changed the actor")
 PY
+FROZEN=$?
 [ "$DEVICE" = cuda ] && ray stop --force > /dev/null 2>&1  # elsewhere other Ray clusters may run: the group kill must do
 echo "== again (every stage must be skipped):"
 timeout 120 $PY -m cuda_agent train all --config "$WORK/pipeline.yaml" 2>&1 | tail -n 10
@@ -150,3 +156,4 @@ cat "$WORK/run/manifest.json"
 find "$WORK/run" -maxdepth 2 \( -name 'steps.jsonl' -o -name 'report.html' -o -name 'manifest.json' -o -name 'metrics.*.jsonl' \) \
   -print0 | tar -cf "$OUT/chain_gpu.tar" --null -T - "$WORK/chain_gpu.log" "$WORK/train_all.log" "$WORK/pipeline.yaml" 2>/dev/null
 ls -la "$OUT/chain_gpu.tar"
+[ "$FROZEN" -eq 0 ] || { echo "== the frozen-actor check failed (above)"; exit 1; }

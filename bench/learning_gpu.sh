@@ -94,7 +94,8 @@ $CLI train rft --config recipes/curriculum_sft.yaml --out "$RES/sft" \
   "${SFT_CPU[@]}" \
   > "$RES/sft/train.log" 2>&1
 echo "== SFT exit $? at $(elapsed) s; last lines:"; tail -n 5 "$RES/sft/train.log"
-SFT_HF=$(ls -d "$WORK"/sft/global_step_*/huggingface 2>/dev/null | sort -V | tail -n 1)
+# The latest complete checkpoint (verl's tracker file: a half-saved global_step_N is never taken).
+SFT_HF=$($PY -c "import sys; from cuda_agent.rl.launch import latest_checkpoint as last; p = last(sys.argv[1]); print(p / 'huggingface' if p else '')" "$WORK/sft")
 [ -n "$SFT_HF" ] || { echo "== no SFT checkpoint"; tar -C "$RES" -cf "$OUT/learning_gpu.tar" .; exit 1; }
 TEMPERATURE=$($PY -c "import yaml; print(yaml.safe_load(open('recipes/curriculum_ppo.yaml'))['overrides']['actor_rollout_ref.rollout.temperature'])")
 $PY bench/curriculum_probe.py "$SFT_HF" "$WORK/curriculum" --temperature "$TEMPERATURE" > "$RES/sft/probe.txt" 2>&1

@@ -476,7 +476,10 @@ class _Judgement:
         )
         if isinstance(payload, Verdict):
             raise JudgeInfraError(f"timing the reference failed: {payload.message}")
-        result = BaselineResult.model_validate(payload)
+        try:
+            result = BaselineResult.model_validate(payload)
+        except ValidationError as exc:  # our own child wrote it (no candidate code runs there)
+            raise JudgeInfraError(f"{self.task.ref}: the baseline's result file is malformed: {exc}") from exc
         if result.error:
             # The candidate's run has just run this reference: a failure to time it is ours, not the candidate's.
             raise JudgeInfraError(f"{self.task.ref}: timing the reference failed: {result.error}")

@@ -107,6 +107,8 @@ def run(req: BaselineRequest) -> BaselineResult:
         result.compile = _time_model(compiled, problem, req, clock, flush)
         result.compile["wall_s"] = time.perf_counter() - start
     except Exception as exc:  # a reference that torch.compile cannot handle: compare with eager only
+        if isinstance(exc, torch.OutOfMemoryError | MemoryError):  # the machine's memory, not the reference:
+            raise  # our failure (main reports it, the judge raises JudgeInfraError); never cached as compile_error
         result.compile_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]
     return result
 

@@ -94,19 +94,19 @@ def run_stage(
         (workdir / "spec.json").write_text(spec.model_dump_json())
         snapshot = _protect(job) if isinstance(job, CommandJob) else {}
         env = child_env(extra_env)
-        owners = {}
-        if isinstance(job, CommandJob) and os.geteuid() == 0 and Path(job.cwd).is_dir():
-            user, _ = command_user(job, limits, env)  # the runner drops to the same user (or says why not)
-            owners = hand_over(Path(job.cwd), job.protected, user)
-            if user is not None:
-                hand_over(workdir, [], user)
-        # The runner points HOME at its private folder; builds, compiler objects and baseline timings
-        # must still land in the one shared cache, or every job would rebuild and re-time from cold.
-        env.setdefault("CUDA_AGENT_CACHE", str(cache_root()))
-        if device != "cuda":
-            env["CUDA_VISIBLE_DEVICES"] = ""
-        start = time.monotonic()
-        try:
+        owners: dict[Path, tuple[int, int]] = {}
+        try:  # from the first change of owner: whatever was handed over is given back, even on our failure
+            if isinstance(job, CommandJob) and os.geteuid() == 0 and Path(job.cwd).is_dir():
+                user, _ = command_user(job, limits, env)  # the runner drops to the same user (or says why not)
+                hand_over(Path(job.cwd), job.protected, user, owners)
+                if user is not None:
+                    hand_over(workdir, [], user, {})  # the job's own scratch folder: deleted after, nothing to restore
+            # The runner points HOME at its private folder; builds, compiler objects and baseline timings
+            # must still land in the one shared cache, or every job would rebuild and re-time from cold.
+            env.setdefault("CUDA_AGENT_CACHE", str(cache_root()))
+            if device != "cuda":
+                env["CUDA_VISIBLE_DEVICES"] = ""
+            start = time.monotonic()
             returncode, timed_out = _run_runner(workdir, env, timeout_s, handle, cgroup)
         finally:
             if cgroup is not None:
@@ -166,19 +166,20 @@ def _read(path: Path) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
 
 
-def hand_over(root: Path, protected: list[str], user: pwd.struct_passwd | None) -> dict[Path, tuple[int, int]]:
-    """Record the owner and group of every path under `root` and give each one to `user` (None: to no one), except
-    the `protected` paths (relative to `root`) and what lies below them; one walk. Returns what `restore_owners`
-    puts back. Links are changed themselves, never what they point to."""
+def hand_over(
+    root: Path, protected: list[str], user: pwd.struct_passwd | None, owners: dict[Path, tuple[int, int]]
+) -> None:
+    """Record the owner and group of every path under `root` in `owners` and give each one to `user` (None: to no
+    one), except the `protected` paths (relative to `root`) and what lies below them; one walk. Each path is
+    recorded before it changes hands, so `restore_owners` puts back all that changed even when this raises
+    part-way. Links are changed themselves, never what they point to."""
     shielded = {Path(p) for p in protected}
-    owners = {}
     for path in [root, *root.rglob("*")]:  # rglob does not enter linked folders
         info = path.lstat()
         owners[path] = (info.st_uid, info.st_gid)
         rel = path.relative_to(root)
         if user is not None and rel not in shielded and shielded.isdisjoint(rel.parents):
             os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
-    return owners
 
 
 def restore_owners(root: Path, owners: dict[Path, tuple[int, int]]) -> None:

@@ -68,7 +68,8 @@ def test_hand_over_records_every_owner_and_gives_all_but_the_protected_paths_in_
     rglob = Path.rglob
     monkeypatch.setattr(Path, "rglob", lambda self, pattern: walks.append(self) or rglob(self, pattern))
     try:
-        recorded = hand_over(workspace, ["utils", "model.py"], nobody)
+        recorded: dict[Path, tuple[int, int]] = {}
+        hand_over(workspace, ["utils", "model.py"], nobody, recorded)
     finally:
         monkeypatch.undo()
     assert walks == [workspace]
@@ -80,6 +81,30 @@ def test_hand_over_records_every_owner_and_gives_all_but_the_protected_paths_in_
     restore_owners(workspace, recorded)
     assert owners(workspace) == before
     outside.unlink()
+
+
+def test_a_hand_over_that_fails_part_way_has_recorded_what_it_changed(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nobody = pwd.getpwnam("nobody")
+    before = owners(workspace)
+    chown = os.chown
+    changed = []
+
+    def chown_then_fail(path, uid, gid, follow_symlinks=True):
+        if changed:
+            raise PermissionError(f"chown {path}")
+        changed.append(path)
+        chown(path, uid, gid, follow_symlinks=follow_symlinks)
+
+    monkeypatch.setattr(os, "chown", chown_then_fail)
+    recorded: dict[Path, tuple[int, int]] = {}
+    with pytest.raises(PermissionError):
+        hand_over(workspace, [], nobody, recorded)
+    monkeypatch.undo()
+    assert changed and changed[0] in recorded  # the one path that changed hands is recorded
+    restore_owners(workspace, recorded)
+    assert owners(workspace) == before
 
 
 @pytest.mark.skipif(first_blocked_dir(Path(sys.executable)) is None, reason="nobody can reach this interpreter")

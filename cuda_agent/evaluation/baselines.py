@@ -9,7 +9,8 @@ once, and a file lock (`JudgeConfig.timing_lock`) lets one at a time into its ti
 
 The file doubles as the judge's baseline cache: `seed_cache(FILE)` writes each entry where the
 judge looks for it (`<cache>/baselines/<key>.json`, keyed by task source, device name, torch and
-CUDA versions, precision flags, compile mode and protocol version), so a machine that matches the
+CUDA versions, precision flags, compile mode, protocol version and a CPU timing's threads:
+`judge.baseline_key_env`), so a machine that matches the
 one that measured (a committed H200 file on an H200 with the same torch) re-times nothing, and any
 other machine simply misses the cache and measures.
 """
@@ -28,8 +29,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.errors import ConfigError, Error
-from cuda_agent.judge import PROTOCOL_VERSION, BaselineResult, JudgeConfig, baseline_key, reference_timings
-from cuda_agent.machine import cache_root, gpu_name
+from cuda_agent.judge import BaselineResult, JudgeConfig, baseline_key, baseline_key_env, reference_timings
+from cuda_agent.machine import cache_root
 from cuda_agent.types import Task
 
 
@@ -62,25 +63,13 @@ class BaselineFile(BaseModel):
     entries: dict[str, BaselineEntry] = Field(default_factory=dict, description="By task ref.")
 
 
-def _key_env(device: str, config: JudgeConfig) -> tuple[str, dict[str, Any]]:
-    """The device name and env the judge keys its baseline cache with (mirrors `_Judgement.baselines`)."""
-    import torch
-
-    name = gpu_name() if device == "cuda" else "cpu"
-    return name, {
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda if device == "cuda" else None,
-        "protocol_version": PROTOCOL_VERSION,
-    }
-
-
 def cache_key(task: Task, device: str, config: JudgeConfig) -> str:
     """The key under which the judge caches this task's baselines on this machine."""
     return baseline_key(task.code, device, config)
 
 
 def _environment(device: str, config: JudgeConfig) -> dict[str, Any]:
-    name, env = _key_env(device, config)
+    name, env = baseline_key_env(device, config)  # the judge's own cache-key facts, so the file's agree with its keys
     return {**env, "device": device, "device_name": name, "python": platform.python_version(), "host": platform.node()}
 
 
@@ -117,7 +106,8 @@ def measure(
     path.parent.mkdir(parents=True, exist_ok=True)
     data = load_file(path)
     env = _environment(device, config)
-    keys = ("device_name", "torch", "cuda", "protocol_version")
+    # Every fact of the judge's cache key: a file timed on 4 CPU threads must not take 1-thread entries.
+    keys = ("device_name", *baseline_key_env(device, config)[1])
     if data.entries and any(data.environment.get(k) != env[k] for k in keys):
         raise ConfigError(
             f"{path} holds baselines measured elsewhere ({', '.join(f'{k}={data.environment.get(k)}' for k in keys)}): "

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from cuda_agent.judge.child.timing import Clock, make_flusher, time_phase
     from cuda_agent.judge.config import JudgeConfig
     from cuda_agent.judge.env import PROTOCOL_VERSION, apply_precision_flags, describe_device
-    from cuda_agent.judge.pipeline import baseline_key, judge, prepare, reference_timings
+    from cuda_agent.judge.pipeline import baseline_key, baseline_key_env, judge, prepare, reference_timings
     from cuda_agent.judge.protocol import BaselineResult
 
 _HOMES = {
@@ -25,6 +25,7 @@ _HOMES = {
     "prepare": "pipeline",
     "reference_timings": "pipeline",
     "baseline_key": "pipeline",
+    "baseline_key_env": "pipeline",
     "BaselineResult": "protocol",
     "trim_compile_log": "build",
     "PROTOCOL_VERSION": "env",
@@ -43,6 +44,7 @@ __all__ = [
     "JudgeConfig",
     "apply_precision_flags",
     "baseline_key",
+    "baseline_key_env",
     "describe_device",
     "judge",
     "make_flusher",

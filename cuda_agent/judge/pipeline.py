@@ -58,13 +58,15 @@ def _builds_inline(python: str) -> bool:
     return re.search(r"\bload(_inline)?\s*\(", python) is not None
 
 
-def baseline_key(task_code: str, device: str, config: JudgeConfig) -> str:
-    """The key under which a task's eager and compile timings are cached on this machine (`cache_dir/baselines/`).
+def baseline_key_env(device: str, config: JudgeConfig) -> tuple[str, dict[str, Any]]:
+    """The device name and the facts a task's baseline cache key holds besides the task (its one definition).
 
     Args:
-        task_code: the task's source.
         device: the resolved device, 'cuda' or 'cpu'.
-        config: the judge settings (the compile mode, the CPU threads a CPU timing runs on).
+        config: the judge settings (the CPU threads a CPU timing runs on).
+
+    Returns:
+        The device name ('cpu' on the CPU) and {torch, cuda, protocol_version, cpu_threads}.
     """
     versions = torch_versions()  # read from torch's files: importing torch here would cost seconds
     key_env = {
@@ -73,7 +75,18 @@ def baseline_key(task_code: str, device: str, config: JudgeConfig) -> str:
         "protocol_version": PROTOCOL_VERSION,
         "cpu_threads": config.cpu_threads if device != "cuda" else None,
     }
-    name = gpu_name() if device == "cuda" else "cpu"
+    return (gpu_name() if device == "cuda" else "cpu"), key_env
+
+
+def baseline_key(task_code: str, device: str, config: JudgeConfig) -> str:
+    """The key under which a task's eager and compile timings are cached on this machine (`cache_dir/baselines/`).
+
+    Args:
+        task_code: the task's source.
+        device: the resolved device, 'cuda' or 'cpu'.
+        config: the judge settings (the compile mode, the CPU threads a CPU timing runs on).
+    """
+    name, key_env = baseline_key_env(device, config)
     return baseline_mod.cache_key(task_code, name, key_env, {"tf32": False}, config.compile_mode)
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from cuda_agent.errors import ConfigError
 from cuda_agent.evaluation.baselines import BaselineEntry, BaselineFile, _environment, cache_key, measure, seed_cache
 from cuda_agent.judge import JudgeConfig
 from cuda_agent.judge.pipeline import reference_timings
@@ -81,3 +84,18 @@ def test_timing_lock_lets_one_process_time_at_a_time(tmp_path: Path) -> None:
         waited = time.monotonic() - start
     child.wait(timeout=30)
     assert waited > 0.5  # blocked until the other process left its timed phase
+
+
+def test_file_environment_holds_the_judge_cache_key_facts_and_refuses_other_cpu_threads(tmp_path: Path) -> None:
+    from cuda_agent.judge import baseline_key_env
+
+    task = Catalog().resolve("examples/relu")
+    four = JudgeConfig(device="cpu", cache_dir=tmp_path / "cache", cpu_threads=4)
+    one = four.model_copy(update={"cpu_threads": 1})
+    name, key_env = baseline_key_env("cpu", four)
+    assert key_env["cpu_threads"] == 4
+    assert {k: _environment("cpu", four)[k] for k in (*key_env, "device_name")} == {**key_env, "device_name": name}
+    assert cache_key(task, "cpu", four) != cache_key(task, "cpu", one)  # a 4-thread time never answers a 1-thread one
+    path, _ = _file(tmp_path, four)
+    with pytest.raises(ConfigError, match="cpu_threads=4"):
+        measure([task], path, one, "cpu")  # resuming with other threads would mix two keys' times in one file

@@ -233,23 +233,6 @@ def drop_nulls(value: Any) -> Any:
     return value
 
 
-def write_sft_parquet(
-    trajectories: list[Trajectory], path: Path, tokens: list[TokenRecord | None] | None = None
-) -> Path:
-    """Write `trajectories` as verl multi-turn SFT parquet (columns messages, tools, task, reward, input_ids, loss_mask).
-
-    Args:
-        tokens: per trajectory, its exact tokens (or None: the dataset renders its messages instead).
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    tokens = tokens or [None] * len(trajectories)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist([sft_row(t, k) for t, k in zip(trajectories, tokens, strict=True)]), path)
-    return path
-
-
 def read_collected(root: Path) -> tuple[list[Collected], list[Path]]:
     """Every episode under `root` (trajectory.jsonl, and tokens.json beside it where present), in path order.
 

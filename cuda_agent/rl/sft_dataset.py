@@ -35,7 +35,7 @@ from cuda_agent.rl.rft import drop_nulls
 
 
 class RFTDataset(MultiTurnSFTDataset):
-    """`MultiTurnSFTDataset` over `write_sft_parquet` rows: exact token rows as stored, others re-rendered."""
+    """`MultiTurnSFTDataset` over `rft.write_rft_data` rows: exact token rows as stored, others re-rendered."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

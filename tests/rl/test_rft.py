@@ -8,7 +8,15 @@ from typing import Any
 
 import pytest
 
-from cuda_agent.rl.rft import drop_nulls, drop_reason, filter_trajectories, find_loop, write_sft_parquet
+from cuda_agent.rl.rft import (
+    Collected,
+    TokenRecord,
+    drop_nulls,
+    drop_reason,
+    filter_trajectories,
+    find_loop,
+    write_rft_data,
+)
 from cuda_agent.types import ToolCall, ToolResult, Trajectory, Turn
 
 
@@ -46,6 +54,17 @@ def edit(n: int) -> tuple[str, dict]:
 
 
 GOOD = trajectory(("Read", {"path": "model.py"}), edit(0), COMPILE, COMPILE, edit(1), COMPILE)
+
+
+def write_sft(trajectories: list[Trajectory], path: Path, tokens: list[TokenRecord | None] | None = None) -> Path:
+    """The kept ones of `trajectories` written as `train rft-data` writes them (episodes read from no folder)."""
+    tokens = tokens or [None] * len(trajectories)
+    collected = [
+        Collected(trajectory=t, tokens=k, path=path.parent / f"{i}" / "trajectory.jsonl")
+        for i, (t, k) in enumerate(zip(trajectories, tokens, strict=True))
+    ]
+    write_rft_data(collected, path)
+    return path
 
 
 @pytest.mark.parametrize(
@@ -89,7 +108,7 @@ def test_filter_counts_drops_by_reason_and_writes_sft_rows(tmp_path: Path) -> No
     assert result.summary() == "kept 2 of 4; dropped: reward 1, repeated_loop 1"
 
     pq = pytest.importorskip("pyarrow.parquet")
-    path = write_sft_parquet(result.kept, tmp_path / "rft.parquet")
+    path = write_sft([GOOD, *bad, GOOD], tmp_path / "rft.parquet")
     rows = pq.read_table(path).to_pylist()
     assert len(rows) == 2 and set(rows[0]) == {"messages", "tools", "task", "reward", "input_ids", "loss_mask"}
     messages = rows[0]["messages"]
@@ -103,7 +122,7 @@ def test_verl_multiturn_sft_dataset_reads_the_parquet(tiny_tokenizer: Any, tmp_p
     pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[rl]')")
     from cuda_agent.rl.sft_dataset import RFTDataset
 
-    path = write_sft_parquet([GOOD], tmp_path / "rft.parquet")
+    path = write_sft([GOOD], tmp_path / "rft.parquet")
     dataset = RFTDataset(str(path), tiny_tokenizer, {"max_length": 16384, "truncation": "right"})
     assert dataset.tools[0] == TOOLS  # parquet's null-filled union of tool properties is undone
     item = dataset[0]
@@ -138,7 +157,6 @@ def test_rft_data_command_filters_collected_episodes(tmp_path: Path, capsys: pyt
 def test_rft_trains_on_the_rollouts_exact_tokens(tiny_tokenizer: Any, tmp_path: Path) -> None:
     """A rolled-out episode's ids are used as they are, not re-rendered (the template would print other ids)."""
     pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[rl]')")
-    from cuda_agent.rl.rft import TokenRecord
     from cuda_agent.rl.sft_dataset import RFTDataset
 
     # As sampled: tool-call JSON with other spacing than the chat template renders.
@@ -150,7 +168,7 @@ def test_rft_trains_on_the_rollouts_exact_tokens(tiny_tokenizer: Any, tmp_path: 
         response_mask=[1] * len(sampled) + [0] * len(tool) + [1],
         reward=2,
     )
-    path = write_sft_parquet([GOOD, GOOD], tmp_path / "rft.parquet", [record, None])
+    path = write_sft([GOOD, GOOD], tmp_path / "rft.parquet", [record, None])
     dataset = RFTDataset(str(path), tiny_tokenizer, {"max_length": 16384, "truncation": "right"})
     exact, rendered = dataset[0], dataset[1]
     n = len(record.prompt_ids) + len(record.response_ids)
@@ -166,7 +184,6 @@ def test_collected_episodes_become_rft_and_critic_replay_rows(
     pytest.importorskip("pyarrow")
     from cuda_agent.agent import TrajectoryWriter
     from cuda_agent.cli import main
-    from cuda_agent.rl.rft import TokenRecord
 
     rollouts = tmp_path / "rollouts"
     for name, episode, reward in [("a", GOOD, 2.0), ("b", trajectory(("Read", {"path": "x"}), reward=-1), -1.0)]:
@@ -192,10 +209,9 @@ def test_rft_data_adds_extra_sft_rows_and_needs_some_row(tmp_path: Path) -> None
     """`train all`'s rft-data stage: the kept episodes plus extra SFT rows (e.g. the curriculum's answers)."""
     pq = pytest.importorskip("pyarrow.parquet")
     from cuda_agent.errors import ConfigError
-    from cuda_agent.rl.rft import Collected, write_rft_data
 
     failed = Collected(path=tmp_path / "t.jsonl", trajectory=trajectory(("Read", {"path": "x"}), reward=-1))
-    extra = write_sft_parquet([GOOD], tmp_path / "extra.parquet")
+    extra = write_sft([GOOD], tmp_path / "extra.parquet")
     with pytest.raises(ConfigError, match="nothing to fine-tune on"):
         write_rft_data([failed], tmp_path / "none.parquet")
     result = write_rft_data([failed], tmp_path / "rft.parquet", extra_sft=[extra])

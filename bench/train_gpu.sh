@@ -76,6 +76,8 @@ recipe["agent_loop"].update(device=sys.argv[3], work_dir=sys.argv[4], share_trai
 yaml.safe_dump(recipe, open(sys.argv[2], "w"))
 PY
 
+# verl's torch.compile is off (actor, ref, critic): on a tiny model it only costs time, ~30 s of inductor in each
+# launch's first step on the H200 (bench/results/h200-2026-12-05-b/README.md), twice with kill/resume.
 train() {  # train SEED RUN_DIR [--resume]: each launch logs to RUN_DIR/metrics.<n>.jsonl, n = 0, 1, ...
   local seed=$1 run=$2 micro=$((BATCH < 4 ? BATCH : 4)) loops=$((BATCH % 2 ? 1 : 2)); shift 2
   mkdir -p "$run"
@@ -95,6 +97,8 @@ train() {  # train SEED RUN_DIR [--resume]: each launch logs to RUN_DIR/metrics.
     --set +actor_rollout_ref.model.override_config.attn_implementation=sdpa \
     --set "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}" \
     --set actor_rollout_ref.rollout.name=hf --set actor_rollout_ref.rollout.tensor_model_parallel_size=1 \
+    --set actor_rollout_ref.actor.fsdp_config.use_torch_compile=false \
+    --set actor_rollout_ref.ref.fsdp_config.use_torch_compile=false --set critic.fsdp.use_torch_compile=false \
     --set actor_rollout_ref.rollout.dtype=float32 --set actor_rollout_ref.rollout.calculate_log_probs=true \
     --set actor_rollout_ref.rollout.seed="$seed" \
     --set actor_rollout_ref.rollout.multi_turn.max_assistant_turns="$TURNS" \

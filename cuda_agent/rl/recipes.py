@@ -33,11 +33,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from cuda_agent.errors import ConfigError
 from cuda_agent.rl import STAGES
 from cuda_agent.rl.config import CudaAgentLoopConfig, JudgeSettings
+from cuda_agent.rl.report import launch_number, metrics_files
 from cuda_agent.sandbox.workspace_commands import SANDBOX_URL_ENV
 
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
 _PLAIN = re.compile(r"^[\w./:@+-]+$")
-_METRICS = re.compile(r"metrics\.(\d+)\.jsonl")
 
 
 class Recipe(BaseModel):
@@ -447,7 +447,8 @@ def metrics_file(out_dir: Path) -> Path:
     One file per launch: verl's file logger opens its file for writing, so a `--resume` into the same file
     would wipe the killed run's steps. `cuda-agent train report OUT_DIR` reads them all, in order.
     """
-    taken = [int(m.group(1)) for p in Path(out_dir).glob("metrics.*.jsonl") if (m := _METRICS.fullmatch(p.name))]
+    # The report's naming rule, so the report reads the launches in the order they were made.
+    taken = [n for path in metrics_files(out_dir) if (n := launch_number(path)) is not None]
     return (Path(out_dir) / f"metrics.{max(taken, default=-1) + 1}.jsonl").absolute()
 
 

@@ -27,6 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.errors import ConfigError
 
+_METRICS_NAME = re.compile(r"metrics(?:\.(\d+))?\.jsonl")
+
 _OURS = "timing_s/cuda_agent/"  # CudaAgentLoopManager's episode metrics, logged inside verl's timing dict
 FIELDS: dict[str, tuple[str, ...]] = {
     # our name: verl's keys, first present wins
@@ -223,7 +225,7 @@ def report_run(run_dir: Path) -> tuple[Path, Path, list[str]]:
     Raises:
         ConfigError: no metrics file under `run_dir`, or an unreadable one.
     """
-    paths = sorted(Path(run_dir).glob("metrics*.jsonl"), key=_launch_order)
+    paths = metrics_files(run_dir)
     steps = read_steps(paths)
     out = write_steps(steps, Path(run_dir) / "steps.jsonl")
     page = Path(run_dir) / "report.html"
@@ -231,10 +233,20 @@ def report_run(run_dir: Path) -> tuple[Path, Path, list[str]]:
     return out, page, validation_lines(steps)
 
 
-def _launch_order(path: Path) -> tuple[int, str]:
-    # metrics.10.jsonl is launched after metrics.9.jsonl; a lone metrics.jsonl (set by hand) comes first.
-    number = path.name.split(".")[1] if path.name.count(".") == 2 else ""
-    return (int(number) if number.isdigit() else -1, path.name)
+def launch_number(path: Path) -> int | None:
+    """The launch a metrics file belongs to: n of `metrics.<n>.jsonl`, -1 for `metrics.jsonl`, None for no metrics file.
+
+    `recipes.metrics_file` names each launch's file by this rule; a lone `metrics.jsonl` is one set by hand
+    (`VERL_FILE_LOGGER_PATH`) and is read first.
+    """
+    match = _METRICS_NAME.fullmatch(path.name)
+    return None if match is None else int(match.group(1) or -1)
+
+
+def metrics_files(run_dir: Path) -> list[Path]:
+    """The metrics files under `run_dir` in launch order (metrics.10.jsonl after metrics.9.jsonl)."""
+    found = [(n, path) for path in Path(run_dir).glob("metrics*.jsonl") if (n := launch_number(path)) is not None]
+    return [path for _, path in sorted(found)]
 
 
 class LearningCheck(BaseModel):

@@ -97,6 +97,22 @@ def test_no_metrics_is_an_error_that_says_what_to_turn_on(tmp_path: Path) -> Non
         report_run(tmp_path)
 
 
+def test_report_reads_launches_in_the_order_recipes_names_them(tmp_path: Path) -> None:
+    from cuda_agent.rl.recipes import metrics_file
+    from cuda_agent.rl.report import metrics_files
+
+    for name, reward in (("metrics.10.jsonl", 10.0), ("metrics.9.jsonl", 9.0), ("metrics.jsonl", -1.0)):
+        line = {"step": 1, "data": {"timing_s/cuda_agent/reward/mean": reward}}
+        (tmp_path / name).write_text(json.dumps(line) + "\n")
+    (tmp_path / "metrics.old.jsonl").write_text("a copy kept by hand, no launch's\n")
+    assert [p.name for p in metrics_files(tmp_path)] == ["metrics.jsonl", "metrics.9.jsonl", "metrics.10.jsonl"]
+    assert metrics_file(tmp_path) == (tmp_path / "metrics.11.jsonl").absolute()  # the launch after the report's last
+    steps, _, _ = report_run(tmp_path)
+    assert [json.loads(line)["reward_mean"] for line in steps.read_text().splitlines()] == [
+        10.0
+    ]  # the last launch wins
+
+
 def test_learning_check_pools_seeds_and_needs_three_standard_errors() -> None:
     from cuda_agent.rl.report import StepMetrics, learning_check
 

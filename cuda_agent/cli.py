@@ -9,13 +9,19 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cuda_agent.cli_synth import add_synth_command, catalog_from_args, checked_device
 from cuda_agent.cli_train import add_train_command
-from cuda_agent.errors import Error, InfraError
+from cuda_agent.errors import ConfigError, Error, InfraError
+
+if TYPE_CHECKING:
+    from cuda_agent.judge import JudgeConfig
+    from cuda_agent.types import Task, Verdict
 
 EXIT_OURS = 3
 """Exit status when our own infrastructure failed (0: a verdict; 2: bad usage or input)."""
@@ -85,8 +91,11 @@ def cmd_tasks_show(args: argparse.Namespace) -> int:
 
 def cmd_judge(args: argparse.Namespace) -> int:
     from cuda_agent.judge import JudgeConfig, judge
+    from cuda_agent.sandbox.workspace_commands import SANDBOX_TOKEN_ENV, SANDBOX_URL_ENV
 
-    checked_device(args.device)
+    url = args.sandbox or os.environ.get(SANDBOX_URL_ENV) or None
+    if not url:
+        checked_device(args.device)  # a service checks its own machine
     task = catalog_from_args(args).resolve(args.task)
     overrides = {
         "device": args.device,
@@ -98,13 +107,35 @@ def cmd_judge(args: argparse.Namespace) -> int:
         overrides["trials"] = args.trials
     overrides["policy"] = args.policy
     config = JudgeConfig(**overrides)
-    with _working(f"judging {args.solution} on {task.ref} (a first build takes about a minute)", quiet=args.json):
-        verdict = judge(task, Path(args.solution), config)
+    solution = Path(args.solution)
+    if url:
+        token = args.token or os.environ.get(SANDBOX_TOKEN_ENV) or None
+        verdict = _judge_on_service(url, token, task, solution, config, quiet=args.json)
+    else:
+        with _working(f"judging {solution} on {task.ref} (a first build takes about a minute)", quiet=args.json):
+            verdict = judge(task, solution, config)
     if args.json:
         print(verdict.model_dump_json())
         return 0
     _print_verdict(verdict)
     return 0
+
+
+def _judge_on_service(
+    url: str, token: str | None, task: Task, solution: Path, config: JudgeConfig, quiet: bool
+) -> Verdict:
+    """The verdict of a running `cuda-agent serve`: its pool keeps workers started ahead and its caches warm, so a
+    judgement there skips this process's start of torch and CUDA (bench/judge_gpu.py part B measures both ways)."""
+    from cuda_agent.sandbox.client import SandboxClient
+
+    with SandboxClient(url, token=token) as client, _working(f"judging {solution} on {task.ref} at {url}", quiet=quiet):
+        if solution.is_dir():  # read by path: the service must see it below its --workspace-root
+            return client.judge_workspace(task, solution.resolve(), config)
+        try:
+            source = solution.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read the solution {solution}: {exc}") from exc
+        return client.judge(task, source, config)
 
 
 def cmd_workspace_create(args: argparse.Namespace) -> int:
@@ -259,7 +290,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _parse_judge_overrides(pairs: list[str]) -> dict:
     """`--judge key=value` pairs as JudgeConfig fields (values parsed as JSON where they parse)."""
-    from cuda_agent.errors import ConfigError
 
     overrides = {}
     for pair in pairs:
@@ -445,7 +475,6 @@ def _add_bench_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def _bench_main(args: argparse.Namespace) -> int:
-    from cuda_agent.errors import ConfigError
 
     if args.suite is None or args.out is None or (args.model is None) == (args.solutions is None):
         raise ConfigError("bench needs --suite, --out and one of --model or --solutions (see cuda-agent bench -h)")
@@ -472,6 +501,13 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument(
         "--no-verdict-cache", action="store_true", help="judge again even if this candidate was judged before"
     )
+    judge.add_argument(
+        "--sandbox",
+        default=None,
+        metavar="URL",
+        help="judge on this `cuda-agent serve` (default $CUDA_AGENT_SANDBOX_URL): its workers are started ahead",
+    )
+    judge.add_argument("--token", default=None, help="the service's token (default $CUDA_AGENT_SANDBOX_TOKEN)")
     judge.set_defaults(func=cmd_judge)
 
     serve = commands.add_parser("serve", help="serve the sandbox pool over HTTP (judge, workspace commands, metrics)")

@@ -263,3 +263,24 @@ def test_a_job_the_pool_refuses_as_the_callers_mistake_is_a_422_not_ours(tmp_pat
         "error": "job twice is already in flight: give each job a new id",
         "error_type": "ConfigError",
     }
+
+
+def test_cli_judge_hands_the_candidate_to_a_named_service(service, tmp_path: Path) -> None:
+    url, client = service
+    solution = tmp_path / "relu.py"
+    solution.write_text(RELU)
+    before = client.metrics().completed
+    cmd = [sys.executable, "-m", "cuda_agent", "judge", "examples/relu", str(solution), "--no-time", "--trials", "2"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_AGENT_SANDBOX")}
+    run = subprocess.run(
+        cmd + ["--json", "--sandbox", url, "--token", TOKEN], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0, run.stderr
+    verdict = Verdict.model_validate_json(run.stdout)
+    assert (verdict.verdict, verdict.task) == ("pass", "examples/relu")
+    assert client.metrics().completed == before + 1  # judged by the service, not in the CLI's process
+    # The service named by the environment, as the workspace tools take it; a wrong token is the user's mistake.
+    env.update(CUDA_AGENT_SANDBOX_URL=url, CUDA_AGENT_SANDBOX_TOKEN="wrong")
+    refused = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "401" in refused.stderr and "Traceback" not in refused.stderr, refused.stderr
+    assert client.metrics().completed == before + 1

@@ -66,6 +66,11 @@ class ValidationMetrics(BaseModel):
     our_failure_rate: float | None = Field(
         default=None, description="Share of those samples dropped for our failure (val-aux/<source>/our_failure)."
     )
+    judged_reward_mean: float | None = Field(
+        default=None,
+        description="Mean reward of the judged samples alone (dropped ones out); None if all were dropped or the "
+        "dropped share was not logged.",
+    )
 
 
 class StepMetrics(BaseModel):
@@ -105,16 +110,23 @@ def step_metrics(step: int, data: dict[str, Any]) -> StepMetrics:
     updates = [float(data[k]) for k in _UPDATE_KEYS if isinstance(data.get(k), int | float)]
     values["update_s"] = sum(updates) if updates else None
     values["validation"] = [
-        ValidationMetrics(
-            source=m["source"],
-            samples=int(m["n"]),
-            reward_mean=float(value),
-            our_failure_rate=data.get(f"val-aux/{m['source']}/our_failure/mean@{m['n']}"),
+        _validation(
+            m["source"], int(m["n"]), float(value), data.get(f"val-aux/{m['source']}/our_failure/mean@{m['n']}")
         )
         for key, value in data.items()
         if (m := _VALIDATION.fullmatch(key)) and isinstance(value, int | float)
     ]
     return StepMetrics(**values)
+
+
+def _validation(source: str, samples: int, reward_mean: float, dropped: float | None) -> ValidationMetrics:
+    # verl averages each task's N samples, then the tasks, with a dropped sample scored 0. Every task has N
+    # samples, so both means are sums over all samples / (tasks x N), and the judged samples' own mean is
+    # the reward mean over the share that was judged.
+    judged = None if dropped is None or dropped >= 1 else reward_mean / (1 - dropped)
+    return ValidationMetrics(
+        source=source, samples=samples, reward_mean=reward_mean, our_failure_rate=dropped, judged_reward_mean=judged
+    )
 
 
 def read_steps(paths: list[Path]) -> list[StepMetrics]:
@@ -206,11 +218,12 @@ def render_report(steps: list[StepMetrics], title: str) -> str:
 
 
 def validation_lines(steps: list[StepMetrics]) -> list[str]:
-    """One line per step and data source validated: verl's mean reward beside the share of dropped samples in it."""
+    """One line per step and data source validated: verl's mean reward, the judged samples' own, the share dropped."""
     return [
         f"validation at step {step.step}, {v.source}: reward mean@{v.samples} {v.reward_mean:.4g}, our failures "
         + ("not logged" if v.our_failure_rate is None else f"{v.our_failure_rate:.4g}")
-        + " (verl counts them as reward 0 in the mean)"
+        + " (verl counts them as reward 0 in the mean); judged samples' mean "
+        + ("unknown" if v.judged_reward_mean is None else f"{v.judged_reward_mean:.4g}")
         for step in steps
         for v in step.validation
     ]

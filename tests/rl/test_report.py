@@ -85,8 +85,33 @@ def test_report_prints_validation_means_beside_their_dropped_share(
     assert main(["train", "report", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "validation at step 2, kernelbench/L1: reward mean@4 -0.5, our failures 0.25" in out
+    assert "judged samples' mean -0.6667" in out  # -0.5 over the 3 in 4 that were judged
     assert "step 1" not in out
     assert "our failures 0.25" in (tmp_path / "report.html").read_text()
+
+
+def test_validation_judged_mean_leaves_dropped_samples_out_of_verls_mean() -> None:
+    """Through verl's own validation aggregation: dropped samples spread unevenly over the tasks."""
+    pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[rl]')")
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    from cuda_agent.rl.metrics import dropped_fields, judged_fields
+    from cuda_agent.rl.report import step_metrics
+
+    drop = None  # a sample we failed to judge
+    scores = {"a": [3, drop, -1, 1], "b": [2, 2, drop, drop], "c": [-1, -1, -1, -1]}
+    uids = [uid for uid, row in scores.items() for _ in row]
+    infos = [
+        dropped_fields("sandbox down") if r is None else judged_fields(None, r) for row in scores.values() for r in row
+    ]
+    columns = {key: [info[key] for info in infos] for key in infos[0]}
+    columns["reward"] = [info["score"] for info in infos]  # verl's own list: a dropped sample's score, 0
+    data = RayPPOTrainer._val_metrics_update(None, ["kernelbench/L1"] * len(uids), uids, columns, [])
+    [validation] = step_metrics(1, data).validation
+    judged = [r for row in scores.values() for r in row if r is not None]
+    assert validation.our_failure_rate == pytest.approx(3 / 12)
+    assert validation.reward_mean == pytest.approx(sum(judged) / 12)  # verl's: the dropped count as 0
+    assert validation.judged_reward_mean == pytest.approx(sum(judged) / len(judged))
 
 
 def test_no_metrics_is_an_error_that_says_what_to_turn_on(tmp_path: Path) -> None:

@@ -58,7 +58,8 @@ def cmd_train_curriculum(args: argparse.Namespace) -> int:
     manifest = write_curriculum(Path(args.out), args.device, copies=args.copies)
     print(f"wrote {manifest['sft']} (SFT: every variant in equal shares) and {manifest['rl']} (PPO prompts)")
     for name, answer in manifest["answers"].items():
-        print(f"  {name}: {answer['folder']} (designed reward {' or '.join(map(str, answer['rewards']))})")
+        rewards = " or ".join(map(str, answer["rewards"]))
+        print(f"  {name}: designed reward {rewards}; cuda-agent judge {answer['task']} {answer['folder']}")
     return 0
 
 

@@ -7,11 +7,23 @@ in `curriculum_kernels/<task>/`, for the CPU (C++, CI) and for CUDA (the H200):
 | variant | what it does | the judge's reward |
 | --- | --- | --- |
 | `fast`  | fused, one pass (eager makes two passes and a temporary) | 2 or 3 (more than 5 % faster than eager) |
-| `slow`  | correct, but a strided single-thread walk (CPU) or one warp for the whole tensor (CUDA) | 1 |
+| `slow`  | correct, but a strided single-thread walk (CPU) or three unfused passes (CUDA) | 1 |
 | `wrong` | forgets `alpha` (x + y) | -1 (incorrect) |
 
 The three answers share `model_new.py` (and on CUDA the binding); they differ in the kernel file, which
 the answer gives first, so the policy chooses the variant within its first few tokens (a comment line).
+
+On CUDA the task is the example at 128M elements a tensor (`curriculum_kernels/<task>/cuda/problem.py`,
+`curriculum_task`): at the example's 128x1024 (512 KiB a tensor) every variant's time is its launches
+and the call's overhead, and on the H200 fast (0.060 ms) lost to eager (0.039 ms), so fast and slow both
+got 1 and PPO had nothing to learn (bench/learning_gpu.sh, 2026-12-05). Per element eager moves 20 bytes
+(mul: read x, write a temporary; add: read it and y, write out), fast and torch.compile's one fused kernel
+12, slow 28 (copy x to out: 8; scale out in place: 8; add y: 12). At 128M elements that is 2.7 GB for
+eager, 1.6 GB for fast, 3.8 GB for slow: at the H200's ~4.8 TB/s (3-4 reached) 0.6-0.9 ms, 0.35-0.55 ms
+and 0.8-1.3 ms, far above the ~0.04-0.1 ms of fixed cost per call measured there. So fast beats eager
+by ~1.6x (reward 2; 3 where it also beats compile by 5 %, which does the same traffic), slow is ~1.4x
+slower than eager (1), wrong stays wrong (-1). The inputs are drawn on the GPU (`draw_inputs`), so the
+size costs the judge memory (a few GiB), not time.
 
 The CPU curriculum is sized for training on two CPU cores (bench/learning_gpu.sh, DEVICE=cpu): each
 answer is one C++ file holding the loop and its `REGISTER_BINDING`, plus a short `model_new.py`
@@ -57,15 +69,13 @@ class Variant:
     """One hand-written answer of the curriculum."""
 
     task: str
-    """Bundled example name, e.g. 'scale_add' (the task reference is examples/<task>)."""
+    """Bundled example name, e.g. 'scale_add'."""
+    ref: str
+    """The reference of the task it is judged on (`curriculum_task`): examples/<task>, or the CUDA problem's path."""
     name: str
     """'fast', 'slow' or 'wrong'."""
     files: dict[str, str]
     """Workspace path -> text: the kernel, its binding, model_new.py (in answer order)."""
-
-    @property
-    def ref(self) -> str:
-        return f"examples/{self.task}"
 
     def answer(self, device: str) -> str:
         """The single-turn answer: each file under its path, in the form the prompt asks for."""
@@ -90,13 +100,24 @@ def variants(device: str, tasks: tuple[str, ...] = TASKS) -> list[Variant]:
         if not (folder / device).is_dir():
             raise ConfigError(f"no curriculum kernels for {task!r} on {device}; have: {', '.join(TASKS)}")
         binding = folder / device / "binding.cpp"  # CUDA only: the CPU answers register in the kernel file
+        ref = curriculum_task(task, device).ref
         for name in VARIANTS:
             files = {f"kernels/{task}.{ext}": (folder / device / f"{name}.{ext}").read_text()}
             if binding.is_file():
                 files[f"kernels/{task}_binding.cpp"] = binding.read_text()
             files["model_new.py"] = (folder / device / "model_new.py").read_text()
-            out.append(Variant(task=task, name=name, files=files))
+            out.append(Variant(task=task, ref=ref, name=name, files=files))
     return out
+
+
+def curriculum_task(task: str, device: str) -> Task:
+    """The task the curriculum's answers for `task` are judged on: examples/<task>, or on CUDA the same problem at
+    the sizes of `curriculum_kernels/<task>/cuda/problem.py` (module docstring), referred to by that file's path,
+    which `cuda-agent judge` and the dataset rows resolve like any problem file."""
+    from cuda_agent.tasks import Catalog
+
+    sized = KERNELS / task / device / "problem.py"
+    return Catalog().resolve(str(sized) if sized.is_file() else f"examples/{task}")
 
 
 def prompt_messages(task: Task, device: str) -> list[dict[str, str]]:
@@ -111,10 +132,7 @@ def prompt_messages(task: Task, device: str) -> list[dict[str, str]]:
 
 def corpus(device: str) -> list[str]:
     """The curriculum's texts (prompts and answers), for training a tiny model's tokenizer on them."""
-    from cuda_agent.tasks import Catalog
-
-    catalog = Catalog()
-    texts = [m["content"] for task in TASKS for m in prompt_messages(catalog.resolve(f"examples/{task}"), device)]
+    texts = [m["content"] for task in TASKS for m in prompt_messages(curriculum_task(task, device), device)]
     return texts + [v.answer(device) for v in variants(device)]
 
 
@@ -127,27 +145,26 @@ def write_curriculum(out: Path, device: str, copies: int = 8) -> dict[str, Any]:
         copies: rows per variant in sft.parquet (equal shares: SFT learns to pick each a third of the time).
 
     Returns:
-        The manifest written to curriculum.json (paths and each variant's designed rewards).
+        The manifest written to curriculum.json: the data's paths and per answer ('<task>:<variant>') the task
+        reference to judge it on, its folder and its designed rewards.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from cuda_agent.tasks import Catalog
-
-    catalog = Catalog()
-    tasks = [catalog.resolve(f"examples/{task}") for task in TASKS]
+    tasks = {task: curriculum_task(task, device) for task in TASKS}
     out.mkdir(parents=True, exist_ok=True)
-    rl_data = rl_rows(tasks, single_turn=True, device=device)
-    for row, task in zip(rl_data, tasks, strict=True):
+    rl_data = rl_rows(list(tasks.values()), single_turn=True, device=device)
+    for row, task in zip(rl_data, tasks.values(), strict=True):
         row["prompt"] = prompt_messages(task, device)
     rl = write_rl_parquet(rl_data, out / "rl.parquet")
     rows, answers = [], {}
     for variant in variants(device):
-        prompt = prompt_messages(catalog.resolve(variant.ref), device)
+        prompt = prompt_messages(tasks[variant.task], device)
         messages = [*prompt, {"role": "assistant", "content": variant.answer(device)}]
         rows += [{"messages": messages, "task": variant.ref, "variant": variant.name}] * copies
         folder = write_candidate(variant.files, out / "answers" / variant.task / variant.name)
-        answers[f"{variant.ref}:{variant.name}"] = {"folder": str(folder), "rewards": list(VARIANTS[variant.name])}
+        rewards = list(VARIANTS[variant.name])
+        answers[f"{variant.task}:{variant.name}"] = {"task": variant.ref, "folder": str(folder), "rewards": rewards}
     sft = out / "sft.parquet"
     pq.write_table(pa.Table.from_pylist(rows), sft)
     manifest = {"device": device, "rl": str(rl), "sft": str(sft), "answers": answers}

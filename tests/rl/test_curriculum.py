@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.rl.curriculum import VARIANTS, prompt_messages, variants, write_curriculum
+from cuda_agent.rl.curriculum import VARIANTS, curriculum_task, prompt_messages, variants, write_curriculum
 from cuda_agent.rl.single_turn import parse_answer, single_turn_messages
 from cuda_agent.tasks import Catalog
 
@@ -34,6 +34,32 @@ def test_curriculum_data_holds_every_variant_in_equal_shares(tmp_path: Path) -> 
     rl = pq.read_table(manifest["rl"]).to_pylist()
     assert [r["extra_info"]["task"] for r in rl] == ["examples/scale_add"]
     assert rl[0]["prompt"] == rows[0]["messages"][:2]  # PPO asks exactly what SFT answered
+
+
+def test_the_cuda_curriculum_is_judged_where_memory_traffic_outweighs_launches(tmp_path: Path) -> None:
+    """At examples/scale_add's 128x1024 the H200 judged fast 0.060 ms, eager 0.039 ms: both launch-bound, fast and
+    slow both reward 1 (2026-12-05). The CUDA task must move enough bytes that the kernels' traffic decides."""
+    torch = pytest.importorskip("torch")
+    pq = pytest.importorskip("pyarrow.parquet")
+    task = curriculum_task("scale_add", "cuda")
+    namespace: dict = {}
+    exec(compile(task.code, task.ref, "exec"), namespace)
+    with torch.device("meta"):  # the shapes only: 1 GiB of inputs is not drawn here
+        inputs = namespace["get_inputs"]()
+    numel = inputs[0].numel()
+    assert [tuple(t.shape) for t in inputs] == [tuple(inputs[0].shape)] * 2
+    # eager moves 20 bytes an element (mul: read x, write a temporary; add: read it and y, write out); at the
+    # H200's 4.8 TB/s that must take at least 20 launches of ~20 us, so fast's 12 bytes win by far more than 5 %.
+    assert 20 * numel / 4.8e12 > 20 * 20e-6
+    # The same problem as the example, only larger: the curriculum still teaches examples/scale_add's operation.
+    example = Catalog().resolve("examples/scale_add").code
+    assert task.code.split("# examples/scale_add")[0] == example.split("batch_size")[0]
+    assert Catalog().resolve(task.ref).code == task.code  # `cuda-agent judge REF` judges the same problem
+    manifest = write_curriculum(tmp_path, "cuda", copies=1)
+    rl = pq.read_table(manifest["rl"]).to_pylist()
+    assert [r["extra_info"]["code"] for r in rl] == [task.code]  # PPO's reward judges at these sizes
+    assert all(a["task"] == task.ref for a in manifest["answers"].values())
+    assert task.code.rstrip() in rl[0]["prompt"][1]["content"]
 
 
 def test_the_cpu_curriculum_is_short_and_cuda_keeps_stage_one() -> None:
@@ -65,3 +91,22 @@ def test_the_judge_rewards_the_variants_as_designed_on_cpu(tmp_path: Path, monke
     # fast is 2x faster than eager here (bench/results/cpu-2026-12-05-learning/judge_fast.json); on a loaded machine
     # its margin may shrink, so this test asserts only that it passes and is never below slow.
     assert scores["fast"]["passed"] == 1.0 and scores["fast"]["score"] >= scores["slow"]["score"]
+
+
+@pytest.mark.gpu
+@pytest.mark.integration
+def test_the_judge_rewards_the_variants_as_designed_on_cuda(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from cuda_agent.rl.single_turn import compute_score
+
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_AGENT_SANDBOX_URL", raising=False)
+    task = curriculum_task("scale_add", "cuda")
+    info = {"task": task.ref, "code": task.code}
+    scores = {
+        v.name: compute_score("curriculum", v.answer("cuda"), v.ref, info, device="cuda", work_dir=str(tmp_path))
+        for v in variants("cuda")
+    }
+    assert {name: score["score"] in VARIANTS[name] for name, score in scores.items()} == dict.fromkeys(VARIANTS, True)

@@ -115,17 +115,80 @@ ROOT = Path(__file__).resolve().parents[2]
 MIXED_SUITE = "solutions/kernelbench_mixed/cpu_problems"
 
 
+def readme_argv(start: str) -> list[str]:
+    """README's one command line that starts with `start` (continued lines joined, its comment cut), split."""
+    import shlex
+
+    joined = (ROOT / "README.md").read_text().replace("\\\n", " ")
+    [line] = [line for line in joined.splitlines() if line.startswith(start)]
+    return shlex.split(line.split("#")[0])
+
+
+def one_task_suite(suite: str, ref: str, levels: list[int] | None = None) -> str:
+    """`suite` cut to the slice that holds `ref` alone (the smallest input of a README command)."""
+    from cuda_agent.evaluation.suites import select_tasks
+
+    index = [task.ref for task in select_tasks(suite)].index(ref)
+    sliced = f"{suite}[{index}:{index + 1}]"
+    assert [task.ref for task in select_tasks(sliced, levels)] == [ref]
+    return sliced
+
+
+@pytest.mark.integration
+def test_readme_bench_of_the_bundled_solutions_and_its_report_run_as_written(tmp_path: Path) -> None:
+    """README's `bench --solutions examples` and `bench report`, as written but for a slice of one task (relu)."""
+    argv = readme_argv("cuda-agent bench --suite examples ")
+    assert argv[3] == "examples" and "--solutions" in argv and argv[-2] == "--out"
+    argv[3] = one_task_suite("examples", "examples/relu")
+    done = cli(*argv[1:], cwd=tmp_path, timeout_s=900)  # the README's relative --out lands in tmp_path
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / argv[-1]
+    [task] = json.loads((out / "results.json").read_text())["tasks"]
+    assert (task["ref"], task["status"], task["verdict"]["verdict"]) == ("examples/relu", "judged", "pass")
+    assert Path(task["solution"]).parent.name == "cpu"  # the bundled solutions for the device asked for
+    assert all(task["verdict"]["timings_ms"][k] for k in ("solution", "eager", "compile"))
+
+    report = readme_argv("cuda-agent bench report ")
+    assert len(report) == 4
+    (out / "report.md").unlink()
+    done = cli(*report[1:-1], str(out.relative_to(tmp_path)), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "| this run | 1 | 100.0% |" in (out / "report.md").read_text()
+
+
+@pytest.mark.integration
+def test_readme_baselines_and_seed_cache_run_as_written(tmp_path: Path, shared_dir: Path) -> None:
+    """README's `bench baselines` on one level-1 task (L1/12, the smallest: 16 Mi elements, no matmul), then
+    `bench seed-cache` into an empty cache: the judge then reads the file's times there instead of timing."""
+    from cuda_agent.evaluation.baselines import load_file
+    from cuda_agent.judge import JudgeConfig, reference_timings
+    from cuda_agent.tasks import Catalog
+
+    argv = readme_argv("cuda-agent bench baselines ")
+    assert argv[3:5] == ["--suite", "kernelbench"] and argv[5:7] == ["--levels", "1"]
+    argv[4] = one_task_suite("kernelbench", "kernelbench/L1/12", [1])
+    done = cli(*argv[1:], cwd=tmp_path, timeout_s=900)
+    assert done.returncode == 0, done.stderr
+    data = load_file(tmp_path / argv[argv.index("--out") + 1])
+    entry = data.entries["kernelbench/L1/12"]
+    assert list(data.entries) == ["kernelbench/L1/12"] and entry.eager_ms and entry.compile_ms and entry.error is None
+
+    seed = readme_argv("cuda-agent bench seed-cache ")
+    cache = tmp_path / "cache"
+    done = cli(*seed[1:], cwd=tmp_path, env={"CUDA_AGENT_CACHE": str(cache)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "seeded 1 baselines into the judge's cache\n"
+    config = JudgeConfig(device=data.environment["device"], cache_dir=cache)
+    assert reference_timings(Catalog().resolve("kernelbench/L1/12"), config) == entry.result  # read, not re-timed
+
+
 @pytest.mark.integration
 def test_readme_mixed_cpu_bench_runs_as_written_on_one_of_its_problems(tmp_path: Path) -> None:
     """README's bench of the mixed CPU solutions under kernelbench, as written but for a slice of one problem (all 22
     take over an hour on 2 cores) and --out in tmp_path. matmul_gelu_softmax: the judge's slow test builds it too."""
-    import shlex
-
     from cuda_agent.evaluation.suites import select_tasks
 
-    joined = (ROOT / "README.md").read_text().replace("\\\n", " ")
-    [line] = [line for line in joined.splitlines() if line.startswith(f"cuda-agent bench --suite {MIXED_SUITE} ")]
-    argv = shlex.split(line.split("#")[0])
+    argv = readme_argv(f"cuda-agent bench --suite {MIXED_SUITE} ")
     assert argv[:3] == ["cuda-agent", "bench", "--suite"] and argv[-2:] == ["--out", "runs/mixed_cpu"]
     index = [task.name for task in select_tasks(MIXED_SUITE)].index("matmul_gelu_softmax")
     argv[3] = f"{MIXED_SUITE}[{index}:{index + 1}]"

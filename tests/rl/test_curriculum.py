@@ -75,6 +75,25 @@ def test_the_cpu_curriculum_is_short_and_cuda_keeps_stage_one() -> None:
         assert len(variant.answer("cpu")) < len(variants("cuda")[0].answer("cuda")) / 2
 
 
+def test_every_answer_fits_the_ppo_recipes_response_limit(tmp_path: Path) -> None:
+    """A longer answer is cut at data.max_response_length and judged malformed (-1): the variant would vanish from
+    PPO. Counted with the tokenizer the learning demo's tiny model uses (bench/tiny_model.py, the script's vocab)."""
+    import importlib.util
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("tiny_model", root / "bench" / "tiny_model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tok = module.build_tokenizer(tmp_path, 4096)
+    limit = yaml.safe_load((root / "recipes" / "curriculum_ppo.yaml").read_text())["overrides"]
+    for device in ("cuda", "cpu"):
+        lengths = {v.name: len(tok.encode(v.answer(device))) + 1 for v in variants(device)}  # + the end token
+        # cuda: the recipe's limit; cpu: bench/learning_gpu.sh's MAX_RESPONSE default
+        assert max(lengths.values()) <= (limit["data.max_response_length"] if device == "cuda" else 448), lengths
+
+
 @pytest.mark.integration
 def test_the_judge_rewards_the_variants_as_designed_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from cuda_agent.rl.single_turn import compute_score

@@ -16,14 +16,24 @@ if TYPE_CHECKING:
     from cuda_agent.judge.child.timing import Clock, make_flusher, time_phase
     from cuda_agent.judge.config import JudgeConfig
     from cuda_agent.judge.env import PROTOCOL_VERSION, apply_precision_flags, describe_device
-    from cuda_agent.judge.pipeline import baseline_key, baseline_key_env, judge, prepare, reference_timings
+    from cuda_agent.judge.pipeline import (
+        baseline_key,
+        baseline_key_env,
+        judge,
+        prepare,
+        reference_timings,
+        start_spare,
+    )
     from cuda_agent.judge.protocol import BaselineResult
+    from cuda_agent.judge.standby import Standby
 
 _HOMES = {
     "JudgeConfig": "config",
     "judge": "pipeline",
     "prepare": "pipeline",
     "reference_timings": "pipeline",
+    "start_spare": "pipeline",
+    "Standby": "standby",
     "baseline_key": "pipeline",
     "baseline_key_env": "pipeline",
     "BaselineResult": "protocol",
@@ -42,6 +52,7 @@ __all__ = [
     "BaselineResult",
     "Clock",
     "JudgeConfig",
+    "Standby",
     "apply_precision_flags",
     "baseline_key",
     "baseline_key_env",
@@ -50,6 +61,7 @@ __all__ = [
     "make_flusher",
     "prepare",
     "reference_timings",
+    "start_spare",
     "time_phase",
     "trim_compile_log",
 ]

@@ -39,18 +39,17 @@ from cuda_agent.judge.fast_build import Preparing, finish_prepare
 from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.protocol import BaselineRequest, BaselineResult, RunRequest, RunResult
 from cuda_agent.judge.solution import SolutionSource, read_solution
-from cuda_agent.judge.standby import TURNS_ENV, Standby
+from cuda_agent.judge.standby import Standby, StandbySpec, take_spare, worker_spec
 from cuda_agent.judge.verdict_cache import VerdictCache, verdict_key
+from cuda_agent.judge.watched import run_watched
 from cuda_agent.machine import detect_device, driver_version, gpu_name, torch_versions
 from cuda_agent.reward import compute_reward
-from cuda_agent.subproc import ChildResult, Confinement, child_env, run_module
+from cuda_agent.subproc import Confinement, child_env, run_module
 from cuda_agent.types import Task, Timings, Verdict, Violation
 from cuda_agent.workspace.build import BUILD_DIR, build_tree, glue_hash
 from cuda_agent.workspace.layout import tampered_files
 
 SEEDS = (1001, 2002, 3003, 4004, 5005, 6006, 7007, 8008, 9009, 10010)
-STARTUP_S = 300.0
-"""Longest the candidate's process may take to start (import torch, set up CUDA) before it is our failure."""
 
 
 def _builds_inline(python: str) -> bool:
@@ -122,6 +121,8 @@ class _Judgement:
         the candidate wrote in its result file: such a verdict is judged again next time, never cached."""
         self.standby: Standby | None = None
         """The candidate's process, started ahead (standby.py); used once by run()."""
+        self.standby_origin = "started ahead"
+        """How `standby` came to be (env.standby_worker): started ahead by us, or a spare started by our caller."""
         self.candidate_ran = False
         """The run's worker said the candidate's code was about to run (standby.CANDIDATE)."""
         self.preparing: Preparing | None = None
@@ -251,17 +252,21 @@ class _Judgement:
             return False, outcome.log
         return outcome.ok, outcome.log
 
+    def standby_spec(self) -> StandbySpec:
+        """What this judgement starts its candidate's process with (a spare must match it: `take_standby`)."""
+        turns = turns_for(self.cfg.cache_dir).folder if self.device == "cuda" else None
+        return worker_spec(self.device, self.cfg.cpu_threads, turns, namespace=self.user is not None)
+
     def start_standby(self) -> Standby:
         """Start the candidate's process now; it imports torch and sets up CUDA while we build (standby.py)."""
-        env = child_env()
-        if self.device != "cuda":
-            env["CUDA_VISIBLE_DEVICES"] = ""
-            threads = str(self.cfg.cpu_threads)
-            env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
-        else:
-            env[TURNS_ENV] = str(turns_for(self.cfg.cache_dir).folder)
-        self.standby = Standby("cuda_agent.judge.child.worker", env, namespace=self.user is not None)
+        self.standby = Standby.start(self.standby_spec())
         return self.standby
+
+    def take_standby(self, spare: Standby | None) -> None:
+        """Our candidate's process: `spare` (started ahead by our caller) where it fits (standby.take_spare)."""
+        self.standby, self.standby_origin, why_not = take_spare(spare, self.standby_spec())
+        if why_not:
+            self.env["standby_spare_discarded"] = why_not
 
     def discard_standby(self) -> None:
         if self.standby is not None:
@@ -283,37 +288,6 @@ class _Judgement:
             for key, seconds in (("gpu_wait", turns.waited_s), ("gpu_held", turns.held_s)):
                 self.stage_s[key] = self.stage_s.get(key, 0.0) + seconds
                 self.stage_s[f"{key}.{stage}"] = self.stage_s.get(f"{key}.{stage}", 0.0) + seconds
-
-    def _run_watched(
-        self, args: list[str], env: dict[str, str], workdir: Path, confine: Confinement | None
-    ) -> tuple[ChildResult, str]:
-        """Run the worker (the standby started ahead, else a new one) in our GPU turn, watched per step;
-        (how it ended, what its limit was)."""
-        started_ahead = self.standby is not None
-        standby = self.standby or self.start_standby()
-        self.standby = None
-        self.candidate_ran = False
-        try:
-            why_not = standby.wait_ready(STARTUP_S)
-            if why_not:
-                raise JudgeInfraError(f"{why_not}; this is our failure, not the candidate's: retry the judgement")
-            self.stage_s["run.standby_ready"] = standby.ready_s or 0.0
-            self.stage_s["run.standby_turn_wait"] = standby.turn_wait_s
-            self.env["standby_worker"] = "started ahead" if started_ahead else "started for the run"
-            limits = self.limits
-            go_env = {k: env[k] for k in ("TORCH_EXTENSIONS_DIR", "HOME", "TMPDIR") if k in env}
-            with self.gpu_turn("run"):
-                standby.go(args, workdir, go_env, confine)
-                child, killed_by = standby.wait(limits.step_s, limits.total_s)
-            # From the request handed over to the end: what the run's limits count (the stage also holds the
-            # wait for the worker's start-up, which a busy machine stretches).
-            self.stage_s["run.after_go"] = child.wall_s
-            self.candidate_ran = standby.candidate_started
-        finally:
-            standby.close()
-        if killed_by == "step":
-            return child, f"one step of it (a call, a comparison) took longer than {limits.step_s:.0f} s"
-        return child, f"it took longer than {limits.total_s:.0f} s"
 
     def cached_baseline(self) -> BaselineResult | None:
         path = self._baseline_file()
@@ -425,7 +399,7 @@ class _Judgement:
         args = [str(request_path), str(result_path)]
         limit = f"it exceeded {timeout_s:.0f} s"
         if stage == "run":
-            child, limit = self._run_watched(args, env, workdir, confine)
+            child, limit = run_watched(self, args, env, workdir, confine)
         else:
             # Parallel baseline runs (a timing lock) time one at a time by that lock and share the GPU otherwise.
             with self.gpu_turn(stage, shared=self.cfg.timing_lock is not None):
@@ -572,13 +546,17 @@ def prepare(task: Task, solution: SolutionSource | Path, config: JudgeConfig | N
     return j.store(failed) if failed is not None else None
 
 
-def judge(task: Task, solution: SolutionSource | Path, config: JudgeConfig | None = None) -> Verdict:
+def judge(
+    task: Task, solution: SolutionSource | Path, config: JudgeConfig | None = None, spare: Standby | None = None
+) -> Verdict:
     """Judge one candidate against its task.
 
     Args:
         task: the reference problem.
         solution: a SolutionSource, or a path to a single-file solution or a workspace folder.
         config: judge settings (defaults follow the paper).
+        spare: a candidate's process started ahead by the caller (`start_spare`), used if it fits this judgement
+            (`take_standby`); the caller closes it if it was not (closing twice is safe).
 
     Returns:
         The Verdict; a candidate's failure of any kind is a verdict, not an exception.
@@ -598,15 +576,24 @@ def judge(task: Task, solution: SolutionSource | Path, config: JudgeConfig | Non
     cached = j.cached()
     if cached is not None:
         return cached
-    return j.store(_judge_fresh(j))
+    return j.store(_judge_fresh(j, spare))
 
 
-def _judge_fresh(j: _Judgement) -> Verdict:
+def start_spare(config: JudgeConfig) -> Standby | None:
+    """A candidate's process for a judgement not known yet, started as one with `config` would start its own (a
+    long-lived caller keeps one ahead: sandbox/spare.py); None where the config starts none ahead."""
+    if not config.standby_worker:
+        return None
+    j = _Judgement(Task(ref="spare", name="spare", source="spare", code=""), SolutionSource(python=""), config)
+    return j.start_standby()
+
+
+def _judge_fresh(j: _Judgement, spare: Standby | None = None) -> Verdict:
     rejected = j.policy()
     if rejected is not None:
         return rejected
     if j.cfg.standby_worker:
-        j.start_standby()  # its process start (torch, CUDA) overlaps the build and is off our GPU turn
+        j.take_standby(spare)  # a fresh one's start (torch, CUDA) overlaps the build and is off our GPU turn
     try:
         return _judge_built(j)
     finally:

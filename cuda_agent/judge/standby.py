@@ -19,6 +19,12 @@ The child dies with the grader (subproc.die_with_parent, set again after the cha
 killed mid-run leaves no candidate spinning on its own. The thread that starts a standby is the one that
 reaps it, within one judgement, so the signal never fires early.
 
+A standby may be started ahead of a judgement not known yet (a spare: sandbox/spare.py keeps one per timing
+slot of a long-lived pool). Its start-time environment and namespace are all it has taken from anyone
+(`StandbySpec`): the request, the folder, the confinement and the candidate's settings come on `go`. So a
+spare serves a judgement exactly when that judgement would have started its own standby with the same
+spec, and is alive (`unfit_for`); otherwise it is closed and a fresh one started.
+
 What this does not protect against: a candidate that writes to the progress pipe itself (it runs
 in the same process) extends its own life up to `total_s`, the cap it had anyway. Processes the candidate
 started itself outlive a grader that dies (while the grader lives, it kills their process group).
@@ -37,6 +43,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -44,6 +51,7 @@ from cuda_agent.subproc import (
     ChildResult,
     Confinement,
     bind_mounts,
+    child_env,
     child_set_up,
     die_with_parent,
     drop_privileges,
@@ -59,10 +67,34 @@ WAITING = b"W"
 """Written, with the child's clock, when its set-up starts waiting for a GPU turn; WAITED when the wait ends."""
 WAITED = b"D"
 TICK = b"."
+SPARE = "spare started ahead"
+"""A judgement's env.standby_worker when its candidate's process was a spare (`take_spare`)."""
 CANDIDATE = b"C"
 """Written once, just before the candidate's code first runs. A child that dies or hangs without having
 written it failed in our code (set-up, loading the reference): our failure. The candidate can add this
 byte itself, never take it back, so it cannot pass its own crash off as ours."""
+
+
+@dataclass(frozen=True)
+class StandbySpec:
+    """What a standby is started with: everything it holds before its request. Two standbys with equal specs
+    are interchangeable: the environment carries the device (CUDA_VISIBLE_DEVICES, the CPU thread counts), the
+    GPU-turn folder (TURNS_ENV), the import path (PYTHONPATH) and the caches; `namespace` the confinement."""
+
+    module: str
+    env: tuple[tuple[str, str], ...]
+    """The child's environment, sorted by name (the candidate's settings are added on `go`)."""
+    namespace: bool = False
+
+    @classmethod
+    def of(cls, module: str, env: dict[str, str], namespace: bool = False) -> StandbySpec:
+        return cls(module, tuple(sorted(env.items())), namespace)
+
+    def differences(self, other: StandbySpec) -> list[str]:
+        """What differs from `other`, by name (variables' values are left out: they may be long or private)."""
+        names = sorted({k for k, _ in set(self.env) ^ set(other.env)})
+        fields = [f for f in ("module", "namespace") if getattr(self, f) != getattr(other, f)]
+        return fields + [f"env {name}" for name in names]
 
 
 class Standby:
@@ -76,6 +108,8 @@ class Standby:
             namespace: start it in a mount namespace of its own, so that `go` can mount a confinement's
                 folders (root only).
         """
+        self.spec = StandbySpec.of(module, env, namespace)
+        """What it was started with: a spare serves only a judgement that would start one the same (`unfit_for`)."""
         self._folder = tempfile.TemporaryDirectory(prefix="cuda-agent-standby-")
         folder = Path(self._folder.name)
         self._out: IO[bytes] = open(folder / "stdout", "w+b")  # noqa: SIM115 (closed in close())
@@ -106,6 +140,20 @@ class Standby:
         self._set_up_said = b""
         self.candidate_started = False
         """The child said (CANDIDATE) that the candidate's code was about to run."""
+
+    @classmethod
+    def start(cls, spec: StandbySpec) -> Standby:
+        return cls(spec.module, dict(spec.env), namespace=spec.namespace)
+
+    def unfit_for(self, spec: StandbySpec) -> str | None:
+        """Why this standby, started ahead, may not serve a judgement that would start one with `spec`; None: it
+        may. One that has died, been used or closed serves no one."""
+        if self.went is not None or self._progress_r < 0:
+            return "it was used already"
+        if self.proc.poll() is not None:
+            return f"it had exited ({self.proc.returncode})"
+        differences = self.spec.differences(spec)
+        return f"it was started otherwise: {', '.join(differences)}" if differences else None
 
     def wait_ready(self, timeout_s: float) -> str | None:
         """Block until the child has finished its set-up; None, or why it never got ready (it is then killed).
@@ -251,6 +299,30 @@ class Standby:
         size = handle.seek(0, os.SEEK_END)
         handle.seek(max(0, size - 4 * cap))  # a child may have written gigabytes: read only the tail
         return handle.read().decode(errors="replace")[-cap:]
+
+
+def worker_spec(device: str, cpu_threads: int, turns_folder: Path | None, namespace: bool) -> StandbySpec:
+    """How a judgement starts its candidate's process (child/worker.py): our environment, confined to the CPU
+    (`cpu_threads` threads) or told its GPU's turn folder, in a mount namespace of its own where it will confine."""
+    env = child_env()
+    if device != "cuda":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+        env.update(OMP_NUM_THREADS=str(cpu_threads), MKL_NUM_THREADS=str(cpu_threads))
+    elif turns_folder is not None:
+        env[TURNS_ENV] = str(turns_folder)
+    return StandbySpec.of("cuda_agent.judge.child.worker", env, namespace)
+
+
+def take_spare(spare: Standby | None, spec: StandbySpec) -> tuple[Standby, str, str | None]:
+    """The standby for a judgement that would start one with `spec`: `spare` where it lives and was started so,
+    else a new one (the spare closed); (the standby, how it came to be (SPARE or 'started ahead'), why the spare
+    was not used, if one was offered)."""
+    why_not = spare.unfit_for(spec) if spare is not None else None
+    if spare is not None and why_not is None:
+        return spare, SPARE, None
+    if spare is not None:
+        spare.close()
+    return Standby.start(spec), "started ahead", why_not
 
 
 # The child's side.

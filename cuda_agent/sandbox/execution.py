@@ -18,6 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cuda_agent.machine import cache_root
 from cuda_agent.sandbox.jobs import CommandJob, CommandResult, JudgeJob
@@ -25,6 +26,9 @@ from cuda_agent.sandbox.limits import SandboxLimits, create_pids_cgroup, kill_cg
 from cuda_agent.sandbox.runner import Phase, RunnerOutcome, RunnerSpec, command_user
 from cuda_agent.subproc import child_env, head_and_tail, kill_group
 from cuda_agent.types import Verdict
+
+if TYPE_CHECKING:
+    from cuda_agent.sandbox.spare import SpareRunner
 
 KILL_MARGIN_S = 60.0
 NO_VERDICT = "the judge stage reported no verdict (a fault of the sandbox, not of the candidate): retry the job"
@@ -74,14 +78,19 @@ def run_stage(
     extra_env: dict[str, str],
     handle: StageHandle | None = None,
     cpus: list[int] | None = None,
+    spare: SpareRunner | None = None,
 ) -> StageOutcome:
-    """Start a runner for `phase` of `job` (on `cpus`, if given), wait up to `timeout_s`, kill everything it left."""
+    """Start a runner for `phase` of `job` (on `cpus`, if given), wait up to `timeout_s`, kill everything it left.
+    `spare`: a judge stage's runner started ahead with these arguments (spare.py), used in place of a new one."""
     handle = handle or StageHandle()
     output_cap = job.output_cap if isinstance(job, CommandJob) else 8000
-    with tempfile.TemporaryDirectory(prefix=f"cuda-agent-job-{job.id[:8]}-") as tmp:
+    with spare.folder if spare else tempfile.TemporaryDirectory(prefix=f"cuda-agent-job-{job.id[:8]}-") as tmp:
         workdir = Path(tmp)
         workdir.chmod(0o755)  # the unprivileged user must be able to enter its own folder
-        cgroup = create_pids_cgroup(f"{job.id}-{phase}", limits.max_pids) if limits.max_pids else None
+        if spare is not None:
+            cgroup = spare.cgroup
+        else:
+            cgroup = create_pids_cgroup(f"{job.id}-{phase}", limits.max_pids) if limits.max_pids else None
         spec = RunnerSpec(
             job=job,
             phase=phase,
@@ -93,7 +102,7 @@ def run_stage(
         )
         (workdir / "spec.json").write_text(spec.model_dump_json())
         snapshot = _protect(job) if isinstance(job, CommandJob) else {}
-        env = child_env(extra_env)
+        env = stage_env(extra_env, device)
         owners: dict[Path, tuple[int, int]] = {}
         try:  # from the first change of owner: whatever was handed over is given back, even on our failure
             if isinstance(job, CommandJob) and os.geteuid() == 0 and Path(job.cwd).is_dir():
@@ -101,13 +110,8 @@ def run_stage(
                 hand_over(Path(job.cwd), job.protected, user, owners)
                 if user is not None:
                     hand_over(workdir, [], user, {})  # the job's own scratch folder: deleted after, nothing to restore
-            # The runner points HOME at its private folder; builds, compiler objects and baseline timings
-            # must still land in the one shared cache, or every job would rebuild and re-time from cold.
-            env.setdefault("CUDA_AGENT_CACHE", str(cache_root()))
-            if device != "cuda":
-                env["CUDA_VISIBLE_DEVICES"] = ""
             start = time.monotonic()
-            returncode, timed_out = _run_runner(workdir, env, timeout_s, handle, cgroup)
+            returncode, timed_out = _run_runner(workdir, env, timeout_s, handle, cgroup, spare)
         finally:
             if cgroup is not None:
                 kill_cgroup(cgroup)
@@ -132,8 +136,24 @@ def run_stage(
         )
 
 
+def stage_env(extra_env: dict[str, str], device: str) -> dict[str, str]:
+    """The environment of a stage's runner on `device`."""
+    env = child_env(extra_env)
+    # The runner points HOME at its private folder; builds, compiler objects and baseline timings
+    # must still land in the one shared cache, or every job would rebuild and re-time from cold.
+    env.setdefault("CUDA_AGENT_CACHE", str(cache_root()))
+    if device != "cuda":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
 def _run_runner(
-    workdir: Path, env: dict[str, str], timeout_s: float, handle: StageHandle, cgroup: Path | None
+    workdir: Path,
+    env: dict[str, str],
+    timeout_s: float,
+    handle: StageHandle,
+    cgroup: Path | None,
+    spare: SpareRunner | None = None,
 ) -> tuple[int | None, bool]:
     args = [
         sys.executable,
@@ -142,13 +162,16 @@ def _run_runner(
         str(workdir / "spec.json"),
         str(workdir / "outcome.json"),
     ]
-    with open(workdir / "stdout.txt", "wb") as out, open(workdir / "stderr.txt", "wb") as err:
+    with open(workdir / "stdout.txt", "ab") as out, open(workdir / "stderr.txt", "ab") as err:
         with handle._lock:
             if handle.cancelled:
                 return None, False
-            proc = subprocess.Popen(
-                args, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
-            )
+            if spare is not None:  # it writes to the same two files since its start
+                proc = spare.hand(workdir / "spec.json", workdir / "outcome.json")
+            else:
+                proc = subprocess.Popen(
+                    args, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
+                )
             handle._proc, handle._cgroup = proc, cgroup
         try:
             return proc.wait(timeout=timeout_s), False

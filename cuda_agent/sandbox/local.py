@@ -8,7 +8,9 @@ build or kernel disturbs its timings. On a machine without a GPU, `cpu_timing_sl
 for one.
 
 Every stage runs in a fresh runner process (execution.py): a crashed, hung or hostile candidate
-ends with its process, and the next job starts clean. Back-pressure: `submit` raises
+ends with its process, and the next job starts clean. A timing worker keeps the runner of its next
+judge stage started ahead, with the candidate's standby worker importing torch and setting up CUDA
+(spare.py), so a job waits for no process start; still one fresh process per candidate. Back-pressure: `submit` raises
 PoolFullError when `max_pending` jobs are waiting, rather than blocking a caller (an HTTP
 handler, a trainer step) for an unknown time; callers retry later.
 """
@@ -19,6 +21,7 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import Future
 from pathlib import Path
@@ -33,12 +36,14 @@ from cuda_agent.sandbox.execution import (
     StageHandle,
     needs_timing,
     run_stage,
+    stage_env,
     stage_fields,
     stage_timeout_s,
 )
 from cuda_agent.sandbox.jobs import CommandJob, CommandResult, JobResult, JudgeJob, PoolMetrics, make_judge_job
 from cuda_agent.sandbox.limits import SandboxLimits
 from cuda_agent.sandbox.slots import SlotQueue
+from cuda_agent.sandbox.spare import SpareKey, SpareRunner
 from cuda_agent.sandbox.stats import PoolStats
 from cuda_agent.types import Task, Verdict
 
@@ -101,6 +106,7 @@ class LocalPool(PoolCalls):
         pin_cpus: bool | None = None,
         cores_per_timing: int = 2,
         judges_per_gpu: int = 2,
+        spares: int = 1,
     ) -> None:
         """
         Args:
@@ -115,12 +121,15 @@ class LocalPool(PoolCalls):
             judges_per_gpu: judge stages in flight per GPU. The GPU itself is taken in turns (gpu_turns.py: a
                 candidate's correctness and timing, a baseline, alone), so a second stage starts its runner, its
                 standby worker and its cached build while the first one has the GPU.
+            spares: judge stages' runners that each timing worker keeps started ahead of its next jobs (spare.py):
+                one hides a process start that is shorter than a judgement; 0: none.
         """
         import os
 
         self.limits = limits or SandboxLimits()
         self.gpus = detect_gpus() if gpus is None else gpus
         self.max_pending = max_pending
+        self.spares = spares
         n_build = build_workers or os.cpu_count() or 1
         n_timing = len(self.gpus) or cpu_timing_slots
         # A timing slot's key is its GPU index, or its number on a machine without GPUs (JudgeJob.gpu).
@@ -229,8 +238,31 @@ class LocalPool(PoolCalls):
         name = f"timing-{slot}"
         env = {"CUDA_VISIBLE_DEVICES": str(self.gpus[slot])} if self.gpus else {}
         cpus = self.cpu_plan.timing[slot] if self.cpu_plan.timing else []
-        while (entry := self._timing_q.get(self.slots[slot])) is not None:
-            self._guarded(entry, name, lambda e=entry: self._final_stage(e, name, env, cpus))
+        # A judge job takes the oldest spare (the longest warmed) and starts the next one at once; a pool with
+        # GPUs starts its spares with the pool. A spare starts on the build workers' cores and its standby's CUDA
+        # set-up waits for a shared GPU turn (standby.set_up_turn), so it never runs on a timing's cores nor on its
+        # GPU during a timing. A pool without GPUs starts none before its first timing job (a pool that never
+        # times would keep them for nothing).
+        spares = deque(self._spare("cuda", env, cpus, JudgeConfig()) for _ in range(self.spares if self.gpus else 0))
+        try:
+            while (entry := self._timing_q.get(self.slots[slot])) is not None:
+                taken = None
+                if isinstance(entry.job, JudgeJob):  # a command job leaves them to the next judge job
+                    taken = spares.popleft() if spares else None
+                    missing = 0 if self._closed else self.spares - len(spares)
+                    spares.extend(self._spare(entry.device, env, cpus, entry.job.config) for _ in range(missing))
+                try:
+                    self._guarded(entry, name, lambda e=entry, t=taken: self._final_stage(e, name, env, cpus, t))
+                finally:
+                    if taken is not None:
+                        taken.close()
+        finally:
+            for spare in spares:
+                spare.close()
+
+    def _spare(self, device: str, env: dict[str, str], cpus: list[int], config: JudgeConfig) -> SpareRunner:
+        """The runner of one of a timing worker's next judge stages, started now (spare.py)."""
+        return SpareRunner(self.limits, device, stage_env(env, device), cpus, config, self.cpu_plan.build)
 
     def _guarded(self, entry: _Entry, worker: str, step) -> None:
         """Run one step of a job; whatever goes wrong in our code still answers the job once."""
@@ -270,11 +302,17 @@ class LocalPool(PoolCalls):
             return None
         return self._final_stage(entry, worker, {}, build_cpus)
 
-    def _final_stage(self, entry: _Entry, worker: str, env: dict[str, str], cpus: list[int]) -> JobResult:
+    def _final_stage(
+        self, entry: _Entry, worker: str, env: dict[str, str], cpus: list[int], spare: SpareRunner | None = None
+    ) -> JobResult:
         job = entry.job
         phase = "command" if isinstance(job, CommandJob) else "judge"
         limit_s = job.timeout_s if isinstance(job, CommandJob) else stage_timeout_s(job, "judge")
-        stage = run_stage(job, phase, self.limits, entry.device, limit_s, env, entry.handle, cpus)
+        if spare is not None and spare.unfit_for(
+            SpareKey.of(self.limits, entry.device, stage_env(env, entry.device), cpus)
+        ):
+            spare = None  # dead, or started for another device or environment: a fresh runner (the caller closes it)
+        stage = run_stage(job, phase, self.limits, entry.device, limit_s, env, entry.handle, cpus, spare)
         self.stats.on_busy("timing" if worker.startswith("timing") else "build", stage.wall_s)
         fields = stage_fields(job, stage) or {"status": "failed", "error": NO_VERDICT, "error_type": "SandboxError"}
         return self._result(entry, worker, **fields)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import pwd
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -30,6 +30,9 @@ from cuda_agent.sandbox.limits import (
 )
 from cuda_agent.subproc import drop_privileges, unprivileged_user
 from cuda_agent.types import Verdict
+
+if TYPE_CHECKING:
+    from cuda_agent.sandbox.spare import SpareSpec
 
 Phase = Literal["prepare", "judge", "command"]
 
@@ -81,7 +84,7 @@ def command_user(
     return unprivileged_user(limits.user, [*programs, Path(job.cwd)])
 
 
-def harden(spec: RunnerSpec) -> Hardening:
+def harden(spec: RunnerSpec | SpareSpec) -> Hardening:
     """Apply the job's limits to this process; returns what was applied and what was not."""
     report = Hardening()
     if spec.cpus:
@@ -104,7 +107,7 @@ def harden(spec: RunnerSpec) -> Hardening:
         report.network_isolated = why_not is None
         if why_not:
             report.warnings.append(why_not)
-    if spec.phase == "command":
+    if isinstance(spec, RunnerSpec) and spec.phase == "command":
         assert isinstance(spec.job, CommandJob)
         user, why_not = command_user(spec.job, spec.limits, os.environ)
         if why_not:
@@ -129,7 +132,7 @@ def solution_path(solution: SourceSolution | PathSolution, workdir: Path) -> Pat
     return path
 
 
-def stage_config(job: JudgeJob, spec: RunnerSpec) -> JudgeConfig:
+def stage_config(job: JudgeJob, spec: RunnerSpec | SpareSpec) -> JudgeConfig:
     """The job's config with what only the pool knows: the resolved device, the candidate's user, and no cached
     verdict for a job pinned to a GPU (the caller asked for that GPU's own judgement) unless it set one."""
     update: dict[str, object] = {"device": spec.device}
@@ -140,20 +143,25 @@ def stage_config(job: JudgeJob, spec: RunnerSpec) -> JudgeConfig:
     return job.config.model_copy(update=update)
 
 
-def run_judge_phase(spec: RunnerSpec) -> RunnerOutcome:
+def run_judge_phase(spec: RunnerSpec, judge_step: Callable[..., Verdict] | None = None) -> RunnerOutcome:
+    """`judge_step`: the judge stage's call in place of `judge` (a spare runner's, with its standby: spare.py)."""
     from cuda_agent.judge import judge, prepare
 
     job = spec.job
     assert isinstance(job, JudgeJob)
     try:
         solution = solution_path(job.solution, Path(spec.workdir))
-        step = prepare if spec.phase == "prepare" else judge
+        step = prepare if spec.phase == "prepare" else judge_step or judge
         return RunnerOutcome(verdict=step(job.task, solution, stage_config(job, spec)))
     except Error as exc:
         return RunnerOutcome(error=f"{type(exc).__name__}: {exc}", error_type=type(exc).__name__)
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--spare"]:  # a judge stage's runner started ahead of its job (spare.py)
+        from cuda_agent.sandbox.spare import serve
+
+        return serve(argv[1])
     spec = RunnerSpec.model_validate_json(Path(argv[0]).read_text())
     out = Path(argv[1])
     workdir = Path(spec.workdir)

@@ -1,0 +1,208 @@
+"""A judge stage's runner started ahead of its job, with the candidate's standby worker already started (issue 20.4).
+
+Why the runner, not the standby alone: a pool runs every stage of a job in a fresh runner process (execution.py)
+that hardens itself (its cores, a pids cgroup, rlimits, no network) before the judge runs in it, and the judge
+starts the candidate's process (judge/standby.py) as its own child, so that the child inherits all of that and
+is reaped (and killed with its grader) by the one thread that judges. A standby started by the pool's own
+process would have none of that hardening, and the runner could neither wait for it nor be its parent. Nor can
+anything of one job's runner outlive that job. So what a timing slot keeps ahead is the next judge stage's
+runner itself: hardened as that stage's runner would be, its standby started as a judgement with the previous
+job's config would start one (`judge.start_spare`), waiting on stdin for its stage.
+
+Two checks keep a spare honest: the pool hands a job the spare runner only when the job's own runner would have
+started the same way (`SpareKey`: device, environment, cores, limits), and the judge uses the spare's standby
+only when it would have started its own the same way (judge/standby.py `take_spare`: environment, namespace);
+either one that does not fit, or has died, is closed and a fresh one started. Still one fresh process per
+candidate: a spare is used once, and its runner ends with its stage.
+
+Run as `python -m cuda_agent.sandbox.runner --spare SPARE.json` (a SpareSpec); its one line on stdin is the JSON
+list [SPEC, OUT] of a runner's arguments. Stdin closed without a line: it is discarded (standby killed, exit 0).
+
+What this does not protect against: as runner.py. A spare adds no access of its own: it is started as the fresh
+runner of its stage would be, and its standby learns its candidate only on `go`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from cuda_agent.judge import JudgeConfig, Standby, start_spare
+from cuda_agent.judge import judge as judge_candidate
+from cuda_agent.sandbox.jobs import JudgeJob, SourceSolution
+from cuda_agent.sandbox.limits import SandboxLimits, create_pids_cgroup, kill_cgroup
+from cuda_agent.sandbox.runner import RunnerOutcome, RunnerSpec, harden, run_judge_phase, stage_config
+from cuda_agent.subproc import kill_group
+from cuda_agent.types import Task
+
+CLOSE_S = 10.0
+"""How long a discarded spare may take to close its standby and exit before it is killed (its standby dies with
+it: subproc.die_with_parent)."""
+_GUESS_TASK = Task(ref="spare", name="spare", source="spare", code="")
+
+
+class SpareSpec(BaseModel):
+    """How a spare runner hardens itself and starts its standby (the fields `harden` reads, as in RunnerSpec)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    guess: JudgeJob
+    """A job like the next one (the slot's previous judge job): its standby is started as this job's would be."""
+    limits: SandboxLimits
+    device: str
+    """Resolved device ('cpu' or 'cuda') of the stage it will run."""
+    workdir: str
+    """Private folder of its stage (HOME and TMPDIR point here)."""
+    cgroup: str | None = None
+    cpus: list[int] = []
+    """Cores it waits on: the build workers' (empty: any), so that its start never competes with a timing."""
+    stage_cpus: list[int] = []
+    """Cores of the stage it will run (a timing slot's): it moves there, with its standby, when handed its stage."""
+
+
+@dataclass(frozen=True)
+class SpareKey:
+    """What a runner is started with, as far as the pool chooses it: a spare serves a stage with an equal key."""
+
+    device: str
+    env: tuple[tuple[str, str], ...]
+    """The runner's environment (execution.stage_env), sorted: caches, CUDA_VISIBLE_DEVICES, PYTHONPATH."""
+    cpus: tuple[int, ...]
+    limits: str
+    """The sandbox limits, as JSON."""
+
+    @classmethod
+    def of(cls, limits: SandboxLimits, device: str, env: dict[str, str], cpus: list[int]) -> SpareKey:
+        return cls(device, tuple(sorted(env.items())), tuple(cpus), limits.model_dump_json())
+
+
+class SpareRunner:
+    """A runner started now for a judge stage to come (pool side); `hand` gives it its stage, `close` ends it."""
+
+    def __init__(
+        self,
+        limits: SandboxLimits,
+        device: str,
+        env: dict[str, str],
+        cpus: list[int],
+        config: JudgeConfig,
+        warm_cpus: list[int] | None = None,
+    ) -> None:
+        """
+        Args:
+            limits, device, cpus: as the stage's run_stage would get them.
+            env: the runner's environment (execution.stage_env of the slot's extra variables and `device`).
+            config: the config the next job is expected to have (its standby is started for it).
+            warm_cpus: the cores it starts on, until its stage (the build workers'; None or empty: any).
+        """
+        self.key = SpareKey.of(limits, device, env, cpus)
+        self.folder = tempfile.TemporaryDirectory(prefix="cuda-agent-spare-")
+        """Its stage's private folder; run_stage enters (and so removes) it as a fresh stage's own."""
+        workdir = Path(self.folder.name)
+        workdir.chmod(0o755)  # as run_stage's: the unprivileged user must be able to enter its own folder
+        self.cgroup = create_pids_cgroup(f"spare-{uuid.uuid4().hex[:12]}", limits.max_pids) if limits.max_pids else None
+        spec = SpareSpec(
+            guess=JudgeJob(task=_GUESS_TASK, solution=SourceSolution(code=""), config=config),
+            limits=limits,
+            device=device,
+            workdir=str(workdir),
+            cgroup=self.cgroup and str(self.cgroup),
+            cpus=warm_cpus or [],
+            stage_cpus=cpus,
+        )
+        (workdir / "spare.json").write_text(spec.model_dump_json())
+        self.handed = False
+        with open(workdir / "stdout.txt", "wb") as out, open(workdir / "stderr.txt", "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "cuda_agent.sandbox.runner", "--spare", str(workdir / "spare.json")],
+                cwd=workdir,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
+
+    def unfit_for(self, key: SpareKey) -> str | None:
+        """Why this spare may not run a stage whose runner would be started with `key`; None: it may."""
+        if self.handed:
+            return "it was used already"
+        if self.proc.poll() is not None:
+            return f"it had exited ({self.proc.returncode})"
+        return "it was started otherwise" if key != self.key else None
+
+    def hand(self, spec_file: Path, out_file: Path) -> subprocess.Popen:
+        """Give it its stage (the runner's two arguments); its process, to wait for as a fresh runner's."""
+        self.handed = True
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write((json.dumps([str(spec_file), str(out_file)]) + "\n").encode())
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass  # it died meanwhile: the stage reports it as a runner that died
+        return self.proc
+
+    def close(self) -> None:
+        """End it, and whatever it started (safe to call twice, and after its stage)."""
+        if not self.handed and self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            try:  # stdin closed: it closes its standby itself, so nothing is left to the kernel's signal
+                self.proc.stdin.close()
+                self.proc.wait(timeout=CLOSE_S)
+            except (BrokenPipeError, subprocess.TimeoutExpired):
+                pass
+        kill_group(self.proc.pid)
+        self.proc.wait()
+        if self.cgroup is not None:
+            kill_cgroup(self.cgroup)
+        self.folder.cleanup()
+
+
+def serve(spare_file: str) -> int:
+    """The spare runner (runner.py `--spare`): harden, start the standby, then run the stage it is handed."""
+    spare = SpareSpec.model_validate_json(Path(spare_file).read_text())
+    os.environ.update({"HOME": spare.workdir, "TMPDIR": spare.workdir})
+    report = harden(spare)
+    standby = start_spare(stage_config(spare.guess, spare))
+    try:
+        line = sys.stdin.readline()
+        if not line:
+            return 0
+        spec_file, out_file = json.loads(line)
+        spec = RunnerSpec.model_validate_json(Path(spec_file).read_text())
+        started_as = (spec.phase, spec.limits, spec.device, spec.workdir, spec.cgroup, spec.cpus)
+        if started_as != ("judge", spare.limits, spare.device, spare.workdir, spare.cgroup, spare.stage_cpus):
+            outcome = RunnerOutcome(
+                error="a spare runner was handed a stage it was not started for: a fault of the pool; retry the job",
+                error_type="SandboxError",
+            )
+        else:
+            report.cpus = _move_to(spec.cpus, standby)
+            outcome = run_judge_phase(spec, lambda *args: judge_candidate(*args, spare=standby))
+        outcome.hardening = report
+        Path(out_file).write_text(outcome.model_dump_json())
+        return 0
+    finally:
+        if standby is not None:
+            standby.close()
+
+
+def _move_to(cpus: list[int], standby: Standby | None) -> list[int]:
+    """Put this process and every thread of its standby on `cpus` (none: leave them where they are); the cores."""
+    if not cpus:
+        return []
+    os.sched_setaffinity(0, cpus)
+    if standby is not None:
+        for thread in Path(f"/proc/{standby.proc.pid}/task").glob("*"):
+            with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                os.sched_setaffinity(int(thread.name), cpus)
+    return cpus

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import pwd
@@ -19,7 +20,7 @@ import pytest
 
 from cuda_agent.gpu_turns import GpuTurns
 from cuda_agent.judge import JudgeConfig
-from cuda_agent.judge.standby import TURNS_ENV, Standby
+from cuda_agent.judge.standby import SPARE, TURNS_ENV, Standby, StandbySpec, take_spare
 from cuda_agent.subproc import Confinement, child_env
 from tests.judge.helpers import ROOT, run_judge, with_forward_body
 
@@ -258,3 +259,69 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+# A spare: a standby started ahead of a judgement not known yet (take_spare).
+
+
+def _spec(**env_changes: str) -> StandbySpec:
+    return StandbySpec.of(CHILD, {**child_env(), **env_changes})
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"CUDA_VISIBLE_DEVICES": "1"}, "CUDA_VISIBLE_DEVICES"),  # another GPU
+        ({TURNS_ENV: "/elsewhere/turns"}, TURNS_ENV),  # another GPU's turns, or none
+        ({"PYTHONPATH": "/elsewhere"}, "PYTHONPATH"),  # other code
+        ({"OMP_NUM_THREADS": "7"}, "OMP_NUM_THREADS"),  # other CPU threads
+    ],
+    ids=["device", "gpu_turns", "python_path", "cpu_threads"],
+)
+def test_a_spare_started_with_another_environment_is_closed_and_a_fresh_standby_started(
+    changes: dict[str, str], named: str
+) -> None:
+    spare = Standby.start(_spec())
+    wanted = _spec(**changes)
+    standby, origin, why_not = take_spare(spare, wanted)
+    try:
+        assert standby is not spare and origin == "started ahead" and standby.spec == wanted
+        assert why_not == f"it was started otherwise: env {named}"
+        assert spare.proc.poll() is not None  # closed, not left running
+    finally:
+        standby.close()
+
+
+def test_a_spare_outside_the_namespace_a_confined_judgement_needs_does_not_fit() -> None:
+    spare = Standby.start(_spec())  # no namespace of its own: it could not mount the candidate's private copy
+    try:
+        assert spare.unfit_for(dataclasses.replace(_spec(), namespace=True)) == "it was started otherwise: namespace"
+        assert spare.unfit_for(_spec()) is None
+    finally:
+        spare.close()
+
+
+def test_a_spare_that_fits_is_used_once() -> None:
+    spare = Standby.start(_spec())
+    standby, origin, why_not = take_spare(spare, _spec())
+    assert (standby, origin, why_not) == (spare, SPARE, None)
+    assert standby.wait_ready(120) is None
+    standby.go(["0", "0", os.devnull], Path.cwd(), {}, None)
+    standby.wait(step_s=20, total_s=60)
+    again, origin, why_not = take_spare(spare, _spec())  # offered twice: a new one
+    try:
+        assert again is not spare and origin == "started ahead" and why_not == "it was used already"
+    finally:
+        again.close()
+
+
+def test_a_spare_that_died_is_replaced_not_used() -> None:
+    spare = _standby()
+    os.killpg(spare.proc.pid, signal.SIGKILL)
+    spare.proc.wait()
+    standby, origin, why_not = take_spare(spare, spare.spec)
+    try:
+        assert standby is not spare and origin == "started ahead" and why_not == "it had exited (-9)"
+        assert standby.wait_ready(120) is None
+    finally:
+        standby.close()

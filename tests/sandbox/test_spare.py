@@ -1,0 +1,99 @@
+"""A timing worker's judge-stage runner started ahead, with its standby (sandbox/spare.py), through LocalPool."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import psutil
+
+from cuda_agent.sandbox.jobs import JobResult, make_judge_job
+from cuda_agent.sandbox.local import LocalPool
+from tests.sandbox.helpers import RELU
+
+# It times (so its judge stage holds the CPU timing slot, where spares are kept), briefly; judged afresh each time.
+TIMED = {
+    "trials": 2,
+    "robustness_trials": False,
+    "warmup_reps": 1,
+    "min_reps": 3,
+    "max_reps": 5,
+    "target_phase_s": 0.05,
+    "verdict_cache": False,
+}
+WORKER = "cuda_agent.judge.child.worker"
+
+
+def _judge(pool: LocalPool, n: int, **config: object) -> JobResult:
+    """Judge the relu solution with distinct bytes (`n`), one build for all."""
+    result = pool.run(make_judge_job("examples/relu", RELU + f"\n# candidate {n}\n", {**TIMED, **config}))
+    assert result.status == "done" and result.verdict is not None, result.error
+    assert result.verdict.verdict == "pass", result.verdict.message
+    return result
+
+
+def _ours(marker: str) -> list[psutil.Process]:
+    """Our descendants whose command line names `marker` (other tests on this machine have their own)."""
+    return [p for p in psutil.Process().children(recursive=True) if marker in " ".join(_cmdline(p))]
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
+
+
+def _spare_worker() -> psutil.Process:
+    """The standby of the pool's one spare, once it has started (a spare's standby is our grandchild)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        workers = _ours(WORKER)
+        if workers:
+            (worker,) = workers
+            return worker
+        time.sleep(0.1)
+    raise AssertionError("no spare standby started within 60 s")
+
+
+def test_each_job_after_the_first_takes_a_spare_of_its_own() -> None:
+    with LocalPool(build_workers=1, spares=1) as pool:
+        first = _judge(pool, 0)
+        spare = _spare_worker()  # started when the first job took its timing slot
+        second = _judge(pool, 1)
+        assert not spare.is_running()  # used by the second job, then ended with it
+        third = _judge(pool, 2)
+    origins = [r.verdict.env["standby_worker"] for r in (first, second, third)]
+    assert origins == ["started ahead", "spare started ahead", "spare started ahead"]
+    assert all("standby_spare_discarded" not in r.verdict.env for r in (first, second, third))
+
+
+def test_closing_the_pool_leaves_no_spare_process() -> None:
+    pool = LocalPool(build_workers=1, spares=1)
+    _judge(pool, 0)
+    spares = [_spare_worker(), *_ours("--spare")]
+    assert len(spares) == 2  # its runner and that runner's standby
+    pool.close()
+    gone, alive = psutil.wait_procs(spares, timeout=5)
+    assert alive == [] and _ours(WORKER) == [] and _ours("--spare") == []
+
+
+def test_a_spare_started_for_another_config_is_discarded() -> None:
+    with LocalPool(build_workers=1, spares=1) as pool:
+        _judge(pool, 0, cpu_threads=1)  # the spare it leaves is started as a one-thread judgement's would be
+        _spare_worker()
+        other = _judge(pool, 1, cpu_threads=2).verdict
+    assert other.env["standby_worker"] == "started ahead"
+    assert other.env["standby_spare_discarded"] == "it was started otherwise: env MKL_NUM_THREADS, env OMP_NUM_THREADS"
+
+
+def test_a_spare_whose_standby_died_is_replaced_not_used() -> None:
+    with LocalPool(build_workers=1, spares=1) as pool:
+        _judge(pool, 0)
+        worker = _spare_worker()
+        os.killpg(worker.pid, signal.SIGKILL)  # its own process group (standby.py starts it in a new session)
+        psutil.wait_procs([worker], timeout=5)
+        replaced = _judge(pool, 1).verdict
+    assert replaced.env["standby_worker"] == "started ahead"
+    assert replaced.env["standby_spare_discarded"] == "it had exited (-9)"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import subprocess
 import threading
 import time
 from collections import deque
@@ -243,14 +244,15 @@ class LocalPool(PoolCalls):
         # set-up waits for a shared GPU turn (standby.set_up_turn), so it never runs on a timing's cores nor on its
         # GPU during a timing. A pool without GPUs starts none before its first timing job (a pool that never
         # times would keep them for nothing).
-        spares = deque(self._spare("cuda", env, cpus, JudgeConfig()) for _ in range(self.spares if self.gpus else 0))
+        spares: deque[SpareRunner] = deque()
+        if self.gpus:
+            self._keep_spares(spares, "cuda", env, cpus, JudgeConfig())
         try:
             while (entry := self._timing_q.get(self.slots[slot])) is not None:
                 taken = None
                 if isinstance(entry.job, JudgeJob):  # a command job leaves them to the next judge job
                     taken = spares.popleft() if spares else None
-                    missing = 0 if self._closed else self.spares - len(spares)
-                    spares.extend(self._spare(entry.device, env, cpus, entry.job.config) for _ in range(missing))
+                    self._keep_spares(spares, entry.device, env, cpus, entry.job.config)
                 try:
                     self._guarded(entry, name, lambda e=entry, t=taken: self._final_stage(e, name, env, cpus, t))
                 finally:
@@ -260,9 +262,18 @@ class LocalPool(PoolCalls):
             for spare in spares:
                 spare.close()
 
-    def _spare(self, device: str, env: dict[str, str], cpus: list[int], config: JudgeConfig) -> SpareRunner:
-        """The runner of one of a timing worker's next judge stages, started now (spare.py)."""
-        return SpareRunner(self.limits, device, stage_env(env, device), cpus, config, self.cpu_plan.build)
+    def _keep_spares(
+        self, spares: deque[SpareRunner], device: str, env: dict[str, str], cpus: list[int], config: JudgeConfig
+    ) -> None:
+        """Start runners of a timing worker's next judge stages (spare.py) until it keeps `self.spares`."""
+        while not self._closed and len(spares) < self.spares:
+            try:
+                spares.append(
+                    SpareRunner(self.limits, device, stage_env(env, device), cpus, config, self.cpu_plan.build)
+                )
+            except (OSError, subprocess.SubprocessError):  # the jobs still run, each with a runner of its own
+                log.warning("sandbox pool: could not start a spare judge runner", exc_info=True)
+                return
 
     def _guarded(self, entry: _Entry, worker: str, step) -> None:
         """Run one step of a job; whatever goes wrong in our code still answers the job once."""

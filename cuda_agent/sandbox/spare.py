@@ -119,18 +119,24 @@ class SpareRunner:
             cpus=warm_cpus or [],
             stage_cpus=cpus,
         )
-        (workdir / "spare.json").write_text(spec.model_dump_json())
         self.handed = False
-        with open(workdir / "stdout.txt", "wb") as out, open(workdir / "stderr.txt", "wb") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "cuda_agent.sandbox.runner", "--spare", str(workdir / "spare.json")],
-                cwd=workdir,
-                env=env,
-                stdin=subprocess.PIPE,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-            )
+        try:
+            (workdir / "spare.json").write_text(spec.model_dump_json())
+            with open(workdir / "stdout.txt", "wb") as out, open(workdir / "stderr.txt", "wb") as err:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "cuda_agent.sandbox.runner", "--spare", str(workdir / "spare.json")],
+                    cwd=workdir,
+                    env=env,
+                    stdin=subprocess.PIPE,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
+                )
+        except BaseException:
+            if self.cgroup is not None:
+                kill_cgroup(self.cgroup)
+            self.folder.cleanup()
+            raise
 
     def unfit_for(self, key: SpareKey) -> str | None:
         """Why this spare may not run a stage whose runner would be started with `key`; None: it may."""

@@ -3,38 +3,87 @@
 # cuda_agent/rl/curriculum.py) with verl's own trainers and rewards from the real CUDA sandbox.
 #
 #   1. a tiny random Qwen2 actor and critic (bench/tiny_model.py; nothing downloaded);
-#   2. the curriculum: three single-turn answers for examples/scale_add: fast (reward 2-3), slow (1), wrong (-1);
-#      each is judged once here first (`cuda-agent judge`), which shows their rewards and fills the verdict cache;
+#   2. the curriculum: three single-turn answers for scale_add: fast (reward 2-3), slow (1), wrong (-1), on CUDA
+#      judged at 128M elements a tensor (curriculum_kernels/scale_add/cuda/problem.py); each is judged once
+#      (`cuda-agent judge`) in the background while SFT trains, which shows their rewards and fills the verdict cache;
 #   3. SFT with verl's SFT trainer on all three in equal shares (`cuda-agent train rft --config
-#      recipes/curriculum_sft.yaml`): the model then answers with one of them at random;
+#      recipes/curriculum_sft.yaml`), time-boxed (SFT_BUDGET_S; checkpoints every SFT_SAVE steps, so a cut SFT still
+#      hands on its latest complete one): the model then answers with one of them at random;
 #   4. PPO with verl's trainer (`cuda-agent train single-turn --config recipes/curriculum_ppo.yaml`), per seed, STEPS
-#      steps, judged by a `cuda-agent serve` on the same GPU; verl's file logger writes every step's metrics;
+#      steps or until BUDGET_S, judged by a `cuda-agent serve` on the same GPU; verl's file logger writes every step;
 #   5. per seed `cuda-agent train report` (steps.jsonl, report.html with the reward curve), and the learning check:
 #      the mean reward of the last 5 steps beats the first 5 by more than 3 standard errors, over the seeds
 #      (`python -m cuda_agent.rl.report --learning ...`).
-# Everything lands in $OUT/learning_gpu.tar.
+# Results: $OUT/learning_gpu.tar (logs, metrics, verdicts, reports), packed after every stage, every 30 s while SFT
+# or PPO runs and on every exit, so a run cut by the device's limit still returns what it did; and after SFT
+# $OUT/learning_models.tar (sft_model/, critic/: ~9 MB), which FROM= takes in a later call to skip steps 1 and 3.
 #
-# Knobs (env): STEPS=30 SEEDS="0 1" SFT_STEPS=300 SFT_BATCH=24 HIDDEN=128 LAYERS=2 N=16 (answers per step) BUDGET_S=540
+# Knobs (env): STEPS=30 SEEDS ("0" on cuda, "0 1" on cpu) SFT_STEPS (200 cuda, 300 cpu) SFT_BATCH=24 SFT_SAVE=50
+# SFT_BUDGET_S (150 cuda, 1200 cpu) HIDDEN=128 LAYERS=2 N=16 (answers per step) BUDGET_S=540 (the whole script; PPO
+# is stopped there) FROM= (a folder holding sft_model/ and critic/: no tiny model, no SFT) STEPS=0 (no PPO).
 # DEVICE=cuda (default) or cpu: on the CPU, verl runs on our CPU platform (trainer.device=cpu, cuda_agent.rl.verl_cpu;
 # the SFT step through cuda_agent.rl.sft_cpu, verl's SFT trainer with a gloo group), the curriculum is the CPU one
 # (one-file C++ answers of ~310 tokens, a 2-line prompt: cuda_agent/rl/curriculum.py) and the judge times on the CPU.
 # MAX_RESPONSE=448 (CPU only: the rollout's length limit). CPU run of 2026-12-05 (bench/results/cpu-2026-12-05-learning/,
 # 27 minutes on 2 shared cores): SFT 300 steps in ~8 min, every probe sample an exact copy; PPO ~12 s a step; the
 # learning check over 2 seeds: first 5 steps 1.45, last 5 2.8, 5.5 standard errors, visible:
-#   DEVICE=cpu STEPS=30 SEEDS="0 1" SFT_STEPS=300 SFT_BATCH=6 N=8 BUDGET_S=3000 bash bench/learning_gpu.sh
-# Here: bash scripts/device_wheels.sh rl --no-data ; carry [".whl"]
-# There (repository root): bash bench/learning_gpu.sh
+#   DEVICE=cpu STEPS=30 SEEDS="0 1" SFT_STEPS=300 SFT_BATCH=6 N=8 BUDGET_S=3000 SFT_BUDGET_S=1500 bash bench/learning_gpu.sh
+#
+# H200 time (one GPU, 16 cores; 2026-12-05: 3 cold judgements 117 s, PPO start-up 90-100 s, PPO ~10-13 s a step):
+# tiny model and curriculum ~30 s; SFT (judges alongside) <= SFT_BUDGET_S 150 s (torchrun and FSDP start ~35 s, then
+# steps: an estimate, never measured on the H200 with the recipe's fixes); PPO start-up ~100 s; so one call of
+# BUDGET_S=540 leaves ~260 s, 20-25 PPO steps of one seed. 30 steps of each of 2 seeds take three calls (device time
+# ~4 + 9 + 9 min):
+#   Here: bash scripts/device_wheels.sh rl --no-data
+#   1. carry [".whl"]:                   STEPS=0 bash bench/learning_gpu.sh        (SFT; returns learning_models.tar)
+#      here: rm -rf .carry/learn && mkdir -p .carry/learn && tar -xf FILES_AT/learning_models.tar -C .carry/learn
+#   2. carry [".whl", ".carry/learn"]:   FROM=.carry/learn SEEDS=0 bash bench/learning_gpu.sh   (PPO 30 steps, ~470 s)
+#   3. carry [".whl", ".carry/learn"]:   FROM=.carry/learn SEEDS=1 bash bench/learning_gpu.sh
+#      here, over both seeds: python -m cuda_agent.rl.report --learning A/ppo_seed0/steps.jsonl B/ppo_seed1/steps.jsonl
+# One call for everything (SFT, then PPO for what is left): bash bench/learning_gpu.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-STEPS=${STEPS:-30} SEEDS=${SEEDS:-"0 1"} SFT_STEPS=${SFT_STEPS:-300} HIDDEN=${HIDDEN:-128} LAYERS=${LAYERS:-2}
-N=${N:-16} BUDGET_S=${BUDGET_S:-540} PORT=${PORT:-8765} DEVICE=${DEVICE:-cuda} SFT_BATCH=${SFT_BATCH:-24}
+DEVICE=${DEVICE:-cuda}
+if [ "$DEVICE" = cuda ]; then DEF_SEEDS="0" DEF_SFT_STEPS=200 DEF_SFT_BUDGET=150; else DEF_SEEDS="0 1" DEF_SFT_STEPS=300 DEF_SFT_BUDGET=1200; fi
+STEPS=${STEPS:-30} SEEDS=${SEEDS:-$DEF_SEEDS} SFT_STEPS=${SFT_STEPS:-$DEF_SFT_STEPS} SFT_BATCH=${SFT_BATCH:-24}
+SFT_SAVE=${SFT_SAVE:-50} SFT_BUDGET_S=${SFT_BUDGET_S:-$DEF_SFT_BUDGET} HIDDEN=${HIDDEN:-128} LAYERS=${LAYERS:-2}
+N=${N:-16} BUDGET_S=${BUDGET_S:-540} PORT=${PORT:-8765} FROM=${FROM:-}
 MAX_RESPONSE=${MAX_RESPONSE:-448}  # DEVICE=cpu only
 OUT=${OUT:-/tmp/learning_gpu_out} WORK=${WORK:-/tmp/learning_gpu}
 RES=$WORK/results
 START=$(date +%s)
+[ -z "$FROM" ] || FROM=$(cd "$FROM" && pwd) || { echo "== FROM=$FROM: no such folder"; exit 2; }
 rm -rf "$WORK"; mkdir -p "$OUT" "$WORK" "$RES"
 exec > >(tee -a "$RES/learning_gpu.log") 2>&1
+
+elapsed() { echo $(( $(date +%s) - START )); }
+pack() {  # the results so far, replaced whole (a kill during tar leaves the last complete one)
+  tar -C "$RES" -cf "$OUT/learning_gpu.tar.part" . 2>/dev/null
+  [ $? -le 1 ] && mv -f "$OUT/learning_gpu.tar.part" "$OUT/learning_gpu.tar"  # 1: a log grew while read
+}
+descendants() { local p; for p in $(pgrep -P "$1" 2>/dev/null); do echo "$p"; descendants "$p"; done; }
+stop_group() {  # a process we started with setsid, its group and its descendants: TERM, then KILL
+  # torchrun's workers and Ray's daemons run in sessions of their own: on TERM torchrun stops its workers itself,
+  # which the wait allows; whatever is left of the descendants listed first is killed by id.
+  local pids; pids=$(descendants "$1")
+  kill -TERM -- -"$1" 2>/dev/null
+  for _ in $(seq 20); do kill -0 -- -"$1" 2>/dev/null || break; sleep 1; done
+  kill -KILL -- -"$1" 2>/dev/null
+  for p in $pids; do kill -KILL "$p" 2>/dev/null; done
+  return 0
+}
+GROUP="" SERVE="" JUDGES=()
+on_exit() {
+  local rc=$?
+  [ -n "$GROUP" ] && stop_group "$GROUP"
+  [ -n "$SERVE" ] && kill "$SERVE" 2>/dev/null
+  for pid in "${JUDGES[@]}"; do kill "$pid" 2>/dev/null; done
+  echo "== exit $rc at $(elapsed) s; results in $OUT/learning_gpu.tar"
+  pack
+}
+trap on_exit EXIT
+trap 'echo "== signalled at $(elapsed) s"; exit 143' TERM INT HUP
 
 if [ "$DEVICE" = cuda ] && ls .whl/*.whl >/dev/null 2>&1; then  # the H200's wheels; elsewhere the venv has them
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
@@ -42,21 +91,21 @@ if [ "$DEVICE" = cuda ] && ls .whl/*.whl >/dev/null 2>&1; then  # the H200's whe
 else
   export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
 fi
-export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} RAY_DEDUP_LOGS=0 TOKENIZERS_PARALLELISM=false
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} RAY_DEDUP_LOGS=0 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
 PY=${PY:-python3}
 CLI="$PY -m cuda_agent"
-echo "== $(date -u +%FT%TZ) $(hostname) device=$DEVICE steps=$STEPS seeds=$SEEDS sft_steps=$SFT_STEPS sft_batch=$SFT_BATCH hidden=$HIDDEN layers=$LAYERS n=$N"
+echo "== $(date -u +%FT%TZ) $(hostname) device=$DEVICE steps=$STEPS seeds=$SEEDS sft_steps=$SFT_STEPS sft_batch=$SFT_BATCH" \
+  "sft_budget_s=$SFT_BUDGET_S budget_s=$BUDGET_S hidden=$HIDDEN layers=$LAYERS n=$N from=${FROM:--}"
 if [ "$DEVICE" = cuda ]; then
   nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
   SFT_CPU=() PPO_CPU=()
-else  # verl's trainers on our CPU platform; FSDP1 needs a GPU for sync_module_states, torch.compile only slows a tiny model
+else  # verl's trainers on our CPU platform; FSDP1 needs a GPU for sync_module_states
   # Sized for 2 cores (bench/results/cpu-2026-12-05-learning/, "Where the time went"): the rollout padded to the
   # CPU curriculum's lengths (prompt 86 tokens, answers ~310; verl's agent loop pads every sequence to
   # max_prompt_length + max_response_length), no remove-padding (without flash-attn the 8 answers become one
-  # packed sequence whose sdpa attention costs 3.6x the padded batch's update here), no gradient checkpointing,
-  # no data-loader workers.
-  SFT_CPU=(--set trainer.device=cpu --set engine.strategy=fsdp2 --set engine.use_torch_compile=false --set engine.dtype=float32
-    --set trainer.save_freq="$SFT_STEPS" --set model.enable_gradient_checkpointing=false --set data.num_workers=0)
+  # packed sequence whose sdpa attention costs 3.6x the padded batch's update here), no gradient checkpointing.
+  # The SFT recipe itself has no loader workers, torch.compile or gradient checkpointing (its header).
+  SFT_CPU=(--set trainer.device=cpu --set engine.strategy=fsdp2 --set engine.dtype=float32)
   PPO_CPU=(--set trainer.device=cpu --set +ray_kwargs.ray_init.include_dashboard=false
     --set data.max_prompt_length=128 --set data.max_response_length="$MAX_RESPONSE"
     --set actor_rollout_ref.model.enable_gradient_checkpointing=false --set critic.model.enable_gradient_checkpointing=false
@@ -65,47 +114,93 @@ else  # verl's trainers on our CPU platform; FSDP1 needs a GPU for sync_module_s
     --set actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu="$N"
     --set actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu="$N")
 fi
-elapsed() { echo $(( $(date +%s) - START )); }
 
-# 1-2. model and curriculum; every variant judged once (rewards, and the verdict cache PPO's repeats hit).
-$PY bench/tiny_model.py --out "$WORK/tiny" --hidden "$HIDDEN" --layers "$LAYERS" > /dev/null || exit 1
-$CLI train curriculum --device "$DEVICE" --out "$WORK/curriculum" || exit 1
-JUDGES=()
+# 1-2. model and curriculum; every variant judged once in the background (rewards, and the verdict cache PPO's
+# repeats hit). The SFT data holds enough copies for all SFT steps to be one epoch: verl's SFT loop restarts its
+# loader and empties the CUDA cache (a full gc.collect) at every epoch (recipes/curriculum_sft.yaml's header).
+COPIES=$(( (SFT_STEPS * SFT_BATCH + 2) / 3 > 8 ? (SFT_STEPS * SFT_BATCH + 2) / 3 : 8 ))
+$CLI train curriculum --device "$DEVICE" --out "$WORK/curriculum" --copies "$COPIES" || exit 1
+TASK=$($PY -c "import json, sys; print(json.load(open(sys.argv[1]))['answers']['scale_add:fast']['task'])" \
+  "$WORK/curriculum/curriculum.json") || exit 1
 for v in fast slow wrong; do
-  $CLI judge examples/scale_add "$WORK/curriculum/answers/scale_add/$v" --device "$DEVICE" --json > "$RES/judge_$v.json" &
+  $CLI judge "$TASK" "$WORK/curriculum/answers/scale_add/$v" --device "$DEVICE" --json > "$RES/judge_$v.json" &
   JUDGES+=($!)
 done
-wait "${JUDGES[@]}"  # by id: a bare wait (bash >= 5.1) also waits for the tee behind exec, forever
-$PY - "$RES" <<'PY'
+show_judged() {  # waits for the judgements (by id: a bare wait, bash >= 5.1, also waits for the tee behind exec)
+  wait "${JUDGES[@]}"; JUDGES=()
+  $PY - "$RES" <<'PY'
 import json, sys
 for v in ("fast", "slow", "wrong"):
-    d = json.load(open(f"{sys.argv[1]}/judge_{v}.json"))
+    try:
+        d = json.load(open(f"{sys.argv[1]}/judge_{v}.json"))
+    except (OSError, ValueError) as exc:
+        print(f"== judged {v}: no verdict ({exc})")
+        continue
     print(f"== judged {v}: {d['verdict']} reward {d['reward']} timings_ms {d['timings_ms']}")
 PY
-echo "== curriculum judged at $(elapsed) s"
+  echo "== curriculum judged at $(elapsed) s"
+}
 
-# 3. SFT (torchrun, one GPU), then its last checkpoint's HF folder (the recipe saves hf_model).
-mkdir -p "$RES/sft"  # --out: verl's metrics go to $RES/sft/metrics.0.jsonl
-$CLI train rft --config recipes/curriculum_sft.yaml --out "$RES/sft" \
-  --set model.path="$WORK/tiny/actor" --set data.train_files="$WORK/curriculum/sft.parquet" \
-  --set trainer.total_training_steps="$SFT_STEPS" --set trainer.default_local_dir="$WORK/sft" \
-  --set +model.override_config.attn_implementation=sdpa --set model.use_remove_padding=false \
-  --set data.train_batch_size="$SFT_BATCH" --set data.micro_batch_size_per_gpu="$(( SFT_BATCH < 8 ? SFT_BATCH : 8 ))" \
-  "${SFT_CPU[@]}" \
-  > "$RES/sft/train.log" 2>&1
-echo "== SFT exit $? at $(elapsed) s; last lines:"; tail -n 5 "$RES/sft/train.log"
-# The latest complete checkpoint (verl's tracker file: a half-saved global_step_N is never taken).
-SFT_HF=$($PY -c "import sys; from cuda_agent.rl.launch import latest_checkpoint as last; p = last(sys.argv[1]); print(p / 'huggingface' if p else '')" "$WORK/sft")
-[ -n "$SFT_HF" ] || { echo "== no SFT checkpoint"; tar -C "$RES" -cf "$OUT/learning_gpu.tar" .; exit 1; }
-TEMPERATURE=$($PY -c "import yaml; print(yaml.safe_load(open('recipes/curriculum_ppo.yaml'))['overrides']['actor_rollout_ref.rollout.temperature'])")
-$PY bench/curriculum_probe.py "$SFT_HF" "$WORK/curriculum" --temperature "$TEMPERATURE" > "$RES/sft/probe.txt" 2>&1
-cat "$RES/sft/probe.txt"
+# 3. SFT (torchrun, one GPU), time-boxed; then its latest complete checkpoint's HF folder (the recipe saves hf_model).
+if [ -n "$FROM" ]; then
+  SFT_HF=$FROM/sft_model CRITIC=$FROM/critic
+  [ -f "$SFT_HF/config.json" ] && [ -f "$CRITIC/config.json" ] || { echo "== FROM=$FROM lacks sft_model/ or critic/"; exit 2; }
+  echo "== SFT model and critic from $FROM"
+else
+  $PY bench/tiny_model.py --out "$WORK/tiny" --hidden "$HIDDEN" --layers "$LAYERS" > /dev/null || exit 1
+  CRITIC=$WORK/tiny/critic
+  mkdir -p "$RES/sft"  # --out: verl's metrics go to $RES/sft/metrics.0.jsonl
+  SFT_START=$(date +%s)
+  setsid $CLI train rft --config recipes/curriculum_sft.yaml --out "$RES/sft" \
+    --set model.path="$WORK/tiny/actor" --set data.train_files="$WORK/curriculum/sft.parquet" \
+    --set trainer.total_training_steps="$SFT_STEPS" --set trainer.default_local_dir="$WORK/sft" \
+    --set trainer.save_freq="$SFT_SAVE" \
+    --set +model.override_config.attn_implementation=sdpa --set model.use_remove_padding=false \
+    --set data.train_batch_size="$SFT_BATCH" --set data.micro_batch_size_per_gpu="$(( SFT_BATCH < 8 ? SFT_BATCH : 8 ))" \
+    "${SFT_CPU[@]}" > "$RES/sft/train.log" 2>&1 &
+  GROUP=$!
+  TICK=0
+  while kill -0 "$GROUP" 2>/dev/null; do
+    sleep 2; TICK=$(( TICK + 2 ))
+    if [ $(( $(date +%s) - SFT_START )) -gt "$SFT_BUDGET_S" ] || [ "$(elapsed)" -gt "$BUDGET_S" ]; then
+      echo "== SFT stopped by its time box (SFT_BUDGET_S=$SFT_BUDGET_S, BUDGET_S=$BUDGET_S) at $(elapsed) s;" \
+        "PPO starts from its latest complete checkpoint"
+      stop_group "$GROUP"; break
+    fi
+    if [ $(( TICK % 30 )) -eq 0 ]; then
+      done_steps=$(cat "$RES"/sft/metrics.*.jsonl 2>/dev/null | grep -c '"step"')
+      loss=$(tail -n 1 "$RES"/sft/metrics.*.jsonl 2>/dev/null | grep -o '"train/loss": *[-0-9.e+]*' | tail -n 1)
+      echo "== SFT at $(elapsed) s: ${done_steps:-0}/$SFT_STEPS steps ${loss:-}; log: $(tail -n 1 "$RES/sft/train.log" | cut -c1-160)"
+      pack
+    fi
+  done
+  wait "$GROUP" 2>/dev/null; SFT_RC=$?; GROUP=""
+  echo "== SFT exit $SFT_RC at $(elapsed) s ($(( $(date +%s) - SFT_START )) s); last lines:"; tail -n 5 "$RES/sft/train.log"
+  # The latest complete checkpoint (verl's tracker file: a half-saved global_step_N is never taken).
+  SFT_HF=$($PY -c "import sys; from cuda_agent.rl.launch import latest_checkpoint as last; p = last(sys.argv[1]); print(p / 'huggingface' if p else '')" "$WORK/sft")
+  [ -n "$SFT_HF" ] || { echo "== no complete SFT checkpoint: no PPO"; exit 1; }
+  echo "== SFT model: $SFT_HF"
+  mkdir -p "$WORK/models" && cp -r "$SFT_HF" "$WORK/models/sft_model" && cp -r "$CRITIC" "$WORK/models/critic" &&
+    tar -C "$WORK/models" -cf "$OUT/learning_models.tar" sft_model critic && ls -la "$OUT/learning_models.tar"
+  pack
+fi
+if [ -z "$FROM" ]; then  # with FROM the judgements overlap PPO's start-up instead, and the SFT call probed already
+  show_judged
+  TEMPERATURE=$($PY -c "import yaml; print(yaml.safe_load(open('recipes/curriculum_ppo.yaml'))['overrides']['actor_rollout_ref.rollout.temperature'])")
+  $PY bench/curriculum_probe.py "$SFT_HF" "$WORK/curriculum" --temperature "$TEMPERATURE" > "$RES/sft/probe.txt" 2>&1
+  cat "$RES/sft/probe.txt"
+  pack
+fi
+[ "$STEPS" -gt 0 ] || { [ "${#JUDGES[@]}" -eq 0 ] || show_judged; echo "== STEPS=0: no PPO"; exit 0; }
 
-# 4. PPO per seed, judged by one sandbox service on this GPU.
+# 4. PPO per seed, judged by one sandbox service on this GPU, each stopped at BUDGET_S.
 $CLI serve --port "$PORT" --workspace-root "$WORK" > "$RES/serve.log" 2>&1 &
 SERVE=$!
 sleep 5
 for seed in $SEEDS; do
+  if [ $(( BUDGET_S - $(elapsed) )) -lt 120 ]; then  # verl's start-up alone takes ~100 s on the H200
+    echo "== $(( BUDGET_S - $(elapsed) )) s of BUDGET_S=$BUDGET_S left: no time for seed $seed"; break
+  fi
   run=$RES/ppo_seed$seed; mkdir -p "$run"
   $PY - "$WORK/ppo_recipe$seed.yaml" "$WORK/answers$seed" "http://127.0.0.1:$PORT" "$DEVICE" <<'PY' || exit 1
 import sys, yaml
@@ -115,7 +210,7 @@ recipe["reward_function"].update(work_dir=sys.argv[2], sandbox_url=sys.argv[3], 
 yaml.safe_dump(recipe, open(sys.argv[1], "w"))
 PY
   setsid $CLI train single-turn --config "$WORK/ppo_recipe$seed.yaml" --out "$run" \
-    --set actor_rollout_ref.model.path="$SFT_HF" --set critic.model.path="$WORK/tiny/critic" \
+    --set actor_rollout_ref.model.path="$SFT_HF" --set critic.model.path="$CRITIC" \
     --set data.train_files="$WORK/curriculum/rl.parquet" --set data.val_files="$WORK/curriculum/rl.parquet" \
     --set data.seed="$seed" --set actor_rollout_ref.rollout.seed="$seed" --set actor_rollout_ref.rollout.n="$N" \
     --set trainer.total_training_steps="$STEPS" --set trainer.default_local_dir="$WORK/ppo$seed" \
@@ -126,21 +221,36 @@ PY
     --set actor_rollout_ref.rollout.agent.num_workers=2 \
     --set +ray_kwargs.ray_init.namespace=cuda-agent "${PPO_CPU[@]}" \
     > "$run/train.log" 2>&1 &
-  PID=$!
-  while kill -0 "$PID" 2>/dev/null; do
-    sleep 3
+  GROUP=$!
+  TICK=0
+  while kill -0 "$GROUP" 2>/dev/null; do
+    sleep 2; TICK=$(( TICK + 2 ))
     if [ "$(elapsed)" -gt "$BUDGET_S" ]; then
-      echo "== time budget of ${BUDGET_S}s spent during seed $seed"; kill -9 -- -"$PID" 2>/dev/null; break
+      echo "== time budget of ${BUDGET_S}s spent during seed $seed"; stop_group "$GROUP"; break
+    fi
+    if [ $(( TICK % 30 )) -eq 0 ]; then
+      done_steps=$(cat "$run"/metrics.*.jsonl 2>/dev/null | grep -c '"step"')
+      score=$(tail -n 1 "$run"/metrics.*.jsonl 2>/dev/null | grep -o '"critic/score/mean": *[-0-9.e+]*' | tail -n 1)
+      echo "== seed $seed at $(elapsed) s: $done_steps/$STEPS steps ${score:-}"
+      pack
     fi
   done
-  wait "$PID" 2>/dev/null; echo "== seed $seed exit $? at $(elapsed) s, $(grep -c '"step"' "$run/metrics.0.jsonl" 2>/dev/null) steps"
+  wait "$GROUP" 2>/dev/null; PPO_RC=$?; GROUP=""
+  echo "== seed $seed exit $PPO_RC at $(elapsed) s, $(cat "$run"/metrics.*.jsonl 2>/dev/null | grep -c '"step"') steps"
   tail -n 3 "$run/train.log"
   [ "$DEVICE" = cuda ] && ray stop --force > /dev/null 2>&1  # elsewhere other Ray clusters may run: the group kill must do
   $CLI train report "$run"
+  pack
 done
-kill "$SERVE" 2>/dev/null
+kill "$SERVE" 2>/dev/null; SERVE=""
+[ "${#JUDGES[@]}" -eq 0 ] || show_judged
 
-# 5. The learning check over the seeds.
-$PY -m cuda_agent.rl.report --learning "$RES"/ppo_seed*/steps.jsonl | tee "$RES/learning.txt"
+# 5. The learning check over the seeds that ran.
+if ls "$RES"/ppo_seed*/steps.jsonl > /dev/null 2>&1; then
+  if $PY -m cuda_agent.rl.report --learning "$RES"/ppo_seed*/steps.jsonl > "$RES/learning.txt" 2>&1; then
+    cat "$RES/learning.txt"
+  else
+    echo "== no learning check: $(tail -n 1 "$RES/learning.txt")"
+  fi
+fi
 echo "== total $(elapsed) s"
-tar -C "$RES" -cf "$OUT/learning_gpu.tar" . && ls -la "$OUT/learning_gpu.tar"

@@ -28,6 +28,12 @@ OUT=${OUT:-/tmp/chain_gpu_out} WORK=${WORK:-/tmp/chain_gpu}
 START=$(date +%s)
 rm -rf "$WORK"; mkdir -p "$OUT" "$WORK"
 exec > >(tee -a "$WORK/chain_gpu.log") 2>&1
+pack() {  # on every exit, also when the device call's limit cuts the run: what ran so far comes back
+  find "$WORK/run" -maxdepth 2 \( -name 'steps.jsonl' -o -name 'report.html' -o -name 'manifest.json' -o -name 'metrics.*.jsonl' \) \
+    -print0 2>/dev/null | tar -cf "$OUT/chain_gpu.tar" --null -T - "$WORK/chain_gpu.log" "$WORK/train_all.log" "$WORK/pipeline.yaml" \
+    "$WORK/serve.log" 2>/dev/null
+}
+trap pack EXIT
 if [ "$DEVICE" = cuda ] && ls .whl/*.whl >/dev/null 2>&1; then  # the H200's wheels; elsewhere the venv has them
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site:$ROOT PATH=/tmp/site/bin:$PATH
@@ -72,6 +78,10 @@ gpu = [  # what verl needs on one GPU: fsdp2 in fp32, sdpa (no flash-attn), our 
     "actor_rollout_ref.rollout.dtype=float32", "actor_rollout_ref.rollout.calculate_log_probs=true",
     "actor_rollout_ref.rollout.agent.num_workers=2", "+ray_kwargs.ray_init.namespace=cuda-agent",
     "actor_rollout_ref.actor.ulysses_sequence_parallel_size=1", "critic.ulysses_sequence_parallel_size=1",
+    # verl's torch.compile only costs a tiny model time: ~30 s of inductor in each launch's first step on the H200
+    # (bench/results/h200-2026-12-05-b/README.md), and this chain launches verl five times.
+    "actor_rollout_ref.actor.fsdp_config.use_torch_compile=false",
+    "actor_rollout_ref.ref.fsdp_config.use_torch_compile=false", "critic.fsdp.use_torch_compile=false",
     # 2: agentic PPO's batch is 2 episodes, and verl asserts that a batch divides into micro-batches
     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2", "critic.ppo_micro_batch_size_per_gpu=2",
     "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2",
@@ -83,7 +93,7 @@ gpu = [  # what verl needs on one GPU: fsdp2 in fp32, sdpa (no flash-attn), our 
     # _fsdp_init.py); the pipeline's hf_folder then runs verl's model merger and copies the critic's code beside it.
     f"actor_rollout_ref.rollout.multi_turn.max_assistant_turns={turns}",
 ]
-sft = []
+sft = ["engine.use_torch_compile=false"]
 single = ["data.max_prompt_length=2048", "data.max_response_length=1024"]  # the recipe's: the CUDA curriculum
 if device == "cpu":  # as bench/learning_gpu.sh DEVICE=cpu (bench/results/cpu-2026-12-05-learning/, "Where the time went")
     # No remove-padding (sdpa over one packed sequence costs more than padded rows), no gradient checkpointing,
@@ -94,7 +104,7 @@ if device == "cpu":  # as bench/learning_gpu.sh DEVICE=cpu (bench/results/cpu-20
         "actor_rollout_ref.model.enable_gradient_checkpointing=false",
         "critic.model.enable_gradient_checkpointing=false"]
     single = ["data.max_prompt_length=128", "data.max_response_length=448"]
-    sft = ["trainer.device=cpu", "engine.strategy=fsdp2", "engine.use_torch_compile=false", "engine.dtype=float32",
+    sft = [*sft, "trainer.device=cpu", "engine.strategy=fsdp2", "engine.dtype=float32",
            "model.enable_gradient_checkpointing=false", "data.num_workers=0", "data.micro_batch_size_per_gpu=4",
            "data.max_length=1024"]
 examples = [f"data.train_files={work}/examples.parquet", f"data.val_files={work}/examples.parquet"]
@@ -124,6 +134,7 @@ setsid $PY -m cuda_agent train all --config "$WORK/pipeline.yaml" > "$WORK/train
 PID=$!
 while kill -0 "$PID" 2>/dev/null; do
   sleep 3
+  [ $(( ($(date +%s) - START) % 30 )) -lt 3 ] && { echo "[$(( $(date +%s) - START )) s] $(grep -a '^== ' "$WORK/train_all.log" | tail -n 1)"; pack; }
   if [ $(( $(date +%s) - START )) -gt "$BUDGET_S" ]; then
     echo "== time budget of ${BUDGET_S}s spent"; kill -9 -- -"$PID" 2>/dev/null; break
   fi
@@ -153,7 +164,5 @@ echo "== again (every stage must be skipped):"
 timeout 120 $PY -m cuda_agent train all --config "$WORK/pipeline.yaml" 2>&1 | tail -n 10
 kill "$SERVE" 2>/dev/null
 cat "$WORK/run/manifest.json"
-find "$WORK/run" -maxdepth 2 \( -name 'steps.jsonl' -o -name 'report.html' -o -name 'manifest.json' -o -name 'metrics.*.jsonl' \) \
-  -print0 | tar -cf "$OUT/chain_gpu.tar" --null -T - "$WORK/chain_gpu.log" "$WORK/train_all.log" "$WORK/pipeline.yaml" 2>/dev/null
-ls -la "$OUT/chain_gpu.tar"
+pack; ls -la "$OUT/chain_gpu.tar"
 [ "$FROZEN" -eq 0 ] || { echo "== the frozen-actor check failed (above)"; exit 1; }

@@ -36,7 +36,8 @@ fine-tuning on all three in equal shares (`sft.parquet`, verl's SFT trainer) mak
 answer with one of them at random; PPO on the single-turn prompt (`rl.parquet`, rewarded by the
 real judge through `single_turn.compute_score`) must then shift that choice towards `fast`: the
 mean reward rises from about (3 + 1 - 1) / 3 towards 2-3. `write_curriculum` writes both files and
-each variant's candidate folder (`answers/<task>/<variant>`, for `cuda-agent judge`).
+each variant's candidate folder (`answers/<task>/<variant>`, for `cuda-agent judge`; on CUDA also the problem,
+`tasks/<task>.py`).
 
     cuda-agent train curriculum --device cuda --out runs/curriculum
 """
@@ -71,7 +72,7 @@ class Variant:
     task: str
     """Bundled example name, e.g. 'scale_add'."""
     ref: str
-    """The reference of the task it is judged on (`curriculum_task`): examples/<task>, or the CUDA problem's path."""
+    """The reference of the task it is judged on (`curriculum_task`): examples/<task>, or curriculum/<task> on CUDA."""
     name: str
     """'fast', 'slow' or 'wrong'."""
     files: dict[str, str]
@@ -112,12 +113,18 @@ def variants(device: str, tasks: tuple[str, ...] = TASKS) -> list[Variant]:
 
 def curriculum_task(task: str, device: str) -> Task:
     """The task the curriculum's answers for `task` are judged on: examples/<task>, or on CUDA the same problem at
-    the sizes of `curriculum_kernels/<task>/cuda/problem.py` (module docstring), referred to by that file's path,
-    which `cuda-agent judge` and the dataset rows resolve like any problem file."""
+    the sizes of `curriculum_kernels/<task>/cuda/problem.py` (module docstring) as `curriculum/<task>`.
+
+    The reference is a name, not the file's path: the prompt shows it, and SFT and PPO (possibly on two machines,
+    bench/learning_gpu.sh FROM=) must see the same prompt wherever the package lies. The rows carry the code, so
+    the judge never resolves it; `write_curriculum` writes the problem file for `cuda-agent judge`.
+    """
+    sized = KERNELS / task / device / "problem.py"
+    if sized.is_file():
+        return Task(ref=f"curriculum/{task}", name=task, source="curriculum", code=sized.read_text())
     from cuda_agent.tasks import Catalog
 
-    sized = KERNELS / task / device / "problem.py"
-    return Catalog().resolve(str(sized) if sized.is_file() else f"examples/{task}")
+    return Catalog().resolve(f"examples/{task}")
 
 
 def prompt_messages(task: Task, device: str) -> list[dict[str, str]]:
@@ -145,14 +152,23 @@ def write_curriculum(out: Path, device: str, copies: int = 8) -> dict[str, Any]:
         copies: rows per variant in sft.parquet (equal shares: SFT learns to pick each a third of the time).
 
     Returns:
-        The manifest written to curriculum.json: the data's paths and per answer ('<task>:<variant>') the task
-        reference to judge it on, its folder and its designed rewards.
+        The manifest written to curriculum.json: the data's paths and per answer ('<task>:<variant>') what to
+        judge it on (examples/<task>, or on CUDA the problem written to tasks/<task>.py), its folder and its
+        designed rewards.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     tasks = {task: curriculum_task(task, device) for task in TASKS}
     out.mkdir(parents=True, exist_ok=True)
+    judge_on = {}  # what `cuda-agent judge` takes: a bundled example's reference, or the problem written here
+    for name, task in tasks.items():
+        if task.source == "curriculum":
+            (out / "tasks").mkdir(exist_ok=True)
+            (out / "tasks" / f"{name}.py").write_text(task.code)
+            judge_on[name] = str(out / "tasks" / f"{name}.py")
+        else:
+            judge_on[name] = task.ref
     rl_data = rl_rows(list(tasks.values()), single_turn=True, device=device)
     for row, task in zip(rl_data, tasks.values(), strict=True):
         row["prompt"] = prompt_messages(task, device)
@@ -164,7 +180,11 @@ def write_curriculum(out: Path, device: str, copies: int = 8) -> dict[str, Any]:
         rows += [{"messages": messages, "task": variant.ref, "variant": variant.name}] * copies
         folder = write_candidate(variant.files, out / "answers" / variant.task / variant.name)
         rewards = list(VARIANTS[variant.name])
-        answers[f"{variant.task}:{variant.name}"] = {"task": variant.ref, "folder": str(folder), "rewards": rewards}
+        answers[f"{variant.task}:{variant.name}"] = {
+            "task": judge_on[variant.task],
+            "folder": str(folder),
+            "rewards": rewards,
+        }
     sft = out / "sft.parquet"
     pq.write_table(pa.Table.from_pylist(rows), sft)
     manifest = {"device": device, "rl": str(rl), "sft": str(sft), "answers": answers}

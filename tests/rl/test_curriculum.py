@@ -54,12 +54,16 @@ def test_the_cuda_curriculum_is_judged_where_memory_traffic_outweighs_launches(t
     # The same problem as the example, only larger: the curriculum still teaches examples/scale_add's operation.
     example = Catalog().resolve("examples/scale_add").code
     assert task.code.split("# examples/scale_add")[0] == example.split("batch_size")[0]
-    assert Catalog().resolve(task.ref).code == task.code  # `cuda-agent judge REF` judges the same problem
     manifest = write_curriculum(tmp_path, "cuda", copies=1)
     rl = pq.read_table(manifest["rl"]).to_pylist()
     assert [r["extra_info"]["code"] for r in rl] == [task.code]  # PPO's reward judges at these sizes
-    assert all(a["task"] == task.ref for a in manifest["answers"].values())
     assert task.code.rstrip() in rl[0]["prompt"][1]["content"]
+    # `cuda-agent judge` on the manifest's task judges the same problem
+    assert {Catalog().resolve(a["task"]).code for a in manifest["answers"].values()} == {task.code}
+    # The prompt names the task, not where the package or the data lie: SFT and PPO may run on two machines.
+    assert (
+        str(tmp_path) not in rl[0]["prompt"][1]["content"] and "curriculum_kernels" not in rl[0]["prompt"][1]["content"]
+    )
 
 
 def test_the_cpu_curriculum_is_short_and_cuda_keeps_stage_one() -> None:

@@ -30,16 +30,20 @@
 #   DEVICE=cpu STEPS=30 SEEDS="0 1" SFT_STEPS=300 SFT_BATCH=6 N=8 BUDGET_S=3000 SFT_BUDGET_S=1500 bash bench/learning_gpu.sh
 #
 # H200 time (one GPU, 16 cores; 2026-12-05: 3 cold judgements 117 s, PPO start-up 90-100 s, PPO ~10-13 s a step):
-# tiny model and curriculum ~30 s; SFT (judges alongside) <= SFT_BUDGET_S 150 s (torchrun and FSDP start ~35 s, then
-# steps: an estimate, never measured on the H200 with the recipe's fixes); PPO start-up ~100 s; so one call of
-# BUDGET_S=540 leaves ~260 s, 20-25 PPO steps of one seed. 30 steps of each of 2 seeds take three calls (device time
-# ~4 + 9 + 9 min):
+# wheels, tiny model and curriculum ~30 s; SFT (judges alongside) <= SFT_BUDGET_S (torchrun and FSDP start ~35 s,
+# then steps at a rate not yet measured on the H200 with the recipe's fixes); probe ~15 s; PPO start-up ~100 s.
+# One call of BUDGET_S=540 (the default: SFT_STEPS=200 in <= 150 s) thus leaves ~250 s of PPO, 15-20 steps of one
+# seed. 30 steps of each of 2 seeds take three calls, device time ~6 + 8 + 8 minutes:
 #   Here: bash scripts/device_wheels.sh rl --no-data
-#   1. carry [".whl"]:                   STEPS=0 bash bench/learning_gpu.sh        (SFT; returns learning_models.tar)
+#   1. carry [".whl"], timeout 600:
+#        STEPS=0 SFT_STEPS=300 SFT_BUDGET_S=300 bash bench/learning_gpu.sh      (SFT and probe; learning_models.tar)
 #      here: rm -rf .carry/learn && mkdir -p .carry/learn && tar -xf FILES_AT/learning_models.tar -C .carry/learn
-#   2. carry [".whl", ".carry/learn"]:   FROM=.carry/learn SEEDS=0 bash bench/learning_gpu.sh   (PPO 30 steps, ~470 s)
-#   3. carry [".whl", ".carry/learn"]:   FROM=.carry/learn SEEDS=1 bash bench/learning_gpu.sh
-#      here, over both seeds: python -m cuda_agent.rl.report --learning A/ppo_seed0/steps.jsonl B/ppo_seed1/steps.jsonl
+#   2. carry [".whl", ".carry/learn"], timeout 600:
+#        FROM=.carry/learn SEEDS=0 bash bench/learning_gpu.sh                  (PPO 30 steps: ~30 + 100 + 30 x 11.5 s)
+#   3. the same with SEEDS=1; then here, over both seeds:
+#        python -m cuda_agent.rl.report --learning CALL2/ppo_seed0/steps.jsonl CALL3/ppo_seed1/steps.jsonl
+# Read call 1's probe line before calls 2-3: PPO learns only if most samples are exact copies (near-copies are
+# built by nvcc, about a minute each, and mostly fail).
 # One call for everything (SFT, then PPO for what is left): bash bench/learning_gpu.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."

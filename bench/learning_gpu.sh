@@ -45,6 +45,9 @@
 # Read call 1's probe line before calls 2-3: PPO learns only if most samples are exact copies (near-copies are
 # built by nvcc, about a minute each, and mostly fail).
 # One call for everything (SFT, then PPO for what is left): bash bench/learning_gpu.sh
+# CURRICULUM=cuda on DEVICE=cpu (with STEPS=0) trains the CUDA curriculum's SFT on the CPU instead of call 1, unjudged,
+# and leaves the probe and learning_models.tar for FROM= on the H200:
+#   DEVICE=cpu CURRICULUM=cuda STEPS=0 SFT_STEPS=300 SFT_BATCH=6 SFT_BUDGET_S=3000 BUDGET_S=3600 bash bench/learning_gpu.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -52,7 +55,10 @@ DEVICE=${DEVICE:-cuda}
 if [ "$DEVICE" = cuda ]; then DEF_SEEDS="0" DEF_SFT_STEPS=200 DEF_SFT_BUDGET=150; else DEF_SEEDS="0 1" DEF_SFT_STEPS=300 DEF_SFT_BUDGET=1200; fi
 STEPS=${STEPS:-30} SEEDS=${SEEDS:-$DEF_SEEDS} SFT_STEPS=${SFT_STEPS:-$DEF_SFT_STEPS} SFT_BATCH=${SFT_BATCH:-24}
 SFT_SAVE=${SFT_SAVE:-50} SFT_BUDGET_S=${SFT_BUDGET_S:-$DEF_SFT_BUDGET} HIDDEN=${HIDDEN:-128} LAYERS=${LAYERS:-2}
-N=${N:-16} BUDGET_S=${BUDGET_S:-540} PORT=${PORT:-8765} FROM=${FROM:-}
+N=${N:-16} BUDGET_S=${BUDGET_S:-540} PORT=${PORT:-8765} FROM=${FROM:-} CURRICULUM=${CURRICULUM:-$DEVICE}
+if [ "$CURRICULUM" != "$DEVICE" ] && [ "${STEPS:-30}" != 0 ]; then
+  echo "CURRICULUM=$CURRICULUM on DEVICE=$DEVICE trains SFT only: set STEPS=0 (its kernels cannot be judged here)" >&2; exit 2
+fi
 MAX_RESPONSE=${MAX_RESPONSE:-448}  # DEVICE=cpu only
 OUT=${OUT:-/tmp/learning_gpu_out} WORK=${WORK:-/tmp/learning_gpu}
 RES=$WORK/results
@@ -123,14 +129,19 @@ fi
 # repeats hit). The SFT data holds enough copies for all SFT steps to be one epoch: verl's SFT loop restarts its
 # loader and empties the CUDA cache (a full gc.collect) at every epoch (recipes/curriculum_sft.yaml's header).
 COPIES=$(( (SFT_STEPS * SFT_BATCH + 2) / 3 > 8 ? (SFT_STEPS * SFT_BATCH + 2) / 3 : 8 ))
-$CLI train curriculum --device "$DEVICE" --out "$WORK/curriculum" --copies "$COPIES" || exit 1
+$CLI train curriculum --device "$CURRICULUM" --out "$WORK/curriculum" --copies "$COPIES" || exit 1
 TASK=$($PY -c "import json, sys; print(json.load(open(sys.argv[1]))['answers']['scale_add:fast']['task'])" \
   "$WORK/curriculum/curriculum.json") || exit 1
-for v in fast slow wrong; do
-  $CLI judge "$TASK" "$WORK/curriculum/answers/scale_add/$v" --device "$DEVICE" --json > "$RES/judge_$v.json" &
-  JUDGES+=($!)
-done
+JUDGED=0
+if [ "$CURRICULUM" = "$DEVICE" ]; then
+  JUDGED=1
+  for v in fast slow wrong; do
+    $CLI judge "$TASK" "$WORK/curriculum/answers/scale_add/$v" --device "$DEVICE" --json > "$RES/judge_$v.json" &
+    JUDGES+=($!)
+  done
+fi
 show_judged() {  # waits for the judgements (by id: a bare wait, bash >= 5.1, also waits for the tee behind exec)
+  [ "$JUDGED" = 1 ] || return 0
   wait "${JUDGES[@]}"; JUDGES=()
   $PY - "$RES" <<'PY'
 import json, sys

@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import psutil
 
 from cuda_agent.sandbox.jobs import JobResult, make_judge_job
 from cuda_agent.sandbox.local import LocalPool
+from tests.judge.helpers import with_forward_body
 from tests.sandbox.helpers import RELU
 
 # It times (so its judge stage holds the CPU timing slot, where spares are kept), briefly; judged afresh each time.
@@ -97,3 +99,29 @@ def test_a_spare_whose_standby_died_is_replaced_not_used() -> None:
         replaced = _judge(pool, 1).verdict
     assert replaced.env["standby_worker"] == "started ahead"
     assert replaced.env["standby_spare_discarded"] == "it had exited (-9)"
+
+
+def test_a_spare_waits_on_the_build_cores_and_its_candidate_runs_on_the_timing_cores(tmp_path: Path) -> None:
+    seen = tmp_path / "cores.txt"
+    cores = "sorted(__import__('os').sched_getaffinity(0))"
+    forward = with_forward_body(RELU, f"open({str(seen)!r}, 'w').write(repr({cores}))\nreturn relu_ext.relu_forward(x)")
+    with LocalPool(build_workers=1, spares=1, pin_cpus=True, cores_per_timing=1) as pool:
+        build, (timing,) = pool.cpu_plan.build, pool.cpu_plan.timing
+        assert build and timing and set(build).isdisjoint(timing)
+        _judge(pool, 0)
+        assert _spare_worker().cpu_affinity() == build  # its imports stay off the timing core
+        job = make_judge_job("examples/relu", forward, {**TIMED, "static_policy": False})
+        result = pool.run(job)
+    assert result.verdict is not None and result.verdict.env["standby_worker"] == "spare started ahead"
+    assert result.hardening["cpus"] == timing and seen.read_text() == repr(timing)
+
+
+def test_a_spare_runner_started_with_another_environment_is_not_handed_the_job(monkeypatch) -> None:
+    with LocalPool(build_workers=1, spares=1) as pool:
+        _judge(pool, 0)
+        spare = _spare_worker()
+        monkeypatch.setenv("CUDA_AGENT_CACHE_NOTE", "changed")  # a later runner would start with this too
+        fresh = _judge(pool, 1).verdict
+        _, alive = psutil.wait_procs([spare], timeout=15)  # closed, unused (after the job was answered)
+        assert alive == []
+    assert fresh.env["standby_worker"] == "started ahead" and "standby_spare_discarded" not in fresh.env

@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.gpu_turns import GpuTurns
-from cuda_agent.judge import JudgeConfig
+from cuda_agent.judge import JudgeConfig, judge, start_spare
 from cuda_agent.judge.standby import SPARE, TURNS_ENV, Standby, StandbySpec, take_spare
 from cuda_agent.subproc import Confinement, child_env
-from tests.judge.helpers import ROOT, run_judge, with_forward_body
+from cuda_agent.types import Task
+from tests.judge.helpers import EXAMPLES, ROOT, example_solution, run_judge, with_forward_body
 
 CHILD = "tests.judge.standby_child"
 
@@ -325,3 +326,20 @@ def test_a_spare_that_died_is_replaced_not_used() -> None:
         assert standby.wait_ready(120) is None
     finally:
         standby.close()
+
+
+def test_a_spare_that_dies_after_it_was_taken_is_replaced_before_the_run(tmp_path: Path) -> None:
+    # Taken alive at the judgement's start, it dies while it still imports torch (seconds; the judgement reaches
+    # its run in well under one): its death is no one's verdict, and the run gets a process of its own.
+    solution = tmp_path / "solution.py"
+    solution.write_text(example_solution("relu"))
+    task = Task(ref="inline/relu", name="relu", source="inline", code=(EXAMPLES / "problems" / "relu.py").read_text())
+    config = JudgeConfig(device="cpu", time=False, trials=1, verdict_cache=False)
+    judge(task, solution, config)  # the build, cached for the judgement below
+    spare = start_spare(config)
+    assert spare is not None
+    threading.Timer(0.6, os.killpg, (spare.proc.pid, signal.SIGKILL)).start()
+    verdict = judge(task, solution, config, spare=spare)
+    assert (verdict.verdict, verdict.env["standby_worker"]) == ("pass", "started for the run")
+    assert "exited (-9) before it was ready" in verdict.env["standby_spare_discarded"]
+    assert verdict.stage_s["run.standby_wait"] > 0.5  # it waited for the replacement's start

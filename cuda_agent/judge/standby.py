@@ -149,7 +149,7 @@ class Standby:
         """Why this standby, started ahead, may not serve a judgement that would start one with `spec`; None: it
         may. One that has died, been used or closed serves no one."""
         if self.went is not None or self._progress_r < 0:
-            return "it was used already"
+            return "it was used or closed already"
         if self.proc.poll() is not None:
             return f"it had exited ({self.proc.returncode})"
         differences = self.spec.differences(spec)

@@ -163,6 +163,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from cuda_agent.sandbox.service import check_bind, make_workspace_root, serve
 
     check_bind(args.host, args.token)
+    if args.spares < 0:
+        raise ConfigError(f"--spares {args.spares}: give 0 (none) or more")
     make_workspace_root(args.workspace_root)
     limits = SandboxLimits(max_pids=args.max_pids, address_space_bytes=int(args.address_space_gb * 2**30))
     if args.pool == "ray":
@@ -179,6 +181,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             cpu_timing_slots=args.cpu_timing_slots,
             max_pending=args.max_pending,
             limits=limits,
+            spares=args.spares,
         )
     print(f"cuda-agent sandbox ({args.pool} pool) on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
     try:
@@ -517,6 +520,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--pool", default="local", choices=["local", "ray"], help="local processes or Ray actors")
     serve.add_argument("--workers", type=int, default=None, help="build workers (local; default: CPU count)")
     serve.add_argument("--cpu-timing-slots", type=int, default=1, help="timing slots without a GPU (local)")
+    serve.add_argument(
+        "--spares",
+        type=int,
+        default=1,
+        help="judge workers each timing slot keeps started ahead (local; 0: none; more when a start outlasts a judgement)",
+    )
     serve.add_argument("--max-pending", type=int, default=256, help="queue size; beyond it requests get 503")
     serve.add_argument("--max-pids", type=int, default=512, help="processes per job")
     serve.add_argument("--address-space-gb", type=float, default=16, help="address space per process (not on CUDA)")

@@ -1,20 +1,20 @@
-// fused: out = x * alpha + y in one pass, four floats a thread (eager makes two passes and a temporary)
-#include <cuda_runtime.h>
-#include <cstdint>
-
-__global__ void scale_add_kernel(const float* __restrict__ x, const float* __restrict__ y, float* __restrict__ out,
-                                 float alpha, int64_t n, bool vec) {
-    const int64_t i = 4 * (blockIdx.x * (int64_t)blockDim.x + threadIdx.x);
-    if (vec && i + 4 <= n) {
-        const float4 a = *(const float4*)(x + i), b = *(const float4*)(y + i);
-        *(float4*)(out + i) = make_float4(a.x * alpha + b.x, a.y * alpha + b.y, a.z * alpha + b.z, a.w * alpha + b.w);
+// Fast variant: one fused pass, four floats a thread (eager makes two passes and a temporary). Every name below is
+// this variant's own, so a tiny model copying it never meets a stretch shared with another variant (curriculum.py).
+#include <cstdint>  // uintptr_t (nvcc includes cuda_runtime.h itself)
+__global__ void fused4_kernel(const float* __restrict__ fx, const float* __restrict__ fy, float* __restrict__ fout,
+                              float falpha, int64_t fn, bool fvec) {
+    const int64_t fi = 4 * (blockIdx.x * (int64_t)blockDim.x + threadIdx.x);
+    if (fvec && fi + 4 <= fn) {
+        const float4 fa = *(const float4*)(fx + fi), fb = *(const float4*)(fy + fi);
+        *(float4*)(fout + fi) = make_float4(fa.x * falpha + fb.x, fa.y * falpha + fb.y, fa.z * falpha + fb.z,
+                                            fa.w * falpha + fb.w);
     } else {
-        for (int64_t j = i; j < i + 4 && j < n; ++j) out[j] = x[j] * alpha + y[j];
+        for (int64_t fj = fi; fj < fi + 4 && fj < fn; ++fj) fout[fj] = fx[fj] * falpha + fy[fj];
     }
 }
 
-void scale_add_launch(const float* x, const float* y, float* out, float alpha, int64_t n, cudaStream_t stream) {
-    if (n == 0) return;
-    const bool vec = ((uintptr_t)x | (uintptr_t)y | (uintptr_t)out) % 16 == 0;  // float4 loads need 16-byte alignment
-    scale_add_kernel<<<(unsigned)((n + 1023) / 1024), 256, 0, stream>>>(x, y, out, alpha, n, vec);
+void scale_add_launch(const float* fx, const float* fy, float* fout, float falpha, int64_t fn, cudaStream_t fs) {
+    if (fn == 0) return;
+    const bool fvec = ((uintptr_t)fx | (uintptr_t)fy | (uintptr_t)fout) % 16 == 0;  // float4 needs 16-byte alignment
+    fused4_kernel<<<(unsigned)((fn + 1023) / 1024), 256, 0, fs>>>(fx, fy, fout, falpha, fn, fvec);
 }

@@ -1,16 +1,13 @@
-// unfused: three passes, out = x, then out *= alpha, then out += y (more memory traffic than eager's two)
-#include <cuda_runtime.h>
-#include <cstdint>
-
-__global__ void pass_kernel(const float* __restrict__ src, float* __restrict__ out, float alpha, int64_t n, int op) {
-    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i < n) out[i] = op == 0 ? src[i] : op == 1 ? out[i] * alpha : out[i] + src[i];
+// Slow variant: three unfused passes (copy, scale, add), more memory traffic than eager's two; its own names.
+__global__ void pass3_kernel(const float* __restrict__ src, float* __restrict__ dst, float k, int64_t count, int op) {
+    const int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (idx < count) dst[idx] = op == 0 ? src[idx] : op == 1 ? dst[idx] * k : dst[idx] + src[idx];
 }
 
-void scale_add_launch(const float* x, const float* y, float* out, float alpha, int64_t n, cudaStream_t stream) {
-    if (n == 0) return;
-    const unsigned blocks = (unsigned)((n + 255) / 256);
-    pass_kernel<<<blocks, 256, 0, stream>>>(x, out, alpha, n, 0);
-    pass_kernel<<<blocks, 256, 0, stream>>>(x, out, alpha, n, 1);
-    pass_kernel<<<blocks, 256, 0, stream>>>(y, out, alpha, n, 2);
+void scale_add_launch(const float* sx, const float* sy, float* dst, float k, int64_t count, cudaStream_t st) {
+    if (count == 0) return;
+    const unsigned grid = (unsigned)((count + 255) / 256);
+    pass3_kernel<<<grid, 256, 0, st>>>(sx, dst, k, count, 0);
+    pass3_kernel<<<grid, 256, 0, st>>>(sx, dst, k, count, 1);
+    pass3_kernel<<<grid, 256, 0, st>>>(sy, dst, k, count, 2);
 }

@@ -1,14 +1,11 @@
-// add: out = x + y in one pass (alpha is never applied)
-#include <cuda_runtime.h>
-#include <cstdint>
-
-__global__ void scale_add_kernel(const float* __restrict__ x, const float* __restrict__ y, float* __restrict__ out,
-                                 float alpha, int64_t n) {
-    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i < n) out[i] = x[i] + y[i];
+// Wrong variant: plain sum, the scale factor is dropped; its own names.
+__global__ void plainsum_kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c,
+                                int64_t len) {
+    const int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (t < len) c[t] = a[t] + b[t];
 }
 
-void scale_add_launch(const float* x, const float* y, float* out, float alpha, int64_t n, cudaStream_t stream) {
-    if (n == 0) return;
-    scale_add_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(x, y, out, alpha, n);
+void scale_add_launch(const float* a, const float* b, float* c, float unused, int64_t len, cudaStream_t q) {
+    if (len == 0) return;
+    plainsum_kernel<<<(unsigned)((len + 255) / 256), 256, 0, q>>>(a, b, c, len);
 }

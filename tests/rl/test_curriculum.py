@@ -25,6 +25,19 @@ def test_answers_read_back_and_differ_from_their_first_line(device: str) -> None
     assert len(first_lines) == len(found)  # the policy chooses the variant within its first tokens
 
 
+def test_the_cuda_answers_share_nothing_right_after_the_choice() -> None:
+    """A tiny model chooses the variant at the first word of the kernel and must then copy that variant alone: where
+    two answers went on with the same words ("// Fast variant: ...", "// Slow variant: ..."), the CPU-trained SFT
+    model chose again three tokens later and wrote a mix of two answers in 24 of 32 samples."""
+    found = variants("cuda")
+    starts = [v.answer("cuda").splitlines()[2].split()[1:] for v in found]  # the first line's words after '//'
+    assert len({words[0] for words in starts}) == len(found)
+    bigrams = [set(zip(words, words[1:])) for words in starts]
+    for i, mine in enumerate(bigrams):
+        for theirs in bigrams[i + 1 :]:
+            assert not mine & theirs, (mine & theirs, starts)
+
+
 def test_curriculum_data_holds_every_variant_in_equal_shares(tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
     manifest = write_curriculum(tmp_path, "cpu", copies=4)

@@ -1,5 +1,5 @@
-// Fast variant: one fused pass, four floats a thread (eager makes two passes and a temporary). Every name below is
-// this variant's own, so a tiny model copying it never meets a stretch shared with another variant (curriculum.py).
+// Fused float4 pass: eager makes two passes and a temporary, this reads x and y once. Every name below is
+// this answer's own, so a tiny model copying it never meets a stretch shared with another answer (curriculum.py).
 #include <cstdint>  // uintptr_t (nvcc includes cuda_runtime.h itself)
 __global__ void fused4_kernel(const float* __restrict__ fx, const float* __restrict__ fy, float* __restrict__ fout,
                               float falpha, int64_t fn, bool fvec) {

@@ -1,4 +1,4 @@
-// Wrong variant: plain sum, the scale factor is dropped; its own names.
+// Plain sum, alpha dropped: wrong on purpose (its names: a, b, c, len).
 __global__ void plainsum_kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c,
                                 int64_t len) {
     const int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;

@@ -3,6 +3,7 @@ and the judge's rewards in the designed order (CPU variants, judged by the real 
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from pathlib import Path
@@ -32,7 +33,7 @@ def test_the_cuda_answers_share_nothing_right_after_the_choice() -> None:
     found = variants("cuda")
     starts = [v.answer("cuda").splitlines()[2].split()[1:] for v in found]  # the first line's words after '//'
     assert len({words[0] for words in starts}) == len(found)
-    bigrams = [set(zip(words, words[1:])) for words in starts]
+    bigrams = [set(itertools.pairwise(words)) for words in starts]
     for i, mine in enumerate(bigrams):
         for theirs in bigrams[i + 1 :]:
             assert not mine & theirs, (mine & theirs, starts)

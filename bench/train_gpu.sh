@@ -35,6 +35,8 @@ RES=$WORK/results
 START=$(date +%s)
 rm -rf "$RES"; mkdir -p "$OUT" "$WORK" "$RES"
 exec > >(tee -a "$RES/train_gpu.log") 2>&1
+pack() { tar -C "$RES" -cf "$OUT/train_gpu.tar" . 2>/dev/null; }
+trap pack EXIT  # also when the device call's limit cuts the run: what ran so far comes back
 
 PY=${PY:-python3}
 if ! $PY -c "import verl, ray" >/dev/null 2>&1 && ls .whl/*.whl >/dev/null 2>&1; then  # the H200 image lacks both
@@ -168,4 +170,4 @@ done
 $PY bench/train_gpu_report.py "$RES" --steps "$STEPS" --kill-at "$KILL_AT" | tee "$RES/report.txt"
 echo "== total $(( $(date +%s) - START )) s"
 sleep 1
-tar -C "$RES" -cf "$OUT/train_gpu.tar" . && ls -la "$OUT/train_gpu.tar"
+pack; ls -la "$OUT/train_gpu.tar"

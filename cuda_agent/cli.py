@@ -125,7 +125,7 @@ def _judge_on_service(
     url: str, token: str | None, task: Task, solution: Path, config: JudgeConfig, quiet: bool
 ) -> Verdict:
     """The verdict of a running `cuda-agent serve`: its pool keeps workers started ahead and its caches warm, so a
-    judgement there skips this process's start of torch and CUDA (bench/judge_gpu.py part B measures both ways)."""
+    judgement there skips this process's start of torch and CUDA (9-12 s on the H200: bench/results/h200-2026-12-05-b/)."""
     from cuda_agent.sandbox.client import SandboxClient
 
     with SandboxClient(url, token=token) as client, _working(f"judging {solution} on {task.ref} at {url}", quiet=quiet):

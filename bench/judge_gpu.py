@@ -7,7 +7,9 @@ B-D use the build and baselines that A leaves in the cache):
      caches: the verdict every concurrent one must equal.
   B  cached: `--repeat` CLI judgements with build and baselines cached (verdict cache off): wall (target
      <= 7 s on the H200) and GPU-slot seconds (the candidate's exclusive GPU turn, `stage_s["gpu_held.run"]`;
-     target <= 5 s), with the run's steps.
+     target <= 5 s), with the run's steps. With `--sandbox serve`: a `cuda-agent serve --spares N` is started
+     for it, and each round judges the same candidate twice, in the CLI's own process and through
+     `cuda-agent judge --sandbox URL` (after a first served judgement that is not counted), both reported.
   C  concurrent: 2, then 4 CLI judgements at once: every one must equal the lone verdict (and pass).
   D  hang: a candidate whose C++ spins with the GIL held: `timeout` within 60 s of its start.
   F  pool: `--n` distinct candidates with cold builds (legit, incorrect, compile errors, rejected, one
@@ -16,6 +18,7 @@ B-D use the build and baselines that A leaves in the cache):
 
     python bench/judge_gpu.py --parts A,B,C,D,F --device cuda --out OUT     # the H200 (bench/judge_gpu.sh)
     python bench/judge_gpu.py --parts A,B,C,D,F --device cpu --out OUT --n 12 --pool-s 240   # CPU variant
+    python bench/judge_gpu.py --parts B --sandbox serve --device cpu --out OUT    # B: local and served
 
 On the CPU the task is examples/relu and its bundled solution (KernelBench sizes do not fit a CPU run).
 """
@@ -35,6 +38,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from bench.served import served, stop_on_sigterm  # noqa: E402
 
 TARGETS = {
     "cuda": ("kernelbench/L1/19", REPO / "solutions/kernelbench/L1/19.py"),
@@ -56,8 +61,9 @@ SPIN = "    { volatile long long spin = 0; while (spin >= 0) { spin = spin + 1; 
 def _cli(task: str, solution: Path, device: str, *extra: str, timeout_s: float = 900) -> dict:
     """One `cuda-agent judge --json` in a fresh process: its verdict, wall seconds and exit code."""
     argv = [sys.executable, "-m", "cuda_agent", "judge", task, str(solution), "--device", device, "--json", *extra]
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_AGENT_SANDBOX_URL"}  # served only with --sandbox
     start = time.monotonic()
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, cwd=REPO, env=env)
     wall = time.monotonic() - start
     row: dict = {"wall_s": round(wall, 2), "exit": proc.returncode}
     try:
@@ -92,18 +98,53 @@ def part_a(device: str, out: Path) -> dict:
     return {"task": task, "cold": cold, "lone": lone}
 
 
+def _medians(rows: list[dict]) -> dict:
+    held = [r["gpu_held_s"] for r in rows if r.get("gpu_held_s") is not None]
+    return {
+        "wall_s_median": statistics.median(r["wall_s"] for r in rows),
+        "gpu_held_s_median": statistics.median(held) if held else None,
+    }
+
+
 def part_b(device: str, out: Path, repeat: int) -> dict:
     task, solution = TARGETS[device]
     rows = [_cli(task, solution, device, "--no-verdict-cache") for _ in range(repeat)]
-    walls = [r["wall_s"] for r in rows]
-    held = [r["gpu_held_s"] for r in rows if r.get("gpu_held_s") is not None]
-    summary = {
-        "wall_s_median": statistics.median(walls),
-        "gpu_held_s_median": statistics.median(held) if held else None,
-        "targets": {"wall_s": 7.0, "gpu_held_s": 5.0},
-    }
+    summary = _medians(rows) | {"targets": {"wall_s": 7.0, "gpu_held_s": 5.0}}
     print(f"B cached CLI: wall median {summary['wall_s_median']} s, GPU-slot s median {summary['gpu_held_s_median']}")
     return {"task": task, "rows": rows, **summary}
+
+
+def part_b_served(device: str, out: Path, repeat: int, spares: int) -> dict:
+    """Part B in the CLI's own process and through a `cuda-agent serve --spares N`, round by round."""
+    task, solution = TARGETS[device]
+    rows: dict[str, list[dict]] = {"local": [], "serve": []}
+    with served(spares, log=out / "serve_B.log") as service:
+        # The service's first judgement starts its spares (a pool without a GPU starts none before) and reads
+        # the caches A left: not counted, as A's cold judgement is not.
+        warm_up = _cli(task, solution, device, "--no-verdict-cache", "--sandbox", service.url)
+        for _ in range(repeat):
+            for way, extra in (("local", ()), ("serve", ("--sandbox", service.url))):
+                settle_s = service.wait_idle()  # its next spare is started, as after a user's pause
+                rows[way].append(_cli(task, solution, device, "--no-verdict-cache", *extra) | {"settle_s": settle_s})
+    summary = {way: _medians(rows[way]) for way in rows}
+    lone = rows["local"][0]
+    equal = all(_same(r, lone) for r in rows["local"] + rows["serve"])
+    print(
+        f"B cached CLI: wall median local {summary['local']['wall_s_median']} s, served "
+        f"{summary['serve']['wall_s_median']} s; GPU-slot s median local {summary['local']['gpu_held_s_median']}, "
+        f"served {summary['serve']['gpu_held_s_median']}; verdicts equal: {equal}; "
+        f"served by a spare: {[r.get('standby_worker') for r in rows['serve']]}; serve processes left: {service.left}"
+    )
+    return {
+        "task": task,
+        "sandbox": "serve",
+        "spares": spares,
+        "warm_up": warm_up,
+        **{way: {"rows": rows[way], **summary[way]} for way in rows},
+        "verdicts_equal": equal,
+        "serve_left": service.left,
+        "targets": {"wall_s": 7.0, "gpu_held_s": 5.0},
+    }
 
 
 def part_c(device: str, out: Path, lone: dict) -> dict:
@@ -255,7 +296,15 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=100, help="part F: distinct candidates")
     parser.add_argument("--pool-s", type=float, default=200.0, help="part F: stop collecting after this long")
     parser.add_argument("--build-workers", type=int, default=None, help="part F: LocalPool build workers")
+    parser.add_argument(
+        "--sandbox",
+        choices=["local", "serve"],
+        default="local",
+        help="part B: serve also judges through `cuda-agent judge --sandbox URL` (a serve started for it)",
+    )
+    parser.add_argument("--spares", type=int, default=1, help="--sandbox serve: the service's --spares")
     args = parser.parse_args()
+    stop_on_sigterm()  # a `timeout` still stops a service started for part B
     args.out.mkdir(parents=True, exist_ok=True)
     machine = {"device": args.device, "cpus": os.cpu_count(), "host": os.uname().nodename, "date": time.ctime()}
     lone: dict = {}
@@ -264,6 +313,8 @@ def main() -> int:
         if part == "A":
             result = part_a(args.device, args.out)
             lone = result["lone"]
+        elif part == "B" and args.sandbox == "serve":
+            result = part_b_served(args.device, args.out, args.repeat, args.spares)
         elif part == "B":
             result = part_b(args.device, args.out, args.repeat)
         elif part == "C":

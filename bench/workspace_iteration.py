@@ -9,11 +9,17 @@ loads the module and checks 5 random inputs with allclose(1e-2), and a fresh pro
 
 The task is examples/scale_add (the released workspace's axpby: x * alpha + y), with an axpby kernel.
 
+With `--sandbox serve`, ours is measured twice in the same run, alternating iteration by iteration: the tools
+judging in their own process (`ours`), and the same tools with CUDA_AGENT_SANDBOX_URL naming a `cuda-agent serve
+--spares N` started beside the run with the workspace's folder as its --workspace-root (`serve`: the paper's
+split, where a long-lived pool keeps the next judge runner started ahead). Compiling stays local either way.
+
     python bench/workspace_iteration.py --device cuda --out OUT    # the H200 (bench/judge_gpu.sh)
     python bench/workspace_iteration.py --device cpu --out OUT     # the CPU variant
+    python bench/workspace_iteration.py --device cpu --sandbox serve --out OUT   # ours local, ours served, released
 
 Targets (issue 20): verification <= 4 s, profiling <= 5 s, one iteration >= 5x faster than the released one.
-Writes workspace_iteration_<device>.json.
+Writes workspace_iteration_<device>.json (`--sandbox serve`: workspace_iteration_<device>_serve.json).
 """
 
 from __future__ import annotations
@@ -27,13 +33,19 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.served import served, stop_on_sigterm  # noqa: E402
+from cuda_agent.sandbox.workspace_commands import SANDBOX_URL_ENV  # noqa: E402
 from cuda_agent.tasks import Catalog  # noqa: E402
 from cuda_agent.workspace import create_workspace  # noqa: E402
+from cuda_agent.workspace.checks import CHECKS_FILE_ENV, CheckReader  # noqa: E402
+
+STEPS = ("compile", "verification", "profiling", "iteration")
 
 KERNEL = {
     "cuda": (
@@ -189,59 +201,83 @@ def _edit(root: Path, device: str, n: int) -> None:
     kernel.write_text(kernel.read_text() + f"\nstatic const int bench_edit_{n} = {n};\n")
 
 
-def measure(device: str, iterations: int) -> dict:
+def _ours(root: Path, device: str, n: int, env: dict[str, str], checks: CheckReader) -> dict:
+    """One iteration of ours (edit, compile, verify, profile, each a fresh process) and what the judge said."""
+    _edit(root, device, n)
+    row: dict = {}
+    for step, argv in (
+        ("compile", ["bash", "utils/compile.sh"]),
+        ("verification", [sys.executable, "-m", "utils.verification"]),
+        ("profiling", [sys.executable, "-m", "utils.profiling"]),
+    ):
+        row[step], row[f"{step}_said"] = _run(argv, root, env)
+        if step != "compile":  # the check the tool recorded (workspace/checks.py): verdict, correct, reward
+            (check,) = checks.new()
+            row[f"{step}_check"] = check.model_dump(include={"verdict", "correct", "reward"})
+    row["iteration"] = row["compile"] + row["verification"] + row["profiling"]
+    return row
+
+
+def _released(root: Path, device: str, n: int, env: dict[str, str]) -> dict:
+    """One iteration as the released scripts behave: forced rebuild, 5 checks, profiling with torch.compile anew."""
+    _edit(root, device, n)
+    build = tempfile.mkdtemp(prefix="released-build-")
+    row: dict = {}
+    for step, script in (
+        ("compile", RELEASED_COMPILE),
+        ("verification", RELEASED_VERIFY),
+        ("profiling", RELEASED_PROFILE),
+    ):
+        row[step], row[f"{step}_said"] = _run([sys.executable, "-c", script, device, build], root, env)
+    row["iteration"] = row["compile"] + row["verification"] + row["profiling"]
+    shutil.rmtree(build, ignore_errors=True)
+    return row
+
+
+def measure(device: str, iterations: int, sandbox: str = "local", spares: int = 1, out: Path | None = None) -> dict:
+    """`iterations` counted iterations of ours (and, with sandbox 'serve', of ours through a served pool, the two
+    alternating) after one uncounted warm-up each, then as many of the released scripts' behaviour."""
     task = Catalog().resolve("examples/scale_add")
-    root = create_workspace(task, Path(tempfile.mkdtemp(prefix="ws-iter-")) / "ws", device=device)
+    folder = Path(tempfile.mkdtemp(prefix="ws-iter-"))
+    root = create_workspace(task, folder / "ws", device=device)
     name, text = KERNEL[device]
     (root / "kernels" / name).write_text(text)
     (root / "kernels" / "axpby_binding.cpp").write_text(BINDING[device])
     (root / "model_new.py").write_text(MODEL_NEW)
+    checks = CheckReader(folder / "checks.jsonl")  # outside the workspace, as the episode runner keeps it
     env = dict(
         os.environ,
         CUDA_AGENT_PYTHON=sys.executable,
         PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        **{CHECKS_FILE_ENV: str(checks.path)},
     )
+    env.pop(SANDBOX_URL_ENV, None)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    ours_steps = {
-        "compile": ["bash", "utils/compile.sh"],
-        "verification": [sys.executable, "-m", "utils.verification"],
-        "profiling": [sys.executable, "-m", "utils.profiling"],
-    }
-    rows: dict[str, list[dict]] = {"ours": [], "released": []}
-    for n in range(iterations + 1):  # the first iteration fills the caches (baselines, compiler): not counted
-        _edit(root, device, n)
-        row = {}
-        for step, argv in ours_steps.items():
-            row[step], row[f"{step}_said"] = _run(argv, root, env)
-        row["iteration"] = row["compile"] + row["verification"] + row["profiling"]
-        print(f"ours #{n}: " + ", ".join(f"{k} {row[k]:.2f} s" for k in (*ours_steps, "iteration")), flush=True)
-        if n:
-            rows["ours"].append(row)
+    ways = ("ours", "serve") if sandbox == "serve" else ("ours",)
+    rows: dict[str, list[dict]] = {way: [] for way in (*ways, "released")}
+    log = out / f"serve_{device}.log" if out else None
+    with served(spares, workspace_root=folder, log=log) if sandbox == "serve" else nullcontext() as service:
+        envs = {"ours": env, "serve": dict(env, **{SANDBOX_URL_ENV: service.url}) if service else env}
+        for n in range(iterations + 1):  # the first iteration fills the caches (baselines, compiler): not counted
+            for k, way in enumerate(ways):
+                # The agent's edit takes a model's turn: the service's spares are started again by then.
+                settle_s = service.wait_idle() if service else 0.0
+                row = _ours(root, device, 1000 * k + n, envs[way], checks) | {"settle_s": settle_s}
+                print(f"{way} #{n}: " + ", ".join(f"{s} {row[s]:.2f} s" for s in STEPS), flush=True)
+                if n:
+                    rows[way].append(row)
     released_env = dict(env, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1")
     for n in range(iterations):
-        _edit(root, device, 100 + n)
-        build = tempfile.mkdtemp(prefix="released-build-")
-        row = {}
-        for step, script in (
-            ("compile", RELEASED_COMPILE),
-            ("verification", RELEASED_VERIFY),
-            ("profiling", RELEASED_PROFILE),
-        ):
-            row[step], row[f"{step}_said"] = _run([sys.executable, "-c", script, device, build], root, released_env)
-        row["iteration"] = row["compile"] + row["verification"] + row["profiling"]
-        print(
-            f"released #{n}: "
-            + ", ".join(f"{k} {row[k]:.2f} s" for k in ("compile", "verification", "profiling", "iteration")),
-            flush=True,
-        )
+        row = _released(root, device, 100 + n, released_env)
+        print(f"released #{n}: " + ", ".join(f"{s} {row[s]:.2f} s" for s in STEPS), flush=True)
         rows["released"].append(row)
-        shutil.rmtree(build, ignore_errors=True)
-    medians = {
-        who: {k: statistics.median(r[k] for r in rs) for k in ("compile", "verification", "profiling", "iteration")}
-        for who, rs in rows.items()
-    }
+    shutil.rmtree(folder, ignore_errors=True)
+    medians = {who: {k: statistics.median(r[k] for r in rs) for k in STEPS} for who, rs in rows.items()}
+    served_info = {"spares": spares, "url": service.url, "left": service.left} if service else None
     return {
         "device": device,
+        "sandbox": sandbox,
+        "serve": served_info,
         "iterations": iterations,
         "rows": rows,
         "median_s": medians,
@@ -255,17 +291,39 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=["cuda", "cpu"], required=True)
     parser.add_argument("--iterations", type=int, default=2)
+    parser.add_argument(
+        "--sandbox",
+        choices=["local", "serve"],
+        default="local",
+        help="serve: ours also through a `cuda-agent serve` started beside the run (CUDA_AGENT_SANDBOX_URL)",
+    )
+    parser.add_argument("--spares", type=int, default=1, help="--sandbox serve: the service's --spares")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    result = measure(args.device, args.iterations)
-    ours, released = result["median_s"]["ours"], result["median_s"]["released"]
-    for step in ("compile", "verification", "profiling", "iteration"):
-        print(
-            f"{step:13s} ours {ours[step]:6.2f} s   released {released[step]:6.2f} s   {released[step] / ours[step]:5.1f}x"
-        )
+    stop_on_sigterm()  # a `timeout` still stops the service
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"workspace_iteration_{args.device}.json").write_text(json.dumps(result, indent=1))
+    result = measure(args.device, args.iterations, args.sandbox, args.spares, args.out)
+    medians = result["median_s"]
+    ways = [w for w in ("ours", "serve", "released") if w in medians]
+    print(
+        f"{'median s':13s} "
+        + " ".join(f"{w:>9s}" for w in ways)
+        + "   released/ours"
+        + "   released/serve" * ("serve" in medians)
+    )
+    for step in STEPS:
+        ratios = [medians["released"][step] / medians[w][step] for w in ways if w != "released"]
+        print(
+            f"{step:13s} "
+            + " ".join(f"{medians[w][step]:9.2f}" for w in ways)
+            + "".join(f"   {r:13.1f}x" for r in ratios)
+        )
+    if result["serve"] is not None:
+        print(f"serve: {result['serve']['spares']} spares; processes left after it stopped: {result['serve']['left']}")
+    if args.out:
+        name = f"workspace_iteration_{args.device}{'_serve' if args.sandbox == 'serve' else ''}.json"
+        (args.out / name).write_text(json.dumps(result, indent=1))
     return 0
 
 

@@ -171,7 +171,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from cuda_agent.sandbox.ray_pool import RayPool
 
         pool = RayPool(
-            address=args.ray_address, cpu_actors=args.workers or 2, max_pending=args.max_pending, limits=limits
+            address=args.ray_address,
+            cpu_actors=args.workers or 2,
+            max_pending=args.max_pending,
+            limits=limits,
+            spares=args.spares,
         )
     else:
         from cuda_agent.sandbox.local import LocalPool
@@ -524,7 +528,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--spares",
         type=int,
         default=1,
-        help="judge workers each timing slot keeps started ahead (local; 0: none; more when a start outlasts a judgement)",
+        help="judge workers each timing slot (local) or actor (ray) keeps started ahead (0: none; more when a start "
+        "outlasts a judgement)",
     )
     serve.add_argument("--max-pending", type=int, default=256, help="queue size; beyond it requests get 503")
     serve.add_argument("--max-pids", type=int, default=512, help="processes per job")

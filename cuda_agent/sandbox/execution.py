@@ -7,6 +7,7 @@ process of the job behind.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pwd
@@ -28,7 +29,7 @@ from cuda_agent.subproc import child_env, head_and_tail, kill_group
 from cuda_agent.types import Verdict
 
 if TYPE_CHECKING:
-    from cuda_agent.sandbox.spare import SpareRunner
+    from cuda_agent.sandbox.spare import SpareRunner, Spares
 
 KILL_MARGIN_S = 60.0
 NO_VERDICT = "the judge stage reported no verdict (a fault of the sandbox, not of the candidate): retry the job"
@@ -329,14 +330,21 @@ def needs_timing(job: JudgeJob | CommandJob, device: str) -> bool:
 
 
 def run_job(
-    job: JudgeJob | CommandJob, limits: SandboxLimits, device: str, env: dict[str, str], handle: StageHandle
+    job: JudgeJob | CommandJob,
+    limits: SandboxLimits,
+    device: str,
+    env: dict[str, str],
+    handle: StageHandle,
+    spares: Spares | None = None,
 ) -> dict:
-    """Every stage of a job in sequence on one worker (the Ray actor's way); JobResult fields."""
+    """Every stage of a job in sequence on one worker (the Ray actor's way); JobResult fields.
+    `spares`: the worker's runners started ahead (spare.py); its judge stage takes one (replaced at once)."""
     if isinstance(job, CommandJob):
         return stage_fields(job, run_stage(job, "command", limits, device, job.timeout_s, env, handle))
-    for phase in ("prepare", "judge"):
-        stage = run_stage(job, phase, limits, device, stage_timeout_s(job, phase), env, handle)
-        fields = stage_fields(job, stage)
-        if fields is not None:
-            return fields
-    return {"status": "failed", "error": NO_VERDICT, "error_type": "SandboxError"}
+    stage = run_stage(job, "prepare", limits, device, stage_timeout_s(job, "prepare"), env, handle)
+    fields = stage_fields(job, stage)
+    if fields is not None:
+        return fields
+    with spares.taken(device, job.config) if spares is not None else contextlib.nullcontext() as spare:
+        stage = run_stage(job, "judge", limits, device, stage_timeout_s(job, "judge"), env, handle, spare=spare)
+    return stage_fields(job, stage) or {"status": "failed", "error": NO_VERDICT, "error_type": "SandboxError"}

@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import logging
 import queue
-import subprocess
 import threading
 import time
-from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import Future
 from pathlib import Path
@@ -37,14 +35,13 @@ from cuda_agent.sandbox.execution import (
     StageHandle,
     needs_timing,
     run_stage,
-    stage_env,
     stage_fields,
     stage_timeout_s,
 )
 from cuda_agent.sandbox.jobs import CommandJob, CommandResult, JobResult, JudgeJob, PoolMetrics, make_judge_job
 from cuda_agent.sandbox.limits import SandboxLimits
 from cuda_agent.sandbox.slots import SlotQueue
-from cuda_agent.sandbox.spare import SpareKey, SpareRunner
+from cuda_agent.sandbox.spare import SpareRunner, Spares
 from cuda_agent.sandbox.stats import PoolStats
 from cuda_agent.types import Task, Verdict
 
@@ -244,36 +241,18 @@ class LocalPool(PoolCalls):
         # set-up waits for a shared GPU turn (standby.set_up_turn), so it never runs on a timing's cores nor on its
         # GPU during a timing. A pool without GPUs starts none before its first timing job (a pool that never
         # times would keep them for nothing).
-        spares: deque[SpareRunner] = deque()
-        if self.gpus:
-            self._keep_spares(spares, "cuda", env, cpus, JudgeConfig())
+        spares = Spares(self.spares, self.limits, env, cpus, self.cpu_plan.build)
+        if self.gpus and not self._closed:
+            spares.keep("cuda", JudgeConfig())
         try:
             while (entry := self._timing_q.get(self.slots[slot])) is not None:
-                taken = None
-                if isinstance(entry.job, JudgeJob):  # a command job leaves them to the next judge job
-                    taken = spares.popleft() if spares else None
-                    self._keep_spares(spares, entry.device, env, cpus, entry.job.config)
-                try:
+                if not isinstance(entry.job, JudgeJob):  # a command job leaves the spares to the next judge job
+                    self._guarded(entry, name, lambda e=entry: self._final_stage(e, name, env, cpus))
+                    continue
+                with spares.taken(entry.device, entry.job.config, replace=not self._closed) as taken:
                     self._guarded(entry, name, lambda e=entry, t=taken: self._final_stage(e, name, env, cpus, t))
-                finally:
-                    if taken is not None:
-                        taken.close()
         finally:
-            for spare in spares:
-                spare.close()
-
-    def _keep_spares(
-        self, spares: deque[SpareRunner], device: str, env: dict[str, str], cpus: list[int], config: JudgeConfig
-    ) -> None:
-        """Start runners of a timing worker's next judge stages (spare.py) until it keeps `self.spares`."""
-        while not self._closed and len(spares) < self.spares:
-            try:
-                spares.append(
-                    SpareRunner(self.limits, device, stage_env(env, device), cpus, config, self.cpu_plan.build)
-                )
-            except (OSError, subprocess.SubprocessError):  # the jobs still run, each with a runner of its own
-                log.warning("sandbox pool: could not start a spare judge runner", exc_info=True)
-                return
+            spares.close()
 
     def _guarded(self, entry: _Entry, worker: str, step) -> None:
         """Run one step of a job; whatever goes wrong in our code still answers the job once."""
@@ -319,10 +298,6 @@ class LocalPool(PoolCalls):
         job = entry.job
         phase = "command" if isinstance(job, CommandJob) else "judge"
         limit_s = job.timeout_s if isinstance(job, CommandJob) else stage_timeout_s(job, "judge")
-        if spare is not None and spare.unfit_for(
-            SpareKey.of(self.limits, entry.device, stage_env(env, entry.device), cpus)
-        ):
-            spare = None  # dead, or started for another device or environment: a fresh runner (the caller closes it)
         stage = run_stage(job, phase, self.limits, entry.device, limit_s, env, entry.handle, cpus, spare)
         self.stats.on_busy("timing" if worker.startswith("timing") else "build", stage.wall_s)
         fields = stage_fields(job, stage) or {"status": "failed", "error": NO_VERDICT, "error_type": "SandboxError"}

@@ -4,7 +4,14 @@ One actor per GPU in the cluster (`num_gpus=1`, so Ray gives each its own GPU an
 times alone on it); on a cluster without GPUs, `cpu_actors` CPU actors. Each actor runs one job
 at a time, every stage in a fresh hardened runner process on its own machine (execution.py),
 so a hostile candidate ends with its runner; an actor that dies anyway answers its job as
-failed and is restarted by Ray. A job pinned to a GPU (`JudgeJob.gpu`) goes to the actor that
+failed and is restarted by Ray. Each actor keeps the runner of its next judge stage started ahead
+(`spares`, spare.py, as a LocalPool timing worker does), with the candidate's standby worker
+importing torch and setting up CUDA meanwhile, so a judgement waits for no process start; still one
+fresh process per candidate: a spare is used once, one started for another device, environment or
+config is closed and replaced. A GPU actor starts its spares when it starts, a CPU actor at its
+first judge job; the pool's `close` has every actor close its spares before it is killed (a spare of
+an actor that died otherwise ends when it reads the end of its stdin, leaving its folder in the
+temporary directory). A job pinned to a GPU (`JudgeJob.gpu`) goes to the actor that
 holds that GPU of its machine (on a cluster of several machines, any one of them); on a cluster
 without GPUs, to that CPU actor. Ray is imported only when a RayPool is created.
 
@@ -21,11 +28,13 @@ from concurrent.futures import Future
 from typing import Any
 
 from cuda_agent.errors import ConfigError, SandboxError
+from cuda_agent.judge import JudgeConfig
 from cuda_agent.sandbox.execution import StageHandle, run_job
 from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, PoolMetrics
 from cuda_agent.sandbox.limits import SandboxLimits
 from cuda_agent.sandbox.local import PoolCalls, PoolFullError, check_gpu
 from cuda_agent.sandbox.slots import SlotQueue
+from cuda_agent.sandbox.spare import CLOSE_S, Spares
 from cuda_agent.sandbox.stats import PoolStats
 
 log = logging.getLogger(__name__)
@@ -35,11 +44,16 @@ ACTOR_START_S = 300.0
 class SandboxActor:
     """Runs jobs on one machine (and one GPU, when it has one). Wrapped by `ray.remote` at pool start."""
 
-    def __init__(self, limits_json: str, device: str, index: int) -> None:
+    def __init__(self, limits_json: str, device: str, index: int, spares: int = 0) -> None:
         self.limits = SandboxLimits.model_validate_json(limits_json)
         self.device = device
         self.index = index
         self.handles: dict[str, StageHandle] = {}
+        # Its stages run on any of its machine's cores: a spare waits there too (its standby's CUDA set-up waits
+        # for a GPU turn, standby.set_up_turn). Without a GPU, none before the first judge job (as LocalPool).
+        self.spares = Spares(spares, self.limits, {}, [], [])
+        if device == "cuda":
+            self.spares.keep("cuda", JudgeConfig())
 
     def slot(self) -> int:
         """The GPU this actor holds, numbered as on its machine; its index among the pool's actors without GPUs."""
@@ -64,7 +78,7 @@ class SandboxActor:
             device = job.config.device if isinstance(job, JudgeJob) else self.device
             device = self.device if device == "auto" else device
             worker = f"{_node_name()}/{'gpu' if self.device == 'cuda' else 'cpu'}-{self.slot()}"
-            return run_job(job, self.limits, device, {}, handle) | {"worker": worker}
+            return run_job(job, self.limits, device, {}, handle, self.spares) | {"worker": worker}
         finally:
             self.handles.pop(job.id, None)
 
@@ -73,6 +87,10 @@ class SandboxActor:
         handle = self.handles.setdefault(job_id, StageHandle())
         handle.cancel()
         return True
+
+    def close(self) -> None:
+        """Close the spares (the pool's `close`, before it kills the actor: a killed actor closes nothing)."""
+        self.spares.close()
 
 
 def _node_name() -> str:
@@ -91,6 +109,7 @@ class RayPool(PoolCalls):
         max_pending: int = 256,
         limits: SandboxLimits | None = None,
         init_kwargs: dict[str, Any] | None = None,
+        spares: int = 1,
     ) -> None:
         """
         Args:
@@ -99,6 +118,8 @@ class RayPool(PoolCalls):
             max_pending: most jobs waiting to start; `submit` raises PoolFullError past it.
             limits: resource limits of every job's processes.
             init_kwargs: more arguments for `ray.init` (e.g. num_cpus=2, include_dashboard=False).
+            spares: judge stages' runners each actor keeps started ahead of its next jobs (spare.py, as
+                LocalPool's `spares`); 0: none.
         """
         try:
             import ray
@@ -112,7 +133,9 @@ class RayPool(PoolCalls):
         # Two concurrent calls per actor: one job at a time in `run`, plus `cancel` beside it.
         options = {"max_concurrency": 2, "max_restarts": -1} | ({"num_gpus": 1} if gpus else {"num_cpus": 1})
         device = "cuda" if gpus else "cpu"
-        self._actors = [remote.options(**options).remote(limits_json, device, i) for i in range(gpus or cpu_actors)]
+        self._actors = [
+            remote.options(**options).remote(limits_json, device, i, spares) for i in range(gpus or cpu_actors)
+        ]
         try:  # also waits for the actors to start: a cluster that cannot place them would block for ever
             self.slots: list[int] = ray.get([actor.slot.remote() for actor in self._actors], timeout=ACTOR_START_S)
         except ray.exceptions.GetTimeoutError as exc:
@@ -179,6 +202,10 @@ class RayPool(PoolCalls):
         self._queue.stop()
         for thread in self._threads:
             thread.join(timeout=30)
+        try:
+            ray.get([actor.close.remote() for actor in self._actors], timeout=CLOSE_S + 30)
+        except ray.exceptions.RayError:  # an actor died or hangs: its spares end with their stdin (module doc)
+            log.warning("a Ray sandbox actor did not close its spare runners", exc_info=True)
         for actor in self._actors:
             ray.kill(actor)
 

@@ -26,11 +26,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import uuid
+from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,12 +42,14 @@ from pydantic import BaseModel, ConfigDict
 
 from cuda_agent.judge import JudgeConfig, Standby, start_spare
 from cuda_agent.judge import judge as judge_candidate
+from cuda_agent.sandbox.execution import stage_env
 from cuda_agent.sandbox.jobs import JudgeJob, SourceSolution
 from cuda_agent.sandbox.limits import SandboxLimits, create_pids_cgroup, kill_cgroup
 from cuda_agent.sandbox.runner import RunnerOutcome, RunnerSpec, harden, run_judge_phase, stage_config
 from cuda_agent.subproc import kill_group
 from cuda_agent.types import Task
 
+log = logging.getLogger(__name__)
 CLOSE_S = 10.0
 """How long a discarded spare may take to close its standby and exit before it is killed (its standby dies with
 it: subproc.die_with_parent)."""
@@ -171,6 +177,63 @@ class SpareRunner:
         if self.cgroup is not None:
             kill_cgroup(self.cgroup)
         self.folder.cleanup()
+
+
+class Spares:
+    """The spare runners one worker keeps for its next judge stages (LocalPool's timing worker, a Ray actor).
+
+    The oldest is taken first (the longest warmed) and replaced at once, started as a judgement with the taker's
+    config would start its runner and standby; a spare that would not serve its judge stage is closed, unused.
+    """
+
+    def __init__(
+        self, count: int, limits: SandboxLimits, env: dict[str, str], cpus: list[int], warm_cpus: list[int]
+    ) -> None:
+        """
+        Args:
+            count: spares to keep (0: none).
+            limits, cpus: as the worker's judge stages get them (run_stage).
+            env: the worker's extra variables for its stages (run_stage's `extra_env`).
+            warm_cpus: the cores spares start on, until their stage (empty: any).
+        """
+        self.count, self.limits, self.env, self.cpus, self.warm_cpus = count, limits, env, cpus, warm_cpus
+        self._spares: deque[SpareRunner] = deque()
+        self._lock = threading.Lock()  # a Ray actor's close runs beside its job
+        self._closed = False
+
+    def keep(self, device: str, config: JudgeConfig) -> None:
+        """Start runners for judge stages on `device` with `config` until `count` are kept (none once closed)."""
+        with self._lock:
+            while not self._closed and len(self._spares) < self.count:
+                try:
+                    env = stage_env(self.env, device)
+                    self._spares.append(SpareRunner(self.limits, device, env, self.cpus, config, self.warm_cpus))
+                except (OSError, subprocess.SubprocessError):  # the jobs still run, each with a runner of its own
+                    log.warning("sandbox pool: could not start a spare judge runner", exc_info=True)
+                    return
+
+    @contextlib.contextmanager
+    def taken(self, device: str, config: JudgeConfig, replace: bool = True) -> Iterator[SpareRunner | None]:
+        """The oldest spare for a judge stage on `device` (None: a fresh runner, as none serves it); its replacement
+        is started at once for `config` (`replace`). Closed when the stage is over, used or not."""
+        with self._lock:
+            spare = self._spares.popleft() if self._spares else None
+        if replace:
+            self.keep(device, config)
+        key = SpareKey.of(self.limits, device, stage_env(self.env, device), self.cpus)
+        try:  # one that does not fit (dead, or started for another device or environment) is closed after the stage
+            yield spare if spare is not None and spare.unfit_for(key) is None else None
+        finally:
+            if spare is not None:
+                spare.close()
+
+    def close(self) -> None:
+        """Close every spare kept; none is started after (safe to call twice)."""
+        with self._lock:
+            self._closed = True
+            spares, self._spares = list(self._spares), deque()
+        for spare in spares:
+            spare.close()
 
 
 def serve(spare_file: str) -> int:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import time
+
+import psutil
+
 from cuda_agent.sandbox.jobs import JobResult, JudgeJob, make_judge_job
 from tests.judge.helpers import example_solution, with_forward_body
 
@@ -22,3 +26,50 @@ def assert_still_judges(pool) -> None:
     result: JobResult = pool.run(good_job())
     assert result.status == "done", result.error
     assert result.verdict.verdict == "pass", result.verdict.message
+
+
+# It times (so that a local pool's judge stage holds the CPU timing slot, where spares are kept), briefly; judged
+# afresh each time.
+TIMED = {
+    "trials": 2,
+    "robustness_trials": False,
+    "warmup_reps": 1,
+    "min_reps": 3,
+    "max_reps": 5,
+    "target_phase_s": 0.05,
+    "verdict_cache": False,
+}
+STANDBY = "cuda_agent.judge.child.worker"
+"""In the command line of a candidate's standby worker (judge/standby.py)."""
+
+
+def judge_copy(pool, n: int, **config: object) -> JobResult:
+    """Judge the relu solution with distinct bytes (`n`), one build for all; it must pass."""
+    result = pool.run(make_judge_job("examples/relu", RELU + f"\n# candidate {n}\n", {**TIMED, **config}))
+    assert result.status == "done" and result.verdict is not None, result.error
+    assert result.verdict.verdict == "pass", result.verdict.message
+    return result
+
+
+def ours(marker: str) -> list[psutil.Process]:
+    """Our descendants whose command line names `marker` (other tests on this machine have their own)."""
+    return [p for p in psutil.Process().children(recursive=True) if marker in " ".join(_cmdline(p))]
+
+
+def spare_standby() -> psutil.Process:
+    """The standby of a pool's one spare, once it has started (a spare's standby is our grandchild or deeper)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        workers = ours(STANDBY)
+        if workers:
+            (worker,) = workers
+            return worker
+        time.sleep(0.1)
+    raise AssertionError("no spare standby started within 60 s")
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []

@@ -4,68 +4,23 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import psutil
 
-from cuda_agent.sandbox.jobs import JobResult, make_judge_job
+from cuda_agent.sandbox.jobs import make_judge_job
 from cuda_agent.sandbox.local import LocalPool
 from tests.judge.helpers import with_forward_body
-from tests.sandbox.helpers import RELU
-
-# It times (so its judge stage holds the CPU timing slot, where spares are kept), briefly; judged afresh each time.
-TIMED = {
-    "trials": 2,
-    "robustness_trials": False,
-    "warmup_reps": 1,
-    "min_reps": 3,
-    "max_reps": 5,
-    "target_phase_s": 0.05,
-    "verdict_cache": False,
-}
-WORKER = "cuda_agent.judge.child.worker"
-
-
-def _judge(pool: LocalPool, n: int, **config: object) -> JobResult:
-    """Judge the relu solution with distinct bytes (`n`), one build for all."""
-    result = pool.run(make_judge_job("examples/relu", RELU + f"\n# candidate {n}\n", {**TIMED, **config}))
-    assert result.status == "done" and result.verdict is not None, result.error
-    assert result.verdict.verdict == "pass", result.verdict.message
-    return result
-
-
-def _ours(marker: str) -> list[psutil.Process]:
-    """Our descendants whose command line names `marker` (other tests on this machine have their own)."""
-    return [p for p in psutil.Process().children(recursive=True) if marker in " ".join(_cmdline(p))]
-
-
-def _cmdline(process: psutil.Process) -> list[str]:
-    try:
-        return process.cmdline()
-    except psutil.Error:
-        return []
-
-
-def _spare_worker() -> psutil.Process:
-    """The standby of the pool's one spare, once it has started (a spare's standby is our grandchild)."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        workers = _ours(WORKER)
-        if workers:
-            (worker,) = workers
-            return worker
-        time.sleep(0.1)
-    raise AssertionError("no spare standby started within 60 s")
+from tests.sandbox.helpers import RELU, STANDBY, TIMED, judge_copy, ours, spare_standby
 
 
 def test_each_job_after_the_first_takes_a_spare_of_its_own() -> None:
     with LocalPool(build_workers=1, spares=1) as pool:
-        first = _judge(pool, 0)
-        spare = _spare_worker()  # started when the first job took its timing slot
-        second = _judge(pool, 1)
+        first = judge_copy(pool, 0)
+        spare = spare_standby()  # started when the first job took its timing slot
+        second = judge_copy(pool, 1)
         assert not spare.is_running()  # used by the second job, then ended with it
-        third = _judge(pool, 2)
+        third = judge_copy(pool, 2)
     origins = [r.verdict.env["standby_worker"] for r in (first, second, third)]
     assert origins == ["started ahead", "spare started ahead", "spare started ahead"]
     assert all("standby_spare_discarded" not in r.verdict.env for r in (first, second, third))
@@ -73,30 +28,30 @@ def test_each_job_after_the_first_takes_a_spare_of_its_own() -> None:
 
 def test_closing_the_pool_leaves_no_spare_process() -> None:
     pool = LocalPool(build_workers=1, spares=1)
-    _judge(pool, 0)
-    spares = [_spare_worker(), *_ours("--spare")]
+    judge_copy(pool, 0)
+    spares = [spare_standby(), *ours("--spare")]
     assert len(spares) == 2  # its runner and that runner's standby
     pool.close()
     gone, alive = psutil.wait_procs(spares, timeout=5)
-    assert alive == [] and _ours(WORKER) == [] and _ours("--spare") == []
+    assert alive == [] and ours(STANDBY) == [] and ours("--spare") == []
 
 
 def test_a_spare_started_for_another_config_is_discarded() -> None:
     with LocalPool(build_workers=1, spares=1) as pool:
-        _judge(pool, 0, cpu_threads=1)  # the spare it leaves is started as a one-thread judgement's would be
-        _spare_worker()
-        other = _judge(pool, 1, cpu_threads=2).verdict
+        judge_copy(pool, 0, cpu_threads=1)  # the spare it leaves is started as a one-thread judgement's would be
+        spare_standby()
+        other = judge_copy(pool, 1, cpu_threads=2).verdict
     assert other.env["standby_worker"] == "started ahead"
     assert other.env["standby_spare_discarded"] == "it was started otherwise: env MKL_NUM_THREADS, env OMP_NUM_THREADS"
 
 
 def test_a_spare_whose_standby_died_is_replaced_not_used() -> None:
     with LocalPool(build_workers=1, spares=1) as pool:
-        _judge(pool, 0)
-        worker = _spare_worker()
+        judge_copy(pool, 0)
+        worker = spare_standby()
         os.killpg(worker.pid, signal.SIGKILL)  # its own process group (standby.py starts it in a new session)
         psutil.wait_procs([worker], timeout=5)
-        replaced = _judge(pool, 1).verdict
+        replaced = judge_copy(pool, 1).verdict
     assert replaced.env["standby_worker"] == "started ahead"
     assert replaced.env["standby_spare_discarded"] == "it had exited (-9)"
 
@@ -108,8 +63,8 @@ def test_a_spare_waits_on_the_build_cores_and_its_candidate_runs_on_the_timing_c
     with LocalPool(build_workers=1, spares=1, pin_cpus=True, cores_per_timing=1) as pool:
         build, (timing,) = pool.cpu_plan.build, pool.cpu_plan.timing
         assert build and timing and set(build).isdisjoint(timing)
-        _judge(pool, 0)
-        assert _spare_worker().cpu_affinity() == build  # its imports stay off the timing core
+        judge_copy(pool, 0)
+        assert spare_standby().cpu_affinity() == build  # its imports stay off the timing core
         job = make_judge_job("examples/relu", forward, {**TIMED, "static_policy": False})
         result = pool.run(job)
     assert result.verdict is not None and result.verdict.env["standby_worker"] == "spare started ahead"
@@ -118,10 +73,10 @@ def test_a_spare_waits_on_the_build_cores_and_its_candidate_runs_on_the_timing_c
 
 def test_a_spare_runner_started_with_another_environment_is_not_handed_the_job(monkeypatch) -> None:
     with LocalPool(build_workers=1, spares=1) as pool:
-        _judge(pool, 0)
-        spare = _spare_worker()
+        judge_copy(pool, 0)
+        spare = spare_standby()
         monkeypatch.setenv("CUDA_AGENT_CACHE_NOTE", "changed")  # a later runner would start with this too
-        fresh = _judge(pool, 1).verdict
+        fresh = judge_copy(pool, 1).verdict
         _, alive = psutil.wait_procs([spare], timeout=15)  # closed, unused (after the job was answered)
         assert alive == []
     assert fresh.env["standby_worker"] == "started ahead" and "standby_spare_discarded" not in fresh.env

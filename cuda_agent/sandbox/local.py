@@ -10,7 +10,8 @@ for one.
 Every stage runs in a fresh runner process (execution.py): a crashed, hung or hostile candidate
 ends with its process, and the next job starts clean. A timing worker keeps the runner of its next
 judge stage started ahead, with the candidate's standby worker importing torch and setting up CUDA
-(spare.py), so a job waits for no process start; still one fresh process per candidate. Back-pressure: `submit` raises
+(spare.py), and the build workers keep one for the judge stages they run (correctness only, on the CPU),
+so a job waits for no process start; still one fresh process per candidate. Back-pressure: `submit` raises
 PoolFullError when `max_pending` jobs are waiting, rather than blocking a caller (an HTTP
 handler, a trainer step) for an unknown time; callers retry later.
 """
@@ -145,6 +146,9 @@ class LocalPool(PoolCalls):
         self.stats = PoolStats(
             workers={"build": n_build, "timing": n_timing * per_slot}, cpus=self.cpu_plan.as_metrics()
         )
+        # A judgement that needs no timing slot (correctness only, on the CPU: `utils.verification`) runs its judge
+        # stage on a build worker; the build workers share spares of their own, started at the first such job.
+        self._build_spares = Spares(spares, self.limits, {}, self.cpu_plan.build, self.cpu_plan.build)
         self._threads = [
             threading.Thread(target=self._build_loop, args=(f"build-{i}",), daemon=True) for i in range(n_build)
         ] + [
@@ -207,6 +211,7 @@ class LocalPool(PoolCalls):
         for _ in self._threads:
             self._build_q.put(_STOP)
         self._timing_q.stop()
+        self._build_spares.close()  # a job running now closes the one it took; none is started after this
         if not wait:
             return
         for thread in self._threads:
@@ -290,7 +295,8 @@ class LocalPool(PoolCalls):
         if needs_timing(job, entry.device) or job.gpu is not None:
             self._timing_q.put(entry, job.gpu)
             return None
-        return self._final_stage(entry, worker, {}, build_cpus)
+        with self._build_spares.taken(entry.device, job.config, replace=not self._closed) as spare:
+            return self._final_stage(entry, worker, {}, build_cpus, spare)
 
     def _final_stage(
         self, entry: _Entry, worker: str, env: dict[str, str], cpus: list[int], spare: SpareRunner | None = None

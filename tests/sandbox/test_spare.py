@@ -80,3 +80,18 @@ def test_a_spare_runner_started_with_another_environment_is_not_handed_the_job(m
         _, alive = psutil.wait_procs([spare], timeout=15)  # closed, unused (after the job was answered)
         assert alive == []
     assert fresh.env["standby_worker"] == "started ahead" and "standby_spare_discarded" not in fresh.env
+
+
+def test_a_correctness_only_judgement_on_the_cpu_takes_a_build_workers_spare() -> None:
+    # `utils.verification` through `cuda-agent serve` on the CPU: no timing slot, so the judge stage runs on a build
+    # worker, which started a fresh runner and standby for every such job (3.5 s against 2.8 s in-process).
+    with LocalPool(build_workers=1, spares=1) as pool:
+        first = judge_copy(pool, 0, time=False)
+        spare = spare_standby()  # started when the first job took a build worker's spares
+        second = judge_copy(pool, 1, time=False)
+        assert not spare.is_running()  # used by the second job, then ended with it
+        leftover = [spare_standby(), *ours("--spare")]
+    assert [r.verdict.env["standby_worker"] for r in (first, second)] == ["started ahead", "spare started ahead"]
+    assert "run.timing" not in second.verdict.stage_s and second.worker == "build-0"  # no timing slot held
+    _, alive = psutil.wait_procs(leftover, timeout=5)
+    assert alive == [] and ours(STANDBY) == []  # the pool closed its build workers' spare too

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Issue 20's judge targets on the H200, in one device call of at most ~9 minutes; results in $OUT/judge_gpu.tar.
 #   OUT=/tmp/out bash bench/judge_gpu.sh
+#   PARTS="A B E" OUT=/tmp/out bash bench/judge_gpu.sh     # only these parts (~400 s: the serve's figures)
 # Carry [".whl", ".carry"] (from `bash scripts/device_wheels.sh`: the wheels the image lacks, and the KernelBench
 # parquet for kernelbench/L1/*). Parts and their time on the H200:
 #   A    ~100 s  a cold `cuda-agent judge kernelbench/L1/19` (build, baselines) and its lone cached verdict
 #   D     ~80 s  then, alone: a candidate whose C++ spins with the GIL held (its own cold build, then `timeout` at
 #                its step limit). Not beside A: each one's times would hold the other's build and GPU turns
-#   B     ~25 s  3 cached CLI judgements of L1/19: wall (<= 7 s) and GPU-slot seconds (<= 5 s)
+#   B    ~140 s  3 rounds of a cached CLI judgement of L1/19, in the CLI's process and through `cuda-agent judge
+#                --sandbox URL` against a `cuda-agent serve --spares 1` started for it: wall (<= 7 s) and GPU-slot
+#                seconds (<= 5 s) of both (the serve's start and a first served judgement are not counted)
 #   C     ~45 s  2, then 4 concurrent CLI judgements of L1/19: each verdict equals the lone one
-#   E    ~110 s  workspace iteration on examples/scale_add: ours vs the released scripts' behaviour
+#   E    ~160 s  workspace iteration on examples/scale_add: ours, ours through a `cuda-agent serve --spares 2`
+#                (CUDA_AGENT_SANDBOX_URL; verification and profiling back to back want two ready), the released
+#                scripts' behaviour
 #   F    ~120 s  LocalPool steady state on distinct L1 candidates with cold builds: collects for what is left of
 #                TOTAL_S (520 s; at most 260 s), then cancels the rest
 # GPU memory is sampled every 0.5 s throughout (gpu_memory.csv): two judges once held ~69 GB each at L1/19 sizes.
@@ -28,28 +33,41 @@ nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv -lms 5
 SMI=$!
 t0=$(date +%s)
 TOTAL_S=${TOTAL_S:-520}  # with the set-up above, under the device's 600 s per command; each part gets what is left
+PARTS=" ${PARTS:-A D B C E F} "  # each part runs only when named here
+want() { [[ "$PARTS" == *" $1 "* ]]; }
 stamp() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$R/timeline.txt"; }
 left() { local l=$(( TOTAL_S - ($(date +%s) - t0) )); echo $(( l < $1 ? (l > 5 ? l : 5) : $1 )); }
 pack() { tail -n 3 "$R"/part_*.log > "$R/summary.txt" 2>&1; tar -C "$OUT" -cf "$OUT/judge_gpu.tar" judge_gpu; }
 
-stamp "A start"
-timeout "$(left 200)" python3 bench/judge_gpu.py --parts A --device cuda --out "$R" > "$R/part_A.log" 2>&1
-stamp "A done"; pack
-timeout "$(left 150)" python3 bench/judge_gpu.py --parts D --device cuda --out "$R" > "$R/part_D.log" 2>&1
-stamp "D done"; pack
-timeout "$(left 90)" python3 bench/judge_gpu.py --parts B --device cuda --out "$R" --repeat 3 > "$R/part_B.log" 2>&1
-stamp "B done"; pack
-# C reads the lone verdict from part A's file.
-timeout "$(left 120)" python3 bench/judge_gpu.py --parts C --device cuda --out "$R" > "$R/part_C.log" 2>&1
-stamp "C done"; pack
-timeout "$(left 150)" python3 bench/workspace_iteration.py --device cuda --iterations 1 --out "$R" > "$R/part_E.log" 2>&1
-stamp "E done"; pack
+stamp "A start (parts:$PARTS)"
+if want A; then
+  timeout "$(left 200)" python3 bench/judge_gpu.py --parts A --device cuda --out "$R" > "$R/part_A.log" 2>&1
+  stamp "A done"; pack
+fi
+if want D; then
+  timeout "$(left 150)" python3 bench/judge_gpu.py --parts D --device cuda --out "$R" > "$R/part_D.log" 2>&1
+  stamp "D done"; pack
+fi
+if want B; then  # judge_gpu.py stops its serve on the SIGTERM of `timeout`
+  timeout "$(left 200)" python3 bench/judge_gpu.py --parts B --sandbox serve --spares 1 --device cuda --out "$R" \
+    --repeat 3 > "$R/part_B.log" 2>&1
+  stamp "B done"; pack
+fi
+if want C; then  # C reads the lone verdict from part A's file.
+  timeout "$(left 120)" python3 bench/judge_gpu.py --parts C --device cuda --out "$R" > "$R/part_C.log" 2>&1
+  stamp "C done"; pack
+fi
+if want E; then
+  timeout "$(left 240)" python3 bench/workspace_iteration.py --device cuda --sandbox serve --spares 2 --iterations 1 \
+    --out "$R" > "$R/part_E.log" 2>&1
+  stamp "E done"; pack
+fi
 POOL_S=${POOL_S:-$(( $(left 300) - 40 ))}  # 40 s for closing the pool (cancelling what runs) and packing
-if [ "$POOL_S" -gt 30 ]; then
+if want F && [ "$POOL_S" -gt 30 ]; then
   timeout $(( POOL_S + 30 )) python3 bench/judge_gpu.py --parts F --device cuda --out "$R" --n "${N:-100}" \
     --pool-s "$POOL_S" --build-workers "${BUILD_WORKERS:-14}" > "$R/part_F.log" 2>&1
+  stamp "F done (pool_s $POOL_S)"
 fi
-stamp "F done (pool_s $POOL_S)"
 kill $SMI 2>/dev/null
 pack
 cat "$R/summary.txt"

@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -136,6 +137,8 @@ def _wait_healthy(url: str, proc: subprocess.Popen) -> None:
 
 def _stop(proc: subprocess.Popen) -> list[int]:
     """SIGTERM (uvicorn shuts down, the pool closes its spares), then SIGKILL whatever of it is left."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the stop short
     tree = descendants(proc.pid)  # spares run in sessions of their own: a group kill would miss them
     proc.terminate()
     try:

@@ -196,9 +196,14 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, str]:
     return seconds, done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
 
 
+RUN = time.time_ns() % 10**12
+"""In every edit: a later run on the same machine edits to new content (the verdict cache keys on the kernels'
+bytes, not on the workspace's path, and would answer a rerun's identical edits from the first run)."""
+
+
 def _edit(root: Path, device: str, n: int) -> None:
     kernel = root / "kernels" / KERNEL[device][0]
-    kernel.write_text(kernel.read_text() + f"\nstatic const int bench_edit_{n} = {n};\n")
+    kernel.write_text(kernel.read_text() + f"\nstatic const int bench_edit_{RUN}_{n} = {n};\n")
 
 
 def _ours(root: Path, device: str, n: int, env: dict[str, str], checks: CheckReader) -> dict:

@@ -6,7 +6,7 @@ side in one run:
 
 - plain: the solution imported in a fresh process with a fresh TORCH_EXTENSIONS_DIR (torch alone);
 - ours cold: `judge.build.build_solution` into a fresh build cache (the solution was never built), with
-  the machine's prepared artefacts (precompiled header per flag set, light-header guard) made first by
+  the machine's prepared artefacts (precompiled header per flag set, light and lean header guards) made first by
   `prepare` (timed apart: once per machine, torch and flag set);
 - ours again: the identical solution from another process (served by the build cache, no compile);
 - candidate load: the solution imported as the candidate's process does, after our build (ninja must
@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cuda_agent.judge import build, fast_build  # noqa: E402
+from cuda_agent.judge import build, fast_build, header_guard  # noqa: E402
 from cuda_agent.judge.solution import SolutionSource  # noqa: E402
 
 DEFAULT_SOLUTIONS = [
@@ -130,7 +130,10 @@ def end_to_end(solution: Path, device: str, work: Path, fast_dir: Path) -> dict:
     row["ours_cold"] = cold | {"build_s": result.get("wall_s"), "cached": result.get("cached")}
     ext_dir = Path(result["ext_dir"]) if result else None
     if ext_dir:
-        row["ours_cold"]["light_header"] = "/light-" in _deps(ext_dir, "cuda.cuda.o")
+        deps = _deps(ext_dir, "cuda.cuda.o")
+        row["ours_cold"]["header"] = (
+            "lean" if f"/{fast_build.LEAN_DIR}/" in deps else "light" if "/light-" in deps else "torch's"
+        )
         import torch.utils.cpp_extension as cpp_ext
 
         first = fast_build.load_inline_calls(solution.read_text())[0]
@@ -165,8 +168,28 @@ def _units_flags(cpp_ext, call: fast_build.LoadInlineCall, stubs: Path) -> tuple
     return cxx, [*nvcc, std, "-O3"]
 
 
+def _lean_folder(cuda: str, work: Path, fast_dir: Path, compiler: str, flags: list[str], row: dict) -> Path:
+    """The unit's lean header folder, as the build child makes it (the machine's lean guard made first)."""
+    import torch.utils.cpp_extension as cpp_ext
+
+    start = time.perf_counter()
+    if not (fast_dir / "lean-units.json").exists():
+        ops_dir = Path(cpp_ext._TORCH_PATH) / "include" / "ATen" / "ops"
+        (fast_dir / "lean-units.json").write_text(json.dumps(header_guard.lean_guard(compiler, flags, ops_dir)))
+    guard = json.loads((fast_dir / "lean-units.json").read_text())
+    row["lean_guard_s"] = round(time.perf_counter() - start, 2)
+    ops, row["lean_refused"] = header_guard.lean_plan(cuda, guard)
+    row["lean_ops"] = ops
+    lean = work / fast_build.LEAN_DIR
+    (lean / "torch").mkdir(parents=True)
+    (lean / "torch" / "types.h").write_text(header_guard.lean_header(guard["base"], ops))
+    (lean / "torch" / "extension.h").write_text("#pragma once\n#include <torch/types.h>\n")
+    return lean
+
+
 def units(solution: Path, work: Path, fast_dir: Path) -> dict:
-    """The CUDA unit (nvcc, plain and with the light header) and main.cpp (plain and precompiled header)."""
+    """The CUDA unit (nvcc: plain, with the light header, with the lean one) and main.cpp (plain and precompiled
+    header)."""
     import ast
 
     import torch.utils.cpp_extension as cpp_ext
@@ -212,6 +235,7 @@ def units(solution: Path, work: Path, fast_dir: Path) -> dict:
     guard = json.loads((light / "guard.json").read_text())
     row["guard_s"] = round(time.perf_counter() - start, 2)
     row["guard_hits"] = fast_build.guard_hits(cuda, guard)
+    lean = _lean_folder(cuda, work, fast_dir, compiler, [*spec.flags], row)
     pch = fast_dir / spec.folder
     start = time.perf_counter()
     if not pch.exists():
@@ -227,10 +251,13 @@ def units(solution: Path, work: Path, fast_dir: Path) -> dict:
     if not row["guard_hits"]:
         row["cuda_light"] = timed(compile_cuda, env=plain_env | {"NVCC_PREPEND_FLAGS": f"-I{light}"}, cwd=work)
         row["cuda_light"]["light_used"] = str(light) in (work / "cuda.cuda.o.d").read_text()
+    if not row["guard_hits"] and not row["lean_refused"]:
+        row["cuda_lean"] = timed(compile_cuda, env=plain_env | {"NVCC_PREPEND_FLAGS": f"-I{lean}"}, cwd=work)
+        row["cuda_lean"]["lean_used"] = str(lean) in (work / "cuda.cuda.o.d").read_text()
     row["main_plain"] = timed(compile_main, env=plain_env, cwd=work)
     row["main_pch"] = timed(compile_main, env=plain_env | {"CPATH": str(pch)}, cwd=work)
     row["main_pch"]["pch_used"] = fast_build.pch_usable(spec, pch)
-    for key in ("cuda_plain", "cuda_light", "main_plain", "main_pch"):
+    for key in ("cuda_plain", "cuda_light", "cuda_lean", "main_plain", "main_pch"):
         if key in row and row[key]["ok"]:
             row[key].pop("log")
     return row
@@ -275,16 +302,17 @@ def main() -> int:
     shutil.rmtree(work_root, ignore_errors=True)
     for row in rows:
         if args.units:
-            plain, light = row["cuda_plain"], row.get("cuda_light", {})
+            plain, light, lean = row["cuda_plain"], row.get("cuda_light", {}), row.get("cuda_lean", {})
             print(
                 f"{row['solution']}: CUDA unit plain {plain['cpu_s']} s CPU ({plain['wall_s']} s wall), "
-                f"light {light.get('cpu_s')} s CPU ({light.get('wall_s')} s wall); main.cpp plain "
+                f"light {light.get('cpu_s')} s CPU ({light.get('wall_s')} s wall), "
+                f"lean {lean.get('cpu_s')} s CPU ({lean.get('wall_s')} s wall); main.cpp plain "
                 f"{row['main_plain']['cpu_s']} s CPU, precompiled header {row['main_pch']['cpu_s']} s CPU"
             )
         else:
             print(
                 f"{row['solution']}: plain {row['plain']['wall_s']} s, ours cold {row['ours_cold']['wall_s']} s "
-                f"(build {row['ours_cold'].get('build_s')} s, light {row['ours_cold'].get('light_header')}, "
+                f"(build {row['ours_cold'].get('build_s')} s, header {row['ours_cold'].get('header')}, "
                 f"pch {row['ours_cold'].get('precompiled_header')}), again {row['ours_again']['wall_s']} s "
                 f"(cached {row['ours_again'].get('cached')}), candidate load {row.get('candidate_load', {}).get('wall_s')} s"
             )

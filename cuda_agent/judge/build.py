@@ -9,15 +9,17 @@ after a successful build makes a repeat judgement skip the child entirely, in an
 Fast builds (issue 20): the child compiles the same program faster, through the environment only, so
 torch's build files (and so ninja's record of the commands) are the ones the candidate's process
 writes again when it loads the build, and ninja there finds nothing to do:
-- a CUDA unit that includes `<torch/extension.h>` gets a light stand-in for it (`<torch/types.h>`,
-  which the unit already has), by an `-I` folder put first through `NVCC_PREPEND_FLAGS`: nvcc's two
-  front ends and the host compiler then skip pybind11, Python and torch's C++ frontend (measured:
-  about half of the unit's compile). Only when the unit names nothing that those extra headers
-  declare (a guard list made from the preprocessed headers once per torch, `light_guard`); if the
-  light unit still fails to compile, it is built again with the real header;
+- a CUDA unit gets a stand-in for torch's headers by an `-I` folder put first through
+  `NVCC_PREPEND_FLAGS`, where its guard lets it through (judge/header_guard.py: guards made from the
+  preprocessed headers once per torch, naming what a stand-in leaves out that could change a unit that
+  still compiles): first the lean header (ATen's tensor and dispatch headers and the operators the unit
+  names, in place of `<torch/types.h>` and `<torch/extension.h>`; made in the build's own folder, which
+  keeps it for the candidate's load), else the light one (`<torch/extension.h>` as `<torch/types.h>`:
+  nvcc's two front ends and the host compiler then skip pybind11, Python and torch's C++ frontend). A
+  unit that does not compile so is built again with more of torch's headers, and last with its own;
 - `main.cpp` (which load_inline starts with `#include <torch/extension.h>`) finds a precompiled
   header for its exact flags in a `CPATH` folder; gcc checks that it fits and otherwise reads the
-  header itself. The header and the guard are made once per machine, torch and flag set, by a
+  header itself. The header and the guards are made once per machine, torch and flag set, by a
   trusted process beside the first build that needs them (`python -m cuda_agent.judge.fast_build
   --prepare`), never by the candidate's. The build does not wait for it (it helps later builds);
   the judgement does, before CPU timing and before it returns (`BuildResult.preparing`).
@@ -245,8 +247,9 @@ def cached_build_gap(ext_dir: Path) -> str:
         builds = _ninja_builds(ext_dir)
     except OSError as exc:
         return f"its marker cannot be read: {exc}"
-    search = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
-    ninja = shutil.which("ninja", path=search) or "ninja"
+    # The ninja that torch's load runs (`ninja` on PATH): another version (a venv's beside its interpreter,
+    # with the venv not on PATH) reads the log of this one as having no command for any object.
+    ninja = shutil.which("ninja") or "ninja"
     for folder, build_file in builds:
         if not (ext_dir / folder / build_file).is_file():
             return f"{folder}/{build_file} is missing"

@@ -1,6 +1,7 @@
-"""Fast single-file builds: a light stand-in for `<torch/extension.h>` in the CUDA unit and a precompiled header
-for `main.cpp`, made once per machine, torch and flag set by a trusted process (see `judge/build.py`'s docstring,
-which says how the build stage uses them and why the candidate's own load then finds nothing to rebuild).
+"""Fast single-file builds: lean or light stand-ins for torch's headers in the CUDA unit (their guards:
+judge/header_guard.py) and a precompiled header for `main.cpp`, made once per machine, torch and flag set by a
+trusted process (see `judge/build.py`'s docstring, which says how the build stage uses them and why the
+candidate's own load then finds nothing to rebuild).
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.judge.header_guard import guard_hits, lean_guard, lean_header, lean_plan, light_guard
 from cuda_agent.judge.policy.build import LOAD_INLINE_PARAMS, bind_arguments
-from cuda_agent.judge.policy.cpp import blank_comments_and_literals
 from cuda_agent.machine import toolchain, torch_versions
 from cuda_agent.subproc import child_env, kill_group
 
-FAST_BUILD = "light-extension-h+pch/2"
+FAST_BUILD = "lean-types-h+light-extension-h+pch/3"
 
 LIGHT_HEADER = """\
 // cuda-agent judge, fast build (cuda_agent/judge/build.py): stands in for <torch/extension.h> in a CUDA
@@ -42,9 +43,11 @@ _PCH_SIBLING = """\
 // #include <torch/extension.h>; any later one lands here and goes on to torch's own header.
 #include_next <torch/extension.h>
 """
-_IMPLICIT_SCOPES = frozenset({"", "at", "c10", "std"})
-"""Scopes a unit reaches without naming them: the global one, and those of torch's and std's types (ADL)."""
-LIGHT_FAILED = "cuda-agent: the CUDA unit did not compile with the light header; building it with <torch/extension.h>"
+LIGHT_FAILED = "cuda-agent: the CUDA unit did not compile with fewer of torch's headers; building it with more"
+LEAN_DIR = ".cuda_agent_lean"
+"""In a build's TORCH_EXTENSIONS_DIR: its CUDA units' lean headers, one folder per operator set. They stay with
+the build (ninja's record of the unit names them, and the candidate's load must find them unchanged), and a
+candidate's build can write there only what concerns its own build."""
 
 
 @dataclass(frozen=True)
@@ -95,236 +98,6 @@ def _main_flags(cpp_ext: Any, extra_cflags: list[str], include_paths: list[str],
         return None
     key = hashlib.sha256(json.dumps([compiler, flags, str(header), toolchain(), FAST_BUILD]).encode()).hexdigest()
     return PchSpec(compiler, tuple(flags), header, Path("pch-" + key[:24]))
-
-
-def unit_names(source: str) -> tuple[set[str], set[str]]:
-    """Names a C++ unit can look up outside a class (every identifier not right after `.` or `->`), and
-    the scopes it names (those before `::`, and those of its `using namespace`)."""
-    code = blank_comments_and_literals(source)[1]  # words in comments and literals are not names
-    names = {m.group(1) for m in re.finditer(r"(?<![\w.])(?<!->)\s*([A-Za-z_]\w*)", code)}
-    scopes = set(re.findall(r"([A-Za-z_]\w*)\s*::", code))
-    for used in re.findall(r"using\s+namespace\s+([\w:\s]+);", code):
-        scopes.update(re.findall(r"\w+", used))
-    return names, scopes
-
-
-_SILENT_KINDS = frozenset({"func", "using", "usingns"})
-"""Declarations that can change what a unit that compiles means (overloads, using-declarations and
--directives); a new type or variable of a name makes a unit that uses it fail to compile instead."""
-_HIDING_SCOPES = frozenset({"", "torch", "at"})
-"""Scopes with using-directives, where a new namespace hides what `S::name` found before (`torch::cuda`)."""
-
-
-def guard_hits(source: str, guard: dict[str, list]) -> list[str]:
-    """What in `source` the light header would leave out or could change: macros that the extra headers
-    define, and functions, using-declarations or namespaces they declare in a scope the unit reaches (one
-    it names before `::` or in `using namespace`, or an implicit one)."""
-    names, scopes = unit_names(source)
-    hits = [f"macro {m}" for m in guard["macros"] if m in names]
-    for kind, scope, name in guard["decls"]:
-        # Anything the unit names through an extra declaration (`py::x`, `pybind11::object`) would not
-        # compile with the light header: no light try. Elsewhere only what can change a unit that compiles.
-        explicit = scope == "" or all(part in scopes for part in scope.split("::"))
-        named = explicit and (name in scopes or scope != "")
-        if not named and kind not in _SILENT_KINDS and not (kind == "ns" and scope in _HIDING_SCOPES):
-            continue
-        if name in names and all(part in scopes or part in _IMPLICIT_SCOPES for part in scope.split("::")):
-            hits.append(f"{kind} {scope}::{name}" if scope else f"{kind} ::{name}")
-    return hits
-
-
-_TOKEN = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|[A-Za-z_]\w*|::|\S')
-_MARKER = re.compile(r'# (\d+) "([^"]*)"')
-_CPP_KEYWORDS = frozenset(
-    "alignas alignof asm auto bool break case catch char char8_t char16_t char32_t class concept const consteval "
-    "constexpr constinit const_cast continue decltype default delete do double dynamic_cast else enum explicit "
-    "export extern false float for friend goto if inline int long mutable namespace new noexcept nullptr operator "
-    "private protected public register reinterpret_cast requires return short signed sizeof static static_assert "
-    "static_cast struct switch template this thread_local throw true try typedef typeid typename union unsigned "
-    "using virtual void volatile wchar_t while final override __attribute__ __extension__ __inline __restrict "
-    "__asm__ __declspec".split()
-)
-
-
-def _is_name(token: str) -> bool:
-    return bool(token) and (token[0].isalpha() or token[0] == "_") and token not in _CPP_KEYWORDS
-
-
-def declarations(preprocessed: str) -> set[tuple[str, str, str, str]]:
-    """(file, kind, scope, name) of each namespace-scope declaration in a preprocessed unit.
-
-    kind: 'func' (a function or operator: a new overload counts even where the name exists), 'type',
-    'var', 'ns', 'using' (a using-declaration; scope@target in the name), 'usingns'. It over-collects
-    (a wrong guess only keeps a unit off the light header), and reads class and function bodies not at all.
-    """
-    tokens: list[str] = []
-    files: list[str] = []
-    current = ""
-    for line in preprocessed.split("\n"):
-        if line.startswith("#"):
-            marker = _MARKER.match(line)
-            current = marker.group(2) if marker else current
-            continue
-        for token in _TOKEN.findall(line):
-            tokens.append(token)
-            files.append(current)
-    found: set[tuple[str, str, str, str]] = set()
-    scopes: list[str] = []
-    start, i, n = 0, 0, len(tokens)
-    while i < n:
-        token = tokens[i]
-        if token not in ("{", "}", ";"):
-            i += 1
-            continue
-        stmt = tokens[start:i]
-        where = files[start] if start < i else files[i]
-        scope = "::".join(s for s in scopes if s)
-        if token == "}":
-            if scopes:
-                scopes.pop()
-        elif token == "{" and "namespace" in stmt:
-            k = stmt.index("namespace")
-            parts = [t for t in stmt[k + 1 :] if _is_name(t)]
-            found.update((where, "ns", scope, part) for part in parts)
-            scopes.append("" if "inline" in stmt[:k] or not parts else "::".join(parts))
-        elif token == "{" and stmt[:1] == ["extern"] and all(t == "extern" or t[0] == '"' for t in stmt):
-            scopes.append("")  # extern "C" { ... }: the same scope
-        else:
-            found.update((where, kind, scope, name) for kind, name in _declared(stmt))
-            if token == "{":  # a body: skip it, noting an unscoped enum's enumerators
-                enum = "enum" in stmt and stmt[stmt.index("enum") + 1 : stmt.index("enum") + 2] not in (
-                    ["class"],
-                    ["struct"],
-                )
-                depth, prev, i = 1, "{", i + 1
-                while i < n and depth:
-                    t = tokens[i]
-                    depth += {"{": 1, "}": -1}.get(t, 0)
-                    if enum and depth == 1 and prev in ("{", ",") and _is_name(t):
-                        found.add((files[i], "var", scope, t))
-                    prev, i = t, i + 1
-                if i < n and _is_name(tokens[i]) and not (stmt and stmt[-1] == ")"):
-                    continue  # `struct S {...} s;`: the names after the body belong to this declaration
-                start = i
-                continue
-        i += 1
-        start = i
-    return found
-
-
-def _declared(stmt: list[str]) -> set[tuple[str, str]]:
-    """(kind, name) declared by one namespace-scope statement (without its body)."""
-    toks = _without_brackets(stmt)
-    if not toks or toks[0] == "static_assert":
-        return set()
-    if toks[0] in ("using", "namespace"):
-        return {_using(toks)}
-    out: set[tuple[str, str]] = set()
-    depth = angle = 0
-    for k, t in enumerate(toks):
-        before = toks[k - 1] if k else ""
-        qualified = toks[k - 2 : k - 1] == ["::"]  # `C::f`: a member, or a name declared before
-        if t in ("(", "["):
-            if depth == 0 and t == "(" and _is_name(before) and not qualified:
-                out.add(("func", before))
-            depth += 1
-        elif t in (")", "]"):
-            depth -= 1
-        elif depth == 0 and t == "<" and _is_name(before):
-            angle += 1
-        elif depth == 0 and t == ">" and angle:
-            angle -= 1
-        elif depth or angle:
-            continue
-        elif t == "operator" and k + 1 < len(toks):
-            out.add(("func", "operator" + toks[k + 1]))
-        elif t in ("class", "struct", "union", "enum", "typedef"):
-            names = [x for x in toks[k + 1 :] if _is_name(x) and x not in ("class", "struct")]
-            if names:
-                out.add(("type", names[-1] if t == "typedef" else names[0]))
-        elif t in ("=", ",", "{") and _is_name(before) and not qualified:
-            out.add(("var", before))
-    if depth == 0 and _is_name(toks[-1]) and not any(kind == "func" for kind, _ in out):
-        out.add(("var", toks[-1]))
-    return out
-
-
-def _using(toks: list[str]) -> tuple[str, str]:
-    """A using-declaration or -directive, an alias (`using T = ...`), or a namespace alias (`namespace py = pybind11`)."""
-    if toks[0] == "namespace":
-        return ("ns", toks[1] if len(toks) > 1 else "")
-    if toks[1:2] == ["namespace"]:
-        return ("usingns", "::".join(t for t in toks[2:] if _is_name(t)))
-    if "=" in toks:
-        return ("type", toks[toks.index("=") - 1])
-    return ("using", "::".join(t for t in toks[1:] if _is_name(t) and t != "typename"))
-
-
-def _without_brackets(stmt: list[str]) -> list[str]:
-    """A statement without its template parameter lists and attribute-like parentheses."""
-    toks: list[str] = []
-    i = 0
-    while i < len(stmt):
-        attribute = stmt[i] in ("__attribute__", "__declspec", "alignas", "__asm__", "asm", "noexcept", "decltype")
-        if stmt[i + 1 : i + 2] == ["<" if stmt[i] == "template" else "("] and (stmt[i] == "template" or attribute):
-            opening, closing = ("<", ">") if stmt[i] == "template" else ("(", ")")
-            depth, i = 0, i + 1
-            while i < len(stmt):
-                depth += (stmt[i] == opening) - (stmt[i] == closing)
-                i += 1
-                if depth <= 0:
-                    break
-            continue
-        toks.append(stmt[i])
-        i += 1
-    return toks
-
-
-def light_guard(compiler: str, flags: list[str], timeout_s: float = 600.0) -> dict[str, list]:
-    """What `<torch/extension.h>` adds to `<torch/types.h>`: the macros it defines or changes, and the
-    namespace-scope declarations of the headers that only it includes.
-
-    Kept: every function (a new overload of a name the light header has too changes overload
-    resolution), and any other name where the light header has nothing of that name in that scope;
-    a using-declaration counts unless it names a type the light header declares there.
-    """
-
-    def preprocess(text: str, *extra: str) -> str:
-        argv = [compiler, *flags, *extra, "-E", "-x", "c++", "-"]
-        done = subprocess.run(argv, input=text, capture_output=True, text=True, timeout=timeout_s, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"preprocessing torch's headers failed: {done.stderr.strip()[-500:]}")
-        return done.stdout
-
-    light, full = "#include <torch/types.h>\n", "#include <torch/types.h>\n#include <torch/extension.h>\n"
-    light_files = {m.group(2) for m in _MARKER.finditer(preprocess(light))}
-
-    def macros(text: str) -> dict[str, str]:
-        lines = [line.split(None, 2) for line in preprocess(text, "-dM").splitlines() if line.startswith("#define")]
-        return {parts[1].split("(")[0]: " ".join(parts[1:]) for parts in lines if len(parts) > 1}
-
-    light_macros, full_macros = macros(light), macros(full)
-    decls = declarations(preprocess(full))
-    known: dict[tuple[str, str], set[str]] = {}
-    for file, kind, scope, name in decls:
-        if file in light_files:
-            known.setdefault((scope, name), set()).add(kind)
-    kept = set()
-    for file, kind, scope, name in decls:
-        if file in light_files:
-            continue
-        if kind == "using":
-            target_scope, _, target = name.rpartition("::")
-            name = target
-            if known.get((target_scope, target), {"func"}) - {"func"} and "func" not in known[(target_scope, target)]:
-                continue  # `using at::Tensor;`: the same type, which the light header has
-        elif kind not in ("func", "usingns") and (scope, name) in known:
-            continue
-        kept.add((kind, scope, name))
-    return {
-        "macros": sorted(m for m, text in full_macros.items() if light_macros.get(m) != text),
-        "decls": sorted([list(d) for d in kept]),
-    }
 
 
 @dataclass(frozen=True)
@@ -430,12 +203,15 @@ def _prepare(solution_file: Path, device: str, fast_dir: Path, timeout_s: float)
     light = _light_dir(cpp_ext, fast_dir) if device == "cuda" and any(c.with_cuda for c in calls) else None
     if light is not None and not light[0].exists():
         folder, spec = light
+        ops_dir = Path(cpp_ext._TORCH_PATH) / "include" / "ATen" / "ops"
         try:
             guard = light_guard(spec.compiler, list(spec.flags), timeout_s)
+            lean = lean_guard(spec.compiler, list(spec.flags), ops_dir, timeout_s)
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
             made.append(f"no light header: {exc}")  # builds stay plain; the marker keeps it from trying each time
         else:
-            _publish(folder, {"torch/extension.h": LIGHT_HEADER.encode(), "guard.json": json.dumps(guard).encode()})
+            files = {"guard.json": json.dumps(guard).encode(), "lean.json": json.dumps(lean).encode()}
+            _publish(folder, {"torch/extension.h": LIGHT_HEADER.encode(), **files})
             made.append(folder.name)
     marker = _prepared_marker(solution_file, device, fast_dir)
     marker.parent.mkdir(parents=True, exist_ok=True)
@@ -534,14 +310,32 @@ def _environ(changes: dict[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
+def _lean_folder(cuda_text: str, guard: dict[str, list] | None) -> Path | None:
+    """The folder of this CUDA unit's lean header (made in the build's TORCH_EXTENSIONS_DIR, see LEAN_DIR), or
+    None where its guard keeps the unit from a lean build."""
+    ext_dir = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if guard is None or not cuda_text or not ext_dir:
+        return None
+    ops, refused = lean_plan(cuda_text, guard)
+    if refused:
+        return None
+    text = lean_header(guard["base"], ops)
+    folder = Path(ext_dir) / LEAN_DIR / hashlib.sha256(text.encode()).hexdigest()[:16]
+    if not folder.is_dir():
+        extension = "#pragma once\n#include <torch/types.h>  // the lean one beside this file\n"
+        _publish(folder, {"torch/types.h": text.encode(), "torch/extension.h": extension.encode()})
+    return folder
+
+
 @contextmanager
 def fast_load_inline(fast_dir: Path | None) -> Iterator[None]:
     """In the build child: torch's load_inline, using what `prepare` made for each call.
 
     Per call: `CPATH` gets the precompiled header made for the call's `main.cpp` flags, when there is
-    one; a CUDA unit that the guard lets through gets the light header first in nvcc's include path; a
-    build that fails in a CUDA unit built so is built again with nothing of that (torch's versioner as
-    it was before the first try, so the module keeps its name).
+    one. A CUDA unit is built with the first of these that its guard lets through and that compiles, first
+    in nvcc's include path: the lean header (with the unit's operators), the light header (where the unit
+    includes `<torch/extension.h>`), torch's own headers. A try that fails in the CUDA unit is followed by
+    the next with torch's versioner as it was before the first try, so the module keeps its name.
     """
     if fast_dir is None:
         yield
@@ -551,9 +345,10 @@ def fast_load_inline(fast_dir: Path | None) -> Iterator[None]:
     original = cpp_ext.load_inline
     signature = inspect.signature(original)
     light = _light_dir(cpp_ext, fast_dir)
-    guard = None
-    if light is not None and (light[0] / "guard.json").is_file():
-        guard = json.loads((light[0] / "guard.json").read_text())
+    guards = {}
+    for name in ("guard", "lean"):
+        if light is not None and (light[0] / f"{name}.json").is_file():
+            guards[name] = json.loads((light[0] / f"{name}.json").read_text())
 
     def load_inline(*args: Any, **kwargs: Any) -> Any:
         bound = signature.bind(*args, **kwargs)
@@ -566,21 +361,24 @@ def fast_load_inline(fast_dir: Path | None) -> Iterator[None]:
         spec = _main_flags(cpp_ext, list(flags), list(includes), bool(cuda_text))
         if spec is not None and (fast_dir / spec.folder / "torch" / "extension.h.gch").is_file():
             env["CPATH"] = os.pathsep.join(filter(None, [str(fast_dir / spec.folder), os.environ.get("CPATH")]))
-        use_light = guard is not None and "torch/extension.h" in cuda_text and not guard_hits(cuda_text, guard)
-        if not use_light:
-            with _environ(env):
-                return original(*args, **kwargs)
+        # <torch/extension.h>'s own additions are the light guard's, <torch/types.h>'s the lean guard's
+        light_ok = "guard" in guards and not guard_hits(cuda_text, guards["guard"])
+        extension = "torch/extension.h" in cuda_text
+        tries = [_lean_folder(cuda_text, guards.get("lean")) if light_ok or not extension else None]
+        if light_ok and extension:
+            tries.append(light[0])
         versions = dict(cpp_ext.JIT_EXTENSION_VERSIONER.entries)
-        light_flags = " ".join(filter(None, [f"-I{light[0]}", os.environ.get("NVCC_PREPEND_FLAGS")]))
-        try:
-            with _environ(env | {"NVCC_PREPEND_FLAGS": light_flags}):
-                return original(*args, **kwargs)
-        except RuntimeError as exc:
-            if not re.search(r"FAILED: \S*\.cuda\.o", str(exc)):
-                raise
-        print(LIGHT_FAILED, flush=True)
-        cpp_ext.JIT_EXTENSION_VERSIONER.entries.clear()
-        cpp_ext.JIT_EXTENSION_VERSIONER.entries.update(versions)
+        for folder in filter(None, tries):
+            nvcc_flags = " ".join(filter(None, [f"-I{folder}", os.environ.get("NVCC_PREPEND_FLAGS")]))
+            try:
+                with _environ(env | {"NVCC_PREPEND_FLAGS": nvcc_flags}):
+                    return original(*args, **kwargs)
+            except RuntimeError as exc:
+                if not re.search(r"FAILED: \S*\.cuda\.o", str(exc)):
+                    raise
+            print(LIGHT_FAILED, flush=True)
+            cpp_ext.JIT_EXTENSION_VERSIONER.entries.clear()
+            cpp_ext.JIT_EXTENSION_VERSIONER.entries.update(versions)
         with _environ(env):
             return original(*args, **kwargs)
 

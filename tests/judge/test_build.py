@@ -15,16 +15,8 @@ import pytest
 
 from cuda_agent.judge import JudgeConfig, build, fast_build, judge
 from cuda_agent.judge.build import OK_MARKER, build_solution, trim_compile_log
-from cuda_agent.judge.fast_build import (
-    LoadInlineCall,
-    declarations,
-    fast_load_inline,
-    guard_hits,
-    light_guard,
-    load_inline_calls,
-    pch_usable,
-    prepare,
-)
+from cuda_agent.judge.fast_build import LoadInlineCall, fast_load_inline, load_inline_calls, pch_usable, prepare
+from cuda_agent.judge.header_guard import declarations, guard_hits, light_guard
 from cuda_agent.judge.solution import SolutionSource, read_solution
 from cuda_agent.machine import cache_root
 from cuda_agent.tasks import Catalog
@@ -198,6 +190,48 @@ def test_light_header_that_fails_is_built_again_with_the_real_one(tmp_path: Path
     assert cpp_ext.load_inline is torch_build  # restored
 
 
+def test_a_cuda_unit_tries_the_lean_header_then_the_light_one_then_torchs(tmp_path: Path, monkeypatch) -> None:
+    """The order of a fast build's tries, with torch's build stood in for (the H200 benchmark runs the real
+    one): a unit the guards let through tries its lean header (made in the build's TORCH_EXTENSIONS_DIR with
+    its operators), then the light one where it includes <torch/extension.h>, then torch's own headers; a unit
+    the light guard stops gets neither (the lean guard covers only what <torch/types.h> adds)."""
+    import torch.utils.cpp_extension as cpp_ext
+
+    light = tmp_path / "fast" / "light-x"
+    (light / "torch").mkdir(parents=True)
+    (light / "torch" / "extension.h").write_text(fast_build.LIGHT_HEADER)
+    (light / "guard.json").write_text(json.dumps({"macros": [], "decls": [["type", "py", "object"]]}))
+    lean = {"macros": [], "decls": [["func", "at", "empty_like", ["empty_like"]]], "base": "// lean base\n"}
+    (light / "lean.json").write_text(json.dumps(lean))
+    monkeypatch.setattr(fast_build, "_light_dir", lambda _ext, _fast: (light, None))
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    tries: list[str] = []
+    failing: set[str] = set()
+
+    def torch_build(name, cpp_sources, cuda_sources=None, **kwargs):
+        flags = os.environ.get("NVCC_PREPEND_FLAGS", "")
+        kind = "lean" if fast_build.LEAN_DIR in flags else "light" if str(light) in flags else "plain"
+        tries.append(kind)
+        if kind in failing:
+            raise RuntimeError(f"Error building extension '{name}': FAILED: cuda.cuda.o\nerror: no operator+")
+        return flags
+
+    monkeypatch.setattr(cpp_ext, "load_inline", torch_build)
+    monkeypatch.setattr(cpp_ext, "JIT_EXTENSION_VERSIONER", type(cpp_ext.JIT_EXTENSION_VERSIONER)())
+    unit = "#include <torch/extension.h>\nauto y = torch::empty_like(x);\n"
+    with fast_load_inline(tmp_path / "fast"):
+        flags = cpp_ext.load_inline("a", "", cuda_sources=unit)
+        (folder,) = (tmp_path / "ext" / fast_build.LEAN_DIR).iterdir()
+        assert flags.split()[0] == f"-I{folder}"
+        assert (folder / "torch" / "types.h").read_text() == "// lean base\n#include <ATen/ops/empty_like.h>\n"
+        assert (folder / "torch" / "extension.h").is_file()
+        failing.update({"lean", "light"})
+        cpp_ext.load_inline("b", "", cuda_sources=unit)
+        cpp_ext.load_inline("c", "", cuda_sources="auto y = torch::empty_like(x);\n")  # <torch/types.h> only
+        cpp_ext.load_inline("d", "", cuda_sources=unit + "py::object o;\n")
+    assert tries == ["lean", "lean", "light", "plain", "lean", "plain", "plain"]
+
+
 def _import_in_child(solution: Path, ext_dir: Path) -> subprocess.CompletedProcess:
     """Import the solution as the candidate's process does (plain environment, same build folder) and print
     relu of a fixed tensor."""
@@ -268,6 +302,15 @@ def test_fast_build_uses_the_precompiled_header_gives_plain_results_and_is_built
     again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert again.stdout.split() == ["True", str(result.ext_dir)]
     assert (result.ext_dir / OK_MARKER).exists() and _objects(result.ext_dir) == before
+    # the check asks the ninja that torch's load runs (the one on PATH), not another beside the interpreter (a
+    # venv's, not activated: ninja 1.13's reading of 1.11's log found no command for main.o, and every build
+    # was done again)
+    beside = tmp_path / "venv-bin"
+    beside.mkdir()
+    (beside / "ninja").write_text("#!/bin/sh\necho 'ninja: explain: command line not found in log'\nexit 0\n")
+    (beside / "ninja").chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(beside / "python"))
+    assert build.cached_build_gap(result.ext_dir) == ""
 
 
 @pytest.mark.slow

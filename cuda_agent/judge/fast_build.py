@@ -204,13 +204,16 @@ def _prepare(solution_file: Path, device: str, fast_dir: Path, timeout_s: float)
     if light is not None and not light[0].exists():
         folder, spec = light
         ops_dir = Path(cpp_ext._TORCH_PATH) / "include" / "ATen" / "ops"
+        files: dict[str, bytes | Path] = {}
         try:
-            guard = light_guard(spec.compiler, list(spec.flags), timeout_s)
-            lean = lean_guard(spec.compiler, list(spec.flags), ops_dir, timeout_s)
+            files["lean.json"] = json.dumps(lean_guard(spec.compiler, list(spec.flags), ops_dir, timeout_s)).encode()
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+            made.append(f"no lean header: {exc}")  # the light one may still do
+        try:
+            files["guard.json"] = json.dumps(light_guard(spec.compiler, list(spec.flags), timeout_s)).encode()
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
             made.append(f"no light header: {exc}")  # builds stay plain; the marker keeps it from trying each time
         else:
-            files = {"guard.json": json.dumps(guard).encode(), "lean.json": json.dumps(lean).encode()}
             _publish(folder, {"torch/extension.h": LIGHT_HEADER.encode(), **files})
             made.append(folder.name)
     marker = _prepared_marker(solution_file, device, fast_dir)

@@ -372,11 +372,27 @@ def _operator(file: str, kind: str, name: str, ops_dir: Path) -> str:
     return ""
 
 
+_LEAN_PROBE = """
+torch::Tensor cuda_agent_probe(torch::Tensor x) {
+    TORCH_CHECK(x.scalar_type() == torch::kFloat32, "float32 only");
+    auto y = torch::empty_like(x);
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "probe", [&] { y.data_ptr<scalar_t>()[0] = scalar_t(at::size(x, 0)); });
+    return y;
+}
+"""
+
+
 def lean_guard(compiler: str, flags: list[str], ops_dir: Path, timeout_s: float = 600.0) -> dict:
     """What `<torch/types.h>` declares beyond the lean header (`<torch/extension.h>`'s own additions are the
     light guard's), each declaration with the operators whose headers declare it (none where another header
     does: a unit that reaches it is not built lean), and the lean header's base."""
     base = lean_base(ops_dir)
+    # A base that does not compile (another torch's headers) would fail every lean try: none then.
+    probe = lean_header(base, ["empty_like"]) + _LEAN_PROBE
+    argv = [compiler, *flags, "-fsyntax-only", "-x", "c++", "-"]
+    done = subprocess.run(argv, input=probe, capture_output=True, text=True, timeout=timeout_s, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the lean header does not compile: {done.stderr.strip()[-500:]}")
     macros, kept = _difference(compiler, flags, base, TYPES_H, timeout_s, copied="/ATen/Functions.h")
     ops: dict[tuple[str, str, str], set[str]] = {}
     for file, kind, scope, name in kept:

@@ -80,7 +80,10 @@ def test_real_lean_guard_builds_typical_host_code_and_leaves_tensor_operators_to
     compiler = os.environ.get("CXX", "c++")
     flags = ["-DTORCH_API_INCLUDE_EXTENSION_H", "-std=c++20", "-fPIC"]
     flags += [f"-isystem{p}" for p in [*cpp_ext.include_paths("cpu"), sysconfig.get_paths()["include"]]]
-    guard = lean_guard(compiler, flags, Path(cpp_ext._TORCH_PATH) / "include" / "ATen" / "ops")
+    ops_dir = Path(cpp_ext._TORCH_PATH) / "include" / "ATen" / "ops"
+    guard = lean_guard(compiler, flags, ops_dir)
+    with pytest.raises(RuntimeError, match="the lean header does not compile"):  # then no lean tries at all
+        lean_guard(compiler, [*flags, "-DTORCH_STABLE_ONLY"], ops_dir)  # torch's headers refuse this mode
     assert lean_plan(_cuda_source(L1_19), guard) == (["empty_like", "t"], [])
     assert lean_plan("TORCH_LIBRARY(m, m) {}", guard)[1] == ["macro TORCH_LIBRARY"]
 

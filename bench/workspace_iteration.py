@@ -13,6 +13,8 @@ With `--sandbox serve`, ours is measured twice in the same run, alternating iter
 judging in their own process (`ours`), and the same tools with CUDA_AGENT_SANDBOX_URL naming a `cuda-agent serve
 --spares N` started beside the run with the workspace's folder as its --workspace-root (`serve`: the paper's
 split, where a long-lived pool keeps the next judge runner started ahead). Compiling stays local either way.
+Before each step the run waits until the service is idle (`<step>_settle_s`), as a model's turn between two
+tool calls would: the spares it starts after a judgement then compete with no step measured.
 
     python bench/workspace_iteration.py --device cuda --out OUT    # the H200 (bench/judge_gpu.sh)
     python bench/workspace_iteration.py --device cpu --out OUT     # the CPU variant
@@ -206,8 +208,9 @@ def _edit(root: Path, device: str, n: int) -> None:
     kernel.write_text(kernel.read_text() + f"\nstatic const int bench_edit_{RUN}_{n} = {n};\n")
 
 
-def _ours(root: Path, device: str, n: int, env: dict[str, str], checks: CheckReader) -> dict:
-    """One iteration of ours (edit, compile, verify, profile, each a fresh process) and what the judge said."""
+def _ours(root: Path, device: str, n: int, env: dict[str, str], checks: CheckReader, settle) -> dict:
+    """One iteration of ours (edit, compile, verify, profile, each a fresh process) and what the judge said.
+    `settle()` runs before each step and says how long it waited (the service's idle wait, or 0)."""
     _edit(root, device, n)
     row: dict = {}
     for step, argv in (
@@ -215,6 +218,7 @@ def _ours(root: Path, device: str, n: int, env: dict[str, str], checks: CheckRea
         ("verification", [sys.executable, "-m", "utils.verification"]),
         ("profiling", [sys.executable, "-m", "utils.profiling"]),
     ):
+        row[f"{step}_settle_s"] = settle()
         row[step], row[f"{step}_said"] = _run(argv, root, env)
         if step != "compile":  # the check the tool recorded (workspace/checks.py): verdict, correct, reward
             (check,) = checks.new()
@@ -265,9 +269,10 @@ def measure(device: str, iterations: int, sandbox: str = "local", spares: int = 
         envs = {"ours": env, "serve": dict(env, **{SANDBOX_URL_ENV: service.url}) if service else env}
         for n in range(iterations + 1):  # the first iteration fills the caches (baselines, compiler): not counted
             for k, way in enumerate(ways):
-                # The agent's edit takes a model's turn: the service's spares are started again by then.
-                settle_s = service.wait_idle() if service else 0.0
-                row = _ours(root, device, 1000 * k + n, envs[way], checks) | {"settle_s": settle_s}
+                # Each tool call follows a model's turn: the service has started its next spares by then (on a few
+                # cores, one still starting would slow the step measured beside it, ours or the service's).
+                settle = service.wait_idle if service else lambda: 0.0
+                row = _ours(root, device, 1000 * k + n, envs[way], checks, settle)
                 print(f"{way} #{n}: " + ", ".join(f"{s} {row[s]:.2f} s" for s in STEPS), flush=True)
                 if n:
                     rows[way].append(row)

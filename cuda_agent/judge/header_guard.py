@@ -98,8 +98,11 @@ def _is_name(token: str) -> bool:
     return bool(token) and (token[0].isalpha() or token[0] == "_") and token not in _CPP_KEYWORDS
 
 
-def declarations(preprocessed: str) -> set[tuple[str, str, str, str]]:
-    """(file, kind, scope, name) of each namespace-scope declaration in a preprocessed unit.
+def declarations(
+    preprocessed: str, signatures: dict[tuple[str, str, str], set[str]] | None = None
+) -> set[tuple[str, str, str, str]]:
+    """(file, kind, scope, name) of each namespace-scope declaration in a preprocessed unit; with `signatures`,
+    each function's declaration text (attributes left out) is added there under (file, scope, name).
 
     kind: 'func' (a function or operator: a new overload counts even where the name exists), 'type',
     'var', 'ns', 'using' (a using-declaration; scope@target in the name), 'usingns'. It over-collects
@@ -138,7 +141,7 @@ def declarations(preprocessed: str) -> set[tuple[str, str, str, str]]:
         elif token == "{" and stmt[:1] == ["extern"] and all(t == "extern" or t[0] == '"' for t in stmt):
             scopes.append("")  # extern "C" { ... }: the same scope
         else:
-            found.update((where, kind, scope, name) for kind, name in _declared(stmt))
+            _note(stmt, where, scope, found, signatures)
             if token == "{":  # a body: skip it, noting an unscoped enum's enumerators
                 enum = "enum" in stmt and stmt[stmt.index("enum") + 1 : stmt.index("enum") + 2] not in (
                     ["class"],
@@ -158,6 +161,22 @@ def declarations(preprocessed: str) -> set[tuple[str, str, str, str]]:
         i += 1
         start = i
     return found
+
+
+def _note(
+    stmt: list[str],
+    where: str,
+    scope: str,
+    found: set[tuple[str, str, str, str]],
+    signatures: dict[tuple[str, str, str], set[str]] | None,
+) -> None:
+    """Add what one statement declares to `found`, and its functions' declaration text to `signatures`."""
+    declared = _declared(stmt)
+    found.update((where, kind, scope, name) for kind, name in declared)
+    if signatures is not None:
+        text = " ".join(_without_brackets(stmt))
+        for _kind, name in filter(lambda d: d[0] == "func", declared):
+            signatures.setdefault((where, scope, name), set()).add(text)
 
 
 def _declared(stmt: list[str]) -> set[tuple[str, str]]:
@@ -254,8 +273,11 @@ def _difference(
         return {parts[1].split("(")[0]: " ".join(parts[1:]) for parts in lines if len(parts) > 1}
 
     light_macros, full_macros = macros(light), macros(full)
-    decls = declarations(preprocess(full))
-    light_decls = {(kind, scope, name) for _, kind, scope, name in declarations(preprocess(light))}
+    full_signatures: dict[tuple[str, str, str], set[str]] = {}
+    light_signatures: dict[tuple[str, str, str], set[str]] = {}
+    decls = declarations(preprocess(full), full_signatures)
+    light_decls = {(kind, scope, name) for _, kind, scope, name in declarations(preprocess(light), light_signatures)}
+    light_functions = {(scope, name, text) for (_, scope, name), texts in light_signatures.items() for text in texts}
     known: dict[tuple[str, str], set[str]] = {}
     for kind, scope, name in light_decls:
         known.setdefault((scope, name), set()).add(kind)
@@ -265,6 +287,9 @@ def _difference(
             continue
         if kind == "usingns" and (kind, scope, name) in light_decls:
             continue  # the same using-directive
+        texts = full_signatures.get((file, scope, name), {""}) if kind == "func" else {""}
+        if kind == "func" and all((scope, name, text) in light_functions for text in texts):
+            continue  # declared again as the light header declares it (`at::launch` in torch's JIT headers)
         if kind == "using":
             target_scope, _, target = name.rpartition("::")
             name = target

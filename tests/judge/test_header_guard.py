@@ -104,3 +104,22 @@ def test_real_lean_guard_builds_typical_host_code_and_leaves_tensor_operators_to
     failed = compiles(with_operator, lean=True)
     assert failed.returncode != 0 and "operator+" in failed.stderr
     assert compiles(with_operator, lean=False).returncode == 0
+
+
+def test_a_function_declared_again_as_the_light_header_declares_it_is_no_difference(tmp_path: Path) -> None:
+    """torch's JIT headers declare `at::launch` again exactly as ATen/Parallel.h does: no new overload, so no
+    reason to keep a unit that names `launch` from a lighter header; another overload still counts."""
+    from cuda_agent.judge.header_guard import _difference
+
+    (tmp_path / "light.h").write_text("namespace at { void launch(int f); }\n")
+    (tmp_path / "again.h").write_text(
+        'namespace at { __attribute__((visibility("default"))) void launch(int f); void go(int); }\n'
+    )
+    (tmp_path / "other.h").write_text("namespace at { void launch(double f); }\n")
+    light = '#include "light.h"\n'
+    full = light + '#include "again.h"\n#include "other.h"\n'
+    _, kept = _difference(os.environ.get("CXX", "c++"), [f"-I{tmp_path}"], light, full, 60)
+    assert {(Path(f).name, k, s, n) for f, k, s, n in kept} == {
+        ("again.h", "func", "at", "go"),
+        ("other.h", "func", "at", "launch"),
+    }

@@ -74,7 +74,6 @@ def run_left(argv: list[str], timeout_s: float, term_at: str = "") -> tuple[int,
     return report["code"], report["left"]
 
 
-@pytest.mark.slow
 @pytest.mark.integration
 def test_judge_bench_through_a_serve_gives_the_local_verdicts_and_leaves_no_process(tmp_path: Path) -> None:
     argv = [sys.executable, "bench/judge_gpu.py", "--parts", "B", "--sandbox", "serve", "--device", "cpu"]
@@ -93,7 +92,6 @@ def test_judge_bench_through_a_serve_gives_the_local_verdicts_and_leaves_no_proc
     assert result["serve_left"] == []
 
 
-@pytest.mark.slow
 @pytest.mark.integration
 def test_a_served_bench_stopped_by_sigterm_stops_its_serve_and_the_spares(tmp_path: Path) -> None:
     argv = [sys.executable, "bench/judge_gpu.py", "--parts", "B", "--sandbox", "serve", "--device", "cpu"]

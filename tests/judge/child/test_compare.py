@@ -110,6 +110,15 @@ def _cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor | None]
     nan[77, 3] = float("nan")
     x = torch.randn(3, 5000, generator=gen)
     soft = torch.softmax(x, dim=-1)
+    specials = ref.clone()  # NaN and inf where the reference has them too: elementwise equal, nan_to_num'd norms
+    specials[5, 7], specials[60, 1], specials[90, 69] = float("nan"), float("inf"), -float("inf")
+    inf_for_finite, flipped_inf = ref.clone(), specials.clone()
+    inf_for_finite[10, 10] = float("inf")
+    flipped_inf[60, 1] = -float("inf")
+    zeros = torch.relu(ref)
+    signed_zeros = zeros.clone()
+    signed_zeros[zeros == 0] = -0.0  # the same values, other bits
+    large = ref * 1e4  # differences beyond atol, within rtol: isclose decides, not the shortcut
     return [
         ("exact", ref.clone(), ref, ref64),
         ("reordered", a[:, :20] @ b[:20] + a[:, 20:] @ b[20:], ref, ref64),
@@ -118,6 +127,13 @@ def _cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor | None]
         ("nan", nan, ref, None),
         ("zeros_softmax", torch.zeros_like(soft), soft, None),
         ("transposed", ref.t().contiguous().t(), ref, ref64),  # non-contiguous layout, same values
+        ("specials", specials.clone(), specials, None),
+        ("inf_for_finite", inf_for_finite, ref, None),
+        ("flipped_inf", flipped_inf, specials, None),
+        ("nan_in_reference", ref, nan, None),
+        ("signed_zeros", signed_zeros, zeros, zeros.double()),
+        ("large_within_rtol", large * (1 + 1e-5), large, None),
+        ("large_beyond_rtol", large * (1 + 5e-2), large, None),
     ]
 
 
@@ -146,6 +162,13 @@ def test_chunked_comparison_equals_the_whole_tensor_one(chunk_elems: int, strict
         "nan": False,
         "zeros_softmax": False,
         "transposed": True,
+        "specials": True,
+        "inf_for_finite": False,
+        "flipped_inf": False,
+        "nan_in_reference": False,
+        "signed_zeros": True,
+        "large_within_rtol": True,
+        "large_beyond_rtol": False,
     }
 
 
@@ -179,3 +202,97 @@ def test_the_comparison_allocates_chunks_not_whole_tensors() -> None:
     assert check.ok and check.err_vs_fp64 is not None and same
     assert len(log.sizes) > 16 * 4  # the work really went through the chunks...
     assert max(log.sizes) <= 8 * chunk  # ...and no temporary was larger than one float64 chunk
+
+
+_BITS = {
+    torch.float16: torch.int16,
+    torch.bfloat16: torch.int16,
+    torch.float32: torch.int32,
+    torch.float64: torch.int64,
+}
+
+
+@pytest.mark.parametrize("dtype", list(_BITS))
+def test_same_values_compares_values_where_bits_differ(dtype: torch.dtype) -> None:
+    a = torch.tensor([0.0, 1.5, float("nan"), float("inf"), -2.0] * 5, dtype=dtype)
+    b = a.clone()
+    b[0] = -0.0  # the same value, another sign bit
+    b.view(_BITS[dtype])[2] |= 1  # another NaN payload
+    assert b[2].isnan() and not torch.equal(a.view(_BITS[dtype]), b.view(_BITS[dtype]))
+    assert same_values(a, b, chunk_elems=3) and same_values(a, a.clone(), chunk_elems=3)
+    late = b.clone()
+    late[-1] = 7.0  # past the last chunk boundary
+    assert not same_values(a, late, chunk_elems=3)
+    nan_for_number = a.clone()
+    nan_for_number[6] = float("nan")
+    assert not same_values(a, nan_for_number, chunk_elems=3)
+    grid = a.reshape(5, 5)
+    assert same_values(grid.t(), b.reshape(5, 5).t(), chunk_elems=3)  # non-contiguous
+    assert not same_values(grid.t(), late.reshape(5, 5).t(), chunk_elems=3)
+
+
+def test_same_values_on_integers_and_empty_tensors() -> None:
+    a = torch.arange(20)
+    b = a.clone()
+    assert same_values(a, b, chunk_elems=6)
+    b[13] = -1
+    assert not same_values(a, b, chunk_elems=6)
+    assert same_values(torch.empty(0, 3), torch.empty(0, 3)) and not same_values(torch.empty(0, 3), torch.empty(3, 0))
+
+
+def test_integer_and_empty_outputs() -> None:
+    ref = torch.arange(30).reshape(5, 6)
+    changed = ref.clone()
+    changed[4, 5] = 0
+    assert check_output(ref.clone(), ref, None, chunk_elems=7, **STRICT).ok
+    assert "integer" in check_output(changed, ref, None, chunk_elems=7, **STRICT).reason
+    assert check_output(torch.empty(0, 4), torch.empty(0, 4), torch.empty(0, 4).double(), **STRICT).ok
+
+
+@pytest.mark.parametrize("dtype", list(_BITS))
+@pytest.mark.parametrize(("base", "rtol"), [(0.0, 0.0), (0.0, 1e-2), (0.5, 1e-2), (-3.0, 0.0)])
+def test_differences_near_atol_are_judged_as_isclose_judges_them(dtype: torch.dtype, base: float, rtol: float) -> None:
+    """Differences from a few steps below atol to a few above, in the output's dtype: those at most atol take the
+    shortcut (no isclose), the others isclose; the mismatch fraction and verdict must be isclose's either way."""
+    up, down = torch.tensor(float("inf"), dtype=dtype), torch.tensor(-float("inf"), dtype=dtype)
+    ref = torch.tensor(base, dtype=dtype)
+    out, below, above = [], ref + torch.tensor(1e-2, dtype=dtype), ref + torch.tensor(1e-2, dtype=dtype)
+    for _ in range(4):
+        out += [below, above]
+        below, above = torch.nextafter(below, down), torch.nextafter(above, up)
+    for value in out:
+        one, refs = value.reshape(1).repeat(3), ref.reshape(1).repeat(3)
+        tol = {**STRICT, "rtol": rtol, "strict_precision": False}
+        check = check_output(one, refs, None, chunk_elems=2, **tol)
+        close = torch.isclose(one, refs, atol=1e-2, rtol=rtol)
+        assert check.mismatch_fraction == 1.0 - float(close.double().mean()), float(value)
+        assert check.ok == bool(close.all()) or "normwise" in check.reason, float(value)
+
+
+class _OpNames(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.add(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def test_outputs_within_atol_and_finite_take_one_float64_pass() -> None:
+    ref = torch.randn(256, 1024)
+    out = ref + 1e-4 * torch.randn_like(ref)
+    elementwise = {"isnan", "le", "eq", "nan_to_num"}  # isclose's and isfinite's operators, and nan_to_num
+    ref64 = (out.double() + ref.double()) / 2  # both as far from float64 as each other: a pass
+    with _OpNames() as log:
+        assert check_output(out, ref, ref64, chunk_elems=1 << 16, **STRICT).ok
+    assert not elementwise & log.names, log.names
+    large = ref * 1e4
+    with _OpNames() as log:  # beyond atol, within rtol: isclose decides
+        assert check_output(large * (1 + 1e-5), large, None, chunk_elems=1 << 16, **STRICT).ok
+    assert {"isnan", "le"} <= log.names and "nan_to_num" not in log.names, log.names
+    nan = out.clone()
+    nan[3, 3] = float("nan")
+    with _OpNames() as log:  # a NaN: the full comparison, which fails it
+        assert not check_output(nan, ref, None, chunk_elems=1 << 16, **STRICT).ok
+    assert {"isnan", "le", "nan_to_num"} <= log.names, log.names

@@ -147,8 +147,8 @@ def _difference_pass(out: Any, ref: Any, ref64: Any | None, chunk_elems: int) ->
     low, high, diff, base, *more = torch.stack(combined).tolist()
     finite = math.isfinite(low) and math.isfinite(high)
     # the old figure was |d|.nan_to_num(nan=inf).max(), whose nan_to_num also turned an infinite |d| into the
-    # largest float64: NaN reads inf, inf reads 1.8e308, as before
-    max_abs = math.inf if math.isnan(low) or math.isnan(high) else min(max(-low, high), sys.float_info.max)
+    # largest float64: NaN reads inf, inf reads 1.8e308, as before (abs: max(-0.0, 0.0) is -0.0, |d| never is)
+    max_abs = math.inf if math.isnan(low) or math.isnan(high) else min(abs(max(-low, high)), sys.float_info.max)
     err = eager = None
     if more:
         err, eager = _ratio(more[0], more[2]), _ratio(more[1], more[2])
@@ -174,15 +174,17 @@ def _atol_floor(atol: float, dtype: Any) -> float | None:
     return float(floor)
 
 
-def _elementwise(out: Any, ref: Any, atol: float, rtol: float, chunk_elems: int) -> tuple[float, bool]:
-    """(fraction of elements not isclose, whether out and ref are finite at the same places): the full check."""
+def _elementwise(out: Any, ref: Any, atol: float, rtol: float, finite: bool, chunk_elems: int) -> tuple[float, bool]:
+    """(fraction of elements not isclose, whether out and ref are finite at the same places): the full check, less
+    the isfinite counts where the difference pass found every value `finite`."""
     import torch
 
     close_count = torch.zeros((), dtype=torch.int64, device=out.device)
     finite_differs = torch.zeros((), dtype=torch.int64, device=out.device)
     for _, (o, r) in _chunks(out, ref, chunk_elems=chunk_elems):
         close_count += torch.isclose(o, r, atol=atol, rtol=rtol, equal_nan=True).sum()
-        finite_differs += (torch.isfinite(o) != torch.isfinite(r)).sum()
+        if not finite:
+            finite_differs += (torch.isfinite(o) != torch.isfinite(r)).sum()
     return 1.0 - int(close_count) / out.numel(), int(finite_differs) == 0
 
 
@@ -289,7 +291,7 @@ def check_output(
     if figures.finite and floor is not None and rtol >= 0 and max_abs <= floor:
         mismatch, all_finite = 0.0, True  # every |out - ref| <= atol <= isclose's bound: all elements are close
     else:
-        mismatch, all_finite = _elementwise(out, ref, atol, rtol, chunk_elems)
+        mismatch, all_finite = _elementwise(out, ref, atol, rtol, figures.finite, chunk_elems)
     if figures.finite:  # nan_to_num changes nothing: the norms of the difference pass are _norm_rel's
         norm_err = _ratio(figures.diff_norm, figures.ref_norm)
     else:

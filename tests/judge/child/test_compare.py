@@ -32,6 +32,7 @@ def test_exact_output_passes_with_figures() -> None:
     ref = torch.randn(64, 64)
     check = check_output(ref.clone(), ref, ref.double(), **STRICT)
     assert check.ok and check.max_abs_err == 0 and check.norm_rel_err == 0
+    assert str(check.max_abs_err) == "0.0"  # not -0.0: the figure is a maximum of absolute values
 
 
 def _tf32(x: torch.Tensor) -> torch.Tensor:

@@ -16,6 +16,10 @@
 #                scripts' behaviour
 #   F    ~120 s  LocalPool steady state on distinct L1 candidates with cold builds: collects for what is left of
 #                TOTAL_S (520 s; at most 260 s), then cancels the rest
+#   G    ~150 s  cold single-file builds of L1/26 and L1/47 (lean header, precompiled main.cpp; the machine's
+#                prepare timed apart) against torch's plain load_inline: bench/single_file_build.py (<= 20 s)
+#   H     ~40 s  one trial's comparison work at L1/19's size, compare.py before and after: bench/compare_passes.py
+#   (G and H run only when named: PARTS="A D G H B")
 # GPU memory is sampled every 0.5 s throughout (gpu_memory.csv): two judges once held ~69 GB each at L1/19 sizes.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/judge_gpu"
@@ -61,6 +65,16 @@ if want E; then
   timeout "$(left 240)" python3 bench/workspace_iteration.py --device cuda --sandbox serve --spares 2 --iterations 1 \
     --out "$R" > "$R/part_E.log" 2>&1
   stamp "E done"; pack
+fi
+if want G; then
+  timeout "$(left 240)" python3 bench/single_file_build.py --device cuda --max-s 150 \
+    --solutions solutions/kernelbench/L1/26.py solutions/kernelbench/L1/47.py --out "$R" > "$R/part_G.log" 2>&1
+  stamp "G done"; pack
+fi
+if want H; then
+  timeout "$(left 120)" python3 bench/compare_passes.py --device cuda --elems 1610612736 \
+    --old bench/results/cpu-2026-12-05-compare/compare_before.py --out "$R/compare_passes.json" > "$R/part_H.log" 2>&1
+  stamp "H done"; pack
 fi
 POOL_S=${POOL_S:-$(( $(left 300) - 40 ))}  # 40 s for closing the pool (cancelling what runs) and packing
 if want F && [ "$POOL_S" -gt 30 ]; then

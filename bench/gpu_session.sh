@@ -25,7 +25,7 @@ if [ "$MODE" = tests ]; then
   timeout 200 python3 bench/judge_bench.py --device cuda --repeat 1 --prebuild --out "$OUT" \
     kernelbench/L1/19=$S/L1/19.py --also-build $E/relu.py $E/softmax.py $E/row_sum.py $E/matmul.py $S/L1/23.py \
     /tmp/hack_relu.py 2>&1 | tee "$OUT/prebuild.log" | grep -v "^prebuild solutions\|^prebuild cuda_agent" | tail -4
-  timeout ${PYTEST_S:-230} python3 -m pytest -v -m gpu tests/judge/test_gpu.py tests/workspace -k "not kernelbench_legit" -p no:cacheprovider \
+  timeout ${PYTEST_S:-230} python3 -m pytest -v -m gpu tests/judge/test_gpu.py tests/judge/test_build.py tests/workspace -k "not kernelbench_legit" -p no:cacheprovider \
     --tb=short --durations=0 2>&1 | tee "$OUT/pytest_gpu.log" | grep -E "PASS|FAIL|ERROR|passed|failed|s call" | tail -40
   timeout 120 python3 bench/workspace_build.py --device cuda --reps 2 --out "$OUT" 2>&1 | tee "$OUT/workspace_build.log" | tail -7
 elif [ "$MODE" = judge ]; then

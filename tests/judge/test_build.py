@@ -313,6 +313,41 @@ def test_fast_build_uses_the_precompiled_header_gives_plain_results_and_is_built
     assert build.cached_build_gap(result.ext_dir) == ""
 
 
+@pytest.mark.gpu
+def test_a_cuda_solution_builds_with_the_lean_header_and_its_load_compiles_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a CUDA machine: after `prepare`, the CUDA example ReLU's unit is built with its lean header (nvcc's
+    dependencies name it), the candidate's own load of the build recompiles nothing, and the module computes
+    what torch's relu does."""
+    monkeypatch.setenv("CCACHE_DISABLE", "1")
+    solution = tmp_path / "solution.py"
+    solution.write_text(example_solution("relu", device="cuda"))
+    fast = cache_root() / "fast"
+    prepare(solution, "cuda", fast, wait=True)
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "fast").symlink_to(fast)
+    result = build_solution(solution, read_solution(solution).build_hash, "cuda", tmp_path / "cache", timeout_s=600)
+    assert result.ok and not result.cached, result.log
+    assert f"/{fast_build.LEAN_DIR}/" in _deps(result.ext_dir, "cuda.cuda.o")
+    before = _objects(result.ext_dir)
+    code = (
+        "import importlib.util, torch; from pathlib import Path\n"
+        "from cuda_agent.judge.build import loading_extensions\n"
+        f"spec = importlib.util.spec_from_file_location('candidate', {str(solution)!r})\n"
+        "m = importlib.util.module_from_spec(spec)\n"
+        f"with loading_extensions(Path({str(result.ext_dir)!r})):\n"
+        "    spec.loader.exec_module(m)\n"
+        "x = torch.linspace(-2, 2, 4099, device='cuda')\n"
+        "print(torch.equal(m.ModelNew().cuda()(x), torch.relu(x)))\n"
+    )
+    env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(result.ext_dir))
+    env.pop(build.FAST_DIR_ENV, None)
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert loaded.stdout.split()[-1] == "True"
+    assert _objects(result.ext_dir) == before
+
+
 @pytest.mark.slow
 def test_a_cached_build_missing_an_object_is_built_again_in_the_build_stage(tmp_path: Path) -> None:
     """A build folder with its marker but without `main.o` (an interrupted copy, a cleaner): the judge builds it

@@ -21,8 +21,10 @@ writes again when it loads the build, and ninja there finds nothing to do:
   header for its exact flags in a `CPATH` folder; gcc checks that it fits and otherwise reads the
   header itself. The header and the guards are made once per machine, torch and flag set, by a
   trusted process beside the first build that needs them (`python -m cuda_agent.judge.fast_build
-  --prepare`), never by the candidate's. The build does not wait for it (it helps later builds);
-  the judgement does, before CPU timing and before it returns (`BuildResult.preparing`).
+  --prepare`), never by the candidate's. It makes the guards first; a CUDA build that started it waits
+  for them (seconds, where torch's own headers cost a minute), not for the precompiled header (it helps
+  later builds); the judgement waits for all of it, before CPU timing and before it returns
+  (`BuildResult.preparing`).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from cuda_agent.judge.fast_build import (
     Preparing,
     fast_load_inline,
     start_prepare,
+    wait_for_guards,
 )
 from cuda_agent.machine import cuda_arch_list, toolchain, torch_versions
 from cuda_agent.subproc import child_env, run_module
@@ -184,6 +187,7 @@ def build_solution(
         return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=time.monotonic() - start, stale=stale)
     fast_dir = cache_dir / "fast"
     preparing = start_prepare(solution_file, device, fast_dir)
+    wait_for_guards(preparing, device, fast_dir)  # a first CUDA build on this machine: seconds, against a minute
     env = _child_env(ext_dir, device, fast_dir, python_path or [])
     if user is None:
         child = run_module(

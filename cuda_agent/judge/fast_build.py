@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -193,6 +194,13 @@ def _prepare(solution_file: Path, device: str, fast_dir: Path, timeout_s: float)
 
     made = []
     calls = load_inline_calls(solution_file.read_text(errors="replace"))
+    # The guards first (seconds; a first build waits for them: `wait_for_guards`), then the precompiled headers.
+    light = _light_dir(cpp_ext, fast_dir) if device == "cuda" and any(c.with_cuda for c in calls) else None
+    if light is not None and not light[0].exists():
+        made += _make_guards(cpp_ext, *light, timeout_s)
+    if device == "cuda":
+        guards_marker(fast_dir).parent.mkdir(parents=True, exist_ok=True)
+        guards_marker(fast_dir).write_text(json.dumps(made))
     for call in calls:
         spec = _main_flags(cpp_ext, call.extra_cflags, call.include_paths, call.with_cuda)
         folder = fast_dir / spec.folder if spec else None
@@ -200,25 +208,28 @@ def _prepare(solution_file: Path, device: str, fast_dir: Path, timeout_s: float)
             continue
         if build_pch(spec, folder, timeout_s):
             made.append(folder.name)
-    light = _light_dir(cpp_ext, fast_dir) if device == "cuda" and any(c.with_cuda for c in calls) else None
-    if light is not None and not light[0].exists():
-        folder, spec = light
-        ops_dir = Path(cpp_ext._TORCH_PATH) / "include" / "ATen" / "ops"
-        files: dict[str, bytes | Path] = {}
-        try:
-            files["lean.json"] = json.dumps(lean_guard(spec.compiler, list(spec.flags), ops_dir, timeout_s)).encode()
-        except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
-            made.append(f"no lean header: {exc}")  # the light one may still do
-        try:
-            files["guard.json"] = json.dumps(light_guard(spec.compiler, list(spec.flags), timeout_s)).encode()
-        except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
-            made.append(f"no light header: {exc}")  # builds stay plain; the marker keeps it from trying each time
-        else:
-            _publish(folder, {"torch/extension.h": LIGHT_HEADER.encode(), **files})
-            made.append(folder.name)
     marker = _prepared_marker(solution_file, device, fast_dir)
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text(json.dumps(made))
+    return made
+
+
+def _make_guards(cpp_ext: Any, folder: Path, spec: PchSpec, timeout_s: float) -> list[str]:
+    """The light header with its guard, and the lean guard, published in `folder`; what was made or why not."""
+    made = []
+    ops_dir = Path(cpp_ext._TORCH_PATH) / "include" / "ATen" / "ops"
+    files: dict[str, bytes | Path] = {}
+    try:
+        files["lean.json"] = json.dumps(lean_guard(spec.compiler, list(spec.flags), ops_dir, timeout_s)).encode()
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+        made.append(f"no lean header: {exc}")  # the light one may still do
+    try:
+        files["guard.json"] = json.dumps(light_guard(spec.compiler, list(spec.flags), timeout_s)).encode()
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+        made.append(f"no light header: {exc}")  # builds stay plain; the marker keeps it from trying each time
+    else:
+        _publish(folder, {"torch/extension.h": LIGHT_HEADER.encode(), **files})
+        made.append(folder.name)
     return made
 
 
@@ -270,6 +281,47 @@ def _prepared_marker(solution_file: Path, device: str, fast_dir: Path) -> Path:
     facts = [[c.extra_cflags, c.include_paths, c.with_cuda] for c in calls]
     facts += [device, torch_versions(), toolchain(), FAST_BUILD, sys.executable]
     return fast_dir / "prepared" / hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:24]
+
+
+def guards_marker(fast_dir: Path) -> Path:
+    """A file that says a `prepare` settled the CUDA units' guards on this torch and toolchain (made, or why not)."""
+    facts = [torch_versions(), toolchain(), FAST_BUILD, sys.executable]
+    return fast_dir / "prepared" / ("guards-" + hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:24])
+
+
+GUARD_WAIT_S = 60.0
+"""How long a CUDA build on a machine not yet prepared waits for the guards. They take seconds (2-core CPU: ~25 s;
+the precompiled header after them takes minutes), and without them the unit compiles with torch's own headers:
+88 s CPU for L1/19's, against 19 s lean (bench/results/cpu-2026-12-05-lean/)."""
+
+
+def _prepare_running(fast_dir: Path) -> bool:
+    """Whether some `prepare` holds this machine's prepare lock now."""
+    try:
+        fd = os.open(fast_dir / ".prepare.lock", os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases a lock taken here
+    return False
+
+
+def wait_for_guards(preparing: Preparing | None, device: str, fast_dir: Path, limit_s: float = GUARD_WAIT_S) -> float:
+    """For a CUDA build that has just started this machine's `prepare`: wait until the guards are settled, the
+    prepare (ours, or another that holds the lock) has ended, or `limit_s` has passed. Returns the seconds waited."""
+    if preparing is None or device != "cuda":
+        return 0.0
+    start = time.monotonic()
+    marker = guards_marker(fast_dir)
+    while not marker.exists() and time.monotonic() - start < limit_s:
+        if preparing.process.poll() is not None and not _prepare_running(fast_dir):
+            break  # no prepare is making them (ours found another's lock and that one has ended, or it failed)
+        time.sleep(0.2)
+    return time.monotonic() - start
 
 
 def start_prepare(solution_file: Path, device: str, fast_dir: Path) -> Preparing | None:

@@ -439,6 +439,47 @@ def test_a_judgement_waits_for_the_prepare_its_build_started_before_it_returns(t
     assert started and started[0].process.poll() == 0
 
 
+def test_a_first_cuda_build_waits_for_the_guards_only_while_a_prepare_makes_them(tmp_path: Path) -> None:
+    """`wait_for_guards`: a CUDA build that has just started the machine's prepare waits until the prepare marks the
+    guards settled, or no prepare (its own, or another holding the lock) is left to make them; a CPU build, or a
+    build that started no prepare, does not wait."""
+    import fcntl
+    import threading
+
+    fast = tmp_path / "fast"
+    fast.mkdir()
+    marker = fast_build.guards_marker(fast)
+
+    def running(seconds: float) -> fast_build.Preparing:
+        return fast_build.Preparing(subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"]))
+
+    assert fast_build.wait_for_guards(None, "cuda", fast) == 0.0
+    ours = running(30)
+    try:
+        assert fast_build.wait_for_guards(ours, "cpu", fast) == 0.0
+        threading.Timer(1.0, lambda: (marker.parent.mkdir(exist_ok=True), marker.write_text("[]"))).start()
+        assert 0.9 < fast_build.wait_for_guards(ours, "cuda", fast, limit_s=20) < 10  # until the guards are settled
+        marker.unlink()
+        assert 1.9 < fast_build.wait_for_guards(ours, "cuda", fast, limit_s=2) < 5  # bounded
+    finally:
+        ours.process.kill()
+        ours.process.wait()
+    assert fast_build.wait_for_guards(ours, "cuda", fast, limit_s=20) < 1  # no prepare left: no wait
+    # ours ended at once (another prepare held the lock): wait while that one runs
+    lock = os.open(fast / ".prepare.lock", os.O_RDONLY | os.O_CREAT, 0o644)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    threading.Timer(1.0, os.close, (lock,)).start()  # the other prepare ends without guards (its torch has none)
+    assert 0.9 < fast_build.wait_for_guards(running(0), "cuda", fast, limit_s=20) < 10
+
+
+def test_prepare_settles_the_guards_for_a_cuda_solution(tmp_path: Path) -> None:
+    """The guards marker after a CUDA prepare (on a CPU torch: no guards can be made, and it says so by existing)."""
+    solution = tmp_path / "solution.py"
+    solution.write_text(L1_19)
+    prepare(solution, "cuda", tmp_path / "fast", wait=True)
+    assert fast_build.guards_marker(tmp_path / "fast").exists()
+
+
 def test_start_prepare_runs_the_prepare_it_names(tmp_path: Path) -> None:
     # The real process, not a stand-in: its module must be the one with the --prepare entry point (after
     # fast_build.py was split from build.py, the process started, imported, and prepared nothing).

@@ -195,10 +195,11 @@ def _prepare(solution_file: Path, device: str, fast_dir: Path, timeout_s: float)
     made = []
     calls = load_inline_calls(solution_file.read_text(errors="replace"))
     # The guards first (seconds; a first build waits for them: `wait_for_guards`), then the precompiled headers.
-    light = _light_dir(cpp_ext, fast_dir) if device == "cuda" and any(c.with_cuda for c in calls) else None
+    cuda_units = device == "cuda" and any(c.with_cuda for c in calls)
+    light = _light_dir(cpp_ext, fast_dir) if cuda_units else None
     if light is not None and not light[0].exists():
         made += _make_guards(cpp_ext, *light, timeout_s)
-    if device == "cuda":
+    if cuda_units:  # settled: made, or why not (a torch without CUDA has none); a solution without CUDA says nothing
         guards_marker(fast_dir).parent.mkdir(parents=True, exist_ok=True)
         guards_marker(fast_dir).write_text(json.dumps(made))
     for call in calls:

@@ -475,6 +475,9 @@ def test_a_first_cuda_build_waits_for_the_guards_only_while_a_prepare_makes_them
 def test_prepare_settles_the_guards_for_a_cuda_solution(tmp_path: Path) -> None:
     """The guards marker after a CUDA prepare (on a CPU torch: no guards can be made, and it says so by existing)."""
     solution = tmp_path / "solution.py"
+    solution.write_text(example_solution("relu"))  # no CUDA unit: the guards are not its prepare's to settle
+    prepare(solution, "cuda", tmp_path / "fast", wait=True)
+    assert not fast_build.guards_marker(tmp_path / "fast").exists()
     solution.write_text(L1_19)
     prepare(solution, "cuda", tmp_path / "fast", wait=True)
     assert fast_build.guards_marker(tmp_path / "fast").exists()

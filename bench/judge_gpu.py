@@ -39,7 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.served import served, stop_on_sigterm  # noqa: E402
+from bench.served import add_serve_arguments, served, stop_on_sigterm  # noqa: E402
 
 TARGETS = {
     "cuda": ("kernelbench/L1/19", REPO / "solutions/kernelbench/L1/19.py"),
@@ -296,13 +296,7 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=100, help="part F: distinct candidates")
     parser.add_argument("--pool-s", type=float, default=200.0, help="part F: stop collecting after this long")
     parser.add_argument("--build-workers", type=int, default=None, help="part F: LocalPool build workers")
-    parser.add_argument(
-        "--sandbox",
-        choices=["local", "serve"],
-        default="local",
-        help="part B: serve also judges through `cuda-agent judge --sandbox URL` (a serve started for it)",
-    )
-    parser.add_argument("--spares", type=int, default=1, help="--sandbox serve: the service's --spares")
+    add_serve_arguments(parser, "part B also judges through `cuda-agent judge --sandbox URL` (a serve started for it)")
     args = parser.parse_args()
     stop_on_sigterm()  # a `timeout` still stops a service started for part B
     args.out.mkdir(parents=True, exist_ok=True)

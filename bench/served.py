@@ -11,6 +11,7 @@ so that the `with` block's exit still stops the service.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import signal
@@ -99,6 +100,12 @@ def alive(pid: int) -> bool:
 def stop_on_sigterm() -> None:
     """SIGTERM raises SystemExit in the main thread, so `finally` blocks (the service's stop) run."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--sandbox local|serve` and `--spares N`, as every served benchmark takes them; `what` says what serve adds."""
+    parser.add_argument("--sandbox", choices=["local", "serve"], default="local", help=f"serve: {what}")
+    parser.add_argument("--spares", type=int, default=1, help="--sandbox serve: the service's --spares")
 
 
 @contextlib.contextmanager

@@ -41,7 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.served import served, stop_on_sigterm  # noqa: E402
+from bench.served import add_serve_arguments, served, stop_on_sigterm  # noqa: E402
 from cuda_agent.sandbox.workspace_commands import SANDBOX_URL_ENV  # noqa: E402
 from cuda_agent.tasks import Catalog  # noqa: E402
 from cuda_agent.workspace import create_workspace  # noqa: E402
@@ -301,13 +301,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=["cuda", "cpu"], required=True)
     parser.add_argument("--iterations", type=int, default=2)
-    parser.add_argument(
-        "--sandbox",
-        choices=["local", "serve"],
-        default="local",
-        help="serve: ours also through a `cuda-agent serve` started beside the run (CUDA_AGENT_SANDBOX_URL)",
+    add_serve_arguments(
+        parser, "ours also through a `cuda-agent serve` started beside the run (CUDA_AGENT_SANDBOX_URL)"
     )
-    parser.add_argument("--spares", type=int, default=1, help="--sandbox serve: the service's --spares")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     stop_on_sigterm()  # a `timeout` still stops the service

@@ -302,7 +302,7 @@ def _prepare_running(fast_dir: Path) -> bool:
         fd = os.open(fast_dir / ".prepare.lock", os.O_RDONLY)
     except OSError:
         return False
-    try:
+    try:  # a prepare starting in this instant finds the lock taken and skips; the next build starts it again
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return True

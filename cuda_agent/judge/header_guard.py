@@ -7,7 +7,8 @@ Two stand-ins, each with its guard, made once per machine, torch and flag set fr
 - the lean header stands in for `<torch/types.h>` too: ATen's tensor, options, dispatch and error headers
   without `ATen/Functions.h` (every operator), and, per unit, the operator headers (`ATen/ops/NAME.h`) of the
   operators it names (`lean_plan`). On the H200 the light CUDA unit still took most of a 41.6 s cold build;
-  on the 2-core CPU machine nvcc spent 28.6 s CPU on L1/19's light unit and 13.3 s on its lean one.
+  on the 2-core CPU machine L1/19's unit took 88.1 s CPU with torch's headers, 36.6 s light and 19.0 s lean
+  (bench/results/cpu-2026-12-05-lean/).
 
 A guard lists the macros and namespace-scope declarations the full headers have and the stand-in lacks; a
 unit that names one of them (`guard_hits`) gets more of torch's headers. For the lean header, a declaration
@@ -16,6 +17,7 @@ from an operator's header is no obstacle: the unit gets that operator's header.
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 from collections.abc import Iterable, Iterator
@@ -247,6 +249,27 @@ def _without_brackets(stmt: list[str]) -> list[str]:
     return toks
 
 
+@functools.lru_cache(maxsize=8)
+def _preprocess(compiler: str, flags: tuple[str, ...], text: str, timeout_s: float, *extra: str) -> str:
+    """`text` through the compiler's preprocessor (kept: the light and the lean guard both read `<torch/types.h>`)."""
+    argv = [compiler, *flags, *extra, "-E", "-x", "c++", "-"]
+    done = subprocess.run(argv, input=text, capture_output=True, text=True, timeout=timeout_s, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"preprocessing torch's headers failed: {done.stderr.strip()[-500:]}")
+    return done.stdout
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed(
+    compiler: str, flags: tuple[str, ...], text: str, timeout_s: float
+) -> tuple[frozenset[tuple[str, str, str, str]], dict[tuple[str, str, str], set[str]], frozenset[str]]:
+    """`declarations` of the preprocessed `text` with their functions' signatures, and the files it includes."""
+    preprocessed = _preprocess(compiler, flags, text, timeout_s)
+    signatures: dict[tuple[str, str, str], set[str]] = {}
+    found = frozenset(declarations(preprocessed, signatures))
+    return found, signatures, frozenset(m.group(2) for m in _MARKER.finditer(preprocessed))
+
+
 def _difference(
     compiler: str, flags: list[str], light: str, full: str, timeout_s: float, copied: str = ""
 ) -> tuple[list[str], set[tuple[str, str, str, str]]]:
@@ -258,25 +281,17 @@ def _difference(
     resolution), and any other name where the light header has nothing of that name in that scope;
     a using-declaration counts unless it names a type the light header declares there.
     """
-
-    def preprocess(text: str, *extra: str) -> str:
-        argv = [compiler, *flags, *extra, "-E", "-x", "c++", "-"]
-        done = subprocess.run(argv, input=text, capture_output=True, text=True, timeout=timeout_s, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"preprocessing torch's headers failed: {done.stderr.strip()[-500:]}")
-        return done.stdout
-
-    light_files = {m.group(2) for m in _MARKER.finditer(preprocess(light))}
+    key = (compiler, tuple(flags))
 
     def macros(text: str) -> dict[str, str]:
-        lines = [line.split(None, 2) for line in preprocess(text, "-dM").splitlines() if line.startswith("#define")]
+        defines = _preprocess(*key, text, timeout_s, "-dM").splitlines()
+        lines = [line.split(None, 2) for line in defines if line.startswith("#define")]
         return {parts[1].split("(")[0]: " ".join(parts[1:]) for parts in lines if len(parts) > 1}
 
     light_macros, full_macros = macros(light), macros(full)
-    full_signatures: dict[tuple[str, str, str], set[str]] = {}
-    light_signatures: dict[tuple[str, str, str], set[str]] = {}
-    decls = declarations(preprocess(full), full_signatures)
-    light_decls = {(kind, scope, name) for _, kind, scope, name in declarations(preprocess(light), light_signatures)}
+    decls, full_signatures, _ = _parsed(*key, full, timeout_s)
+    light_parsed, light_signatures, light_files = _parsed(*key, light, timeout_s)
+    light_decls = {(kind, scope, name) for _, kind, scope, name in light_parsed}
     light_functions = {(scope, name, text) for (_, scope, name), texts in light_signatures.items() for text in texts}
     known: dict[tuple[str, str], set[str]] = {}
     for kind, scope, name in light_decls:

@@ -140,6 +140,8 @@ class Standby:
         self._set_up_said = b""
         self.candidate_started = False
         """The child said (CANDIDATE) that the candidate's code was about to run."""
+        self.last_step_s = 0.0
+        """Seconds from the last progress byte to the end, once wait() returned (a hang's whole step)."""
 
     @classmethod
     def start(cls, spec: StandbySpec) -> Standby:
@@ -267,6 +269,8 @@ class Standby:
             timed_out=bool(killed_by),
             wall_s=time.monotonic() - went,
         )
+        # The last step: from its last progress byte to the end (the whole of a hang's step, kill included).
+        self.last_step_s = time.monotonic() - last
         self.close()
         return result, killed_by
 

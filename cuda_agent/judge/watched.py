@@ -55,6 +55,7 @@ def run_watched(
         # From the request handed over to the end: what the run's limits count (the stage also holds the
         # wait for the worker's start-up, which a busy machine stretches).
         j.stage_s["run.after_go"] = child.wall_s
+        j.stage_s["run.last_step"] = standby.last_step_s
         j.candidate_ran = standby.candidate_started
     finally:
         standby.close()

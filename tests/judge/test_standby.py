@@ -211,11 +211,13 @@ def test_a_spinning_cpp_kernel_times_out_within_the_adaptive_limit(tmp_path: Pat
     assert verdict.verdict == "timeout" and verdict.reward == -1, verdict.message
     assert limits["step_s"] == JudgeConfig().run_limits(limits["eager_ms"]).step_s  # from the cached eager time
     assert "one step of it" in verdict.message and "in forward" in verdict.message, verdict.message  # its stack
-    # Killed by the step's limit (the message says so), not the old 600 s: within the step's limit of its start
-    # (the steps before the spinning call: loading the reference and the candidate, the reference's call). The
-    # stage also holds the wait for the worker's own start-up (importing torch), which CI's busy 2 cores
-    # stretched by 26 s once: that is ours, not the candidate's, and no limit of the run counts it.
-    assert verdict.stage_s["run.after_go"] < limits["step_s"] + 15, verdict.stage_s
+    # Killed by the step's limit (the message says so), not the old 600 s: the spinning step itself ran its limit
+    # and was ended within the kill's grace of it. The steps before it (loading the reference and the candidate,
+    # the reference's call) are not the hang's: CI's busy 2 cores once stretched them by 22 s, so only the run's
+    # total limit bounds the whole.
+    stage = verdict.stage_s
+    assert limits["step_s"] <= stage["run.last_step"] < limits["step_s"] + 5, stage
+    assert stage["run.last_step"] <= stage["run.after_go"] < limits["total_s"], stage
     assert verdict.stage_s["run"] >= verdict.stage_s["run.after_go"]
     assert verdict.env["standby_worker"] == "started ahead"
 

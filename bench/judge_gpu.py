@@ -98,11 +98,28 @@ def part_a(device: str, out: Path) -> dict:
     return {"task": task, "cold": cold, "lone": lone}
 
 
+SPLIT = ("sandbox.prepare", "sandbox.prepare.runner", "sandbox.slot_wait", "sandbox.judge", "sandbox.judge.runner")
+"""A served judgement's seconds in the pool (sandbox/execution.note_stage): each stage's runner, and its part
+outside the judge's call."""
+
+
 def _medians(rows: list[dict]) -> dict:
     held = [r["gpu_held_s"] for r in rows if r.get("gpu_held_s") is not None]
+    split = {}
+    for key in ("run", *SPLIT):
+        seen = [r["stage_s"][key] for r in rows if key in r.get("stage_s", {})]
+        if seen:
+            split[key] = round(statistics.median(seen), 3)
+    pooled = [r for r in rows if "sandbox.judge" in r.get("stage_s", {})]
+    if pooled:  # the CLI's own process, the HTTP round trip and the service's handling
+        outside = [
+            r["wall_s"] - sum(r["stage_s"].get(k, 0.0) for k in SPLIT if not k.endswith(".runner")) for r in pooled
+        ]
+        split["outside_pool"] = round(statistics.median(outside), 3)
     return {
         "wall_s_median": statistics.median(r["wall_s"] for r in rows),
         "gpu_held_s_median": statistics.median(held) if held else None,
+        "split_s_median": split,
     }
 
 
@@ -135,6 +152,7 @@ def part_b_served(device: str, out: Path, repeat: int, spares: int) -> dict:
         f"served {summary['serve']['gpu_held_s_median']}; verdicts equal: {equal}; "
         f"served by a spare: {[r.get('standby_worker') for r in rows['serve']]}; serve processes left: {service.left}"
     )
+    print(f"B served, where the seconds went (medians): {summary['serve']['split_s_median']}")
     return {
         "task": task,
         "sandbox": "serve",

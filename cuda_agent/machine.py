@@ -9,8 +9,11 @@ context and pays no torch import (seconds).
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -34,10 +37,59 @@ def _nvidia_smi(*args: str) -> str | None:
     return out.stdout if out.returncode == 0 else None
 
 
+GPU_FIELDS = ("index", "name", "uuid", "driver_version", "compute_cap")
+"""What `_gpu_table` asks nvidia-smi of each GPU, in one call."""
+
+
+def _table_file() -> Path | None:
+    """Where this boot's GPU table is kept: named for the boot and for the nvidia-smi that answered (a driver
+    upgraded in place brings a new one); None where either cannot be told."""
+    found = shutil.which("nvidia-smi")
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        stat = Path(found).resolve().stat() if found else None
+    except OSError:
+        return None
+    if stat is None:
+        return None
+    facts = f"{boot}|{Path(found).resolve()}|{stat.st_size}|{stat.st_mtime_ns}"  # type: ignore[arg-type]
+    return cache_root() / "machine" / f"gpus-{hashlib.sha256(facts.encode()).hexdigest()[:16]}.json"
+
+
+@functools.cache
+def _gpu_table() -> tuple[dict[str, str], ...]:
+    """One row per GPU (GPU_FIELDS), in nvidia-smi's order; empty where it cannot say.
+
+    Asked of nvidia-smi once per boot of the machine and kept in the cache: every judgement asks in two or three
+    fresh processes (the sandbox's runners, the CLI), and nvidia-smi takes a while in a VM without the driver's
+    persistence daemon. An answer of no GPUs is not kept (a driver still loading would stay unseen all boot).
+    """
+    kept = _table_file()
+    if kept is not None:
+        try:
+            rows = json.loads(kept.read_text())
+            if isinstance(rows, list) and rows and all(set(r) == set(GPU_FIELDS) for r in rows):
+                return tuple(rows)
+        except (OSError, ValueError, TypeError):
+            pass  # not there yet, or torn: ask again
+    out = _nvidia_smi(f"--query-gpu={','.join(GPU_FIELDS)}", "--format=csv,noheader") or ""
+    rows = []
+    for line in out.strip().splitlines():
+        values = [v.strip() for v in line.split(",")]
+        if len(values) == len(GPU_FIELDS):
+            rows.append(dict(zip(GPU_FIELDS, values, strict=True)))
+    if rows and kept is not None:
+        with contextlib.suppress(OSError):  # a read-only cache: ask each time
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            partial = kept.with_name(f"{kept.name}.{os.getpid()}")
+            partial.write_text(json.dumps(rows))
+            partial.replace(kept)
+    return tuple(rows)
+
+
 def detect_gpus() -> list[int]:
     """Indices of the visible GPUs, numbered as nvidia-smi numbers them."""
-    listing = _nvidia_smi("-L") or ""
-    return list(range(sum(1 for line in listing.splitlines() if line.startswith("GPU "))))
+    return list(range(len(_gpu_table())))
 
 
 @functools.cache
@@ -48,24 +100,21 @@ def detect_device(requested: str) -> str:
     return "cuda" if detect_gpus() else "cpu"
 
 
-@functools.cache
 def gpu_name() -> str:
     """The first GPU's name as nvidia-smi gives it ('NVIDIA H200'), or 'cuda' where it cannot say."""
-    names = (_nvidia_smi("--query-gpu=name", "--format=csv,noheader") or "").strip().splitlines()
-    return names[0] if names else "cuda"
+    table = _gpu_table()
+    return table[0]["name"] if table else "cuda"
 
 
-@functools.cache
 def gpu_uuids() -> tuple[str, ...]:
     """The GPUs' UUIDs ('GPU-...'), in nvidia-smi's order; empty where it cannot say."""
-    return tuple(re.findall(r"\(UUID: (GPU-[0-9a-fA-F-]+)\)", _nvidia_smi("-L") or ""))
+    return tuple(row["uuid"] for row in _gpu_table() if row["uuid"].startswith("GPU-"))
 
 
-@functools.cache
 def driver_version() -> str | None:
     """The NVIDIA driver's version ('580.95.05'), or None without one."""
-    lines = (_nvidia_smi("--query-gpu=driver_version", "--format=csv,noheader") or "").strip().splitlines()
-    return lines[0] if lines else None
+    table = _gpu_table()
+    return table[0]["driver_version"] if table else None
 
 
 def cuda_arch_list() -> str:
@@ -76,10 +125,9 @@ def cuda_arch_list() -> str:
     return _gpu_capability() or "9.0"
 
 
-@functools.cache
 def _gpu_capability() -> str | None:
-    lines = (_nvidia_smi("--query-gpu=compute_cap", "--format=csv,noheader") or "").strip().splitlines()
-    return lines[0].strip() if lines and re.fullmatch(r"\d+\.\d+", lines[0].strip()) else None
+    table = _gpu_table()
+    return table[0]["compute_cap"] if table and re.fullmatch(r"\d+\.\d+", table[0]["compute_cap"]) else None
 
 
 @functools.cache

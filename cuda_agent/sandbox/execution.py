@@ -302,8 +302,17 @@ def died_message(stage: StageOutcome) -> str:
     )
 
 
-def stage_fields(job: JudgeJob | CommandJob, stage: StageOutcome) -> dict | None:
-    """JobResult fields if this stage ends the job (verdict, error, kill, cancel, command); None to go on."""
+def note_stage(times: dict[str, float], phase: Phase, stage: StageOutcome) -> None:
+    """Record where a stage's seconds went in `times` (a verdict's stage_s, under `sandbox.`): the runner's whole
+    life, and the part of it outside the judge's call (the interpreter's start, imports, hardening)."""
+    times[f"sandbox.{phase}"] = stage.wall_s
+    if stage.outcome is not None:
+        times[f"sandbox.{phase}.runner"] = max(0.0, stage.wall_s - stage.outcome.step_s)
+
+
+def stage_fields(job: JudgeJob | CommandJob, stage: StageOutcome, times: dict[str, float] | None = None) -> dict | None:
+    """JobResult fields if this stage ends the job (verdict, error, kill, cancel, command); None to go on.
+    `times`: the sandbox's seconds so far (note_stage), added to the verdict's stage_s."""
     hardening = stage.outcome.hardening.model_dump() if stage.outcome else {}
     if stage.cancelled:
         return {"status": "cancelled", "hardening": hardening}
@@ -318,7 +327,9 @@ def stage_fields(job: JudgeJob | CommandJob, stage: StageOutcome) -> dict | None
         error_type = stage.outcome.error_type
         return {"status": "failed", "error": stage.outcome.error, "error_type": error_type, "hardening": hardening}
     if stage.outcome.verdict is not None:
-        return {"status": "done", "verdict": stage.outcome.verdict, "hardening": hardening}
+        verdict = stage.outcome.verdict
+        verdict.stage_s.update(times or {})
+        return {"status": "done", "verdict": verdict, "hardening": hardening}
     return None
 
 
@@ -341,10 +352,13 @@ def run_job(
     `spares`: the worker's runners started ahead (spare.py); its judge stage takes one (replaced at once)."""
     if isinstance(job, CommandJob):
         return stage_fields(job, run_stage(job, "command", limits, device, job.timeout_s, env, handle))
+    times: dict[str, float] = {}
     stage = run_stage(job, "prepare", limits, device, stage_timeout_s(job, "prepare"), env, handle)
-    fields = stage_fields(job, stage)
+    note_stage(times, "prepare", stage)
+    fields = stage_fields(job, stage, times)
     if fields is not None:
         return fields
     with spares.taken(device, job.config) if spares is not None else contextlib.nullcontext() as spare:
         stage = run_stage(job, "judge", limits, device, stage_timeout_s(job, "judge"), env, handle, spare=spare)
-    return stage_fields(job, stage) or {"status": "failed", "error": NO_VERDICT, "error_type": "SandboxError"}
+    note_stage(times, "judge", stage)
+    return stage_fields(job, stage, times) or {"status": "failed", "error": NO_VERDICT, "error_type": "SandboxError"}

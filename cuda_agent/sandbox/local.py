@@ -35,6 +35,7 @@ from cuda_agent.sandbox.execution import (
     NO_VERDICT,
     StageHandle,
     needs_timing,
+    note_stage,
     run_stage,
     stage_fields,
     stage_timeout_s,
@@ -60,6 +61,9 @@ class _Entry:
         self.submitted = time.monotonic()
         self.started: float | None = None
         self.device = "cpu"
+        self.times: dict[str, float] = {}
+        """Where its seconds went in the pool (note_stage; `sandbox.slot_wait`): added to its verdict's stage_s."""
+        self.prepared: float | None = None
 
 
 class PoolCalls:
@@ -289,7 +293,9 @@ class LocalPool(PoolCalls):
         limit_s = stage_timeout_s(job, "prepare")
         stage = run_stage(job, "prepare", self.limits, entry.device, limit_s, {}, entry.handle, build_cpus)
         self.stats.on_busy("build", stage.wall_s)
-        fields = stage_fields(job, stage)
+        note_stage(entry.times, "prepare", stage)
+        entry.prepared = time.monotonic()
+        fields = stage_fields(job, stage, entry.times)
         if fields is not None:
             return self._result(entry, worker, **fields)
         if needs_timing(job, entry.device) or job.gpu is not None:
@@ -304,9 +310,16 @@ class LocalPool(PoolCalls):
         job = entry.job
         phase = "command" if isinstance(job, CommandJob) else "judge"
         limit_s = job.timeout_s if isinstance(job, CommandJob) else stage_timeout_s(job, "judge")
+        if entry.prepared is not None:  # the wait for a timing slot (or a build worker) after its prepare
+            entry.times["sandbox.slot_wait"] = time.monotonic() - entry.prepared
         stage = run_stage(job, phase, self.limits, entry.device, limit_s, env, entry.handle, cpus, spare)
         self.stats.on_busy("timing" if worker.startswith("timing") else "build", stage.wall_s)
-        fields = stage_fields(job, stage) or {"status": "failed", "error": NO_VERDICT, "error_type": "SandboxError"}
+        note_stage(entry.times, phase, stage)
+        fields = stage_fields(job, stage, entry.times) or {
+            "status": "failed",
+            "error": NO_VERDICT,
+            "error_type": "SandboxError",
+        }
         return self._result(entry, worker, **fields)
 
     def _result(self, entry: _Entry, worker: str, status: str = "done", **fields) -> JobResult:

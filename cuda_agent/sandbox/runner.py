@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import pwd
 import sys
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -66,6 +67,8 @@ class RunnerOutcome(BaseModel):
     error_type: str | None = None
     """Class name of that error (cuda_agent.errors), so the caller can raise it as the same type."""
     hardening: Hardening = Hardening()
+    step_s: float = 0.0
+    """Seconds in the judge's call (prepare or judge): the rest of the stage's wall is the runner's own start."""
 
 
 def command_user(
@@ -152,7 +155,9 @@ def run_judge_phase(spec: RunnerSpec, judge_step: Callable[..., Verdict] | None 
     try:
         solution = solution_path(job.solution, Path(spec.workdir))
         step = prepare if spec.phase == "prepare" else judge_step or judge
-        return RunnerOutcome(verdict=step(job.task, solution, stage_config(job, spec)))
+        start = time.monotonic()
+        verdict = step(job.task, solution, stage_config(job, spec))
+        return RunnerOutcome(verdict=verdict, step_s=time.monotonic() - start)
     except Error as exc:
         return RunnerOutcome(error=f"{type(exc).__name__}: {exc}", error_type=type(exc).__name__)
 

@@ -24,6 +24,12 @@ def test_each_job_after_the_first_takes_a_spare_of_its_own() -> None:
     origins = [r.verdict.env["standby_worker"] for r in (first, second, third)]
     assert origins == ["started ahead", "spare started ahead", "spare started ahead"]
     assert all("standby_spare_discarded" not in r.verdict.env for r in (first, second, third))
+    # Where the pool's seconds went, beside the judge's own: each stage's runner, and the part outside the judge.
+    for result in (first, second, third):
+        stage = result.verdict.stage_s
+        assert stage["sandbox.judge"] >= stage["run"] and stage["sandbox.prepare"] > stage["sandbox.prepare.runner"]
+        assert 0 <= stage["sandbox.judge.runner"] < stage["sandbox.judge"] and stage["sandbox.slot_wait"] >= 0
+        assert stage["sandbox.prepare"] + stage["sandbox.judge"] <= result.run_s + 0.05
 
 
 def test_closing_the_pool_leaves_no_spare_process() -> None:

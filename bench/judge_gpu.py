@@ -314,8 +314,13 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=100, help="part F: distinct candidates")
     parser.add_argument("--pool-s", type=float, default=200.0, help="part F: stop collecting after this long")
     parser.add_argument("--build-workers", type=int, default=None, help="part F: LocalPool build workers")
+    parser.add_argument(
+        "--task", nargs=2, metavar=("TASK", "SOLUTION"), help="parts A-C: this task and solution (default: L1/19's)"
+    )
     add_serve_arguments(parser, "part B also judges through `cuda-agent judge --sandbox URL` (a serve started for it)")
     args = parser.parse_args()
+    if args.task:
+        TARGETS[args.device] = (args.task[0], Path(args.task[1]).resolve())
     stop_on_sigterm()  # a `timeout` still stops a service started for part B
     args.out.mkdir(parents=True, exist_ok=True)
     machine = {"device": args.device, "cpus": os.cpu_count(), "host": os.uname().nodename, "date": time.ctime()}

@@ -29,6 +29,10 @@
 # learning check over 2 seeds: first 5 steps 1.45, last 5 2.8, 5.5 standard errors, visible:
 #   DEVICE=cpu STEPS=30 SEEDS="0 1" SFT_STEPS=300 SFT_BATCH=6 N=8 BUDGET_S=3000 SFT_BUDGET_S=1500 bash bench/learning_gpu.sh
 #
+# H100 run of 2026-12-05 (bench/results/h100-2026-12-05/learning/, FROM=.carry/learn SEEDS=0): PPO start-up ~160 s,
+# then 22-25 s a step (generation 8-10 s, old_log_prob 3.5 s, update_actor 10.5 s against update_critic 0.4 s:
+# verl's torch.compile of the entropy function, on in that run): 16 of 30 steps in BUDGET_S=540. verl's
+# torch.compile is off since (actor, ref, critic), as in bench/train_gpu.sh.
 # H200 time (one GPU, 16 cores; 2026-12-05: 3 cold judgements 117 s, PPO start-up 90-100 s, PPO ~10-13 s a step):
 # wheels, tiny model and curriculum ~30 s; SFT (judges alongside) <= SFT_BUDGET_S (torchrun and FSDP start ~35 s,
 # then steps at a rate not yet measured on the H200 with the recipe's fixes); probe ~15 s; PPO start-up ~100 s.
@@ -235,6 +239,8 @@ PY
     --set "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}" \
     --set actor_rollout_ref.rollout.dtype=float32 --set actor_rollout_ref.rollout.calculate_log_probs=true \
     --set actor_rollout_ref.rollout.agent.num_workers=2 \
+    --set actor_rollout_ref.actor.fsdp_config.use_torch_compile=false \
+    --set actor_rollout_ref.ref.fsdp_config.use_torch_compile=false --set critic.fsdp.use_torch_compile=false \
     --set +ray_kwargs.ray_init.namespace=cuda-agent "${PPO_CPU[@]}" \
     > "$run/train.log" 2>&1 &
   GROUP=$!

@@ -5,6 +5,9 @@ The child (`python -m cuda_agent.judge.build SOLUTION EXT_DIR`) imports the solu
 architecture and the torch version; its `load_inline` calls compile there. The candidate process
 later imports the same file with the same folder and finds the build done. A marker file written
 after a successful build makes a repeat judgement skip the child entirely, in any process.
+The child may be started ahead (`--standby`, judge/standby.py: a long-lived pool's prepare stage keeps one,
+sandbox/spare.py): it imports torch before its request, which then brings the build's own variables, folder and
+confinement; the rest is as a child started for the build (~5 s of a cold build's 24 s on the H100).
 
 Fast builds (issue 20): the child compiles the same program faster, through the environment only, so
 torch's build files (and so ninja's record of the commands) are the ones the candidate's process
@@ -54,8 +57,9 @@ from cuda_agent.judge.fast_build import (
     start_prepare,
     wait_for_guards,
 )
+from cuda_agent.judge.standby import Standby, StandbySpec, serve_once
 from cuda_agent.machine import cuda_arch_list, toolchain, torch_versions
-from cuda_agent.subproc import child_env, run_module
+from cuda_agent.subproc import ChildResult, Confinement, child_env, run_module
 from cuda_agent.workspace.build import BUILD_DIR
 
 _ERROR_LINE = re.compile(r"(error:|error\b.*:|: fatal error|undefined symbol|error [A-Z]\d+)", re.IGNORECASE)
@@ -151,6 +155,7 @@ def build_solution(
     import_needed: bool = True,
     python_path: list[str] | None = None,
     user: pwd.struct_passwd | None = None,
+    standby: Standby | None = None,
 ) -> BuildResult:
     """Compile a solution's extension(s); reuse a finished build.
 
@@ -165,12 +170,15 @@ def build_solution(
         python_path: folders the importing child needs on sys.path (a workspace's built module).
         user: run the importing child (the candidate's top-level code) as this user, on a private copy
             of the build folder (confine.py).
+        standby: an importing child started ahead (`build_spec`; torch imported), used in place of a new one
+            where it fits (closed after); the caller closes one that was not used (twice is safe).
     """
     ext_dir = ext_dir_for(build_hash, device, cache_dir)
     stale = ""
     if (ext_dir / OK_MARKER).exists():
         stale = cached_build_gap(ext_dir)
         if not stale:
+            _discard(standby)
             return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=0.0, cached=True)
         (ext_dir / OK_MARKER).unlink(missing_ok=True)  # no other judgement trusts it meanwhile
     ext_dir.mkdir(parents=True, exist_ok=True)
@@ -189,23 +197,19 @@ def build_solution(
     preparing = start_prepare(solution_file, device, fast_dir)
     wait_for_guards(preparing, device, fast_dir)  # a first CUDA build on this machine: seconds, against a minute
     env = _child_env(ext_dir, device, fast_dir, python_path or [])
+    if python_path:  # a standby's sys.path was set at its start: a workspace's module folder is not on it (its
+        # kernels, built above, are imported from there)
+        standby = _discard(standby)
     if user is None:
-        child = run_module(
-            __name__, [str(solution_file), str(ext_dir)], timeout_s=timeout_s, env=env, cwd=solution_file.parent
-        )
+        args = [str(solution_file), str(ext_dir)]
+        child = _import_child(args, env, timeout_s, solution_file.parent, None, standby, device)
     else:
         with tempfile.TemporaryDirectory(prefix="cuda-agent-confined-build-") as scratch:
             own_file = Path(shutil.copy2(solution_file, Path(scratch) / solution_file.name))
             confinement = private_copy(ext_dir, Path(scratch), user, cache_dir)
             env = confined_env(env, scratch)
-            child = run_module(
-                __name__,
-                [str(own_file), str(ext_dir)],
-                timeout_s=timeout_s,
-                env=env,
-                cwd=scratch,
-                confine=confinement,
-            )
+            args = [str(own_file), str(ext_dir)]
+            child = _import_child(args, env, timeout_s, Path(scratch), confinement, standby, device)
             keep_build(confinement, ext_dir)
     wall_s = time.monotonic() - start
     if child.timed_out:
@@ -221,6 +225,55 @@ def build_solution(
     # Otherwise Python at the solution's top level failed (IMPORT_FAILED), or the process was killed or exited on
     # its own: not the compiler's doing; the run stage meets the same and reports it.
     return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=wall_s, preparing=preparing, stale=stale)
+
+
+STANDBY_READY_S = 120.0
+"""Longest a build waits for its standby's start (importing torch) before it starts a child of its own."""
+
+
+def build_spec(device: str, namespace: bool) -> StandbySpec:
+    """How an importing child is started ahead (`--standby`): our environment, no GPU for a CPU build, in a mount
+    namespace of its own where the build will be confined. The build's own variables (TORCH_EXTENSIONS_DIR, the
+    architecture, the fast-build folder, HOME and TMPDIR) come with its request."""
+    env = child_env()
+    if device != "cuda":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return StandbySpec.of(__name__, env, namespace)
+
+
+def _discard(standby: Standby | None) -> None:
+    if standby is not None:
+        standby.close()
+
+
+def _import_child(
+    args: list[str],
+    env: dict[str, str],
+    timeout_s: float,
+    cwd: Path,
+    confine: Confinement | None,
+    standby: Standby | None,
+    device: str,
+) -> ChildResult:
+    """The importing child's run: in `standby` where it was started as this child would be (`build_spec`: the
+    same environment but the build's own variables, which the request sets), else in a new process. The standby
+    is closed after, used or not."""
+    fits = standby is not None and standby.unfit_for(build_spec(device, namespace=confine is not None)) is None
+    if standby is not None and fits and standby.wait_ready(STANDBY_READY_S) is None:
+        started_as = dict(standby.spec.env)
+        try:
+            standby.go(args, cwd, {k: v for k, v in env.items() if started_as.get(k) != v}, confine)
+            child, _ = standby.wait(timeout_s, timeout_s)  # no steps: the whole build is one
+            return child
+        finally:
+            standby.close()
+    _discard(standby)
+    return run_module(__name__, args, timeout_s=timeout_s, env=env, cwd=cwd, confine=confine)
+
+
+def _warm_up() -> None:
+    """A standby's set-up: what every build imports (torch, its extension loader), nothing that compiles."""
+    import torch.utils.cpp_extension  # noqa: F401
 
 
 def _ninja_builds(ext_dir: Path) -> list[tuple[str, str]]:
@@ -299,6 +352,8 @@ def trim_compile_log(log: str, context: int = 4, max_chars: int = 2500) -> str:
 def main(argv: list[str]) -> int:
     import importlib.util
 
+    if argv[:1] == ["--standby"]:  # started ahead (build_spec): the request comes on stdin
+        argv = serve_once(_warm_up)
     solution_file = Path(argv[0])
     spec = importlib.util.spec_from_file_location("cuda_agent_candidate_build", solution_file)
     module = importlib.util.module_from_spec(spec)

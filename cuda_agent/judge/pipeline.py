@@ -24,13 +24,13 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from cuda_agent.errors import JudgeInfraError, TaskError
 from cuda_agent.gpu_turns import turns_for
-from cuda_agent.judge.build import build_solution, ext_dir_for
+from cuda_agent.judge.build import build_solution, build_spec, ext_dir_for
 from cuda_agent.judge.child import baseline as baseline_mod
 from cuda_agent.judge.config import JudgeConfig
 from cuda_agent.judge.confine import candidate_user, confined_env, hand_over, private_copy
@@ -39,7 +39,7 @@ from cuda_agent.judge.fast_build import Preparing, finish_prepare
 from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.protocol import BaselineRequest, BaselineResult, RunRequest, RunResult
 from cuda_agent.judge.solution import SolutionSource, read_solution
-from cuda_agent.judge.standby import Standby, StandbySpec, take_spare, worker_spec
+from cuda_agent.judge.standby import SPARE, Standby, StandbySpec, take_spare, worker_spec
 from cuda_agent.judge.verdict_cache import VerdictCache, verdict_key
 from cuda_agent.judge.watched import run_watched
 from cuda_agent.machine import detect_device, driver_version, gpu_name, torch_versions
@@ -202,7 +202,9 @@ class _Judgement:
             "rejected", message, violations=[Violation(check="protected_file_modified", message=message)]
         )
 
-    def build(self, solution_file: Path) -> tuple[Verdict | None, Path]:
+    def build(self, solution_file: Path, spare: Standby | None = None) -> tuple[Verdict | None, Path]:
+        """The build stage; `spare`: an importing child started ahead by our caller (build.build_spec), used where
+        it was started as ours would be (build_solution)."""
         build_hash = self.solution.build_hash
         if self.solution.root is not None:
             build_hash = f"{build_hash}|workspace|{glue_hash()}"
@@ -216,9 +218,12 @@ class _Judgement:
             import_needed=self.solution.root is None or _builds_inline(self.solution.python),
             python_path=self.module_path(ext_dir_for(build_hash, self.device, self.cfg.cache_dir)),
             user=self.user,
+            standby=spare,
         )
         self.stage_s["build"] = result.wall_s
         self.env["build_cached"] = result.cached
+        if spare is not None and spare.went is not None:  # handed the build (not a cached one, nor a workspace's)
+            self.env["build_worker"] = SPARE
         if result.stale:
             self.env["build_stale"] = result.stale  # a cached build that was incomplete, and so built again
         self.preparing = result.preparing
@@ -517,8 +522,13 @@ class _Judgement:
         )
 
 
-def prepare(task: Task, solution: SolutionSource | Path, config: JudgeConfig | None = None) -> Verdict | None:
+def prepare(
+    task: Task, solution: SolutionSource | Path, config: JudgeConfig | None = None, build_spare: Standby | None = None
+) -> Verdict | None:
     """The CPU half of a judgement: static policy and build, without running the candidate.
+
+    `build_spare`: the build's importing child, started ahead by the caller (`start_spare`), used if it fits this
+    build; the caller closes it if it was not (closing twice is safe).
 
     A scheduler runs this on a build worker and then `judge()` on a timing worker, which finds
     the build in the content-keyed cache. Returns the failing Verdict (rejected, compile_error,
@@ -540,7 +550,7 @@ def prepare(task: Task, solution: SolutionSource | Path, config: JudgeConfig | N
         solution_file = Path(tmp) / "solution.py"
         solution_file.write_text(source.python)
         try:
-            failed, _ext_dir = j.build(solution_file)
+            failed, _ext_dir = j.build(solution_file, build_spare)
         finally:
             j.finish_preparing()  # a pool's job ends with its cgroup killed: the prepare would go with it
     return j.store(failed) if failed is not None else None
@@ -579,13 +589,14 @@ def judge(
     return j.store(_judge_fresh(j, spare))
 
 
-def start_spare(config: JudgeConfig) -> Standby | None:
-    """A candidate's process for a judgement not known yet, started as one with `config` would start its own (a
-    long-lived caller keeps one ahead: sandbox/spare.py); None where the config starts none ahead."""
+def start_spare(config: JudgeConfig, stage: Literal["judge", "prepare"] = "judge") -> Standby | None:
+    """A process for a judgement not known yet, started as one with `config` would start its own (a long-lived
+    caller keeps one ahead: sandbox/spare.py): the candidate's (`judge`'s spare) or the build's importing child
+    (`prepare`'s build_spare); None where the config starts none ahead."""
     if not config.standby_worker:
         return None
     j = _Judgement(Task(ref="spare", name="spare", source="spare", code=""), SolutionSource(python=""), config)
-    return j.start_standby()
+    return j.start_standby() if stage == "judge" else Standby.start(build_spec(j.device, namespace=j.user is not None))
 
 
 def _judge_fresh(j: _Judgement, spare: Standby | None = None) -> Verdict:

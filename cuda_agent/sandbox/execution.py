@@ -347,13 +347,16 @@ def run_job(
     env: dict[str, str],
     handle: StageHandle,
     spares: Spares | None = None,
+    prepare_spares: Spares | None = None,
 ) -> dict:
     """Every stage of a job in sequence on one worker (the Ray actor's way); JobResult fields.
-    `spares`: the worker's runners started ahead (spare.py); its judge stage takes one (replaced at once)."""
+    `spares`, `prepare_spares`: the worker's runners started ahead (spare.py) for its judge and prepare stages; a
+    stage takes one (replaced at once)."""
     if isinstance(job, CommandJob):
         return stage_fields(job, run_stage(job, "command", limits, device, job.timeout_s, env, handle))
     times: dict[str, float] = {}
-    stage = run_stage(job, "prepare", limits, device, stage_timeout_s(job, "prepare"), env, handle)
+    with prepare_spares.taken(device, job.config) if prepare_spares is not None else contextlib.nullcontext() as spare:
+        stage = run_stage(job, "prepare", limits, device, stage_timeout_s(job, "prepare"), env, handle, spare=spare)
     note_stage(times, "prepare", stage)
     fields = stage_fields(job, stage, times)
     if fields is not None:

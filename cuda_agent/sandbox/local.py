@@ -110,6 +110,7 @@ class LocalPool(PoolCalls):
         cores_per_timing: int = 2,
         judges_per_gpu: int = 2,
         spares: int = 1,
+        prepare_spares: int | None = None,
     ) -> None:
         """
         Args:
@@ -126,6 +127,9 @@ class LocalPool(PoolCalls):
                 standby worker and its cached build while the first one has the GPU.
             spares: judge stages' runners that each timing worker keeps started ahead of its next jobs (spare.py):
                 one hides a process start that is shorter than a judgement; 0: none.
+            prepare_spares: prepare stages' runners that the build workers keep started ahead, each with the
+                build's importing child (torch imported: ~5 s of a cold build on the H100); default: `spares` on a
+                pool with GPUs, none without (a CPU pool's builds start torch in about a second).
         """
         import os
 
@@ -153,6 +157,10 @@ class LocalPool(PoolCalls):
         # A judgement that needs no timing slot (correctness only, on the CPU: `utils.verification`) runs its judge
         # stage on a build worker; the build workers share spares of their own, started at the first such job.
         self._build_spares = Spares(spares, self.limits, {}, self.cpu_plan.build, self.cpu_plan.build)
+        count = (spares if self.gpus else 0) if prepare_spares is None else prepare_spares
+        self._prepare_spares = Spares(count, self.limits, {}, self.cpu_plan.build, self.cpu_plan.build, "prepare")
+        if self.gpus:
+            self._prepare_spares.keep("cuda", JudgeConfig())
         self._threads = [
             threading.Thread(target=self._build_loop, args=(f"build-{i}",), daemon=True) for i in range(n_build)
         ] + [
@@ -216,6 +224,7 @@ class LocalPool(PoolCalls):
             self._build_q.put(_STOP)
         self._timing_q.stop()
         self._build_spares.close()  # a job running now closes the one it took; none is started after this
+        self._prepare_spares.close()
         if not wait:
             return
         for thread in self._threads:
@@ -291,7 +300,8 @@ class LocalPool(PoolCalls):
         if isinstance(job, CommandJob):
             return self._final_stage(entry, worker, {}, build_cpus)
         limit_s = stage_timeout_s(job, "prepare")
-        stage = run_stage(job, "prepare", self.limits, entry.device, limit_s, {}, entry.handle, build_cpus)
+        with self._prepare_spares.taken(entry.device, job.config, replace=not self._closed) as spare:
+            stage = run_stage(job, "prepare", self.limits, entry.device, limit_s, {}, entry.handle, build_cpus, spare)
         self.stats.on_busy("build", stage.wall_s)
         note_stage(entry.times, "prepare", stage)
         entry.prepared = time.monotonic()

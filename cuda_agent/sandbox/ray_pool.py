@@ -52,8 +52,11 @@ class SandboxActor:
         # Its stages run on any of its machine's cores: a spare waits there too (its standby's CUDA set-up waits
         # for a GPU turn, standby.set_up_turn). Without a GPU, none before the first judge job (as LocalPool).
         self.spares = Spares(spares, self.limits, {}, [], [])
+        # and its prepare stages' runners, each with the build's importing child (on GPU machines, as LocalPool)
+        self.prepare_spares = Spares(spares if device == "cuda" else 0, self.limits, {}, [], [], "prepare")
         if device == "cuda":
             self.spares.keep("cuda", JudgeConfig())
+            self.prepare_spares.keep("cuda", JudgeConfig())
 
     def slot(self) -> int:
         """The GPU this actor holds, numbered as on its machine; its index among the pool's actors without GPUs."""
@@ -78,7 +81,7 @@ class SandboxActor:
             device = job.config.device if isinstance(job, JudgeJob) else self.device
             device = self.device if device == "auto" else device
             worker = f"{_node_name()}/{'gpu' if self.device == 'cuda' else 'cpu'}-{self.slot()}"
-            return run_job(job, self.limits, device, {}, handle, self.spares) | {"worker": worker}
+            return run_job(job, self.limits, device, {}, handle, self.spares, self.prepare_spares) | {"worker": worker}
         finally:
             self.handles.pop(job.id, None)
 
@@ -91,6 +94,7 @@ class SandboxActor:
     def close(self) -> None:
         """Close the spares (the pool's `close`, before it kills the actor: a killed actor closes nothing)."""
         self.spares.close()
+        self.prepare_spares.close()
 
 
 def _node_name() -> str:

@@ -147,14 +147,15 @@ def stage_config(job: JudgeJob, spec: RunnerSpec | SpareSpec) -> JudgeConfig:
 
 
 def run_judge_phase(spec: RunnerSpec, judge_step: Callable[..., Verdict] | None = None) -> RunnerOutcome:
-    """`judge_step`: the judge stage's call in place of `judge` (a spare runner's, with its standby: spare.py)."""
+    """`judge_step`: the stage's call in place of `judge` or `prepare` (a spare runner's, with its standby:
+    spare.py)."""
     from cuda_agent.judge import judge, prepare
 
     job = spec.job
     assert isinstance(job, JudgeJob)
     try:
         solution = solution_path(job.solution, Path(spec.workdir))
-        step = prepare if spec.phase == "prepare" else judge_step or judge
+        step = judge_step or (prepare if spec.phase == "prepare" else judge)
         start = time.monotonic()
         verdict = step(job.task, solution, stage_config(job, spec))
         return RunnerOutcome(verdict=verdict, step_s=time.monotonic() - start)

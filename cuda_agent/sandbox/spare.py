@@ -15,6 +15,9 @@ only when it would have started its own the same way (judge/standby.py `take_spa
 either one that does not fit, or has died, is closed and a fresh one started. Still one fresh process per
 candidate: a spare is used once, and its runner ends with its stage.
 
+The build workers keep spares of the prepare stage as well (`phase` "prepare"), whose standby is the build's
+importing child (judge/build.py `--standby`, torch imported): a candidate's cold build then skips that start.
+
 Run as `python -m cuda_agent.sandbox.runner --spare SPARE.json` (a SpareSpec); its one line on stdin is the JSON
 list [SPEC, OUT] of a runner's arguments. Stdin closed without a line: it is discarded (standby killed, exit 0).
 
@@ -37,11 +40,13 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from cuda_agent.judge import JudgeConfig, Standby, start_spare
 from cuda_agent.judge import judge as judge_candidate
+from cuda_agent.judge import prepare as prepare_candidate
 from cuda_agent.sandbox.execution import stage_env
 from cuda_agent.sandbox.jobs import JudgeJob, SourceSolution
 from cuda_agent.sandbox.limits import SandboxLimits, create_pids_cgroup, kill_cgroup
@@ -73,6 +78,9 @@ class SpareSpec(BaseModel):
     """Cores it waits on: the build workers' (empty: any), so that its start never competes with a timing."""
     stage_cpus: list[int] = []
     """Cores of the stage it will run (a timing slot's): it moves there, with its standby, when handed its stage."""
+    phase: Literal["judge", "prepare"] = "judge"
+    """The stage it runs: judge (its standby is the candidate's process) or prepare (its standby is the build's
+    importing child, judge/build.py)."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +110,7 @@ class SpareRunner:
         cpus: list[int],
         config: JudgeConfig,
         warm_cpus: list[int] | None = None,
+        phase: Literal["judge", "prepare"] = "judge",
     ) -> None:
         """
         Args:
@@ -109,7 +118,9 @@ class SpareRunner:
             env: the runner's environment (execution.stage_env of the slot's extra variables and `device`).
             config: the config the next job is expected to have (its standby is started for it).
             warm_cpus: the cores it starts on, until its stage (the build workers'; None or empty: any).
+            phase: the stage it runs (SpareSpec.phase).
         """
+        self.phase = phase
         self.key = SpareKey.of(limits, device, env, cpus)
         self.folder = tempfile.TemporaryDirectory(prefix="cuda-agent-spare-")
         """Its stage's private folder; run_stage enters (and so removes) it as a fresh stage's own."""
@@ -124,6 +135,7 @@ class SpareRunner:
             cgroup=self.cgroup and str(self.cgroup),
             cpus=warm_cpus or [],
             stage_cpus=cpus,
+            phase=phase,
         )
         self.handed = False
         try:
@@ -187,16 +199,24 @@ class Spares:
     """
 
     def __init__(
-        self, count: int, limits: SandboxLimits, env: dict[str, str], cpus: list[int], warm_cpus: list[int]
+        self,
+        count: int,
+        limits: SandboxLimits,
+        env: dict[str, str],
+        cpus: list[int],
+        warm_cpus: list[int],
+        phase: Literal["judge", "prepare"] = "judge",
     ) -> None:
         """
         Args:
             count: spares to keep (0: none).
+            phase: the stage its spares run (SpareSpec.phase).
             limits, cpus: as the worker's judge stages get them (run_stage).
             env: the worker's extra variables for its stages (run_stage's `extra_env`).
             warm_cpus: the cores spares start on, until their stage (empty: any).
         """
         self.count, self.limits, self.env, self.cpus, self.warm_cpus = count, limits, env, cpus, warm_cpus
+        self.phase = phase
         self._spares: deque[SpareRunner] = deque()
         self._lock = threading.Lock()  # a Ray actor's close runs beside its job
         self._closed = False
@@ -207,7 +227,8 @@ class Spares:
             while not self._closed and len(self._spares) < self.count:
                 try:
                     env = stage_env(self.env, device)
-                    self._spares.append(SpareRunner(self.limits, device, env, self.cpus, config, self.warm_cpus))
+                    spare = SpareRunner(self.limits, device, env, self.cpus, config, self.warm_cpus, self.phase)
+                    self._spares.append(spare)
                 except (OSError, subprocess.SubprocessError):  # the jobs still run, each with a runner of its own
                     log.warning("sandbox pool: could not start a spare judge runner", exc_info=True)
                     return
@@ -241,7 +262,8 @@ def serve(spare_file: str) -> int:
     spare = SpareSpec.model_validate_json(Path(spare_file).read_text())
     os.environ.update({"HOME": spare.workdir, "TMPDIR": spare.workdir})
     report = harden(spare)
-    standby = start_spare(stage_config(spare.guess, spare))
+    config = stage_config(spare.guess, spare)
+    standby = start_spare(config, spare.phase)
     try:
         line = sys.stdin.readline()
         if not line:
@@ -249,14 +271,17 @@ def serve(spare_file: str) -> int:
         spec_file, out_file = json.loads(line)
         spec = RunnerSpec.model_validate_json(Path(spec_file).read_text())
         started_as = (spec.phase, spec.limits, spec.device, spec.workdir, spec.cgroup, spec.cpus)
-        if started_as != ("judge", spare.limits, spare.device, spare.workdir, spare.cgroup, spare.stage_cpus):
+        if started_as != (spare.phase, spare.limits, spare.device, spare.workdir, spare.cgroup, spare.stage_cpus):
             outcome = RunnerOutcome(
                 error="a spare runner was handed a stage it was not started for: a fault of the pool; retry the job",
                 error_type="SandboxError",
             )
         else:
             report.cpus = _move_to(spec.cpus, standby)
-            outcome = run_judge_phase(spec, lambda *args: judge_candidate(*args, spare=standby))
+            if spare.phase == "prepare":
+                outcome = run_judge_phase(spec, lambda *args: prepare_candidate(*args, build_spare=standby))
+            else:
+                outcome = run_judge_phase(spec, lambda *args: judge_candidate(*args, spare=standby))
         outcome.hardening = report
         Path(out_file).write_text(outcome.model_dump_json())
         return 0

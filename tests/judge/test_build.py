@@ -493,3 +493,27 @@ def test_start_prepare_runs_the_prepare_it_names(tmp_path: Path) -> None:
     assert preparing.process.wait(timeout=120) == 0
     assert json.loads(next((tmp_path / "fast" / "prepared").iterdir()).read_text()) == []
     assert fast_build.start_prepare(solution, "cpu", tmp_path / "fast") is None  # prepared once per machine
+
+
+def test_a_build_spare_builds_the_candidate_and_a_cached_build_leaves_it_unused(tmp_path: Path) -> None:
+    # The build's importing child started ahead (torch imported): a pool's prepare stage keeps one (sandbox/spare.py).
+    from cuda_agent.judge import prepare as prepare_judgement
+    from cuda_agent.judge import start_spare
+
+    task = Catalog().resolve("examples/relu")
+    name = f"spare_build_{uuid.uuid4().hex[:8]}"
+    source = example_solution("relu").replace('name="', f'name="{name}_', 1)
+    assert name in source
+    path = tmp_path / "solution.py"
+    path.write_text(source)
+    config = JudgeConfig(device="cpu", cache_dir=tmp_path / "cache", verdict_cache=False, time=False)
+    spare = start_spare(config, "prepare")
+    assert spare is not None and spare.spec.module == "cuda_agent.judge.build"
+    assert prepare_judgement(task, path, config, build_spare=spare) is None  # built, nothing to report
+    assert spare.went is not None and spare.proc.poll() is not None  # handed the build, then closed
+    verdict = judge(task, path, config)  # the build the spare made is the one the run loads
+    assert verdict.verdict == "pass" and verdict.env["build_cached"] is True, verdict.message
+    unused = start_spare(config, "prepare")
+    assert prepare_judgement(task, path, config, build_spare=unused) is None
+    assert unused.went is None and unused.proc.poll() is not None  # a cached build needs no child: closed unused
+    unused.close()  # the caller's to close (twice is safe)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import time
 from pathlib import Path
+from uuid import uuid4
 
 import psutil
 
@@ -12,6 +15,9 @@ from cuda_agent.sandbox.jobs import make_judge_job
 from cuda_agent.sandbox.local import LocalPool
 from tests.judge.helpers import with_forward_body
 from tests.sandbox.helpers import RELU, STANDBY, TIMED, judge_copy, ours, spare_standby
+
+BUILD_STANDBY = "cuda_agent.judge.build --standby"
+"""In the command line of a build's importing child started ahead (judge/build.py)."""
 
 
 def test_each_job_after_the_first_takes_a_spare_of_its_own() -> None:
@@ -101,3 +107,38 @@ def test_a_correctness_only_judgement_on_the_cpu_takes_a_build_workers_spare() -
     assert "run.timing" not in second.verdict.stage_s and second.worker == "build-0"  # no timing slot held
     _, alive = psutil.wait_procs(leftover, timeout=5)
     assert alive == [] and ours(STANDBY) == []  # the pool closed its build workers' spare too
+
+
+def test_a_prepare_stage_takes_a_spare_whose_build_child_builds_the_candidate() -> None:
+    # The build workers' prepare spares hold the build's importing child, torch imported (judge/build.py --standby).
+    def distinct_build(n: int) -> str:  # new bytes in the C++ source: a build of its own
+        return RELU.replace("#include <torch/extension.h>", f"#include <torch/extension.h>\n// build {n} {uuid4()}")
+
+    with LocalPool(build_workers=1, spares=1, prepare_spares=1) as pool:
+        first = pool.run(make_judge_job("examples/relu", distinct_build(1), TIMED))
+        builder = _one(BUILD_STANDBY)  # the replacement started when the first prepare stage ran
+        future = pool.submit(make_judge_job("examples/relu", distinct_build(2), TIMED))
+        compilers: set[str] = set()
+        while not future.done():  # the second candidate's compiler runs under the spare's child
+            with contextlib.suppress(psutil.Error):
+                compilers |= {c.name() for c in builder.children(recursive=True)} & {"ninja", "c++", "g++", "cc1plus"}
+            time.sleep(0.05)
+        second = future.result()
+        assert compilers, "the spare's build child never compiled"
+        assert not builder.is_running()  # it built the second candidate, then ended with its stage
+        assert _one(BUILD_STANDBY).pid != builder.pid  # and was replaced
+    for result in (first, second):
+        assert result.status == "done" and result.verdict.verdict == "pass", result.error or result.verdict.message
+        assert result.verdict.env["build_cached"] is True  # the judge stage found the prepare stage's build
+    assert ours(BUILD_STANDBY) == [] and ours("--spare") == []
+
+
+def _one(marker: str) -> psutil.Process:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = ours(marker)
+        if found:
+            (process,) = found
+            return process
+        time.sleep(0.1)
+    raise AssertionError(f"no {marker} process within 60 s")

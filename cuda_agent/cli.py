@@ -165,6 +165,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     check_bind(args.host, args.token)
     if args.spares < 0:
         raise ConfigError(f"--spares {args.spares}: give 0 (none) or more")
+    if args.prepare_spares is not None and args.prepare_spares < 0:
+        raise ConfigError(f"--prepare-spares {args.prepare_spares}: give 0 (none) or more")
     make_workspace_root(args.workspace_root)
     limits = SandboxLimits(max_pids=args.max_pids, address_space_bytes=int(args.address_space_gb * 2**30))
     if args.pool == "ray":
@@ -186,6 +188,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             max_pending=args.max_pending,
             limits=limits,
             spares=args.spares,
+            prepare_spares=args.prepare_spares,
         )
     print(f"cuda-agent sandbox ({args.pool} pool) on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
     try:
@@ -530,6 +533,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="judge workers each timing slot (local) or actor (ray) keeps started ahead (0: none; more when a start "
         "outlasts a judgement)",
+    )
+    serve.add_argument(
+        "--prepare-spares",
+        type=int,
+        default=None,
+        help="build workers' prepare stages kept started ahead, each with the build's child importing torch (local; "
+        "default: --spares on a machine with GPUs, 0 without)",
     )
     serve.add_argument("--max-pending", type=int, default=256, help="queue size; beyond it requests get 503")
     serve.add_argument("--max-pids", type=int, default=512, help="processes per job")

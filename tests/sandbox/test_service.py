@@ -64,10 +64,11 @@ def test_serve_refuses_a_public_address_without_token(capsys: pytest.CaptureFixt
     assert "without a token" in capsys.readouterr().err
 
 
-def test_serve_refuses_a_negative_spare_count(capsys: pytest.CaptureFixture) -> None:
-    assert main(["serve", "--spares", "-1"]) == 2
+@pytest.mark.parametrize("flag", ["--spares", "--prepare-spares"])
+def test_serve_refuses_a_negative_spare_count(flag: str, capsys: pytest.CaptureFixture) -> None:
+    assert main(["serve", flag, "-1"]) == 2
     err = capsys.readouterr().err
-    assert "--spares -1" in err and len(err.splitlines()) == 1
+    assert f"{flag} -1" in err and len(err.splitlines()) == 1
 
 
 def test_serve_creates_a_missing_workspace_root_and_refuses_a_file(

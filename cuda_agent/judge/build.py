@@ -261,8 +261,11 @@ def _import_child(
     fits = standby is not None and standby.unfit_for(build_spec(device, namespace=confine is not None)) is None
     if standby is not None and fits and standby.wait_ready(STANDBY_READY_S) is None:
         started_as = dict(standby.spec.env)
+        # HOME and TMPDIR always: the standby runs in a folder of its own until then (a compiler cache finds its
+        # folder from HOME)
+        changed = {k: v for k, v in env.items() if started_as.get(k) != v or k in ("HOME", "TMPDIR")}
         try:
-            standby.go(args, cwd, {k: v for k, v in env.items() if started_as.get(k) != v}, confine)
+            standby.go(args, cwd, changed, confine)
             child, _ = standby.wait(timeout_s, timeout_s)  # no steps: the whole build is one
             return child
         finally:

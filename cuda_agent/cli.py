@@ -520,42 +520,7 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument("--token", default=None, help="the service's token (default $CUDA_AGENT_SANDBOX_TOKEN)")
     judge.set_defaults(func=cmd_judge)
 
-    serve = commands.add_parser("serve", help="serve the sandbox pool over HTTP (judge, workspace commands, metrics)")
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (anything but loopback needs --token)")
-    serve.add_argument("--port", type=int, default=8000, help="port")
-    serve.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' on every request")
-    serve.add_argument("--pool", default="local", choices=["local", "ray"], help="local processes or Ray actors")
-    serve.add_argument("--workers", type=int, default=None, help="build workers (local; default: CPU count)")
-    serve.add_argument("--cpu-timing-slots", type=int, default=1, help="timing slots without a GPU (local)")
-    serve.add_argument(
-        "--spares",
-        type=int,
-        default=1,
-        help="judge workers each timing slot (local) or actor (ray) keeps started ahead (0: none; more when a start "
-        "outlasts a judgement)",
-    )
-    serve.add_argument(
-        "--prepare-spares",
-        type=int,
-        default=None,
-        help="build workers' prepare stages kept started ahead, each with the build's child importing torch (local; "
-        "default: --spares on a machine with GPUs, 0 without)",
-    )
-    serve.add_argument("--max-pending", type=int, default=256, help="queue size; beyond it requests get 503")
-    serve.add_argument("--max-pids", type=int, default=512, help="processes per job")
-    serve.add_argument("--address-space-gb", type=float, default=16, help="address space per process (not on CUDA)")
-    serve.add_argument(
-        "--policy", default="cuda-agent", choices=POLICY_CHOICES, help=_POLICY_HELP + " (a request's config wins)"
-    )
-    serve.add_argument(
-        "--workspace-root",
-        type=Path,
-        default=None,
-        help="requests may name workspaces, problem files and command folders below this folder, created if missing "
-        "(default: none, source text only)",
-    )
-    serve.add_argument("--ray-address", default=None, help="Ray cluster address (default: start a local Ray)")
-    serve.set_defaults(func=cmd_serve)
+    _add_serve_command(commands)
 
     view = commands.add_parser("view", help="render a trajectory as a self-contained HTML page")
     view.add_argument("trajectory", type=Path, help="trajectory .jsonl file written by an episode")
@@ -577,6 +542,45 @@ def build_parser() -> argparse.ArgumentParser:
     add_synth_command(commands)
     add_train_command(commands)
     return parser
+
+
+def _add_serve_command(commands: argparse._SubParsersAction) -> None:
+    serve = commands.add_parser("serve", help="serve the sandbox pool over HTTP (judge, workspace commands, metrics)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (anything but loopback needs --token)")
+    serve.add_argument("--port", type=int, default=8000, help="port")
+    serve.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' on every request")
+    serve.add_argument("--pool", default="local", choices=["local", "ray"], help="local processes or Ray actors")
+    serve.add_argument("--workers", type=int, default=None, help="build workers (local; default: CPU count)")
+    serve.add_argument("--cpu-timing-slots", type=int, default=1, help="timing slots without a GPU (local)")
+    serve.add_argument(
+        "--spares",
+        type=int,
+        default=1,
+        help="judge stages each timing slot (local) or actor (ray) "
+        "keeps started ahead (0: none; more when a start outlasts a judgement)",
+    )
+    serve.add_argument(
+        "--prepare-spares",
+        type=int,
+        default=None,
+        help="prepare stages (a build's child with torch "
+        "imported) the build workers keep started ahead (local; default: --spares with GPUs, else 0)",
+    )
+    serve.add_argument("--max-pending", type=int, default=256, help="queue size; beyond it requests get 503")
+    serve.add_argument("--max-pids", type=int, default=512, help="processes per job")
+    serve.add_argument("--address-space-gb", type=float, default=16, help="address space per process (not on CUDA)")
+    serve.add_argument(
+        "--policy", default="cuda-agent", choices=POLICY_CHOICES, help=_POLICY_HELP + " (a request's config wins)"
+    )
+    serve.add_argument(
+        "--workspace-root",
+        type=Path,
+        default=None,
+        help="requests may name workspaces, problem files and command folders below this folder, created if missing "
+        "(default: none, source text only)",
+    )
+    serve.add_argument("--ray-address", default=None, help="Ray cluster address (default: start a local Ray)")
+    serve.set_defaults(func=cmd_serve)
 
 
 def _add_task_commands(commands: argparse._SubParsersAction) -> None:

@@ -120,7 +120,6 @@ class SpareRunner:
             warm_cpus: the cores it starts on, until its stage (the build workers'; None or empty: any).
             phase: the stage it runs (SpareSpec.phase).
         """
-        self.phase = phase
         self.key = SpareKey.of(limits, device, env, cpus)
         self.folder = tempfile.TemporaryDirectory(prefix="cuda-agent-spare-")
         """Its stage's private folder; run_stage enters (and so removes) it as a fresh stage's own."""

@@ -30,9 +30,9 @@
 #   DEVICE=cpu STEPS=30 SEEDS="0 1" SFT_STEPS=300 SFT_BATCH=6 N=8 BUDGET_S=3000 SFT_BUDGET_S=1500 bash bench/learning_gpu.sh
 #
 # H100 run of 2026-12-05 (bench/results/h100-2026-12-05/learning/, FROM=.carry/learn SEEDS=0): PPO start-up ~160 s,
-# then 22-25 s a step (generation 8-10 s, old_log_prob 3.5 s, update_actor 10.5 s against update_critic 0.4 s:
-# verl's torch.compile of the entropy function, on in that run): 16 of 30 steps in BUDGET_S=540. verl's
-# torch.compile is off since (actor, ref, critic), as in bench/train_gpu.sh.
+# then 22-25 s a step (generation 8-10 s, old_log_prob 3.5 s, update_actor 10.5 s against update_critic 0.4 s):
+# 16 of 30 steps in BUDGET_S=540. Since then remove-padding is off on the GPU too (the likely cost: see PPO_KNOBS
+# below) and verl's torch.compile (actor, ref, critic), as in bench/train_gpu.sh; for 30 steps give BUDGET_S=570.
 # H200 time (one GPU, 16 cores; 2026-12-05: 3 cold judgements 117 s, PPO start-up 90-100 s, PPO ~10-13 s a step):
 # wheels, tiny model and curriculum ~30 s; SFT (judges alongside) <= SFT_BUDGET_S (torchrun and FSDP start ~35 s,
 # then steps at a rate not yet measured on the H200 with the recipe's fixes); probe ~15 s; PPO start-up ~100 s.
@@ -113,7 +113,11 @@ echo "== $(date -u +%FT%TZ) $(hostname) device=$DEVICE steps=$STEPS seeds=$SEEDS
   "sft_budget_s=$SFT_BUDGET_S budget_s=$BUDGET_S hidden=$HIDDEN layers=$LAYERS n=$N from=${FROM:--}"
 if [ "$DEVICE" = cuda ]; then
   nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
-  SFT_CPU=() PPO_CPU=()
+  SFT_CPU=()
+  # No remove-padding here either: this image has no flash-attn, so verl packs the 16 answers (~2,200 tokens each)
+  # into one sequence for sdpa; the H100 run of 2026-12-05 spent 10.5 s a step in update_actor (3.5 s in old log-probs)
+  # against the critic's 0.4 s, as the CPU profile's `rmpad` trial did (8.7 s against 2.4 s padded).
+  PPO_KNOBS=(--set actor_rollout_ref.model.use_remove_padding=false --set critic.model.use_remove_padding=false)
 else  # verl's trainers on our CPU platform; FSDP1 needs a GPU for sync_module_states
   # Sized for 2 cores (bench/results/cpu-2026-12-05-learning/, "Where the time went"): the rollout padded to the
   # CPU curriculum's lengths (prompt 86 tokens, answers ~310; verl's agent loop pads every sequence to
@@ -121,7 +125,7 @@ else  # verl's trainers on our CPU platform; FSDP1 needs a GPU for sync_module_s
   # packed sequence whose sdpa attention costs 3.6x the padded batch's update here), no gradient checkpointing.
   # The SFT recipe itself has no loader workers, torch.compile or gradient checkpointing (its header).
   SFT_CPU=(--set trainer.device=cpu --set engine.strategy=fsdp2 --set engine.dtype=float32)
-  PPO_CPU=(--set trainer.device=cpu --set +ray_kwargs.ray_init.include_dashboard=false
+  PPO_KNOBS=(--set trainer.device=cpu --set +ray_kwargs.ray_init.include_dashboard=false
     --set data.max_prompt_length=128 --set data.max_response_length="$MAX_RESPONSE"
     --set actor_rollout_ref.model.enable_gradient_checkpointing=false --set critic.model.enable_gradient_checkpointing=false
     --set actor_rollout_ref.model.use_remove_padding=false --set critic.model.use_remove_padding=false
@@ -241,7 +245,7 @@ PY
     --set actor_rollout_ref.rollout.agent.num_workers=2 \
     --set actor_rollout_ref.actor.fsdp_config.use_torch_compile=false \
     --set actor_rollout_ref.ref.fsdp_config.use_torch_compile=false --set critic.fsdp.use_torch_compile=false \
-    --set +ray_kwargs.ray_init.namespace=cuda-agent "${PPO_CPU[@]}" \
+    --set +ray_kwargs.ray_init.namespace=cuda-agent "${PPO_KNOBS[@]}" \
     > "$run/train.log" 2>&1 &
   GROUP=$!
   TICK=0

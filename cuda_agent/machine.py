@@ -62,7 +62,8 @@ def _gpu_table() -> tuple[dict[str, str], ...]:
 
     Asked of nvidia-smi once per boot of the machine and kept in the cache: every judgement asks in two or three
     fresh processes (the sandbox's runners, the CLI), and nvidia-smi takes a while in a VM without the driver's
-    persistence daemon. An answer of no GPUs is not kept (a driver still loading would stay unseen all boot).
+    persistence daemon. An answer of no GPUs is kept in this process only, never in the file (a driver still
+    loading would stay unseen all boot), as every fact here was kept per process before.
     """
     kept = _table_file()
     if kept is not None:

@@ -199,7 +199,8 @@ def build_solution(
     env = _child_env(ext_dir, device, fast_dir, python_path or [])
     if python_path:  # a standby's sys.path was set at its start: a workspace's module folder is not on it (its
         # kernels, built above, are imported from there)
-        standby = _discard(standby)
+        _discard(standby)
+        standby = None
     if user is None:
         args = [str(solution_file), str(ext_dir)]
         child = _import_child(args, env, timeout_s, solution_file.parent, None, standby, device)
@@ -259,7 +260,7 @@ def _import_child(
     same environment but the build's own variables, which the request sets), else in a new process. The standby
     is closed after, used or not."""
     fits = standby is not None and standby.unfit_for(build_spec(device, namespace=confine is not None)) is None
-    if standby is not None and fits and standby.wait_ready(STANDBY_READY_S) is None:
+    if fits and standby.wait_ready(STANDBY_READY_S) is None:
         started_as = dict(standby.spec.env)
         # HOME and TMPDIR always: the standby runs in a folder of its own until then (a compiler cache finds its
         # folder from HOME)

@@ -197,8 +197,7 @@ def build_solution(
     preparing = start_prepare(solution_file, device, fast_dir)
     wait_for_guards(preparing, device, fast_dir)  # a first CUDA build on this machine: seconds, against a minute
     env = _child_env(ext_dir, device, fast_dir, python_path or [])
-    if python_path:  # a standby's sys.path was set at its start: a workspace's module folder is not on it (its
-        # kernels, built above, are imported from there)
+    if python_path:  # a standby's sys.path, set at its start, lacks a workspace's module folder
         _discard(standby)
         standby = None
     if user is None:

@@ -15,7 +15,8 @@
 #                (CUDA_AGENT_SANDBOX_URL; verification and profiling back to back want two ready), the released
 #                scripts' behaviour
 #   F    ~120 s  LocalPool steady state on distinct L1 candidates with cold builds: collects for what is left of
-#                TOTAL_S (520 s; at most 260 s), then cancels the rest
+#                TOTAL_S (520 s; at most 260 s), then cancels the rest; baselines seeded from BASELINES (the
+#                committed H200 file) first
 #   G    ~150 s  cold single-file builds of L1/26 and L1/47 (lean header, precompiled main.cpp; the machine's
 #                prepare timed apart) against torch's plain load_inline: bench/single_file_build.py (<= 20 s)
 #   H     ~40 s  one trial's comparison work at L1/19's size, compare.py before and after: bench/compare_passes.py
@@ -78,6 +79,10 @@ if want H; then
 fi
 POOL_S=${POOL_S:-$(( $(left 300) - 40 ))}  # 40 s for closing the pool (cancelling what runs) and packing
 if want F && [ "$POOL_S" -gt 30 ]; then
+  # The committed H200 baselines (keys name the GPU, torch and CUDA: another card just misses them), so that F
+  # measures judgements rather than seven first torch.compile timings of ~27 s of GPU each.
+  python3 -m cuda_agent bench seed-cache "${BASELINES:-bench/results/h200-2026-12-03/kernelbench_baselines.json}" \
+    > "$R/seed_cache.log" 2>&1
   timeout $(( POOL_S + 30 )) python3 bench/judge_gpu.py --parts F --device cuda --out "$R" --n "${N:-100}" \
     --pool-s "$POOL_S" --build-workers "${BUILD_WORKERS:-14}" > "$R/part_F.log" 2>&1
   stamp "F done (pool_s $POOL_S)"

@@ -157,10 +157,26 @@ def write_reports(report: BenchReport, out_dir: Path) -> list[Path]:
 
 
 def load_report(out_dir: Path) -> BenchReport:
-    """The results.json of a finished run, its metrics computed again from its tasks (to render it again)."""
+    """The results.json of a finished run, its metrics computed again from its tasks (to render it again); for a run
+    that stopped before its end (killed, or cut by a time limit), a report of the tasks its results.jsonl holds."""
     path = out_dir / "results.json"
     if not path.exists():
+        if (out_dir / RESULTS).exists() and (out_dir / CONFIG).exists():
+            return _unfinished_report(out_dir)
         raise ConfigError(f"{path} does not exist: run `cuda-agent bench --out {out_dir} ...` first")
     report = BenchReport.model_validate_json(path.read_text())
     final = compute_metrics(report.tasks, pick=lambda r: r.final) if report.config.model else None
     return report.model_copy(update={"metrics": compute_metrics(report.tasks), "final_metrics": final})
+
+
+def _unfinished_report(out_dir: Path) -> BenchReport:
+    """The report of the tasks a stopped run finished, marked unfinished; no speed-of-light bounds (they need the
+    task data and the GPU's ceilings, which rendering elsewhere may not have)."""
+    config = BenchConfig.model_validate_json((out_dir / CONFIG).read_text())
+    results = list(ResultStore(out_dir / RESULTS).load().values())
+    if not results:
+        raise ConfigError(f"{out_dir / RESULTS} holds no finished task yet: nothing to report")
+    devices = {str(r.verdict.env["device"]) for r in results if r.verdict is not None and r.verdict.env.get("device")}
+    device = config.device if config.device != "auto" else (devices.pop() if len(devices) == 1 else "cpu")
+    report = build_report(config.model_copy(update={"speed_of_light": False}), results, [], device)
+    return report.model_copy(update={"finished": False})

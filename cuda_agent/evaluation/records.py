@@ -111,4 +111,7 @@ class BenchReport(_Record):
     ceilings: Ceilings | None = Field(default=None, description="Ceilings used for speed-of-light bounds.")
     metrics: Metrics = Field(description="Scored metrics (with a model: best in trajectory).")
     final_metrics: Metrics | None = Field(default=None, description="With a model: metrics of the final workspaces.")
+    finished: bool = Field(
+        default=True, description="False: rendered from the results.jsonl of a run that stopped before its end."
+    )
     tasks: list[TaskResult]

@@ -155,6 +155,13 @@ def render_markdown(report: BenchReport) -> str:
         "for comparison only.",
         "",
     ]
+    if not report.finished:
+        lines += [
+            f"**Unfinished run**: it stopped before its end; this report covers the {len(report.tasks)} task(s) its "
+            "results.jsonl holds, and every rate is over those. Carry it on with `cuda-agent bench --resume` and "
+            "the same --out and settings.",
+            "",
+        ]
     lines += _tables(runs) + [""] + _fast_p(runs) + [""] + _counts(runs) + [""]
     for title, rows in (("Inputs that could not be judged (counted as failed)", failed), ("Errors of ours", errors)):
         lines += [f"## {title}", ""] + [f"- {r.ref}: {r.error}" for r in rows] + [""] if rows else []

@@ -136,3 +136,28 @@ def test_own_kernel_share_is_the_median_over_correct_solutions_and_is_reported()
     line = "own kernels' share of the solution's time, median over correct solutions: all 50.0%, L1 90.0%, L2 50.0%"
     markdown = render_markdown(report)
     assert f"  - {line}" in markdown and html.escape(line) in markdown_to_html(markdown)  # report.html shows it too
+
+
+def test_a_run_stopped_before_its_end_reports_what_it_finished(tmp_path) -> None:
+    """`cuda-agent bench report` on a run cut by a time limit (results.jsonl and config.json, no results.json)."""
+    from cuda_agent.errors import ConfigError
+    from cuda_agent.evaluation.bench import load_report, write_reports
+    from cuda_agent.evaluation.records import BenchConfig
+
+    config = BenchConfig(suite="examples/relu,examples/softmax,examples/row_sum", solutions="s", device="cpu")
+    (tmp_path / "config.json").write_text(config.model_dump_json())
+    (tmp_path / "results.jsonl").write_text("")
+    with pytest.raises(ConfigError, match="no finished task"):
+        load_report(tmp_path)
+    rows = [
+        TaskResult(ref=f"examples/{n}", name=n, source="examples", status="judged", verdict=v)
+        for n, v in (("relu", passed(1.0, 2.0, 1.5)), ("softmax", failed("incorrect")))
+    ]
+    (tmp_path / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in rows) + '{"ref": "exa')
+    report = load_report(tmp_path)
+    assert not report.finished and [t.ref for t in report.tasks] == ["examples/relu", "examples/softmax"]
+    assert report.metrics.overall.pass_rate == pytest.approx(1 / 2)
+    write_reports(report, tmp_path)
+    assert "**Unfinished run**" in (tmp_path / "report.md").read_text()
+    again = load_report(tmp_path)  # from the results.json just written: still marked unfinished
+    assert not again.finished and len(again.tasks) == 2

@@ -7,7 +7,8 @@ we composed (so nothing is parsed twice), after three preparations:
 
 - the rollout `hf` (`cuda_agent.rl.hf_rollout`, transformers, for machines without vLLM/SGLang)
   is loaded in verl's processes through verl's external-library hook
-  (`actor_rollout_ref.model.external_lib`);
+  (`actor_rollout_ref.model.external_lib`), as is `cuda_agent.rl.verl_logprobs` (verl's per-token
+  log-probabilities in blocks where flash-attn is missing, in place of a Python loop over tokens);
 - `trainer.device=cpu` selects our CPU platform for verl (`cuda_agent.rl.verl_cpu`) in every
   process and starts the local Ray with one logical GPU per trainer rank;
 - Ray: `RAY_ADDRESS` (or `+ray_kwargs.ray_init.address=...`) joins a running cluster, exactly as
@@ -39,6 +40,7 @@ from cuda_agent.errors import ConfigError
 logger = logging.getLogger(__name__)
 
 HF_ROLLOUT_MODULE = "cuda_agent.rl.hf_rollout"
+LOGPROBS_MODULE = "cuda_agent.rl.verl_logprobs"  # verl's per-token log-probs in blocks (without flash-attn)
 FORWARDED_ENV = ("PYTHONPATH", "VERL_FILE_LOGGER_PATH")
 """This process's environment variables that verl's Ray workers get too (`ray_init.runtime_env.env_vars`)."""
 
@@ -97,11 +99,11 @@ def prepare_config(config: Any, resume: bool = False) -> dict[str, str]:
     with open_dict(config):
         _absolute_paths(config)
         config.trainer.resume_mode = resume_mode(config, resume)
+        libs = OmegaConf.select(config, "actor_rollout_ref.model.external_lib")
+        libs = [] if libs is None else list(libs) if OmegaConf.is_list(libs) else [libs]
+        wanted = [LOGPROBS_MODULE] + ([HF_ROLLOUT_MODULE] if rollout.name == "hf" else [])
+        config.actor_rollout_ref.model.external_lib = [*libs, *(m for m in wanted if m not in libs)]
         if rollout.name == "hf":
-            libs = OmegaConf.select(config, "actor_rollout_ref.model.external_lib")
-            libs = [] if libs is None else list(libs) if OmegaConf.is_list(libs) else [libs]
-            if HF_ROLLOUT_MODULE not in libs:
-                config.actor_rollout_ref.model.external_lib = [*libs, HF_ROLLOUT_MODULE]
             if rollout.tensor_model_parallel_size != 1:
                 raise ConfigError(
                     "the hf rollout runs one replica per GPU: set actor_rollout_ref.rollout.tensor_model_parallel_size=1"

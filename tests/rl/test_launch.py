@@ -188,7 +188,10 @@ def test_hf_rollout_is_loaded_through_verls_external_lib_hook() -> None:
     )
     config.trainer.n_gpus_per_node, config.trainer.nnodes = 2, 1
     env = prepare_config(config)
-    assert list(config.actor_rollout_ref.model.external_lib) == ["cuda_agent.rl.hf_rollout"]
+    assert list(config.actor_rollout_ref.model.external_lib) == [
+        "cuda_agent.rl.verl_logprobs",
+        "cuda_agent.rl.hf_rollout",
+    ]
     assert env["VERL_PLATFORM"] == "cpu" and config.ray_kwargs.ray_init.num_gpus == 2
     assert config.ray_kwargs.ray_init.runtime_env.env_vars["VERL_PLATFORM"] == "cpu"
     config.actor_rollout_ref.rollout.tensor_model_parallel_size = 2

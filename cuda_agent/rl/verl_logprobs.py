@@ -32,7 +32,7 @@ def logprobs_in_blocks(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tens
         labels: (...) token ids.
 
     Returns:
-        (...) log-probabilities, in fp32 for fp32/fp64 logits and in the logits' dtype otherwise (as v2).
+        (...) log-probabilities in the logits' dtype (as v2).
     """
     vocabulary = logits.shape[-1]
     flat, flat_labels = logits.reshape(-1, vocabulary), labels.reshape(-1)

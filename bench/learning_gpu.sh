@@ -35,7 +35,9 @@
 # below) and verl's torch.compile (actor, ref, critic), as in bench/train_gpu.sh; for 30 steps give BUDGET_S=570.
 # Second H100 run (bench/results/h100-2026-12-05-b/learning/, same command with BUDGET_S=570): 19 steps, 18-23 s
 # each (update_actor 8.5 s, old log-probs 2.9 s; the critic's 0.3 and 0.1 s), learning check 4.2 standard errors
-# over one seed. Since then verl's per-token log-prob loop runs in blocks (cuda_agent/rl/verl_logprobs.py).
+# over one seed. Since then verl's per-token log-prob loop runs in blocks (cuda_agent/rl/verl_logprobs.py) and the
+# recipe takes PPO's old log-probs from the rollout (verl's bypass mode: no 2.9 s recomputation); expected ~12-13 s
+# a step, 30 steps in BUDGET_S=580 (CPU wiring run of both, 2 steps: bench/results/cpu-2026-12-05-logprobs/).
 # H200 time (one GPU, 16 cores; 2026-12-05: 3 cold judgements 117 s, PPO start-up 90-100 s, PPO ~10-13 s a step):
 # wheels, tiny model and curriculum ~30 s; SFT (judges alongside) <= SFT_BUDGET_S (torchrun and FSDP start ~35 s,
 # then steps at a rate not yet measured on the H200 with the recipe's fixes); probe ~15 s; PPO start-up ~100 s.

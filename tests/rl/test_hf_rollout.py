@@ -61,6 +61,18 @@ def test_greedy_is_deterministic_and_top_k_one_is_greedy(engine: HFEngine, tiny_
     assert greedy.token_ids == again.token_ids == top1.token_ids
 
 
+def test_filters_apply_per_request_in_a_mixed_batch(engine: HFEngine, tiny_tokenizer) -> None:
+    """A batch decides once which filters any request uses; each row still gets only its own."""
+    prompt = tiny_tokenizer.encode("kernel")
+    greedy = engine.generate([GenRequest(prompt_ids=prompt, max_tokens=8, temperature=0.0)])[0]
+    plain = GenRequest(prompt_ids=prompt, max_tokens=8, temperature=1.0)
+    nucleus = GenRequest(prompt_ids=prompt, max_tokens=8, temperature=1.0, top_p=1e-6)  # the top token only
+    top1 = GenRequest(prompt_ids=prompt, max_tokens=8, temperature=1.0, top_k=1)
+    batch = engine.generate([plain] * 6 + [nucleus, top1])
+    assert batch[6].token_ids == batch[7].token_ids == greedy.token_ids
+    assert any(r.token_ids != greedy.token_ids for r in batch[:6])  # unfiltered rows sample (8 tokens of 6 rows)
+
+
 def test_weight_sync_changes_the_rollout_and_restores_it(engine: HFEngine, tiny_tokenizer) -> None:
     prompt = tiny_tokenizer.encode("fixed prompt")
     request = GenRequest(prompt_ids=prompt, max_tokens=6, temperature=0.0)

@@ -179,6 +179,8 @@ class HFEngine:
         temperature = torch.tensor([r.temperature for r in requests], device=device, dtype=torch.float32)
         top_p = torch.tensor([r.top_p for r in requests], device=device, dtype=torch.float32)
         top_k = torch.tensor([r.top_k for r in requests], device=device)
+        # Which filters apply is the same at every step: decided here once, not by a GPU sync per token.
+        filters = (any(r.top_k > 0 for r in requests), any(r.top_p < 1 for r in requests))
         results = [GenResult() for _ in requests]
         done = [False] * n
         past, step_ids, step_positions = None, ids, positions
@@ -191,7 +193,7 @@ class HFEngine:
                 use_cache=True,
             )
             past = out.past_key_values
-            tokens, logprobs = self._sample(out.logits[:, -1, :].float(), temperature, top_p, top_k)
+            tokens, logprobs = self._sample(out.logits[:, -1, :].float(), temperature, top_p, top_k, filters)
             for i, (token, logprob) in enumerate(zip(tokens.tolist(), logprobs.tolist(), strict=True)):
                 if done[i]:
                     continue
@@ -207,18 +209,24 @@ class HFEngine:
         return results
 
     def _sample(
-        self, logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor, top_k: torch.Tensor
+        self,
+        logits: torch.Tensor,
+        temperature: torch.Tensor,
+        top_p: torch.Tensor,
+        top_k: torch.Tensor,
+        filters: tuple[bool, bool],
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One token per row, and its log-prob under `log_softmax(logits / T)`; `filters`: (any top-k, any top-p)."""
         greedy = temperature <= 0
         scaled = logits / torch.where(greedy, torch.ones_like(temperature), temperature)[:, None]
         logprobs = torch.log_softmax(scaled, dim=-1)
         filtered = scaled.clone()
         vocab = filtered.shape[-1]
-        k = torch.where((top_k > 0) & (top_k < vocab), top_k, torch.full_like(top_k, vocab))
-        if bool((k < vocab).any()):
+        if filters[0]:
+            k = torch.where((top_k > 0) & (top_k < vocab), top_k, torch.full_like(top_k, vocab))
             kth = torch.sort(filtered, dim=-1, descending=True).values.gather(-1, (k - 1)[:, None])
             filtered = filtered.masked_fill(filtered < kth, float("-inf"))
-        if bool((top_p < 1).any()):
+        if filters[1]:
             values, order = torch.sort(filtered, dim=-1, descending=True)
             probs = torch.softmax(values, dim=-1)
             # Drop a token once the mass before it already reaches top_p (the first token always stays).

@@ -120,8 +120,9 @@ if [ "$DEVICE" = cuda ]; then
   nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
   SFT_CPU=()
   # No remove-padding here either: this image has no flash-attn, so verl packs the 16 answers (~2,200 tokens each)
-  # into one sequence for sdpa; the H100 run of 2026-12-05 spent 10.5 s a step in update_actor (3.5 s in old log-probs)
-  # against the critic's 0.4 s, as the CPU profile's `rmpad` trial did (8.7 s against 2.4 s padded).
+  # into one sequence for sdpa (the CPU profile's `rmpad` trial: actor update 8.7 s against 2.4 s padded). On the
+  # H100 this and torch.compile off took update_actor from 10.5 s to 8.5 s only (critic 0.3 s); the rest is likely
+  # verl's per-token log-prob loop, now in blocks (cuda_agent/rl/verl_logprobs.py).
   PPO_KNOBS=(--set actor_rollout_ref.model.use_remove_padding=false --set critic.model.use_remove_padding=false)
 else  # verl's trainers on our CPU platform; FSDP1 needs a GPU for sync_module_states
   # Sized for 2 cores (bench/results/cpu-2026-12-05-learning/, "Where the time went"): the rollout padded to the

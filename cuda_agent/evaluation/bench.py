@@ -158,13 +158,17 @@ def write_reports(report: BenchReport, out_dir: Path) -> list[Path]:
 
 def load_report(out_dir: Path) -> BenchReport:
     """The results.json of a finished run, its metrics computed again from its tasks (to render it again); for a run
-    that stopped before its end (killed, or cut by a time limit), a report of the tasks its results.jsonl holds."""
+    that stopped before its end (killed, or cut by a time limit), a report of the tasks its results.jsonl holds now
+    (an unfinished report written before may be older than a resumed run's later results)."""
     path = out_dir / "results.json"
+    partial = (out_dir / RESULTS).exists() and (out_dir / CONFIG).exists()
     if not path.exists():
-        if (out_dir / RESULTS).exists() and (out_dir / CONFIG).exists():
+        if partial:
             return _unfinished_report(out_dir)
         raise ConfigError(f"{path} does not exist: run `cuda-agent bench --out {out_dir} ...` first")
     report = BenchReport.model_validate_json(path.read_text())
+    if not report.finished and partial:
+        return _unfinished_report(out_dir)
     final = compute_metrics(report.tasks, pick=lambda r: r.final) if report.config.model else None
     return report.model_copy(update={"metrics": compute_metrics(report.tasks), "final_metrics": final})
 

@@ -14,7 +14,7 @@ from cuda_agent.rl import verl_logprobs  # noqa: E402
 
 
 def _verls_loop(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """verl 0.9.1's v2, as written there (the import above may already have replaced it in this process)."""
+    """verl 0.9.1's v2, as written there (the import above has replaced verl's own in this process)."""
     if logits.dtype in (torch.float32, torch.float64):
         picked = torch.gather(logits, dim=-1, index=labels.unsqueeze(-1)).squeeze(-1)
         return picked - torch.stack([torch.logsumexp(row, dim=-1) for row in logits])

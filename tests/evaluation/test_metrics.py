@@ -162,7 +162,9 @@ def test_a_run_stopped_before_its_end_reports_what_it_finished(tmp_path) -> None
     again = load_report(tmp_path)  # with the results.json just written beside it: still marked unfinished
     assert not again.finished and len(again.tasks) == 2
     # Resumed and cut again: the newer results.jsonl wins over the unfinished results.json written before.
-    more = TaskResult(ref="examples/row_sum", name="row_sum", source="examples", status="judged", verdict=failed("timeout"))
+    more = TaskResult(
+        ref="examples/row_sum", name="row_sum", source="examples", status="judged", verdict=failed("timeout")
+    )
     lines = (tmp_path / "results.jsonl").read_text().rsplit("\n", 1)[0] + "\n"  # the torn line dropped
     (tmp_path / "results.jsonl").write_text(lines + more.model_dump_json() + "\n")
     assert [t.ref for t in load_report(tmp_path).tasks][-1] == "examples/row_sum"

@@ -309,6 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--learning", nargs="+", type=Path, required=True, help="one steps.jsonl per seed")
     parser.add_argument("--window", type=int, default=5)
     args = parser.parse_args(argv)
+    missing = [str(p) for p in args.learning if not p.is_file()]
+    if missing:
+        parser.error(f"no steps.jsonl at {', '.join(missing)}: give the files `cuda-agent train report RUN` wrote")
     runs = [
         [StepMetrics.model_validate_json(line) for line in p.read_text().splitlines() if line] for p in args.learning
     ]

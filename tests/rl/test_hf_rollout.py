@@ -136,6 +136,47 @@ def test_server_batches_concurrent_requests(model_dir: Path, tiny_tokenizer) -> 
     assert sum(batch_sizes) == len(prompts) and max(batch_sizes) > 1  # requests that waited together ran together
 
 
+def test_server_waits_for_a_burst_of_requests_before_a_batch(model_dir: Path, tiny_tokenizer) -> None:
+    """verl's agent-loop workers send a step's requests a few ms apart: they must share one batch, not leave the
+    first to run alone while the rest wait for it (which doubled generation on the H100)."""
+    from omegaconf import OmegaConf
+
+    from cuda_agent.rl.hf_rollout.server import HFRolloutServer
+
+    config = OmegaConf.create(
+        {"prompt_length": 64, "response_length": 16, "max_model_len": None, "max_num_seqs": 8}
+        | {"dtype": "float32", "load_format": "auto", "seed": 0}
+    )
+    server = HFRolloutServer(config, OmegaConf.create({"path": str(model_dir)}), device="cpu")
+    batch_sizes, generate = [], server.engine.generate
+
+    def recording_generate(requests: list) -> list:
+        batch_sizes.append(len(requests))
+        return generate(requests)
+
+    server.engine.generate = recording_generate
+    params = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": True, "max_tokens": 3}
+
+    async def staggered(i: int) -> object:
+        await asyncio.sleep(0.01 * i)  # arrivals 10 ms apart, well inside the gather window
+        return await server.generate(tiny_tokenizer.encode(f"prompt {i}"), dict(params), request_id=str(i))
+
+    async def run() -> list:
+        return await asyncio.gather(*[staggered(i) for i in range(6)])
+
+    assert len(asyncio.run(run())) == 6
+    assert batch_sizes == [6]
+
+    # A full batch starts at once; what is left over goes into the next one.
+    batch_sizes.clear()
+
+    async def burst() -> list:
+        return await asyncio.gather(*[staggered(0) for _ in range(10)])
+
+    asyncio.run(burst())
+    assert batch_sizes == [8, 2]
+
+
 def test_importing_the_package_registers_hf_with_verl() -> None:
     from verl.workers.rollout.base import get_rollout_class
     from verl.workers.rollout.replica import get_rollout_replica_class

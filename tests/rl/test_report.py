@@ -151,3 +151,19 @@ def test_learning_check_pools_seeds_and_needs_three_standard_errors() -> None:
     assert not learning_check([run(flat), run(flat)]).visible
     with pytest.raises(ConfigError, match="needs 10"):
         learning_check([run([1.0] * 9)])
+
+
+def test_learning_check_command_reads_seeds_and_says_which_file_is_missing(tmp_path: Path, capsys) -> None:
+    from cuda_agent.rl.report import StepMetrics, main
+
+    rewards = [0.9, 1.0, 1.1, 1.0, 0.9] + [2.0] * 5 + [3.0, 2.9, 3.0, 3.0, 2.9]
+    steps = tmp_path / "steps.jsonl"
+    steps.write_text(
+        "".join(StepMetrics(step=i + 1, reward_mean=r).model_dump_json() + "\n" for i, r in enumerate(rewards))
+    )
+    assert main(["--learning", str(steps)]) == 0
+    assert '"visible": true' in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--learning", str(steps), str(tmp_path / "seed1" / "steps.jsonl")])
+    assert exit_info.value.code == 2
+    assert "no steps.jsonl at " + str(tmp_path / "seed1" / "steps.jsonl") in capsys.readouterr().err

@@ -18,7 +18,8 @@
 # or PPO runs and on every exit, so a run cut by the device's limit still returns what it did; and after SFT
 # $OUT/learning_models.tar (sft_model/, critic/: ~9 MB), which FROM= takes in a later call to skip steps 1 and 3.
 #
-# Knobs (env): STEPS=30 SEEDS ("0" on cuda, "0 1" on cpu) SFT_STEPS (200 cuda, 300 cpu) SFT_BATCH=24 SFT_SAVE=50
+# Knobs (env): STEPS=30 SEEDS="0 1" PARALLEL (1 on cuda: the seeds' PPO runs side by side; 0 on cpu: one after
+# the other) SFT_STEPS (200 cuda, 300 cpu) SFT_BATCH=24 SFT_SAVE=50
 # SFT_BUDGET_S (150 cuda, 1200 cpu) HIDDEN=128 LAYERS=2 N=16 (answers per step) BUDGET_S=540 (the whole script; PPO
 # is stopped there) FROM= (a folder holding sft_model/ and critic/: no tiny model, no SFT) STEPS=0 (no PPO).
 # DEVICE=cuda (default) or cpu: on the CPU, verl runs on our CPU platform (trainer.device=cpu, cuda_agent.rl.verl_cpu;
@@ -62,8 +63,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 DEVICE=${DEVICE:-cuda}
-if [ "$DEVICE" = cuda ]; then DEF_SEEDS="0" DEF_SFT_STEPS=200 DEF_SFT_BUDGET=150; else DEF_SEEDS="0 1" DEF_SFT_STEPS=300 DEF_SFT_BUDGET=1200; fi
-STEPS=${STEPS:-30} SEEDS=${SEEDS:-$DEF_SEEDS} SFT_STEPS=${SFT_STEPS:-$DEF_SFT_STEPS} SFT_BATCH=${SFT_BATCH:-24}
+if [ "$DEVICE" = cuda ]; then DEF_SEEDS="0 1" DEF_PARALLEL=1 DEF_SFT_STEPS=200 DEF_SFT_BUDGET=150
+else DEF_SEEDS="0 1" DEF_PARALLEL=0 DEF_SFT_STEPS=300 DEF_SFT_BUDGET=1200; fi
+STEPS=${STEPS:-30} SEEDS=${SEEDS:-$DEF_SEEDS} PARALLEL=${PARALLEL:-$DEF_PARALLEL} SFT_STEPS=${SFT_STEPS:-$DEF_SFT_STEPS} SFT_BATCH=${SFT_BATCH:-24}
 SFT_SAVE=${SFT_SAVE:-50} SFT_BUDGET_S=${SFT_BUDGET_S:-$DEF_SFT_BUDGET} HIDDEN=${HIDDEN:-128} LAYERS=${LAYERS:-2}
 N=${N:-16} BUDGET_S=${BUDGET_S:-540} PORT=${PORT:-8765} FROM=${FROM:-} CURRICULUM=${CURRICULUM:-$DEVICE}
 if [ "$CURRICULUM" != "$DEVICE" ] && [ "$STEPS" != 0 ]; then
@@ -94,9 +96,11 @@ stop_group() {  # a process we started with setsid, its group and its descendant
   return 0
 }
 GROUP="" SERVE="" JUDGES=()
+declare -A PPO_PIDS=()
 on_exit() {
-  local rc=$?
+  local rc=$? pid
   [ -n "$GROUP" ] && stop_group "$GROUP"
+  for pid in "${PPO_PIDS[@]}"; do stop_group "$pid"; done
   [ -n "$SERVE" ] && kill "$SERVE" 2>/dev/null
   for pid in "${JUDGES[@]}"; do kill "$pid" 2>/dev/null; done
   echo "== exit $rc at $(elapsed) s; results in $OUT/learning_gpu.tar"
@@ -131,7 +135,7 @@ else  # verl's trainers on our CPU platform; FSDP1 needs a GPU for sync_module_s
   # packed sequence whose sdpa attention costs 3.6x the padded batch's update here), no gradient checkpointing.
   # The SFT recipe itself has no loader workers, torch.compile or gradient checkpointing (its header).
   SFT_CPU=(--set trainer.device=cpu --set engine.strategy=fsdp2 --set engine.dtype=float32)
-  PPO_KNOBS=(--set trainer.device=cpu --set +ray_kwargs.ray_init.include_dashboard=false
+  PPO_KNOBS=(--set trainer.device=cpu
     --set data.max_prompt_length=128 --set data.max_response_length="$MAX_RESPONSE"
     --set actor_rollout_ref.model.enable_gradient_checkpointing=false --set critic.model.enable_gradient_checkpointing=false
     --set actor_rollout_ref.model.use_remove_padding=false --set critic.model.use_remove_padding=false
@@ -223,16 +227,17 @@ if [ -z "$FROM" ]; then  # with FROM the judgements overlap PPO's start-up inste
 fi
 [ "$STEPS" -gt 0 ] || { [ "${#JUDGES[@]}" -eq 0 ] || show_judged; echo "== STEPS=0: no PPO"; exit 0; }
 
-# 4. PPO per seed, judged by one sandbox service on this GPU, each stopped at BUDGET_S.
+# 4. PPO per seed, judged by one sandbox service on this GPU, stopped at BUDGET_S. PARALLEL=1 (the GPU default)
+# runs the seeds side by side, each verl run on a Ray cluster of its own (`ray.init` starts a separate local
+# cluster per process): the tiny model leaves the GPU idle most of a step, and verl's start-up (~100 s) is paid
+# once instead of once per seed. The judge's verdict cache serves both: an answer earns the same in either seed.
 $CLI serve --port "$PORT" --workspace-root "$WORK" > "$RES/serve.log" 2>&1 &
 SERVE=$!
 sleep 5
-for seed in $SEEDS; do
-  if [ $(( BUDGET_S - $(elapsed) )) -lt 120 ]; then  # verl's start-up alone takes ~100 s on the H200
-    echo "== $(( BUDGET_S - $(elapsed) )) s of BUDGET_S=$BUDGET_S left: no time for seed $seed"; break
-  fi
-  run=$RES/ppo_seed$seed; mkdir -p "$run"
-  $PY - "$WORK/ppo_recipe$seed.yaml" "$WORK/answers$seed" "http://127.0.0.1:$PORT" "$DEVICE" <<'PY' || exit 1
+ppo_launch() {  # seed: verl's trainer in a process group of its own (PPO_PIDS[seed])
+  local seed=$1 run=$RES/ppo_seed$1
+  mkdir -p "$run"
+  $PY - "$WORK/ppo_recipe$seed.yaml" "$WORK/answers$seed" "http://127.0.0.1:$PORT" "$DEVICE" <<'PY' || return 1
 import sys, yaml
 recipe = yaml.safe_load(open("recipes/curriculum_ppo.yaml"))
 # under serve's workspace root; the judge times on DEVICE
@@ -251,27 +256,43 @@ PY
     --set actor_rollout_ref.rollout.agent.num_workers=2 \
     --set actor_rollout_ref.actor.fsdp_config.use_torch_compile=false \
     --set actor_rollout_ref.ref.fsdp_config.use_torch_compile=false --set critic.fsdp.use_torch_compile=false \
-    --set +ray_kwargs.ray_init.namespace=cuda-agent "${PPO_KNOBS[@]}" \
-    > "$run/train.log" 2>&1 &
-  GROUP=$!
+    --set +ray_kwargs.ray_init.namespace=cuda-agent --set +ray_kwargs.ray_init.include_dashboard=false \
+    "${PPO_KNOBS[@]}" > "$run/train.log" 2>&1 &
+  PPO_PIDS[$seed]=$!
+}
+ppo_steps() { cat "$RES/ppo_seed$1"/metrics.*.jsonl 2>/dev/null | grep -c '"step"'; }
+if [ "$PARALLEL" = 1 ]; then ROUNDS=("$SEEDS"); else read -ra ROUNDS <<< "$SEEDS"; fi
+for round in "${ROUNDS[@]}"; do
+  if [ $(( BUDGET_S - $(elapsed) )) -lt 120 ]; then  # verl's start-up alone takes ~100 s on the H200
+    echo "== $(( BUDGET_S - $(elapsed) )) s of BUDGET_S=$BUDGET_S left: no time for seed(s) $round"; break
+  fi
+  for seed in $round; do ppo_launch "$seed" || exit 1; done
   TICK=0
-  while kill -0 "$GROUP" 2>/dev/null; do
+  while :; do
+    alive=0
+    for seed in $round; do kill -0 "${PPO_PIDS[$seed]}" 2>/dev/null && alive=1; done
+    [ "$alive" = 1 ] || break
     sleep 2; TICK=$(( TICK + 2 ))
     if [ "$(elapsed)" -gt "$BUDGET_S" ]; then
-      echo "== time budget of ${BUDGET_S}s spent during seed $seed"; stop_group "$GROUP"; break
+      echo "== time budget of ${BUDGET_S}s spent during seed(s) $round"
+      for seed in $round; do stop_group "${PPO_PIDS[$seed]}"; done
+      break
     fi
     if [ $(( TICK % 30 )) -eq 0 ]; then
-      done_steps=$(cat "$run"/metrics.*.jsonl 2>/dev/null | grep -c '"step"')
-      score=$(tail -n 1 "$run"/metrics.*.jsonl 2>/dev/null | grep -o '"critic/score/mean": *[-0-9.e+]*' | tail -n 1)
-      echo "== seed $seed at $(elapsed) s: $done_steps/$STEPS steps ${score:-}"
+      for seed in $round; do
+        score=$(tail -n 1 "$RES/ppo_seed$seed"/metrics.*.jsonl 2>/dev/null | grep -o '"critic/score/mean": *[-0-9.e+]*' | tail -n 1)
+        echo "== seed $seed at $(elapsed) s: $(ppo_steps "$seed")/$STEPS steps ${score:-}"
+      done
       pack
     fi
   done
-  wait "$GROUP" 2>/dev/null; PPO_RC=$?; GROUP=""
-  echo "== seed $seed exit $PPO_RC at $(elapsed) s, $(cat "$run"/metrics.*.jsonl 2>/dev/null | grep -c '"step"') steps"
-  tail -n 3 "$run/train.log"
+  for seed in $round; do
+    wait "${PPO_PIDS[$seed]}" 2>/dev/null; PPO_RC=$?; unset "PPO_PIDS[$seed]"
+    echo "== seed $seed exit $PPO_RC at $(elapsed) s, $(ppo_steps "$seed") steps"
+    tail -n 3 "$RES/ppo_seed$seed/train.log"
+  done
   [ "$DEVICE" = cuda ] && ray stop --force > /dev/null 2>&1  # elsewhere other Ray clusters may run: the group kill must do
-  $CLI train report "$run"
+  for seed in $round; do $CLI train report "$RES/ppo_seed$seed"; done
   pack
 done
 kill "$SERVE" 2>/dev/null; SERVE=""

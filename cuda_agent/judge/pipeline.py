@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from cuda_agent.errors import JudgeInfraError, TaskError
 from cuda_agent.gpu_turns import turns_for
+from cuda_agent.judge.baseline_stage import measure_baselines
 from cuda_agent.judge.build import build_solution, build_spec, ext_dir_for
 from cuda_agent.judge.child import baseline as baseline_mod
 from cuda_agent.judge.config import JudgeConfig
@@ -37,7 +38,7 @@ from cuda_agent.judge.confine import candidate_user, confined_env, hand_over, pr
 from cuda_agent.judge.env import PROTOCOL_VERSION
 from cuda_agent.judge.fast_build import Preparing, finish_prepare
 from cuda_agent.judge.policy import check_policy
-from cuda_agent.judge.protocol import BaselineRequest, BaselineResult, RunRequest, RunResult
+from cuda_agent.judge.protocol import BaselineResult, RunRequest, RunResult
 from cuda_agent.judge.solution import SolutionSource, read_solution
 from cuda_agent.judge.standby import SPARE, Standby, StandbySpec, take_spare, worker_spec
 from cuda_agent.judge.verdict_cache import VerdictCache, verdict_key
@@ -290,15 +291,18 @@ class _Judgement:
             with turns.shared() if shared else turns.exclusive():
                 yield
         finally:
-            for key, seconds in (("gpu_wait", turns.waited_s), ("gpu_held", turns.held_s)):
-                self.stage_s[key] = self.stage_s.get(key, 0.0) + seconds
-                self.stage_s[f"{key}.{stage}"] = self.stage_s.get(f"{key}.{stage}", 0.0) + seconds
+            self.count_turn(stage, turns.waited_s, turns.held_s)
+
+    def count_turn(self, stage: str, waited_s: float, held_s: float) -> None:
+        for key, seconds in (("gpu_wait", waited_s), ("gpu_held", held_s)):
+            self.stage_s[key] = self.stage_s.get(key, 0.0) + seconds
+            self.stage_s[f"{key}.{stage}"] = self.stage_s.get(f"{key}.{stage}", 0.0) + seconds
 
     def cached_baseline(self) -> BaselineResult | None:
-        path = self._baseline_file()
+        path = self.baseline_file()
         return BaselineResult.model_validate_json(path.read_text()) if path.exists() else None
 
-    def _baseline_file(self) -> Path:
+    def baseline_file(self) -> Path:
         return self.cfg.cache_dir / "baselines" / f"{baseline_key(self.task.code, self.device, self.cfg)}.json"
 
     def run(self, solution_file: Path, ext_dir: Path, workdir: Path) -> RunResult | Verdict:
@@ -336,7 +340,7 @@ class _Judgement:
         confinement = None
         if self.user is not None:
             confinement = private_copy(ext_dir, workdir / "private", self.user, cfg.cache_dir)
-        payload = self._child(
+        payload = self.run_child(
             "cuda_agent.judge.child.worker",
             request.model_dump_json(),
             workdir,
@@ -380,7 +384,7 @@ class _Judgement:
         self.cacheable = False  # what it wrote need not follow from its source alone
         return self.verdict("runtime_error", f"the run's result file {forged} after the candidate's code ran")
 
-    def _child(
+    def run_child(
         self,
         module: str,
         request_json: str,
@@ -389,6 +393,7 @@ class _Judgement:
         extra_env: dict[str, str],
         stage: str,
         confine: Confinement | None = None,
+        turn: bool = True,
     ) -> dict[str, Any] | Verdict:
         request_path, result_path = workdir / f"{stage}_request.json", workdir / f"{stage}_result.json"
         request_path.write_text(request_json)
@@ -407,7 +412,7 @@ class _Judgement:
             child, limit = run_watched(self, args, env, workdir, confine)
         else:
             # Parallel baseline runs (a timing lock) time one at a time by that lock and share the GPU otherwise.
-            with self.gpu_turn(stage, shared=self.cfg.timing_lock is not None):
+            with self.gpu_turn(stage, shared=self.cfg.timing_lock is not None) if turn else contextlib.nullcontext():
                 child = run_module(module, args, timeout_s=timeout_s, env=env, cwd=workdir, confine=confine)
         self.stage_s[stage] = time.monotonic() - start
         if child.timed_out or not result_path.exists():
@@ -441,46 +446,7 @@ class _Judgement:
             raise JudgeInfraError(f"{stage} result file is not JSON: {exc}") from exc
 
     def baselines(self, workdir: Path) -> BaselineResult:
-        cfg = self.cfg
-        cache_file = self._baseline_file()
-        if cache_file.exists():
-            self.env["baseline_cached"] = True
-            return BaselineResult.model_validate_json(cache_file.read_text())
-        request = BaselineRequest(
-            task_code=self.task.code,
-            task_name=self.task.name,
-            device=self.device,
-            timing_seed=424242,
-            compile_mode=cfg.compile_mode,
-            warmup_reps=cfg.warmup_reps,
-            min_reps=cfg.min_reps,
-            max_reps=cfg.max_reps,
-            target_phase_s=cfg.target_phase_s,
-            timing_lock=str(cfg.timing_lock) if cfg.timing_lock else None,
-        )
-        payload = self._child(
-            "cuda_agent.judge.child.baseline",
-            request.model_dump_json(),
-            workdir,
-            cfg.baseline_timeout_s,
-            {},
-            stage="baselines",
-        )
-        if isinstance(payload, Verdict):
-            raise JudgeInfraError(f"timing the reference failed: {payload.message}")
-        try:
-            result = BaselineResult.model_validate(payload)
-        except ValidationError as exc:  # our own child wrote it (no candidate code runs there)
-            raise JudgeInfraError(f"{self.task.ref}: the baseline's result file is malformed: {exc}") from exc
-        if result.error:
-            # The candidate's run has just run this reference: a failure to time it is ours, not the candidate's.
-            raise JudgeInfraError(f"{self.task.ref}: timing the reference failed: {result.error}")
-        self.env["baseline_cached"] = False
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache_file.with_suffix(".tmp")
-        tmp.write_text(result.model_dump_json())
-        tmp.replace(cache_file)  # atomic, so a concurrent reader never sees half a file
-        return result
+        return measure_baselines(self, workdir)
 
     def finish(self, run: RunResult, base: BaselineResult | None) -> Verdict:
         # The candidate process's own steps, so a slow judgement shows where its time went.

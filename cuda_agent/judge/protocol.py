@@ -86,6 +86,9 @@ class BaselineRequest(BaseModel):
     target_phase_s: float
     timing_lock: str | None = None
     """Path of a file held with flock around each timed phase (parallel baseline runs share a GPU)."""
+    gpu_turns: str | None = None
+    """Folder of the GPU's turns (gpu_turns.py): the process takes a shared turn to set up and build, an exclusive
+    one to time. None: the caller holds the process's turn."""
 
 
 class BaselineResult(BaseModel):
@@ -97,5 +100,8 @@ class BaselineResult(BaseModel):
     compile: dict[str, Any] | None = None
     compile_error: str | None = None
     error: str | None = None
+    gpu_held_s: float | None = None
+    """Seconds it held its exclusive turn (with `gpu_turns`), and waited for its turns."""
+    gpu_wait_s: float | None = None
     flags: dict[str, Any] = Field(default_factory=dict)
     env: dict[str, Any] = Field(default_factory=dict)

@@ -137,6 +137,19 @@ def test_legit_cuda_example_passes_timed(tmp_path: Path, name: str) -> None:
     assert verdict.device.startswith("NVIDIA")
 
 
+def test_a_cold_baseline_holds_the_gpu_alone_only_to_time(tmp_path: Path) -> None:
+    # A fresh cache: the reference's eager and torch.compile baselines are measured in this judgement. Its process
+    # builds (torch.compile: tens of seconds) in a shared turn and takes the exclusive turn only for the timings.
+    verdict = run_judge(
+        tmp_path, "examples/relu", example_solution("relu", "cuda"), device="cuda", time=True, cache_dir=tmp_path / "c"
+    )
+    assert verdict.verdict == "pass", verdict.message
+    stage = verdict.stage_s
+    assert verdict.env["baseline_cached"] is False and verdict.timings_ms.compile > 0
+    assert 0 < stage["gpu_held.baselines"] < stage["baselines"] / 2, stage
+    assert stage["gpu_held"] >= stage["gpu_held.baselines"] + stage["gpu_held.run"] - 1e-6
+
+
 def test_legit_shared_hack_extension_relu_passes(tmp_path: Path) -> None:
     verdict = run_judge(tmp_path, "examples/relu", _solution("h_relu"), device="cuda", static_policy=False)
     assert verdict.verdict == "pass", verdict.message

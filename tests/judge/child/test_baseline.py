@@ -46,3 +46,49 @@ def test_running_out_of_memory_while_compiling_is_ours_not_a_compile_error(
     monkeypatch.setattr(torch, "compile", out_of_memory)
     with pytest.raises(type(oom)):
         baseline.run(_request())
+
+
+def test_with_gpu_turns_it_builds_in_a_shared_turn_and_times_in_an_exclusive_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    # The turns are flocks on files, so this test's own turns and the run's (in a thread) exclude each other as
+    # two processes' would. torch.compile stands in as the identity: what matters is where each step runs.
+    import threading
+    import time
+
+    from cuda_agent.gpu_turns import GpuTurns
+
+    monkeypatch.setattr(torch, "compile", lambda model, mode=None: model)
+    events: list[str] = []
+    warm, time_model = baseline._warm, baseline._time_model
+    monkeypatch.setattr(baseline, "_warm", lambda *a: (events.append("warm"), warm(*a))[1])
+    monkeypatch.setattr(baseline, "_time_model", lambda *a: (events.append("time"), time_model(*a))[1])
+    request = _request().model_copy(update={"gpu_turns": str(tmp_path / "turns")})
+    ours = GpuTurns(tmp_path / "turns")
+
+    def run_beside(turn) -> tuple[list[str], object]:
+        events.clear()
+        out: dict = {}
+        with turn():
+            thread = threading.Thread(target=lambda: out.update(result=baseline.run(request)))
+            thread.start()
+            time.sleep(1.5)
+            seen = list(events)
+        thread.join(60)
+        return seen, out["result"]
+
+    # Beside another shared turn (a standby worker starting, another build): it sets up and builds, then waits.
+    seen, result = run_beside(ours.shared)
+    assert seen == ["warm", "warm"]  # eager and compiled, built; nothing timed while the shared turn was held
+    assert events == ["warm", "warm", "time", "time"] and result.eager and result.compile
+    assert result.gpu_wait_s > 0.5 and 0 < result.gpu_held_s < result.gpu_wait_s  # held to time, not to build
+
+    # During another exclusive turn (a candidate's run): it does not even start to build.
+    seen, result = run_beside(ours.exclusive)
+    assert seen == [] and events == ["warm", "warm", "time", "time"] and result.gpu_wait_s > 0.5
+
+
+def test_without_gpu_turns_it_takes_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch, "compile", lambda model, mode=None: model)
+    result = baseline.run(_request())
+    assert result.eager and result.compile and result.gpu_held_s == 0.0 and result.gpu_wait_s == 0.0

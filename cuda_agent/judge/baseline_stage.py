@@ -1,0 +1,75 @@
+"""The baselines stage: the reference's eager and torch.compile timings, measured once per key and cached on disk.
+
+A part of pipeline.py's `_Judgement` kept in a module of its own (the pipeline's line budget), as watched.py is
+for the run stage: it reads and records the judgement's state (`j.cfg`, `j.env`, `j.stage_s`) as a method would.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
+
+from cuda_agent.errors import JudgeInfraError
+from cuda_agent.gpu_turns import turns_for
+from cuda_agent.judge.protocol import BaselineRequest, BaselineResult
+from cuda_agent.types import Verdict
+
+if TYPE_CHECKING:
+    from cuda_agent.judge.pipeline import _Judgement
+
+
+def measure_baselines(j: _Judgement, workdir: Path) -> BaselineResult:
+    """Judgement `j`'s reference timed eager and under torch.compile (from the cache when measured before).
+
+    Raises:
+        JudgeInfraError: timing the reference failed (ours: the candidate's run has just run it).
+    """
+    cfg = j.cfg
+    cache_file = j.baseline_file()
+    if cache_file.exists():
+        j.env["baseline_cached"] = True
+        return BaselineResult.model_validate_json(cache_file.read_text())
+    # The process takes its own turns (shared to build, exclusive to time: child/baseline.py), but beside a
+    # timing lock, where parallel baseline runs share one turn and time by the lock.
+    own_turns = j.device == "cuda" and cfg.timing_lock is None
+    request = BaselineRequest(
+        task_code=j.task.code,
+        task_name=j.task.name,
+        device=j.device,
+        timing_seed=424242,
+        compile_mode=cfg.compile_mode,
+        warmup_reps=cfg.warmup_reps,
+        min_reps=cfg.min_reps,
+        max_reps=cfg.max_reps,
+        target_phase_s=cfg.target_phase_s,
+        timing_lock=str(cfg.timing_lock) if cfg.timing_lock else None,
+        gpu_turns=str(turns_for(cfg.cache_dir).folder) if own_turns else None,
+    )
+    payload = j.run_child(
+        "cuda_agent.judge.child.baseline",
+        request.model_dump_json(),
+        workdir,
+        cfg.baseline_timeout_s,
+        {},
+        stage="baselines",
+        turn=not own_turns,
+    )
+    if isinstance(payload, Verdict):
+        raise JudgeInfraError(f"timing the reference failed: {payload.message}")
+    try:
+        result = BaselineResult.model_validate(payload)
+    except ValidationError as exc:  # our own child wrote it (no candidate code runs there)
+        raise JudgeInfraError(f"{j.task.ref}: the baseline's result file is malformed: {exc}") from exc
+    if own_turns:
+        j.count_turn("baselines", result.gpu_wait_s or 0.0, result.gpu_held_s or 0.0)
+    if result.error:
+        # The candidate's run has just run this reference: a failure to time it is ours, not the candidate's.
+        raise JudgeInfraError(f"{j.task.ref}: timing the reference failed: {result.error}")
+    j.env["baseline_cached"] = False
+    cache_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache_file.with_suffix(".tmp")
+    tmp.write_text(result.model_dump_json())
+    tmp.replace(cache_file)  # atomic, so a concurrent reader never sees half a file
+    return result

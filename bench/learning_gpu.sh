@@ -39,6 +39,10 @@
 # over one seed. Since then verl's per-token log-prob loop runs in blocks (cuda_agent/rl/verl_logprobs.py) and the
 # recipe takes PPO's old log-probs from the rollout (verl's bypass mode: no 2.9 s recomputation); expected ~12-13 s
 # a step, 30 steps in BUDGET_S=580 (CPU wiring run of both, 2 steps: bench/results/cpu-2026-12-05-logprobs/).
+# Third H100 run (bench/results/h100-2026-12-05-c/learning/, BUDGET_S=580 SEEDS=0): 30 steps in 420 s, 7.4-10.7 s a
+# step (update_actor 0.22 s; generation 6.8 s, of which half was the first request's lone batch, since gathered:
+# HFRolloutServer._gather), 3.2 standard errors over one seed. With PARALLEL=1 (since) both seeds run in one call:
+#   FROM=.carry/learn BUDGET_S=570 bash bench/learning_gpu.sh   (carry [".whl", ".carry/learn"], timeout 600)
 # H200 time (one GPU, 16 cores; 2026-12-05: 3 cold judgements 117 s, PPO start-up 90-100 s, PPO ~10-13 s a step):
 # wheels, tiny model and curriculum ~30 s; SFT (judges alongside) <= SFT_BUDGET_S (torchrun and FSDP start ~35 s,
 # then steps at a rate not yet measured on the H200 with the recipe's fixes); probe ~15 s; PPO start-up ~100 s.

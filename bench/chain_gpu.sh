@@ -19,19 +19,40 @@
 #     bash bench/chain_gpu.sh
 # Here: bash scripts/device_wheels.sh rl --no-data ; carry [".whl"]
 # There (repository root): bash bench/chain_gpu.sh
+# Across calls: each verl launch starts in ~100-150 s on a GPU machine, so the chain may outlast one call. Every
+# exit also packs $OUT/chain_state.tar: the run folder without the checkpoints of finished stages (their HF
+# folders are what the next stages take), the tiny model, the data and the pipeline file (~20 MB). The next call
+# carries on where `train all` stopped (the manifest: done stages are skipped, a started one resumes):
+#   here: rm -rf .carry/chain && mkdir -p .carry/chain && cp FILES_AT/chain_state.tar .carry/chain/
+#   carry [".whl", ".carry/chain"]: STATE=.carry/chain/chain_state.tar bash bench/chain_gpu.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 STEPS=${STEPS:-2} TURNS=${TURNS:-2} SFT_STEPS=${SFT_STEPS:-20} BUDGET_S=${BUDGET_S:-540} PORT=${PORT:-8766}
 DEVICE=${DEVICE:-cuda}
-OUT=${OUT:-/tmp/chain_gpu_out} WORK=${WORK:-/tmp/chain_gpu}
+OUT=${OUT:-/tmp/chain_gpu_out} WORK=${WORK:-/tmp/chain_gpu} STATE=${STATE:-}
 START=$(date +%s)
+if [ -n "$STATE" ]; then
+  [ -f "$STATE" ] || { echo "STATE=$STATE: no such file (the chain_state.tar of an earlier call)"; exit 2; }
+  STATE=$(realpath "$STATE")
+fi
 rm -rf "$WORK"; mkdir -p "$OUT" "$WORK"
+[ -z "$STATE" ] || tar -xf "$STATE" -C "$WORK" || exit 1  # the paths in its manifest and pipeline file are $WORK's
 exec > >(tee -a "$WORK/chain_gpu.log") 2>&1
 pack() {  # on every exit, also when the device call's limit cuts the run: what ran so far comes back
   find "$WORK/run" -maxdepth 2 \( -name 'steps.jsonl' -o -name 'report.html' -o -name 'manifest.json' -o -name 'metrics.*.jsonl' \) \
     -print0 2>/dev/null | tar -cf "$OUT/chain_gpu.tar" --null -T - "$WORK/chain_gpu.log" "$WORK/train_all.log" "$WORK/pipeline.yaml" \
     "$WORK/serve.log" 2>/dev/null
+  # The state for a next call: finished stages' checkpoints left out (done stages are never launched again), but
+  # the critic warm-up's, whose actor the frozen-actor check below reads.
+  local skip
+  skip=$(python3 -c "import json, sys; m = json.load(open(sys.argv[1]))['stages']
+print(' '.join(f'--exclude=./run/{s.replace(\"-\", \"_\")}/checkpoints' for s, r in m.items()
+               if r['status'] == 'done' and s != 'critic-warmup'))" \
+    "$WORK/run/manifest.json" 2>/dev/null)
+  # shellcheck disable=SC2086  # one word per --exclude
+  ( cd "$WORK" && tar -cf "$OUT/chain_state.tar.part" $skip ./tiny ./curriculum ./examples.parquet ./*.yaml ./run \
+    ./chain_gpu.log ./train_all.log 2>/dev/null; [ $? -le 1 ] ) && mv -f "$OUT/chain_state.tar.part" "$OUT/chain_state.tar"
 }
 trap pack EXIT
 if [ "$DEVICE" = cuda ] && ls .whl/*.whl >/dev/null 2>&1; then  # the H200's wheels; elsewhere the venv has them
@@ -45,13 +66,17 @@ PY=${PY:-python3}
 echo "== $(date -u +%FT%TZ) $(hostname) device=$DEVICE steps=$STEPS turns=$TURNS sft_steps=$SFT_STEPS"
 [ "$DEVICE" = cuda ] && nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 
+$PY -m cuda_agent serve --port "$PORT" --workspace-root "$WORK" > "$WORK/serve.log" 2>&1 &
+SERVE=$!
+if [ -n "$STATE" ]; then
+  echo "== carrying on $STATE: $(grep -c '"done"' "$WORK/run/manifest.json" 2>/dev/null || echo 0) stage(s) done"
+  sleep 5  # serve's start
+else
 $PY bench/tiny_model.py --out "$WORK/tiny" > /dev/null || exit 1
 ACTOR=${ACTOR:-$WORK/tiny/actor}
 $PY -m cuda_agent train curriculum --device "$DEVICE" --out "$WORK/curriculum" > /dev/null || exit 1
 $PY -m cuda_agent train data --suite examples --device "$DEVICE" --out "$WORK/examples.parquet" || exit 1
-$PY -m cuda_agent serve --port "$PORT" --workspace-root "$WORK" > "$WORK/serve.log" 2>&1 &
-SERVE=$!
-sleep 5
+sleep 2
 
 # The pipeline file: the recipes with the judge service and one GPU, and the tiny model's sizes.
 $PY - "$WORK" "$ACTOR" "http://127.0.0.1:$PORT" "$STEPS" "$TURNS" "$SFT_STEPS" "$DEVICE" <<'PY' || exit 1
@@ -129,8 +154,9 @@ stages = {
 }
 yaml.safe_dump({"run_dir": f"{work}/run", "stages": stages}, open(f"{work}/pipeline.yaml", "w"), sort_keys=False)
 PY
+fi
 
-setsid $PY -m cuda_agent train all --config "$WORK/pipeline.yaml" > "$WORK/train_all.log" 2>&1 &
+setsid $PY -m cuda_agent train all --config "$WORK/pipeline.yaml" >> "$WORK/train_all.log" 2>&1 &  # a STATE's log goes on
 PID=$!
 while kill -0 "$PID" 2>/dev/null; do
   sleep 3
@@ -139,8 +165,14 @@ while kill -0 "$PID" 2>/dev/null; do
     echo "== time budget of ${BUDGET_S}s spent"; kill -9 -- -"$PID" 2>/dev/null; break
   fi
 done
-wait "$PID" 2>/dev/null; echo "== train all exit $? at $(( $(date +%s) - START )) s"
+wait "$PID" 2>/dev/null; RC=$?; echo "== train all exit $RC at $(( $(date +%s) - START )) s"
 grep -a "^== \|^   [a-z-]*: \|Error" "$WORK/train_all.log" | grep -v UserWarning | tail -n 40
+if [ "$RC" -ne 0 ]; then  # cut by BUDGET_S or a failed stage: the checks below need the whole chain
+  [ "$DEVICE" = cuda ] && ray stop --force > /dev/null 2>&1
+  kill "$SERVE" 2>/dev/null
+  echo "== the chain did not finish: carry $OUT/chain_state.tar on (STATE=..., the header says how)"
+  exit 3  # pack runs on exit
+fi
 # The warm-up's actor (its checkpoint's HF copy) against the RFT actor it started from: frozen means equal.
 $PY - "$WORK/run" <<'PY'
 import sys

@@ -299,6 +299,11 @@ for round in "${ROUNDS[@]}"; do
   for seed in $round; do $CLI train report "$RES/ppo_seed$seed"; done
   pack
 done
+# Where verl's start-up goes (~100 s on a GPU machine, ~35 s on the 2-core VM): each actor's registration and
+# creation as Ray's GCS logged them, per cluster this script started (the logs outlive `ray stop`).
+for log in $(find /tmp/ray -maxdepth 3 -path '*/logs/gcs_server.out' -newermt "@$START" 2>/dev/null); do
+  { echo "# $log"; grep -h "Registering actor\|Actor created successfully" "$log"; } >> "$RES/ray_actors.log"
+done
 kill "$SERVE" 2>/dev/null; SERVE=""
 [ "${#JUDGES[@]}" -eq 0 ] || show_judged
 

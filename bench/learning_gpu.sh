@@ -4,8 +4,9 @@
 #
 #   1. a tiny random Qwen2 actor and critic (bench/tiny_model.py; nothing downloaded);
 #   2. the curriculum: three single-turn answers for scale_add: fast (reward 2-3), slow (1), wrong (-1), on CUDA
-#      judged at 128M elements a tensor (curriculum_kernels/scale_add/cuda/problem.py); each is judged once
-#      (`cuda-agent judge`) in the background while SFT trains, which shows their rewards and fills the verdict cache;
+#      judged at 128M elements a tensor (curriculum_kernels/scale_add/cuda/problem.py); each is judged once in the
+#      background through PPO's own reward function and `cuda-agent serve` (bench/curriculum_judge.py) while SFT
+#      trains or PPO starts, which shows their rewards and fills the serve's verdict cache before PPO's first step;
 #   3. SFT with verl's SFT trainer on all three in equal shares (`cuda-agent train rft --config
 #      recipes/curriculum_sft.yaml`), time-boxed (SFT_BUDGET_S; checkpoints every SFT_SAVE steps, so a cut SFT still
 #      hands on its latest complete one): the model then answers with one of them at random;
@@ -153,29 +154,22 @@ fi
 # loader and empties the CUDA cache (a full gc.collect) at every epoch (recipes/curriculum_sft.yaml's header).
 COPIES=$(( (SFT_STEPS * SFT_BATCH + 2) / 3 > 8 ? (SFT_STEPS * SFT_BATCH + 2) / 3 : 8 ))
 $CLI train curriculum --device "$CURRICULUM" --out "$WORK/curriculum" --copies "$COPIES" || exit 1
-TASK=$($PY -c "import json, sys; print(json.load(open(sys.argv[1]))['answers']['scale_add:fast']['task'])" \
-  "$WORK/curriculum/curriculum.json") || exit 1
+# The judge PPO's reward asks (one `cuda-agent serve` on this device), started now so that the answers' verdicts are
+# in its cache before PPO's first step.
+$CLI serve --port "$PORT" --workspace-root "$WORK" > "$RES/serve.log" 2>&1 &
+SERVE=$!
+for _ in $(seq 60); do curl -sf "http://127.0.0.1:$PORT/health" > /dev/null && break; sleep 1; done
 JUDGED=0
 if [ "$CURRICULUM" = "$DEVICE" ]; then
-  JUDGED=1
-  for v in fast slow wrong; do
-    $CLI judge "$TASK" "$WORK/curriculum/answers/scale_add/$v" --device "$DEVICE" --json > "$RES/judge_$v.json" &
-    JUDGES+=($!)
-  done
+  JUDGED=1  # through PPO's own reward function and settings (bench/curriculum_judge.py): the same verdicts
+  $PY bench/curriculum_judge.py "$WORK/curriculum" "$RES" --device "$DEVICE" --sandbox-url "http://127.0.0.1:$PORT" \
+    --work-dir "$WORK/answers_first" > "$RES/judged.txt" 2>&1 &
+  JUDGES+=($!)
 fi
 show_judged() {  # waits for the judgements (by id: a bare wait, bash >= 5.1, also waits for the tee behind exec)
   [ "$JUDGED" = 1 ] || return 0
   wait "${JUDGES[@]}"; JUDGES=()
-  $PY - "$RES" <<'PY'
-import json, sys
-for v in ("fast", "slow", "wrong"):
-    try:
-        d = json.load(open(f"{sys.argv[1]}/judge_{v}.json"))
-    except (OSError, ValueError) as exc:
-        print(f"== judged {v}: no verdict ({exc})")
-        continue
-    print(f"== judged {v}: {d['verdict']} reward {d['reward']} timings_ms {d['timings_ms']}")
-PY
+  cat "$RES/judged.txt"
   echo "== curriculum judged at $(elapsed) s"
 }
 
@@ -235,9 +229,6 @@ fi
 # runs the seeds side by side, each verl run on a Ray cluster of its own (`ray.init` starts a separate local
 # cluster per process): the tiny model leaves the GPU idle most of a step, and verl's start-up (~100 s) is paid
 # once instead of once per seed. The judge's verdict cache serves both: an answer earns the same in either seed.
-$CLI serve --port "$PORT" --workspace-root "$WORK" > "$RES/serve.log" 2>&1 &
-SERVE=$!
-sleep 5
 ppo_launch() {  # seed: verl's trainer in a process group of its own (PPO_PIDS[seed])
   local seed=$1 run=$RES/ppo_seed$1
   mkdir -p "$run"

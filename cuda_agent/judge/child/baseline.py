@@ -100,14 +100,39 @@ def _compile_failed(exc: Exception) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]
 
 
+def _prepare(req: BaselineRequest, result: BaselineResult) -> tuple[Any, Any, Any]:
+    """The reference set up and built, eager and under torch.compile (a warm call each): (problem, model, compiled
+    or None). Records the flags, the device and a compile_error in `result`."""
+    import torch
+
+    from cuda_agent.judge import env
+    from cuda_agent.tasks.problem import call_inputs, load_problem
+
+    result.flags = env.apply_precision_flags()
+    result.env = env.describe_device(req.device)
+    result.compile_error = None
+    problem = load_problem(req.task_code, req.task_name)
+    init = call_inputs(problem, req.task_name, "get_init_inputs")
+    torch.manual_seed(0)
+    model = problem.Model(*init).to(req.device)
+    _warm(model, problem, req)
+    compiled = None
+    try:
+        compiled = torch.compile(model, mode=req.compile_mode)
+        _warm(compiled, problem, req)
+    except Exception as exc:  # a reference that torch.compile cannot handle: compare with eager only
+        compiled, result.compile_error = None, _compile_failed(exc)
+    return problem, model, compiled
+
+
 def run(req: BaselineRequest) -> BaselineResult:
+    import gc
+
     import torch
 
     from cuda_agent.gpu_turns import GpuTurns, NoTurns
-    from cuda_agent.judge import env
     from cuda_agent.judge.child.guards import PersistingL2
     from cuda_agent.judge.child.timing import Clock, make_flusher
-    from cuda_agent.tasks.problem import call_inputs, load_problem
 
     # With `gpu_turns` this process takes its own turns on the GPU: a shared one for the set-up and torch.compile's
     # build (which took ~25 s of an exclusive turn per new task on the H100), an exclusive one for the timed
@@ -115,26 +140,27 @@ def run(req: BaselineRequest) -> BaselineResult:
     turns = GpuTurns(req.gpu_turns) if req.gpu_turns else NoTurns()
     cuda = req.device == "cuda"
     result = BaselineResult()
-    with turns.shared():
-        result.flags = env.apply_precision_flags()
-        info = result.env = env.describe_device(req.device)
-        problem = load_problem(req.task_code, req.task_name)
-        init = call_inputs(problem, req.task_name, "get_init_inputs")
-        torch.manual_seed(0)
-        model = problem.Model(*init).to(req.device)
-        _warm(model, problem, req)
-        compiled = None
-        try:
-            compiled = torch.compile(model, mode=req.compile_mode)
-            _warm(compiled, problem, req)
-        except Exception as exc:  # a reference that torch.compile cannot handle: compare with eager only
-            compiled, result.compile_error = None, _compile_failed(exc)
-        if cuda:
-            torch.cuda.empty_cache()  # the warm calls' blocks go back before the wait for the exclusive turn
+    prepared = None
+    try:
+        with turns.shared():
+            prepared = _prepare(req, result)
+            if cuda:
+                torch.cuda.empty_cache()  # the warm calls' blocks go back before the wait for the exclusive turn
+    except torch.OutOfMemoryError:
+        # Other baselines build beside it in shared turns, each with its working set (four cold judgements at
+        # KernelBench L1/19 sizes hold ~19 GB each): alone, in the exclusive turn, it fits as it did before.
+        prepared = None
     clock = Clock(time.perf_counter, torch.cuda.synchronize if cuda else None, torch.cuda.Event if cuda else None)
     with turns.exclusive():
+        if prepared is None:
+            gc.collect()
+            if cuda:
+                torch.cuda.empty_cache()
+            prepared = _prepare(req, result)
+            result.env["built_alone"] = True  # after running out of memory in a shared turn
+        problem, model, compiled = prepared
         l2 = PersistingL2() if cuda else None
-        flush = make_flusher(req.device, info.get("l2_bytes"), l2.reset if l2 else None)
+        flush = make_flusher(req.device, result.env.get("l2_bytes"), l2.reset if l2 else None)
         start = time.perf_counter()
         result.eager = _time_model(model, problem, req, clock, flush)
         result.eager["wall_s"] = time.perf_counter() - start

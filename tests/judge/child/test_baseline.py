@@ -92,3 +92,36 @@ def test_without_gpu_turns_it_takes_none(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(torch, "compile", lambda model, mode=None: model)
     result = baseline.run(_request())
     assert result.eager and result.compile and result.gpu_held_s == 0.0 and result.gpu_wait_s == 0.0
+
+
+def test_out_of_memory_beside_other_shared_turns_builds_again_alone(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    # Other baselines' working sets share the GPU in shared turns: a build that runs out of memory there is done
+    # again in the exclusive turn (as every build was before), not reported as our failure.
+    import threading
+    import time
+
+    from cuda_agent.gpu_turns import GpuTurns
+
+    monkeypatch.setattr(torch, "compile", lambda model, mode=None: model)
+    events: list[str] = []
+    warm = baseline._warm
+
+    def warm_once_short_of_memory(*args) -> None:
+        if not events:
+            events.append("out of memory")
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB")
+        events.append("warm")
+        warm(*args)
+
+    monkeypatch.setattr(baseline, "_warm", warm_once_short_of_memory)
+    request = _request().model_copy(update={"gpu_turns": str(tmp_path / "turns")})
+    out: dict = {}
+    with GpuTurns(tmp_path / "turns").shared():
+        thread = threading.Thread(target=lambda: out.update(result=baseline.run(request)))
+        thread.start()
+        time.sleep(1.0)
+        seen = list(events)  # its first build failed in its shared turn; the second waits for the exclusive one
+    thread.join(60)
+    result = out["result"]
+    assert seen == ["out of memory"] and events == ["out of memory", "warm", "warm"]
+    assert result.eager and result.compile and result.compile_error is None and result.env["built_alone"] is True

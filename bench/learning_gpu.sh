@@ -158,7 +158,16 @@ $CLI train curriculum --device "$CURRICULUM" --out "$WORK/curriculum" --copies "
 # in its cache before PPO's first step.
 $CLI serve --port "$PORT" --workspace-root "$WORK" > "$RES/serve.log" 2>&1 &
 SERVE=$!
-for _ in $(seq 60); do curl -sf "http://127.0.0.1:$PORT/health" > /dev/null && break; sleep 1; done
+$PY - "http://127.0.0.1:$PORT" <<'PY'  # until it answers (60 s at most; curl need not be installed)
+import sys, time
+from cuda_agent.sandbox.client import SandboxClient
+for _ in range(120):
+    try:
+        SandboxClient(sys.argv[1]).health()
+        break
+    except Exception:
+        time.sleep(0.5)
+PY
 JUDGED=0
 if [ "$CURRICULUM" = "$DEVICE" ]; then
   JUDGED=1  # through PPO's own reward function and settings (bench/curriculum_judge.py): the same verdicts

@@ -259,6 +259,9 @@ def part_f(device: str, out: Path, n: int, pool_s: float, build_workers: int | N
                 "run_s": round(result.run_s, 2),
                 "gpu_held_s": verdict.stage_s.get("gpu_held") if verdict else None,  # baselines too
                 "run_stage_s": verdict.stage_s.get("run") if verdict else None,
+                # a task's first judgement measures its baselines: the stage's wall, and the GPU held alone in it
+                "baselines_s": verdict.stage_s.get("baselines") if verdict else None,
+                "baselines_gpu_held_s": verdict.stage_s.get("gpu_held.baselines") if verdict else None,
                 "error": (result.error or "")[:200],
             }
         )
@@ -296,6 +299,9 @@ def part_f(device: str, out: Path, n: int, pool_s: float, build_workers: int | N
         "workers": workers,
         "verdicts_by_kind": by_kind,
         "hang": next((r for r in answered if r["kind"] == "hang"), None),
+        "baselines_measured": [
+            {"s": r["baselines_s"], "gpu_held_s": r["baselines_gpu_held_s"]} for r in done if r["baselines_s"]
+        ],
     }
     print(
         f"F pool: {summary['answered']}/{len(candidates)} answered in {summary['elapsed_s']} s -> "

@@ -66,25 +66,28 @@ def test_with_gpu_turns_it_builds_in_a_shared_turn_and_times_in_an_exclusive_one
     request = _request().model_copy(update={"gpu_turns": str(tmp_path / "turns")})
     ours = GpuTurns(tmp_path / "turns")
 
-    def run_beside(turn) -> tuple[list[str], object]:
+    def run_beside(turn, builds: int) -> tuple[list[str], object]:
         events.clear()
         out: dict = {}
         with turn():
             thread = threading.Thread(target=lambda: out.update(result=baseline.run(request)))
             thread.start()
-            time.sleep(1.5)
+            deadline = time.monotonic() + 30  # a loaded machine sets up slowly: wait for the builds it may do
+            while events.count("warm") < builds and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(1.0)  # and a while more, in which it must not time
             seen = list(events)
         thread.join(60)
         return seen, out["result"]
 
     # Beside another shared turn (a standby worker starting, another build): it sets up and builds, then waits.
-    seen, result = run_beside(ours.shared)
+    seen, result = run_beside(ours.shared, builds=2)
     assert seen == ["warm", "warm"]  # eager and compiled, built; nothing timed while the shared turn was held
     assert events == ["warm", "warm", "time", "time"] and result.eager and result.compile
     assert result.gpu_wait_s > 0.5 and 0 < result.gpu_held_s < result.gpu_wait_s  # held to time, not to build
 
     # During another exclusive turn (a candidate's run): it does not even start to build.
-    seen, result = run_beside(ours.exclusive)
+    seen, result = run_beside(ours.exclusive, builds=0)
     assert seen == [] and events == ["warm", "warm", "time", "time"] and result.gpu_wait_s > 0.5
 
 
@@ -119,6 +122,9 @@ def test_out_of_memory_beside_other_shared_turns_builds_again_alone(monkeypatch:
     with GpuTurns(tmp_path / "turns").shared():
         thread = threading.Thread(target=lambda: out.update(result=baseline.run(request)))
         thread.start()
+        deadline = time.monotonic() + 30
+        while not events and time.monotonic() < deadline:
+            time.sleep(0.05)
         time.sleep(1.0)
         seen = list(events)  # its first build failed in its shared turn; the second waits for the exclusive one
     thread.join(60)

@@ -154,23 +154,14 @@ fi
 # loader and empties the CUDA cache (a full gc.collect) at every epoch (recipes/curriculum_sft.yaml's header).
 COPIES=$(( (SFT_STEPS * SFT_BATCH + 2) / 3 > 8 ? (SFT_STEPS * SFT_BATCH + 2) / 3 : 8 ))
 $CLI train curriculum --device "$CURRICULUM" --out "$WORK/curriculum" --copies "$COPIES" || exit 1
-# The judge PPO's reward asks (one `cuda-agent serve` on this device), started now so that the answers' verdicts are
-# in its cache before PPO's first step.
-$CLI serve --port "$PORT" --workspace-root "$WORK" > "$RES/serve.log" 2>&1 &
-SERVE=$!
-$PY - "http://127.0.0.1:$PORT" <<'PY'  # until it answers (60 s at most; curl need not be installed)
-import sys, time
-from cuda_agent.sandbox.client import SandboxClient
-for _ in range(120):
-    try:
-        SandboxClient(sys.argv[1]).health()
-        break
-    except Exception:
-        time.sleep(0.5)
-PY
 JUDGED=0
 if [ "$CURRICULUM" = "$DEVICE" ]; then
-  JUDGED=1  # through PPO's own reward function and settings (bench/curriculum_judge.py): the same verdicts
+  # The judge PPO's reward asks (one `cuda-agent serve` on this device), started now; the curriculum's answers are
+  # judged through PPO's own reward function and settings (bench/curriculum_judge.py, which waits for the serve),
+  # so their verdicts are in its cache before PPO's first step.
+  $CLI serve --port "$PORT" --workspace-root "$WORK" > "$RES/serve.log" 2>&1 &
+  SERVE=$!
+  JUDGED=1
   $PY bench/curriculum_judge.py "$WORK/curriculum" "$RES" --device "$DEVICE" --sandbox-url "http://127.0.0.1:$PORT" \
     --work-dir "$WORK/answers_first" > "$RES/judged.txt" 2>&1 &
   JUDGES+=($!)

@@ -25,7 +25,8 @@ Who takes which turn: the judge holds an exclusive turn for the whole life of a 
 on the GPU (correctness included: its working set is several times the task's outputs, and a
 correctness stage is short next to the cost of a lost verdict); a baseline process takes its own turns, a
 shared one to set up and build (torch.compile: tens of seconds of CPU) with its inputs freed at the end (built
-again in the exclusive turn if memory ran out beside others), and an exclusive one to time; synth's workers run their small models in shared turns and time in exclusive ones.
+again in the exclusive turn if memory ran out beside others), and an exclusive one to time; synth's workers
+run their small models in shared turns and time in exclusive ones.
 
 What this does not protect against: a process that runs kernels without asking for a turn (another
 program, or code that ignores these files); memory that a process keeps allocated between its turns

@@ -47,6 +47,8 @@ def measure_baselines(j: _Judgement, workdir: Path) -> BaselineResult:
         timing_lock=str(cfg.timing_lock) if cfg.timing_lock else None,
         gpu_turns=str(turns_for(cfg.cache_dir).folder) if own_turns else None,
     )
+    # With its own turns, its waits for them count in baseline_timeout_s (900 s; others' turns last seconds, a
+    # hung candidate's at most about a minute); a timeout is our failure, never the candidate's.
     payload = j.run_child(
         "cuda_agent.judge.child.baseline",
         request.model_dump_json(),

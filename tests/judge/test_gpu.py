@@ -147,7 +147,6 @@ def test_a_cold_baseline_holds_the_gpu_alone_only_to_time(tmp_path: Path) -> Non
     stage = verdict.stage_s
     assert verdict.env["baseline_cached"] is False and verdict.timings_ms.compile > 0
     assert 0 < stage["gpu_held.baselines"] < stage["baselines"] / 2, stage
-    assert stage["gpu_held"] >= stage["gpu_held.baselines"] + stage["gpu_held.run"] - 1e-6
 
 
 def test_legit_shared_hack_extension_relu_passes(tmp_path: Path) -> None:

@@ -81,13 +81,17 @@ POOL_S=${POOL_S:-$(( $(left 300) - 40 ))}  # 40 s for closing the pool (cancelli
 if want F && [ "$POOL_S" -gt 30 ]; then
   # The committed H200 baselines (keys name the GPU, torch and CUDA: another card just misses them), so that F
   # measures judgements rather than seven first torch.compile timings of ~27 s of GPU each.
-  python3 -m cuda_agent bench seed-cache "${BASELINES:-bench/results/h200-2026-12-03/kernelbench_baselines.json}" \
-    > "$R/seed_cache.log" 2>&1
+  # Every baseline_cache/ committed with earlier device runs' results as well (an H100's: bench/seed_baselines.sh).
+  . bench/seed_baselines.sh && seed_baselines "$R/seed_cache.log"
   timeout $(( POOL_S + 30 )) python3 bench/judge_gpu.py --parts F --device cuda --out "$R" --n "${N:-100}" \
     --pool-s "$POOL_S" --build-workers "${BUILD_WORKERS:-14}" > "$R/part_F.log" 2>&1
   stamp "F done (pool_s $POOL_S)"
 fi
 kill $SMI 2>/dev/null
+# The baselines this call measured (newer than the call's start: part A's cold judgement, F's tasks on a card
+# the committed files do not cover): commit them with the results and later calls seed from them.
+mkdir -p "$R/baseline_cache" && find "$CUDA_AGENT_CACHE/baselines" -name '*.json' -newer "$R/env.txt" \
+  -exec cp {} "$R/baseline_cache/" \; 2>/dev/null
 pack
 cat "$R/summary.txt"
 rm -rf "$R"  # the tar holds it all (it is packed after every part, so a call cut short keeps what was done)

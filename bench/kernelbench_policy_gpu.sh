@@ -9,13 +9,15 @@
 #   bash scripts/device_wheels.sh            # here, once: .whl/ (wheels the image lacks) and .carry/ (task parquets)
 #   then one device call carrying [".whl", ".carry"]:  bash bench/kernelbench_policy_gpu.sh
 #   afterwards, here: cuda-agent bench report DIR  (the GPU image has no matplotlib for report.html)
-#   a run cut by BENCH_S, carried on in a later call: here, copy its bench_kb/ to .carry/bench_kb and its
-#   baseline_cache/ to .carry/baseline_cache, then RESUME=.carry/bench_kb bash bench/kernelbench_policy_gpu.sh
+#   a run cut by BENCH_S, carried on in a later call: here, copy its bench_kb/ to .carry/bench_kb, then
+#   RESUME=.carry/bench_kb bash bench/kernelbench_policy_gpu.sh. Commit the baseline_cache/ it returns with its
+#   results: every later call seeds the cache from each committed baseline_cache/ (bench/seed_baselines.sh).
 #
 # Steps: (1) the static policy of every file under both policies (instant: kernelbench must accept, cuda-agent must
-# reject with torch_compute_in_forward); (2) the bench, baselines seeded from the committed H200 file, with fewer
-# trials and shorter timed phases than the defaults so that 22 tasks fit (BENCH_S caps it; results.jsonl keeps
-# every finished task if the cap hits); (3) fractions.txt: verdict and custom_kernel_time_fraction per task.
+# reject with torch_compute_in_forward); (2) the bench, baselines seeded from the committed H200 file and every
+# committed baseline_cache/ (bench/seed_baselines.sh), with fewer trials and shorter timed phases than the defaults
+# so that 22 tasks fit (BENCH_S caps it; results.jsonl keeps every finished task if the cap hits); (3)
+# fractions.txt: verdict and custom_kernel_time_fraction per task.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 W="$OUT/kernelbench_policy"
@@ -47,22 +49,22 @@ tail -1 "$W/policy_check.txt"
 # A run carried on across calls (a card whose baselines are not in the committed file times each task's eager and
 # torch.compile first, ~27 s of GPU each on the H100): RESUME= a bench_kb folder an earlier call returned (its
 # config.json and results.jsonl, e.g. carried as .carry/bench_kb) is carried on with --resume; the baselines that
-# call measured come back in baseline_cache/ and, carried as .carry/baseline_cache, are used again here.
+# call measured come back in baseline_cache/ and, committed under bench/results/, are used again here.
 RESUME_ARGS=()
 if [ -n "${RESUME:-}" ]; then
   mkdir -p "$W/bench_kb" && cp "$RESUME/config.json" "$RESUME/results.jsonl" "$W/bench_kb/" || exit 1
   RESUME_ARGS=(--resume)
   echo "carrying on $RESUME: $(wc -l < "$RESUME/results.jsonl") task(s) done"
 fi
-if [ -d .carry/baseline_cache ]; then
-  mkdir -p "$CUDA_AGENT_CACHE/baselines" && cp .carry/baseline_cache/*.json "$CUDA_AGENT_CACHE/baselines/" 2>/dev/null
-fi
+. bench/seed_baselines.sh && seed_baselines "$W/seed_cache.log"  # the H200 file and every baseline_cache/ before
+touch "$W/.seeded"  # what the judge's cache holds newer than this was measured by this call
 TASKS=$(ls $SOLUTIONS/L2/*.py | sed -E 's#.*/L2/([0-9]+)\.py#kernelbench/L2/\1#' | sort -t/ -k3 -n | head -n "${MAX_TASKS:-99}" | paste -sd,)
 timeout "${BENCH_S:-520}" python3 -m cuda_agent bench --suite "$TASKS" --solutions "$SOLUTIONS" --device cuda \
-  --policy kernelbench --workers 16 --no-speed-of-light --baselines "$BASELINES" --out "$W/bench_kb" \
+  --policy kernelbench --workers 16 --no-speed-of-light --out "$W/bench_kb" \
   --judge trials=2 --judge robustness_trials=false --judge target_phase_s=0.25 --judge min_reps=5 "${RESUME_ARGS[@]}" \
   2>&1 | tee "$W/bench.log" | tail -8
-mkdir -p "$W/baseline_cache" && cp "$CUDA_AGENT_CACHE"/baselines/*.json "$W/baseline_cache/" 2>/dev/null
+mkdir -p "$W/baseline_cache" && find "$CUDA_AGENT_CACHE/baselines" -name '*.json' -newer "$W/.seeded" \
+  -exec cp {} "$W/baseline_cache/" \; 2>/dev/null
 
 python3 - "$W/bench_kb/results.jsonl" > "$W/fractions.txt" 2>&1 <<'PY'
 import json, sys

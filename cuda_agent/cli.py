@@ -476,8 +476,10 @@ def _add_bench_commands(commands: argparse._SubParsersAction) -> None:
         "--workers", type=int, default=1, help="baseline processes at once; they take turns to time (a lock file)"
     )
     base.set_defaults(func=cmd_bench_baselines)
-    seed = sub.add_parser("seed-cache", help="copy a baselines file into the judge's baseline cache")
-    seed.add_argument("file", help="a file written by `cuda-agent bench baselines`")
+    seed = sub.add_parser("seed-cache", help="copy a baselines file (or cache folder) into the judge's baseline cache")
+    seed.add_argument(
+        "file", help="a file written by `cuda-agent bench baselines`, or a folder of baseline cache files (<key>.json)"
+    )
     seed.set_defaults(func=cmd_bench_seed)
     report = sub.add_parser("report", help="render report.md and report.html again from a run's results.json")
     report.add_argument("dir", help="the run folder")

@@ -12,12 +12,15 @@ judge looks for it (`<cache>/baselines/<key>.json`, keyed by task source, device
 CUDA versions, precision flags, compile mode, protocol version and a CPU timing's threads:
 `judge.baseline_key_env`), so a machine that matches the
 one that measured (a committed H200 file on an H200 with the same torch) re-times nothing, and any
-other machine simply misses the cache and measures.
+other machine simply misses the cache and measures. `seed_cache(FOLDER)` takes the cache's own files as
+well (a device run's `baseline_cache/`, committed with its results), so what one session measured on a
+card without a file is not measured again by the next.
 """
 
 from __future__ import annotations
 
 import platform
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -26,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cuda_agent.errors import ConfigError, Error
 from cuda_agent.judge import BaselineResult, JudgeConfig, baseline_key, baseline_key_env, reference_timings
@@ -164,22 +167,51 @@ def _measure_one(task: Task, config: JudgeConfig, device: str) -> BaselineEntry:
 
 
 def seed_cache(path: Path, cache_dir: Path | None = None) -> int:
-    """Write every measured entry of the file into the judge's baseline cache; returns how many.
+    """Write every measured baseline of `path` into the judge's baseline cache; returns how many.
+
+    `path` is a file of `cuda-agent bench baselines`, or a folder of the cache's own files (`<key>.json`, as a
+    device run returns its cache's `baselines/` folder): a card without a committed file then keeps what one
+    session measured for the next.
 
     Raises:
-        ConfigError: the file does not exist.
+        ConfigError: `path` does not exist, or a file of the folder is not one of the cache's.
     """
     if not path.exists():
-        raise ConfigError(f"{path}: no such baselines file (write one with `cuda-agent bench baselines`)")
+        raise ConfigError(f"{path}: no such baselines file or folder (write one with `cuda-agent bench baselines`)")
     folder = (cache_dir or cache_root()) / "baselines"
     folder.mkdir(parents=True, exist_ok=True)
-    count = 0
-    for entry in load_file(path).entries.values():
-        if entry.result is None or entry.cache_key is None:
-            continue
-        target = folder / f"{entry.cache_key}.json"
+    found = _cache_files(path) if path.is_dir() else _file_results(path)
+    for key, result in found.items():
+        target = folder / f"{key}.json"
         tmp = target.with_suffix(".tmp")
-        tmp.write_text(entry.result.model_dump_json())
+        tmp.write_text(result.model_dump_json())
         tmp.replace(target)
-        count += 1
-    return count
+    return len(found)
+
+
+def _file_results(path: Path) -> dict[str, BaselineResult]:
+    """The measured entries of a baselines file, by cache key."""
+    entries = load_file(path).entries.values()
+    return {e.cache_key: e.result for e in entries if e.result is not None and e.cache_key is not None}
+
+
+_CACHE_NAME = re.compile(r"[0-9a-f]{32}\.json")
+
+
+def _cache_files(folder: Path) -> dict[str, BaselineResult]:
+    """The baselines in a folder of cache files (`<key>.json`); one that failed to time is left out, as the judge
+    never caches it."""
+    names = sorted(p for p in folder.iterdir() if p.suffix == ".json")  # not the judge's half-written .tmp files
+    if not names:
+        raise ConfigError(f"{folder}: no baseline cache files (<key>.json) in this folder")
+    found: dict[str, BaselineResult] = {}
+    for path in names:
+        if not _CACHE_NAME.fullmatch(path.name):
+            raise ConfigError(f"{path}: not a baseline cache file (<32 hex digits>.json); give the folder they are in")
+        try:
+            result = BaselineResult.model_validate_json(path.read_text())
+        except ValidationError as exc:
+            raise ConfigError(f"{path}: not a baseline cache file: {exc.errors()[0]['msg']}") from exc
+        if result.error is None:
+            found[path.stem] = result
+    return found

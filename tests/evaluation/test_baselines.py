@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,41 @@ def test_file_environment_holds_the_judge_cache_key_facts_and_refuses_other_cpu_
     path, _ = _file(tmp_path, four)
     with pytest.raises(ConfigError, match="cpu_threads=4"):
         measure([task], path, one, "cpu")  # resuming with other threads would mix two keys' times in one file
+
+
+def test_a_folder_of_cache_files_seeds_the_cache_and_the_judge_reads_it(tmp_path: Path) -> None:
+    """What a device run returns (its cache's baselines/ folder) seeds another machine's cache as a file does."""
+    measured = JudgeConfig(device="cpu", cache_dir=tmp_path / "measured")
+    path, result = _file(tmp_path, measured)
+    seed_cache(path, tmp_path / "measured")
+    returned = tmp_path / "baseline_cache"
+    returned.mkdir()
+    for f in (tmp_path / "measured" / "baselines").glob("*.json"):
+        returned.joinpath(f.name).write_text(f.read_text())
+    failed = BaselineResult(error="reference failed while timed: RuntimeError")
+    returned.joinpath("f" * 32 + ".json").write_text(failed.model_dump_json())  # the judge never reads one back
+    returned.joinpath("0" * 32 + ".tmp").write_text("half a file")  # an interrupted write of the judge's own
+
+    assert seed_cache(returned, tmp_path / "fresh") == 1
+    assert sorted(p.name for p in (tmp_path / "fresh" / "baselines").iterdir()) == [f"{cache_key_of(path)}.json"]
+    fresh = JudgeConfig(device="cpu", cache_dir=tmp_path / "fresh")
+    assert reference_timings(Catalog().resolve("examples/relu"), fresh) == result
+
+
+def cache_key_of(path: Path) -> str:
+    return next(iter(BaselineFile.model_validate_json(path.read_text()).entries.values())).cache_key or ""
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "says"),
+    [
+        ("notes.json", "{}", "not a baseline cache file (<32 hex digits>.json)"),
+        ("a" * 32 + ".json", '{"eager": 3}', "not a baseline cache file"),
+        ("readme.txt", "", "no baseline cache files"),
+    ],
+)
+def test_a_folder_that_is_not_the_caches_is_a_config_error(tmp_path: Path, name: str, text: str, says: str) -> None:
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / name).write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        seed_cache(tmp_path / "folder", tmp_path / "cache")

@@ -181,6 +181,13 @@ def test_readme_baselines_and_seed_cache_run_as_written(tmp_path: Path, shared_d
     config = JudgeConfig(device=data.environment["device"], cache_dir=cache)
     assert reference_timings(Catalog().resolve("kernelbench/L1/12"), config) == entry.result  # read, not re-timed
 
+    # The comment's other form: the cache's own folder (what a device run returns) seeds a fresh cache the same way.
+    fresh = tmp_path / "fresh"
+    done = cli(*seed[1:-1], str(cache / "baselines"), cwd=tmp_path, env={"CUDA_AGENT_CACHE": str(fresh)})
+    assert (done.returncode, done.stdout) == (0, "seeded 1 baselines into the judge's cache\n"), done.stderr
+    config = JudgeConfig(device=data.environment["device"], cache_dir=fresh)
+    assert reference_timings(Catalog().resolve("kernelbench/L1/12"), config) == entry.result
+
 
 @pytest.mark.integration
 def test_readme_mixed_cpu_bench_runs_as_written_on_one_of_its_problems(tmp_path: Path) -> None:

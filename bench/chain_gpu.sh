@@ -9,6 +9,8 @@
 # logs) land in $OUT/chain_gpu.tar.
 #
 # Knobs (env): STEPS=2 TURNS=2 SFT_STEPS=20 ACTOR=<HF folder> (default: a tiny random Qwen2), BUDGET_S=540
+# RAY_STOP=0: other Ray clusters run beside this script's (bench/learning_gpu.sh in the same call: its header):
+# no `ray stop --force` on the GPU, which would stop theirs too.
 # DEVICE=cuda (default) or cpu: on the CPU, verl runs on our CPU platform (trainer.device=cpu, cuda_agent.rl.verl_cpu;
 # the SFT step through cuda_agent.rl.sft_cpu), sized as bench/learning_gpu.sh's CPU mode (fsdp2 in fp32, sdpa, no
 # remove-padding, no gradient checkpointing, no Ray dashboard), the curriculum and the tasks are the CPU ones, the
@@ -28,7 +30,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-STEPS=${STEPS:-2} TURNS=${TURNS:-2} SFT_STEPS=${SFT_STEPS:-20} BUDGET_S=${BUDGET_S:-540} PORT=${PORT:-8766}
+STEPS=${STEPS:-2} TURNS=${TURNS:-2} SFT_STEPS=${SFT_STEPS:-20} BUDGET_S=${BUDGET_S:-540} PORT=${PORT:-8766} RAY_STOP=${RAY_STOP:-1}
 DEVICE=${DEVICE:-cuda}
 OUT=${OUT:-/tmp/chain_gpu_out} WORK=${WORK:-/tmp/chain_gpu} STATE=${STATE:-}
 START=$(date +%s)
@@ -156,19 +158,22 @@ yaml.safe_dump({"run_dir": f"{work}/run", "stages": stages}, open(f"{work}/pipel
 PY
 fi
 
+descendants() { local p; for p in $(pgrep -P "$1" 2>/dev/null); do echo "$p"; descendants "$p"; done; }
 setsid $PY -m cuda_agent train all --config "$WORK/pipeline.yaml" >> "$WORK/train_all.log" 2>&1 &  # a STATE's log goes on
 PID=$!
 while kill -0 "$PID" 2>/dev/null; do
   sleep 3
   [ $(( ($(date +%s) - START) % 30 )) -lt 3 ] && { echo "[$(( $(date +%s) - START )) s] $(grep -a '^== ' "$WORK/train_all.log" | tail -n 1)"; pack; }
   if [ $(( $(date +%s) - START )) -gt "$BUDGET_S" ]; then
-    echo "== time budget of ${BUDGET_S}s spent"; kill -9 -- -"$PID" 2>/dev/null; break
+    # Ray's daemons run in sessions of their own: the group and then every descendant listed before, by id.
+    echo "== time budget of ${BUDGET_S}s spent"; pids=$(descendants "$PID"); kill -9 -- -"$PID" 2>/dev/null
+    for p in $pids; do kill -9 "$p" 2>/dev/null; done; break
   fi
 done
 wait "$PID" 2>/dev/null; RC=$?; echo "== train all exit $RC at $(( $(date +%s) - START )) s"
 grep -a "^== \|^   [a-z-]*: \|Error" "$WORK/train_all.log" | grep -v UserWarning | tail -n 40
 if [ "$RC" -ne 0 ]; then  # cut by BUDGET_S or a failed stage: the checks below need the whole chain
-  [ "$DEVICE" = cuda ] && ray stop --force > /dev/null 2>&1
+  [ "$DEVICE" = cuda ] && [ "$RAY_STOP" = 1 ] && ray stop --force > /dev/null 2>&1
   kill "$SERVE" 2>/dev/null
   echo "== the chain did not finish: carry $OUT/chain_state.tar on (STATE=..., the header says how)"
   exit 3  # pack runs on exit
@@ -191,7 +196,7 @@ if diff != 0:
     sys.exit("== FAIL: the critic warm-up changed the actor")
 PY
 FROZEN=$?
-[ "$DEVICE" = cuda ] && ray stop --force > /dev/null 2>&1  # elsewhere other Ray clusters may run: the group kill must do
+[ "$DEVICE" = cuda ] && [ "$RAY_STOP" = 1 ] && ray stop --force > /dev/null 2>&1  # elsewhere other Ray clusters may run: the group kill must do
 echo "== again (every stage must be skipped):"
 timeout 120 $PY -m cuda_agent train all --config "$WORK/pipeline.yaml" 2>&1 | tail -n 10
 kill "$SERVE" 2>/dev/null

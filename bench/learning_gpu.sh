@@ -23,6 +23,8 @@
 # the other) SFT_STEPS (200 cuda, 300 cpu) SFT_BATCH=24 SFT_SAVE=50
 # SFT_BUDGET_S (150 cuda, 1200 cpu) HIDDEN=128 LAYERS=2 N=16 (answers per step) BUDGET_S=540 (the whole script; PPO
 # is stopped there) FROM= (a folder holding sft_model/ and critic/: no tiny model, no SFT) STEPS=0 (no PPO).
+# RAY_STOP=0: other Ray clusters run beside this script's (bench/chain_gpu.sh in the same call, below): no
+# `ray stop --force` on the GPU, which would stop theirs too; ours stop with their process groups.
 # DEVICE=cuda (default) or cpu: on the CPU, verl runs on our CPU platform (trainer.device=cpu, cuda_agent.rl.verl_cpu;
 # the SFT step through cuda_agent.rl.sft_cpu, verl's SFT trainer with a gloo group), the curriculum is the CPU one
 # (one-file C++ answers of ~310 tokens, a 2-line prompt: cuda_agent/rl/curriculum.py) and the judge times on the CPU.
@@ -44,6 +46,10 @@
 # step (update_actor 0.22 s; generation 6.8 s, of which half was the first request's lone batch, since gathered:
 # HFRolloutServer._gather), 3.2 standard errors over one seed. With PARALLEL=1 (since) both seeds run in one call:
 #   FROM=.carry/learn BUDGET_S=570 bash bench/learning_gpu.sh   (carry [".whl", ".carry/learn"], timeout 600)
+# and with the four-stage chain's first part beside it (tiny models: the GPU is idle most of a step; the
+# curriculum's verdicts are cached before PPO's first step), carry [".whl", ".carry/learn"]:
+#   export RAY_STOP=0 OUT=$OUT; BUDGET_S=555 bash bench/chain_gpu.sh > $OUT/chain.log 2>&1 &
+#   FROM=.carry/learn BUDGET_S=570 bash bench/learning_gpu.sh > $OUT/console.log 2>&1; wait
 # H200 time (one GPU, 16 cores; 2026-12-05: 3 cold judgements 117 s, PPO start-up 90-100 s, PPO ~10-13 s a step):
 # wheels, tiny model and curriculum ~30 s; SFT (judges alongside) <= SFT_BUDGET_S (torchrun and FSDP start ~35 s,
 # then steps at a rate not yet measured on the H200 with the recipe's fixes); probe ~15 s; PPO start-up ~100 s.
@@ -72,7 +78,7 @@ if [ "$DEVICE" = cuda ]; then DEF_SEEDS="0 1" DEF_PARALLEL=1 DEF_SFT_STEPS=200 D
 else DEF_SEEDS="0 1" DEF_PARALLEL=0 DEF_SFT_STEPS=300 DEF_SFT_BUDGET=1200; fi
 STEPS=${STEPS:-30} SEEDS=${SEEDS:-$DEF_SEEDS} PARALLEL=${PARALLEL:-$DEF_PARALLEL} SFT_STEPS=${SFT_STEPS:-$DEF_SFT_STEPS} SFT_BATCH=${SFT_BATCH:-24}
 SFT_SAVE=${SFT_SAVE:-50} SFT_BUDGET_S=${SFT_BUDGET_S:-$DEF_SFT_BUDGET} HIDDEN=${HIDDEN:-128} LAYERS=${LAYERS:-2}
-N=${N:-16} BUDGET_S=${BUDGET_S:-540} PORT=${PORT:-8765} FROM=${FROM:-} CURRICULUM=${CURRICULUM:-$DEVICE}
+N=${N:-16} BUDGET_S=${BUDGET_S:-540} PORT=${PORT:-8765} FROM=${FROM:-} CURRICULUM=${CURRICULUM:-$DEVICE} RAY_STOP=${RAY_STOP:-1}
 if [ "$CURRICULUM" != "$DEVICE" ] && [ "$STEPS" != 0 ]; then
   echo "CURRICULUM=$CURRICULUM on DEVICE=$DEVICE trains SFT only: set STEPS=0 (its kernels cannot be judged here)" >&2; exit 2
 fi
@@ -286,7 +292,7 @@ for round in "${ROUNDS[@]}"; do
     echo "== seed $seed exit $PPO_RC at $(elapsed) s, $(ppo_steps "$seed") steps"
     tail -n 3 "$RES/ppo_seed$seed/train.log"
   done
-  [ "$DEVICE" = cuda ] && ray stop --force > /dev/null 2>&1  # elsewhere other Ray clusters may run: the group kill must do
+  [ "$DEVICE" = cuda ] && [ "$RAY_STOP" = 1 ] && ray stop --force > /dev/null 2>&1  # elsewhere other Ray clusters may run: the group kill must do
   for seed in $round; do $CLI train report "$RES/ppo_seed$seed"; done
   pack
 done

@@ -58,7 +58,7 @@ print(' '.join(f'--exclude=./run/{s.replace(\"-\", \"_\")}/checkpoints' for s, r
 }
 trap pack EXIT
 if [ "$DEVICE" = cuda ] && ls .whl/*.whl >/dev/null 2>&1; then  # the H200's wheels; elsewhere the venv has them
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  . bench/site_wheels.sh && install_wheels
   export PYTHONPATH=/tmp/site:$ROOT PATH=/tmp/site/bin:$PATH
 else
   export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}

@@ -14,7 +14,7 @@
 set -uo pipefail
 R=$OUT; export OUT=/tmp/leftovers; mkdir -p $OUT
 pack() { tar czf "$R/leftovers.tgz" -C "$OUT" . ; }
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+. bench/site_wheels.sh && install_wheels || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PATH=/tmp/site/bin:$PATH CUDA_AGENT_DATA_DIR=$PWD/.carry \
   CUDA_AGENT_CACHE=/tmp/ca-cache TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16
 B=$OUT/kernelbench_baselines.json; cp bench/results/h200-2026-12-03/kernelbench_baselines.json $B

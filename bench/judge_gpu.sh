@@ -26,7 +26,7 @@ set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/judge_gpu"
 R=$OUT/judge_gpu
 if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  . bench/site_wheels.sh && install_wheels || exit 1
 fi
 chmod -R a+rX /tmp/site 2>/dev/null  # the candidate's processes run as nobody and import from here too
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PATH=/tmp/site/bin:$PATH

@@ -14,7 +14,7 @@
 #       has no matplotlib, so render report.html afterwards here: `cuda-agent bench report DIR`.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+. bench/site_wheels.sh && install_wheels || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PATH=/tmp/site/bin:$PATH
 export CUDA_AGENT_DATA_DIR=$PWD/.carry CUDA_AGENT_CACHE=/tmp/ca-cache TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16
 BASELINES=${BASELINES:-bench/results/h200-2026-12-02/kernelbench_baselines.json}

@@ -20,7 +20,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 BUDGET_S=${BUDGET_S:-470}
 export PYTHONUNBUFFERED=1 CUDA_AGENT_DATA_DIR=$PWD/.carry
 if [ -z "${CPU_SLOTS:-}" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  . bench/site_wheels.sh && install_wheels || exit 1
   export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH CUDA_AGENT_CACHE=/tmp/ca-cache TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=4
   { nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw \
       --format=csv; nvidia-smi topo -m; } > "$OUT/nvidia_smi.txt" 2>&1

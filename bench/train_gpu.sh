@@ -40,7 +40,7 @@ trap pack EXIT  # also when the device call's limit cuts the run: what ran so fa
 
 PY=${PY:-python3}
 if ! $PY -c "import verl, ray" >/dev/null 2>&1 && ls .whl/*.whl >/dev/null 2>&1; then  # the H200 image lacks both
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  . bench/site_wheels.sh && install_wheels "$PY"
   export PYTHONPATH=/tmp/site:$ROOT PATH=/tmp/site/bin:$PATH
 else
   export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}

@@ -22,9 +22,10 @@
 # Here: bash scripts/device_wheels.sh rl --no-data ; carry [".whl"]
 # There (repository root): bash bench/chain_gpu.sh
 # Across calls: each verl launch starts in ~100-150 s on a GPU machine, so the chain may outlast one call. Every
-# exit also packs $OUT/chain_state.tar: the run folder without the checkpoints of finished stages (their HF
-# folders are what the next stages take), the tiny model, the data and the pipeline file (~20 MB). The next call
-# carries on where `train all` stopped (the manifest: done stages are skipped, a started one resumes):
+# exit also packs $OUT/chain_state.tar: the run folder, the tiny models, the data and the pipeline file, without
+# what no stage still to run reads (bench/chain_state.py: finished stages' checkpoints, artifacts whose readers are
+# done; ~7-9 MB where it was 22 MB, since the tree and the wheels leave ~10 MB of the 64 MiB a call carries). The
+# next call carries on where `train all` stopped (the manifest: done stages are skipped, a started one resumes):
 #   here: rm -rf .carry/chain && mkdir -p .carry/chain && cp FILES_AT/chain_state.tar .carry/chain/
 #   carry [".whl", ".carry/chain"]: STATE=.carry/chain/chain_state.tar bash bench/chain_gpu.sh
 set -uo pipefail
@@ -45,13 +46,10 @@ pack() {  # on every exit, also when the device call's limit cuts the run: what 
   find "$WORK/run" -maxdepth 2 \( -name 'steps.jsonl' -o -name 'report.html' -o -name 'manifest.json' -o -name 'metrics.*.jsonl' \) \
     -print0 2>/dev/null | tar -cf "$OUT/chain_gpu.tar" --null -T - "$WORK/chain_gpu.log" "$WORK/train_all.log" "$WORK/pipeline.yaml" \
     "$WORK/serve.log" 2>/dev/null
-  # The state for a next call: finished stages' checkpoints left out (done stages are never launched again), but
-  # the critic warm-up's, whose actor the frozen-actor check below reads.
+  # The state for a next call, without what no stage still to run reads (bench/chain_state.py: finished stages'
+  # checkpoints, artifacts whose readers are done), so that it travels beside the tree and the wheels.
   local skip
-  skip=$(python3 -c "import json, sys; m = json.load(open(sys.argv[1]))['stages']
-print(' '.join(f'--exclude=./run/{s.replace(\"-\", \"_\")}/checkpoints' for s, r in m.items()
-               if r['status'] == 'done' and s != 'critic-warmup'))" \
-    "$WORK/run/manifest.json" 2>/dev/null)
+  skip=$(python3 "$ROOT/bench/chain_state.py" "$WORK" 2>/dev/null)
   # shellcheck disable=SC2086  # one word per --exclude
   ( cd "$WORK" && tar -cf "$OUT/chain_state.tar.part" $skip ./tiny ./curriculum ./examples.parquet ./*.yaml ./run \
     ./chain_gpu.log ./train_all.log 2>/dev/null; [ $? -le 1 ] ) && mv -f "$OUT/chain_state.tar.part" "$OUT/chain_state.tar"

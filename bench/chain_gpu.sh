@@ -10,7 +10,8 @@
 #
 # Knobs (env): STEPS=2 TURNS=2 SFT_STEPS=20 ACTOR=<HF folder> (default: a tiny random Qwen2), BUDGET_S=540
 # RAY_STOP=0: other Ray clusters run beside this script's (bench/learning_gpu.sh in the same call: its header):
-# no `ray stop --force` on the GPU, which would stop theirs too.
+# no `ray stop --force` on the GPU, which would stop theirs too. AFTER="FILE ..." (AFTER_S=240): `train all` waits
+# until these exist, e.g. the learning run's judge_*.json, so that its curriculum is timed before our GPU work.
 # DEVICE=cuda (default) or cpu: on the CPU, verl runs on our CPU platform (trainer.device=cpu, cuda_agent.rl.verl_cpu;
 # the SFT step through cuda_agent.rl.sft_cpu), sized as bench/learning_gpu.sh's CPU mode (fsdp2 in fp32, sdpa, no
 # remove-padding, no gradient checkpointing, no Ray dashboard), the curriculum and the tasks are the CPU ones, the
@@ -157,6 +158,14 @@ PY
 fi
 
 descendants() { local p; for p in $(pgrep -P "$1" 2>/dev/null); do echo "$p"; descendants "$p"; done; }
+if [ -n "${AFTER:-}" ]; then  # beside the learning run: its curriculum's verdicts are timed before our GPU work
+  echo "== waiting (at most ${AFTER_S:-240} s) for $AFTER"
+  for _ in $(seq "$(( ${AFTER_S:-240} / 2 ))"); do
+    ready=1; for f in $AFTER; do [ -e "$f" ] || ready=0; done
+    [ "$ready" = 1 ] && break; sleep 2
+  done
+  echo "== starting at $(( $(date +%s) - START )) s"
+fi
 setsid $PY -m cuda_agent train all --config "$WORK/pipeline.yaml" >> "$WORK/train_all.log" 2>&1 &  # a STATE's log goes on
 PID=$!
 while kill -0 "$PID" 2>/dev/null; do

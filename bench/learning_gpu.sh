@@ -48,8 +48,9 @@
 #   FROM=.carry/learn BUDGET_S=570 bash bench/learning_gpu.sh   (carry [".whl", ".carry/learn"], timeout 600)
 # and with the four-stage chain's first part beside it (tiny models: the GPU is idle most of a step; the
 # curriculum's verdicts are cached before PPO's first step), carry [".whl", ".carry/learn"]:
-#   export RAY_STOP=0 OUT=$OUT; BUDGET_S=555 bash bench/chain_gpu.sh > $OUT/chain.log 2>&1 &
-#   FROM=.carry/learn BUDGET_S=570 bash bench/learning_gpu.sh > $OUT/console.log 2>&1; wait
+#   export RAY_STOP=0 OUT=$OUT; R=/tmp/learning_gpu/results
+#   AFTER="$R/judge_fast.json $R/judge_slow.json $R/judge_wrong.json" BUDGET_S=555 bash bench/chain_gpu.sh \
+#     > $OUT/chain.log 2>&1 & FROM=.carry/learn BUDGET_S=570 bash bench/learning_gpu.sh > $OUT/console.log 2>&1; wait
 # H200 time (one GPU, 16 cores; 2026-12-05: 3 cold judgements 117 s, PPO start-up 90-100 s, PPO ~10-13 s a step):
 # wheels, tiny model and curriculum ~30 s; SFT (judges alongside) <= SFT_BUDGET_S (torchrun and FSDP start ~35 s,
 # then steps at a rate not yet measured on the H200 with the recipe's fixes); probe ~15 s; PPO start-up ~100 s.

@@ -144,6 +144,7 @@ _TOKEN_RULES: list[tuple[str, str]] = [
         "global_state_change",
         r"\b(globalContext|cudaDeviceReset|cudaSetDevice|cudaSetDeviceFlags|cudaDeviceSetCacheConfig"
         r"|cudaDeviceSetSharedMemConfig|cudaDeviceSetMemPool|cudaProfilerStart|cudaProfilerStop|omp_set_num_threads"
+        r"|num_threads(?=\s*\()"  # an OpenMP clause that takes more threads than the timing gives (red team, 2026-12-05)
         r"|omp_set_dynamic|omp_set_max_active_levels|set_num_threads|set_num_interop_threads|TORCH_LIBRARY_IMPL"
         r"|TORCH_LIBRARY_FRAGMENT)\b",
     ),
@@ -168,6 +169,22 @@ _KERNELBENCH_DISPATCH = re.compile(
     r"\b(\w*DispatchKey\w*|AutoDispatch\w*|Dispatcher|OperatorHandle|KernelFunction|PythonDispatcher\w*"
     r"|tls_\w+|CachingAllocator\w*)\b"
 )
+# Under kernelbench torch may compute in C++, but through the dispatcher, which the runtime checks watch: torch's
+# per-backend kernels called directly (at::cpu::addmm_out, at::native::*) compute unseen, so the dataflow check
+# would credit torch's work to the candidate (a red-team solution of only at::cpu:: calls passed as its own).
+_DISPATCHER_FREE = re.compile(
+    r"(?<![\w:])(?:::\s*)?at\s*::\s*(?:cpu|native|meta|composite\w*)\s*::\s*\w+"
+    r"|(?<![\w:])(?:::\s*)?at\s*::\s*cuda\s*::\s*\w+\b(?!\s*::)"  # its functions; not at::cuda::blas:: (cuBLAS)
+)
+# Names no rule can read because they are not spelled in the code: an asm label or alias attribute binds a declared
+# name to another symbol (`void f() __asm__("sgemm_")`, a mangled torch internal), and a reopened torch namespace
+# declares torch's functions under unqualified names (both passed as the candidate's own code in a red-team run).
+# The label is a string literal, so this reads the text with only comments removed; inline PTX has spaces or `;`.
+_SYMBOL_ALIAS = re.compile(
+    r"\b(?:__asm__|__asm|asm)\s*(?:(?:volatile|__volatile__)\s*)?\(\s*\"[A-Za-z_$.][\w$.@]*\"\s*\)"
+    r"|\b(?:alias|weakref|ifunc)\s*\(\s*\""
+)
+_REOPENED_TORCH_NAMESPACE = re.compile(r"\bnamespace\s+(?:::\s*)?(?:torch|at|c10|caffe2|aten)\b\s*(?:::\s*\w+\s*)*\{")
 # Inline PTX lives in string literals, so these two read the text with only comments removed.
 _PTX_PRECISION = re.compile(r"\b(?:w?gmma|mma|cvt)(?:\.[\w:]+)*?\.(f16|bf16|tf32|e4m3|e5m2)\b")
 _PTX_L2 = re.compile(r"\b(evict_last|createpolicy|applypriority)\b")
@@ -220,10 +237,23 @@ def check_cpp(
     with_literals, code = blank_comments_and_literals(text)
     found = _check_includes(with_literals, where, local_headers, any_system_header=kernelbench)
     code = _INCLUDE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), code)  # header names are not calls
+    found += [
+        _found("dynamic_code", where(m.start()), f"binds a name to another symbol with `{m.group(0)}`")
+        for m in _SYMBOL_ALIAS.finditer(with_literals)
+    ]
+    found += [
+        _found("dynamic_code", where(m.start()), f"declares names inside torch's own namespace (`{m.group(0)}`)")
+        for m in _REOPENED_TORCH_NAMESPACE.finditer(code)
+    ]
     if kernelbench:
         found += [
             _found("global_state_change", where(m.start()), f"uses `{m.group(0)}`")
             for m in _KERNELBENCH_DISPATCH.finditer(code)
+        ]
+        found += [
+            _found("global_state_change", where(m.start()), f"calls torch's kernel `{name}` around the dispatcher")
+            for m in _DISPATCHER_FREE.finditer(code)
+            if not _ALLOWED_TORCH_NAME.fullmatch(name := re.sub(r"\s+|^::", "", m.group(0)))
         ]
         found += _check_prebuilt_libraries(code, where)
     else:
@@ -288,6 +318,9 @@ def _found(rule: str, where: str, what: str) -> Violation:
 _KERNELBENCH_DENIED_HEADER = re.compile(
     r"thread|future|condition_variable|stop_token|pthread\.h|fstream|filesystem|unistd\.h|dlfcn\.h|fcntl\.h"
     r"|spawn\.h|netdb\.h|(sys|netinet|arpa)/[\w/]+\.h"
+    # torch's per-backend kernels, called around the dispatcher (_DISPATCHER_FREE)
+    r"|ATen/(CPU|CUDA|Meta|Native|Composite\w*)Functions(_inl)?\.h|ATen/ops/\w+_(cpu|cuda|meta|native|composite\w*)"
+    r"(_dispatch)?\.h"
 )
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from tests.judge.threats import _static
 from tests.judge.threats._hacks import checks_of, judge_hack, model_new
-from tests.judge.threats._static import checks, expect, solution
+from tests.judge.threats._static import LAUNCH, checks, expect, solution
 
 MIXED = set()
 """Under kernelbench torch may compute beside the candidate's kernels, so these pass the static policy there; the
@@ -121,7 +121,9 @@ def test_accepts_arithmetic_on_shapes() -> None:
     ids=["torch_op", "aten_op", "native", "functional", "method", "reduction", "operator", "unary", "dispatcher"],
 )
 def test_rejects_torch_compute_in_cpp(launch: str) -> None:
-    assert checks(solution(launch=launch)) == expect({"cpp_torch_compute"}, MIXED)
+    # kernelbench: torch through the dispatcher is allowed; its per-backend kernels around it (at::native::) are not
+    kernelbench = {"global_state_change"} if "native" in launch else MIXED
+    assert checks(solution(launch=launch)) == expect({"cpp_torch_compute"}, kernelbench)
 
 
 def test_rejects_torch_namespace_aliases_in_cpp() -> None:
@@ -186,3 +188,66 @@ def test_runtime_rejects_torch_fallback_in_python(tmp_path: Path, forward: str) 
         return
     expected = expect({"torch_compute_at_runtime"}, {"no_custom_kernel"})
     assert (verdict.verdict, checks_of(verdict)) == ("rejected", expected), verdict.message
+
+
+# Found by a red-team run on 2026-12-05 (bench/results/cpu-2026-12-05-redteam/): each passed both policies, getting
+# torch's or BLAS's work, or the judge's own state, through names that no rule read.
+@pytest.mark.parametrize(
+    ("headers", "launch", "cuda_agent", "kernelbench"),
+    [
+        ('extern "C" void blas(const char*, const int*) __asm__("sgemm_");', LAUNCH, {"dynamic_code"}, None),
+        (
+            'static int64_t depth() __asm__("_ZN3c104impl21TorchDispatchModeTLS9stack_lenEv");',
+            LAUNCH,
+            {"dynamic_code"},
+            None,
+        ),
+        ('void twin() __attribute__((alias("relu_host")));', LAUNCH, {"dynamic_code"}, None),
+        (
+            "namespace at { namespace cpu { at::Tensor& relu_(at::Tensor& self); } }",
+            "relu_(y);",
+            {"dynamic_code"},
+            None,
+        ),
+        (
+            "namespace at::cpu { at::Tensor& relu_(at::Tensor& self); }",
+            "relu_(y);",
+            {"dynamic_code", "cpp_torch_compute"},
+            {"dynamic_code"},
+        ),
+        (
+            "#include <ATen/CPUFunctions.h>",
+            "y = at::cpu::relu(x);",
+            {"forbidden_library", "cpp_torch_compute"},
+            {"forbidden_library", "global_state_change"},
+        ),
+        ("", "at::cuda::addmm_out(y, x, x, x);", {"cpp_torch_compute"}, {"global_state_change"}),
+    ],
+    ids=[
+        "asm_label_blas",
+        "asm_label_torch_internal",
+        "alias_attribute",
+        "reopened_namespace",
+        "nested_namespace",
+        "at_cpu_kernel",
+        "at_cuda_kernel",
+    ],
+)
+def test_rejects_names_bound_around_the_rules(
+    headers: str, launch: str, cuda_agent: set[str], kernelbench: set[str] | None
+) -> None:
+    assert checks(solution(headers=headers, launch=launch)) == expect(cuda_agent, kernelbench or cuda_agent)
+
+
+def test_inline_ptx_is_not_an_asm_label() -> None:
+    launch = LAUNCH + '\n    asm volatile("membar.gl;");\n    int lane; asm("mov.u32 %0, %%laneid;" : "=r"(lane));'
+    assert checks(solution(launch=launch)) == set()
+
+
+def test_rejects_an_openmp_clause_that_takes_more_threads() -> None:
+    # The CPU timing gives the candidate the reference's threads; `num_threads(N)` took more, unflagged (red team).
+    source = solution(
+        headers="void spread(float* p, int n) {\n#pragma omp parallel for num_threads(2)\n"
+        "for (int i = 0; i < n; ++i) p[i] = 0.f;\n}"
+    )
+    assert checks(source) == {"global_state_change"}

@@ -20,6 +20,7 @@ import contextlib
 import json
 import platform
 import re
+import secrets
 import tempfile
 import time
 from collections.abc import Iterator
@@ -51,6 +52,10 @@ from cuda_agent.workspace.build import BUILD_DIR, build_tree, glue_hash
 from cuda_agent.workspace.layout import tampered_files
 
 SEEDS = (1001, 2002, 3003, 4004, 5005, 6006, 7007, 8008, 9009, 10010)
+SEED_OFFSET_STEP = 100_003
+"""Every judgement adds a random multiple of this to its input seeds (`env.seed_offset`), so no solution can
+carry the outputs for the judge's inputs with it: with fixed seeds a red-team solution held a table of all 13
+outputs of a small task and passed with reward 3 (2026-12-05). A prime step keeps the offset seeds apart."""
 
 
 def _builds_inline(python: str) -> bool:
@@ -311,6 +316,8 @@ class _Judgement:
         eager_ms = base.eager["median_ms"] if base and base.eager else None
         self.limits = cfg.run_limits(eager_ms, "cached baseline" if eager_ms is not None else "unknown")
         self.env["run_limits"] = self.limits.model_dump()
+        offset = SEED_OFFSET_STEP * secrets.randbelow(1 << 16)  # unknown to the candidate until its verdict
+        self.env["seed_offset"] = offset
         request = RunRequest(
             python_path=self.module_path(ext_dir),
             task_code=self.task.code,
@@ -318,13 +325,16 @@ class _Judgement:
             solution_path=str(solution_file),
             ext_dir=str(ext_dir),
             device=self.device,
-            seeds=list(SEEDS[: cfg.trials])
-            if cfg.trials <= len(SEEDS)
-            else [1001 * (i + 1) for i in range(cfg.trials)],
+            seeds=[
+                offset + seed
+                for seed in (
+                    SEEDS[: cfg.trials] if cfg.trials <= len(SEEDS) else [1001 * (i + 1) for i in range(cfg.trials)]
+                )
+            ],
             robustness=cfg.robustness_trials,
             time=cfg.time,
-            timing_seed=424242,
-            recheck_seed=777,
+            timing_seed=offset + 424242,
+            recheck_seed=offset + 777,
             atol=cfg.atol,
             rtol=cfg.rtol,
             norm_rtol=cfg.norm_rtol,

@@ -28,6 +28,7 @@ RUNTIME_CHECKS = {
     "l2_persistence",
     "reduced_precision",
     "protected_file_modified",
+    "result_caching",
 }
 
 

@@ -102,6 +102,25 @@ def changed_functions(captured: dict[str, int]) -> list[str]:
     return changed
 
 
+def same_storage(before: Any, after: Any, inputs: list[Any]) -> bool:
+    """Whether a call's output `after` holds the storage of the earlier output `before` (still referenced), other
+    than an input's storage (an output that is a view of its input is the reference's business, not a stored
+    result)."""
+    import torch
+
+    from cuda_agent.tasks.inspection import flatten_outputs
+
+    def storages(value: Any) -> set[int]:
+        return {
+            t.untyped_storage().data_ptr()
+            for t in flatten_outputs(value)
+            if isinstance(t, torch.Tensor) and t.numel() > 0
+        }
+
+    held = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor) and t.numel() > 0}
+    return bool((storages(before) & storages(after)) - held)
+
+
 def python_thread_count() -> int:
     return threading.active_count()
 

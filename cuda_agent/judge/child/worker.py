@@ -212,10 +212,28 @@ class CandidateRun:
         start = time.perf_counter()
         input_sets = timing_input_sets(self.problem, self.req.task_name, self.req.timing_seed, self.device)
         flush = make_flusher(self.device, self.env.get("l2_bytes"), self.l2.reset if self.l2 else None)
+        # The timed calls repeat their input sets, and nothing else sees their outputs: a solution could store a
+        # result and return it again, or skip the work once it knows it is timed (both passed a red-team run with
+        # reward 3, 2026-12-05). So each set's latest output is kept, a call that returns the storage of the one
+        # before it (still alive, so no allocator could hand it out again) is `result_caching`, and after the
+        # phase each set's last output is judged like a trial's. The bookkeeping runs after each call, outside
+        # the timed window: inside it, `call` only keeps a reference.
+        latest: dict[int, Any] = {}
+        returned: list[Any] = [None, None]
 
         def call(inputs: list[Any]) -> Any:
             with self.torch.no_grad():
-                return self.candidate(*inputs)
+                returned[0], returned[1] = inputs, self.candidate(*inputs)
+
+        def after_call() -> None:
+            inputs, out = returned
+            before = latest.get(id(inputs))
+            latest[id(inputs)] = out
+            returned[0] = returned[1] = None
+            if before is not None and guards.same_storage(before, out, inputs):
+                message = "forward returned the storage of its previous output for the same inputs (a stored result)"
+                raise _stop("rejected", "timing", message, [Violation(check="result_caching", message=message)])
+            self.tick()
 
         try:
             phase = time_phase(
@@ -228,16 +246,39 @@ class CandidateRun:
                 min_reps=self.req.min_reps,
                 max_reps=self.req.max_reps,
                 target_phase_s=self.req.target_phase_s,
-                tick=self.tick,
+                tick=after_call,
             )
+        except _Stop:
+            raise
         except Exception as exc:
             message = f"ModelNew.forward raised while timed: {type(exc).__name__}: {exc}"
             raise _stop("runtime_error", "timing", message, cause=exc) from None
         self.check_state("timing")
         self.stage_s["timing"] = time.perf_counter() - start
+        self.check_timed_outputs(input_sets, latest)
+        latest.clear()
         del input_sets
         self.run_trial(self.req.recheck_seed, "identity", "recheck")
         return phase.summary()
+
+    def check_timed_outputs(self, input_sets: list[list[Any]], latest: dict[int, Any]) -> None:
+        """Judge each timing input set's last timed output as a trial's (label `timed`)."""
+        from cuda_agent.judge.child.trial import judge_trial
+
+        start = time.perf_counter()
+        for index, inputs in enumerate(input_sets):
+            if id(inputs) not in latest:
+                continue
+            out = latest.pop(id(inputs))
+            trial = judge_trial(self, inputs, inputs, out, self.req.timing_seed + index, "identity", "timed")
+            del out
+            self.trials.append(trial)
+            if not trial["ok"]:
+                check = "reduced_precision" if trial.get("precision") else trial.get("violation")
+                violations = [Violation(check=check, message=trial["reason"])] if check else []
+                reason = f"a timed call's output is wrong: {trial['reason']}"
+                raise _stop("rejected" if check else "incorrect", "timed", reason, violations) from None
+        self.stage_s["timed_outputs"] = time.perf_counter() - start
 
     # --- policy/runtime.py (issue 22): the candidate's own share of forward, and under kernelbench that it counts ---
     def custom_work(self) -> float | None:

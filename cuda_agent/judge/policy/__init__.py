@@ -58,7 +58,8 @@ RULES: dict[str, str] = {
     "the environment) and cuda_extension (torch.nn.functional and the reference included; under kernelbench any "
     "torch module).",
     "dynamic_code": "eval/exec/compile/__import__, getattr/setattr with computed names, globals()/vars(), dunder "
-    "access, decorators, or C++ sources and flags that are not plain literals.",
+    "access, decorators, C++ sources and flags that are not plain literals, or C++ names bound around the rules "
+    "(asm labels, alias attributes, declarations inside torch's namespaces).",
     "try_except": "A try statement in forward or a function it calls, contextlib.suppress or an __exit__ method "
     "(a silent fallback on the timed path).",
     "torch_compute_in_forward": "forward (or a function it calls) calls torch or a submodule instead of the "

@@ -23,8 +23,11 @@ def local_ray():
 
 
 def _same(verdict) -> tuple:
-    """What two judgements of one candidate agree on (timings and so the speed-up and reward vary)."""
-    return verdict.verdict, verdict.correct, verdict.checks, verdict.violations, verdict.policy, verdict.device
+    """What two judgements of one candidate agree on (timings and so the speed-up and reward vary, and each
+    judgement draws its own input seeds: its checks agree less the seed)."""
+    offset = verdict.env["seed_offset"]
+    checks = [{**check, "seed": check["seed"] - offset} for check in verdict.checks]
+    return verdict.verdict, verdict.correct, checks, verdict.violations, verdict.policy, verdict.device
 
 
 def test_an_actor_hands_each_judgement_after_its_first_a_spare_and_the_verdicts_stay(local_ray) -> None:

@@ -15,30 +15,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.served import wait_healthy  # noqa: E402
 from cuda_agent.rl.curriculum import variants
 from cuda_agent.rl.single_turn import compute_score
-from cuda_agent.sandbox.client import SandboxClient
 
 SERVE_START_S = 60.0
 """How long the serve, started just before this script, may take to answer."""
-
-
-def wait_for(url: str) -> None:
-    deadline = time.monotonic() + SERVE_START_S
-    while True:
-        try:
-            SandboxClient(url, timeout_s=5).health()
-            return
-        except Exception as exc:  # not listening yet
-            if time.monotonic() > deadline:
-                raise SystemExit(f"no sandbox service answered at {url} within {SERVE_START_S:.0f} s: {exc}") from exc
-            time.sleep(0.5)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     rl = args.curriculum / "rl.parquet"
     if not rl.is_file():
         parser.error(f"no {rl}: give the folder `cuda-agent train curriculum --out` wrote")
-    wait_for(args.sandbox_url)
+    wait_healthy(args.sandbox_url, start_s=SERVE_START_S)
     row = pq.read_table(rl).to_pylist()[0]
     settings = {"device": args.device, "sandbox_url": args.sandbox_url, "work_dir": str(args.work_dir)}
 

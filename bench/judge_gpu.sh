@@ -90,8 +90,7 @@ fi
 kill $SMI 2>/dev/null
 # The baselines this call measured (newer than the call's start: part A's cold judgement, F's tasks on a card
 # the committed files do not cover): commit them with the results and later calls seed from them.
-mkdir -p "$R/baseline_cache" && find "$CUDA_AGENT_CACHE/baselines" -name '*.json' -newer "$R/env.txt" \
-  -exec cp {} "$R/baseline_cache/" \; 2>/dev/null
+. bench/seed_baselines.sh && returned_baselines "$R/env.txt" "$R/baseline_cache"
 pack
 cat "$R/summary.txt"
 rm -rf "$R"  # the tar holds it all (it is packed after every part, so a call cut short keeps what was done)

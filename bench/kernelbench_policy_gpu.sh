@@ -63,8 +63,7 @@ timeout "${BENCH_S:-520}" python3 -m cuda_agent bench --suite "$TASKS" --solutio
   --policy kernelbench --workers 16 --no-speed-of-light --out "$W/bench_kb" \
   --judge trials=2 --judge robustness_trials=false --judge target_phase_s=0.25 --judge min_reps=5 "${RESUME_ARGS[@]}" \
   2>&1 | tee "$W/bench.log" | tail -8
-mkdir -p "$W/baseline_cache" && find "$CUDA_AGENT_CACHE/baselines" -name '*.json' -newer "$W/.seeded" \
-  -exec cp {} "$W/baseline_cache/" \; 2>/dev/null
+returned_baselines "$W/.seeded" "$W/baseline_cache"
 
 python3 - "$W/bench_kb/results.jsonl" > "$W/fractions.txt" 2>&1 <<'PY'
 import json, sys

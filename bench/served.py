@@ -124,22 +124,23 @@ def served(
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=err, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
         service = Service(f"http://127.0.0.1:{port}", proc.pid)
         try:
-            _wait_healthy(service.url, proc)
+            wait_healthy(service.url, proc)
             yield service
         finally:
             service.left = _stop(proc)
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + START_S
+def wait_healthy(url: str, proc: subprocess.Popen | None = None, start_s: float = START_S) -> None:
+    """Until `cuda-agent serve` at `url` answers /health; `proc`: the serve we started (its exit ends the wait)."""
+    deadline = time.monotonic() + start_s
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
+        if proc is not None and proc.poll() is not None:
             raise SystemExit(f"cuda-agent serve exited ({proc.returncode}) before answering: see its log")
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(f"{url}/health", timeout=2).status_code == 200:
                 return
         time.sleep(0.2)
-    raise SystemExit(f"cuda-agent serve did not answer {url}/health within {START_S:g} s")
+    raise SystemExit(f"cuda-agent serve did not answer {url}/health within {start_s:g} s")
 
 
 def _stop(proc: subprocess.Popen) -> list[int]:

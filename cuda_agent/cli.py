@@ -380,7 +380,8 @@ def cmd_bench_report(args: argparse.Namespace) -> int:
 def cmd_bench_seed(args: argparse.Namespace) -> int:
     from cuda_agent.evaluation.baselines import seed_cache
 
-    print(f"seeded {seed_cache(Path(args.file))} baselines into the judge's cache")
+    for path in args.file:
+        print(f"{path}: seeded {seed_cache(Path(path))} baselines into the judge's cache")
     return 0
 
 
@@ -478,7 +479,9 @@ def _add_bench_commands(commands: argparse._SubParsersAction) -> None:
     base.set_defaults(func=cmd_bench_baselines)
     seed = sub.add_parser("seed-cache", help="copy a baselines file (or cache folder) into the judge's baseline cache")
     seed.add_argument(
-        "file", help="a file written by `cuda-agent bench baselines`, or a folder of baseline cache files (<key>.json)"
+        "file",
+        nargs="+",
+        help="files written by `cuda-agent bench baselines`, or folders of baseline cache files (<key>.json)",
     )
     seed.set_defaults(func=cmd_bench_seed)
     report = sub.add_parser("report", help="render report.md and report.html again from a run's results.json")

@@ -177,14 +177,16 @@ def test_readme_baselines_and_seed_cache_run_as_written(tmp_path: Path, shared_d
     cache = tmp_path / "cache"
     done = cli(*seed[1:], cwd=tmp_path, env={"CUDA_AGENT_CACHE": str(cache)})
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "seeded 1 baselines into the judge's cache\n"
+    assert done.stdout == f"{seed[-1]}: seeded 1 baselines into the judge's cache\n"
     config = JudgeConfig(device=data.environment["device"], cache_dir=cache)
     assert reference_timings(Catalog().resolve("kernelbench/L1/12"), config) == entry.result  # read, not re-timed
 
-    # The comment's other form: the cache's own folder (what a device run returns) seeds a fresh cache the same way.
-    fresh = tmp_path / "fresh"
-    done = cli(*seed[1:-1], str(cache / "baselines"), cwd=tmp_path, env={"CUDA_AGENT_CACHE": str(fresh)})
-    assert (done.returncode, done.stdout) == (0, "seeded 1 baselines into the judge's cache\n"), done.stderr
+    # The comment's other form: the cache's own folder (what a device run returns) seeds a fresh cache the same way,
+    # beside the file in one call.
+    fresh, folder = tmp_path / "fresh", cache / "baselines"
+    done = cli(*seed[1:], str(folder), cwd=tmp_path, env={"CUDA_AGENT_CACHE": str(fresh)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"{p}: seeded 1 baselines into the judge's cache" for p in (seed[-1], folder)]
     config = JudgeConfig(device=data.environment["device"], cache_dir=fresh)
     assert reference_timings(Catalog().resolve("kernelbench/L1/12"), config) == entry.result
 

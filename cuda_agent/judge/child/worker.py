@@ -189,12 +189,15 @@ class CandidateRun:
                 [Violation(check="torch_compute_at_runtime", message=f"ATen compute ops ran in forward: {ops}")],
             )
         self.check_state("trial")
-        trial = judge_trial(self, inputs, given, out, seed, transform, label)
+        self.record_trial(judge_trial(self, inputs, given, out, seed, transform, label), label)
+
+    def record_trial(self, trial: dict[str, Any], stage: str, context: str = "") -> None:
+        """Keep a judged trial; a failed one ends the run (`context` goes before its reason)."""
         self.trials.append(trial)
         if not trial["ok"]:
             check = "reduced_precision" if trial.get("precision") else trial.get("violation")
             violations = [Violation(check=check, message=trial["reason"])] if check else []
-            raise _stop("rejected" if check else "incorrect", label, trial["reason"], violations) from None
+            raise _stop("rejected" if check else "incorrect", stage, context + trial["reason"], violations) from None
 
     def correctness(self) -> None:
         start = time.perf_counter()
@@ -272,12 +275,7 @@ class CandidateRun:
             out = latest.pop(id(inputs))
             trial = judge_trial(self, inputs, inputs, out, self.req.timing_seed + index, "identity", "timed")
             del out
-            self.trials.append(trial)
-            if not trial["ok"]:
-                check = "reduced_precision" if trial.get("precision") else trial.get("violation")
-                violations = [Violation(check=check, message=trial["reason"])] if check else []
-                reason = f"a timed call's output is wrong: {trial['reason']}"
-                raise _stop("rejected" if check else "incorrect", "timed", reason, violations) from None
+            self.record_trial(trial, "timed", "a timed call's output is wrong: ")
         self.stage_s["timed_outputs"] = time.perf_counter() - start
 
     # --- policy/runtime.py (issue 22): the candidate's own share of forward, and under kernelbench that it counts ---

@@ -174,7 +174,9 @@ _KERNELBENCH_DISPATCH = re.compile(
 # would credit torch's work to the candidate (a red-team solution of only at::cpu:: calls passed as its own).
 _DISPATCHER_FREE = re.compile(
     r"(?<![\w:])(?:::\s*)?at\s*::\s*(?:cpu|native|meta|composite\w*)\s*::\s*\w+"
-    r"|(?<![\w:])(?:::\s*)?at\s*::\s*cuda\s*::\s*\w+\b(?!\s*::)"  # its functions; not at::cuda::blas:: (cuBLAS)
+    # at::cuda's op functions (snake_case, as at::cuda::addmm_out); not its types and getters (CUDAGuard,
+    # getCurrentCUDAStream, warp_size) nor at::cuda::blas:: (cuBLAS)
+    r"|(?<![\w:])(?:::\s*)?at\s*::\s*cuda\s*::\s*(?![A-Z]|get[A-Z]|warp_size\b)\w+\b(?!\s*::)"
 )
 # Names no rule can read because they are not spelled in the code: an asm label or alias attribute binds a declared
 # name to another symbol (`void f() __asm__("sgemm_")`, a mangled torch internal), and a reopened torch namespace

@@ -251,3 +251,9 @@ def test_rejects_an_openmp_clause_that_takes_more_threads() -> None:
         "for (int i = 0; i < n; ++i) p[i] = 0.f;\n}"
     )
     assert checks(source) == {"global_state_change"}
+
+
+def test_cuda_types_and_getters_are_not_kernels_around_the_dispatcher() -> None:
+    # kernelbench refuses at::cuda's op functions (at_cuda_kernel above), not its guards, properties or warp size.
+    launch = "at::cuda::CUDAGuard guard(x.device()); int w = at::cuda::warp_size(); (void)w;\n    " + LAUNCH
+    assert checks(solution(launch=launch)) == expect({"cpp_torch_compute"}, set())  # warp_size: not cuda-agent's

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cuda_agent.judge.build import trim_compile_log
-    from cuda_agent.judge.child.timing import Clock, make_flusher, time_phase
+    from cuda_agent.judge.child.timing import Clock, make_flusher, rotate, time_phase
     from cuda_agent.judge.config import JudgeConfig
     from cuda_agent.judge.env import PROTOCOL_VERSION, apply_precision_flags, describe_device
     from cuda_agent.judge.pipeline import (
@@ -44,6 +44,7 @@ _HOMES = {
     "Clock": "child.timing",
     "make_flusher": "child.timing",
     "time_phase": "child.timing",
+    "rotate": "child.timing",
 }
 """Each exported name and the module (of this package) that defines it."""
 
@@ -61,6 +62,7 @@ __all__ = [
     "make_flusher",
     "prepare",
     "reference_timings",
+    "rotate",
     "start_spare",
     "time_phase",
     "trim_compile_log",

@@ -146,7 +146,7 @@ def _forward(model: Any, inputs: list[Any], seed: int, device: str = "cpu") -> l
 def _time_eager(model: Any, inputs: list[Any], config: FilterConfig, clock: Any, flush: Any) -> float:
     import torch
 
-    from cuda_agent.judge import time_phase
+    from cuda_agent.judge import rotate, time_phase
 
     def call(values: Any) -> Any:
         with torch.no_grad():
@@ -155,12 +155,12 @@ def _time_eager(model: Any, inputs: list[Any], config: FilterConfig, clock: Any,
     # The model has run three times already (warm); a call far past the window decides the filter
     # alone, and spares the other workers, who wait while this one times, a full phase of slow calls.
     once = time_phase(
-        call, [inputs], clock, flush, config.device, warmup_reps=0, min_reps=1, max_reps=1, target_phase_s=0.0
+        call, rotate([inputs]), clock, flush, config.device, warmup_reps=0, min_reps=1, max_reps=1, target_phase_s=0.0
     )
     if once.median_ms > FAR_PAST_WINDOW * config.max_ms:
         return once.median_ms
     phase = time_phase(
-        call, [inputs], clock, flush, config.device, warmup_reps=1, min_reps=3, max_reps=10, target_phase_s=0.3
+        call, rotate([inputs]), clock, flush, config.device, warmup_reps=1, min_reps=3, max_reps=10, target_phase_s=0.3
     )
     return phase.median_ms
 

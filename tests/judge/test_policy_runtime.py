@@ -13,14 +13,23 @@ import numpy as np
 import pytest
 import torch
 
-from cuda_agent.judge.policy.runtime import custom_time_fraction, torch_only_reason
+from cuda_agent.judge.policy.runtime import Tolerance, custom_time_fraction, torch_only_reason
 
 x = torch.randn(64, 32)
 w = torch.randn(32, 48)
 
 
+TOL = Tolerance(atol=1e-2, rtol=1e-2, norm_rtol=1e-2)
+"""JudgeConfig's defaults."""
+
+
 def no_sync() -> None:
     return None
+
+
+def reason_for(forward) -> str | None:  # noqa: ANN001
+    with torch.no_grad():
+        return torch_only_reason(forward, [x, w], no_sync, TOL)
 
 
 def own_relu(t: torch.Tensor) -> torch.Tensor:
@@ -33,6 +42,27 @@ def own_relu(t: torch.Tensor) -> torch.Tensor:
 def own_copy(t: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(t)
     out.numpy()[...] = t.numpy()
+    return out
+
+
+def own_nudge(t: torch.Tensor) -> torch.Tensor:
+    """A red-team 'kernel' (2026-12-05): moves torch's largest element by one ulp, in place."""
+    a = t.numpy().reshape(-1)
+    i = int(np.abs(a).argmax())
+    a[i] = np.nextafter(a[i], np.float32(np.inf))
+    return t
+
+
+def own_scale(t: torch.Tensor, factor: float) -> torch.Tensor:
+    out = torch.empty_like(t)
+    np.multiply(t.numpy(), np.float32(factor), out=out.numpy())
+    return out
+
+
+def own_one_element(t: torch.Tensor) -> torch.Tensor:
+    """Copies torch's result and recomputes its first element itself."""
+    out = own_scale(t, 1.0)
+    out.numpy().reshape(-1)[0] = max(float(np.dot(x[0].numpy().astype(np.float64), w[:, 0].numpy())), 0.0) + 1e-4
     return out
 
 
@@ -54,8 +84,12 @@ def in_a_thread() -> torch.Tensor:
     ids=["own_epilogue", "own_prologue", "mixed_twice"],
 )
 def test_own_kernel_reaching_the_output_passes(forward) -> None:  # noqa: ANN001
-    with torch.no_grad():
-        assert torch_only_reason(forward, [x, w], no_sync) is None
+    assert reason_for(forward) is None
+
+
+def test_a_small_epilogue_that_changes_the_result_visibly_passes() -> None:
+    # torch did the heavy part; the kernel's scale moves every value by 10 %: the check can see its work.
+    assert reason_for(lambda: own_scale(torch.relu(x @ w), 1.1)) is None
 
 
 def test_in_place_own_kernel_on_torch_memory_passes() -> None:
@@ -64,8 +98,7 @@ def test_in_place_own_kernel_on_torch_memory_passes() -> None:
         np.maximum(y.numpy(), 0.0, out=y.numpy())  # rewrites torch's output in place
         return y
 
-    with torch.no_grad():
-        assert torch_only_reason(forward, [x, w], no_sync) is None
+    assert reason_for(forward) is None
 
 
 @pytest.mark.parametrize(
@@ -80,14 +113,27 @@ def test_in_place_own_kernel_on_torch_memory_passes() -> None:
     ids=["all_torch", "side_kernel", "copy_of_result", "copy_of_input", "copy_times_one"],
 )
 def test_decoy_kernels_are_found(forward) -> None:  # noqa: ANN001
-    with torch.no_grad():
-        reason = torch_only_reason(forward, [x, w], no_sync)
+    reason = reason_for(forward)
     assert reason is not None and "torch's work alone" in reason
 
 
+@pytest.mark.parametrize(
+    "forward",
+    [
+        lambda: own_nudge(torch.relu(x @ w)),  # the red team's: one element moved by one ulp, in place
+        lambda: own_scale(torch.relu(x @ w), 1.0001),  # torch's result scaled by 1.0001
+        lambda: own_one_element(torch.relu(x @ w)),  # one element recomputed
+        lambda: own_nudge(torch.relu(x @ w)) * 2.0,  # the token result, then torch again
+    ],
+    ids=["ulp_nudge", "scale_1_0001", "one_element", "nudge_then_torch"],
+)
+def test_token_kernels_on_torch_s_result_are_found(forward) -> None:  # noqa: ANN001
+    reason = reason_for(forward)
+    assert reason is not None and "token kernel" in reason
+
+
 def test_torch_on_another_thread_is_found() -> None:
-    with torch.no_grad():
-        reason = torch_only_reason(in_a_thread, [x, w], no_sync)
+    reason = reason_for(in_a_thread)
     assert reason is not None and "another thread" in reason and "matmul" in reason
 
 

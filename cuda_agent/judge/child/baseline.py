@@ -55,7 +55,7 @@ def _time_model(model: Any, problem: Any, req: BaselineRequest, clock: Any, flus
     import torch
 
     from cuda_agent.judge.child.inputs import timing_input_sets
-    from cuda_agent.judge.child.timing import time_phase
+    from cuda_agent.judge.child.timing import rotate, time_phase
 
     input_sets = timing_input_sets(problem, req.task_name, req.timing_seed, req.device)
 
@@ -67,7 +67,7 @@ def _time_model(model: Any, problem: Any, req: BaselineRequest, clock: Any, flus
     with _timing_lock(req.timing_lock):
         phase = time_phase(
             call,
-            input_sets,
+            rotate(input_sets),
             clock,
             flush,
             req.device,

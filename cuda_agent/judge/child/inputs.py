@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 ROTATE_BELOW_BYTES = 256 * 2**20
-"""Timed phases rotate over three input sets when one set is smaller than this, so repeated calls
-do not all hit the same cached data; larger sets already exceed the cache and cost memory."""
+"""The baselines' timed phases rotate over three input sets when one set is smaller than this, so repeated calls
+do not all hit the same cached data; larger sets already exceed the cache and cost memory. (The candidate gets a
+fresh draw for every call instead: worker.py.)"""
 
 
 def make_inputs(module: Any, filename: str, seed: int, device: str, transform: str = "identity") -> list[Any]:
@@ -35,7 +36,7 @@ def clone_inputs(values: list[Any]) -> list[Any]:
 
 
 def timing_input_sets(module: Any, filename: str, seed: int, device: str) -> list[list[Any]]:
-    """The input sets of one timed phase: one set, or three when a set is small (see ROTATE_BELOW_BYTES)."""
+    """The input sets of a baseline's timed phase: one set, or three when a set is small (see ROTATE_BELOW_BYTES)."""
     import torch
 
     first = make_inputs(module, filename, seed, device)

@@ -9,7 +9,7 @@ grader's own process. The order of events is the defence:
 3. per trial: new seed, new allocations, poisoned free memory, the candidate's forward traced for
    ATen compute (1), outputs snapshotted right after a device-wide sync and compared again later
    (5, 6), inputs compared with their copies (11), flags and functions re-checked (8, 15);
-4. timing on inputs made for that phase alone, then one more correctness trial (9).
+4. timing on inputs drawn for each call alone, some calls' outputs judged, then one more correctness trial (9).
 
 The process may be started ahead as a standby (`--standby`, standby.py): it imports torch and the
 judge and sets up CUDA, then waits for its one request. After every step it writes a byte to the
@@ -33,6 +33,11 @@ from cuda_agent.judge.child import guards
 from cuda_agent.judge.protocol import RunRequest, RunResult
 from cuda_agent.judge.standby import TURNS_ENV, mark_candidate, progress, serve_once, set_up_turn
 from cuda_agent.types import Violation
+
+
+TIMED_CHECKS = 3
+"""Timed calls (besides the last) whose outputs are judged, drawn among the phase's first min_reps: a solution
+that skips the work on half of its calls passes all of them with a chance of 1 in 16 (the last included)."""
 
 
 class _Stop(Exception):
@@ -209,39 +214,61 @@ class CandidateRun:
         self.stage_s["correctness"] = time.perf_counter() - start
 
     def timing(self) -> dict[str, Any]:
-        from cuda_agent.judge.child.inputs import timing_input_sets
+        import secrets
+
+        from cuda_agent.judge.child.inputs import make_inputs
         from cuda_agent.judge.child.timing import make_flusher, time_phase
 
         start = time.perf_counter()
-        input_sets = timing_input_sets(self.problem, self.req.task_name, self.req.timing_seed, self.device)
         flush = make_flusher(self.device, self.env.get("l2_bytes"), self.l2.reset if self.l2 else None)
-        # The timed calls repeat their input sets, and nothing else sees their outputs: a solution could store a
-        # result and return it again, or skip the work once it knows it is timed (both passed a red-team run with
-        # reward 3, 2026-12-05). So each set's latest output is kept, a call that returns the storage of the one
-        # before it (still alive, so no allocator could hand it out again) is `result_caching`, and after the
-        # phase each set's last output is judged like a trial's. The bookkeeping runs after each call, outside
-        # the timed window: inside it, `call` only keeps a reference.
-        latest: dict[int, Any] = {}
-        returned: list[Any] = [None, None]
+        # Red-team runs (2026-12-05) passed with reward 3 by storing a result and returning it again for inputs
+        # seen before (the same storage, or a copy keyed by the inputs' values), or by skipping the work on
+        # repeated inputs. So every call of the phase gets inputs of its own, drawn from get_inputs() under a
+        # seed of its own before the cache flush (a stored result is then wrong), nothing else is kept
+        # between calls but the last output (a call returning its storage again is `result_caching`), and
+        # outputs are judged like a trial's (label `timed`): the last call's, and those of `TIMED_CHECKS` timed
+        # calls drawn at random among the first min_reps, so a solution that works only on some calls is
+        # caught with a probability that grows with how many it skips. The bookkeeping runs after each call,
+        # outside the timed window: inside it, `call` only keeps references.
+        first_timed = self.req.warmup_reps
+        checked = set(secrets.SystemRandom().sample(range(self.req.min_reps), min(TIMED_CHECKS, self.req.min_reps)))
+        checked = {first_timed + i for i in checked}
+        latest: list[Any] = [None, None, -1]
+        """The last call's inputs, its output and its index."""
+        returned: list[Any] = [None, None, -1]
+        """What `call` leaves for `after_call`: the call's inputs, its output and its index."""
+        ours = [False]
+        """Set while our own code runs inside the phase: its errors are not the candidate's (see `run`)."""
+
+        def inputs_for(i: int) -> list[Any]:
+            latest[0] = None  # the call before was not the last: its inputs go before the next are made
+            returned[2] = i
+            ours[0] = True
+            inputs = make_inputs(self.problem, self.req.task_name, self.req.timing_seed + i, self.device)
+            ours[0] = False
+            return inputs
 
         def call(inputs: list[Any]) -> Any:
             with self.torch.no_grad():
                 returned[0], returned[1] = inputs, self.candidate(*inputs)
 
         def after_call() -> None:
-            inputs, out = returned
-            before = latest.get(id(inputs))
-            latest[id(inputs)] = out
+            inputs, out, index = returned
             returned[0] = returned[1] = None
-            if before is not None and guards.same_storage(before, out, inputs):
-                message = "forward returned the storage of its previous output for the same inputs (a stored result)"
+            if latest[1] is not None and guards.same_storage(latest[1], out, inputs):
+                message = "forward returned the storage of its previous output (a stored result)"
                 raise _stop("rejected", "timing", message, [Violation(check="result_caching", message=message)])
+            latest[:] = [inputs, out, index]
+            if index in checked:
+                ours[0] = True
+                self.check_timed_output(inputs, out, index)
+                ours[0] = False
             self.tick()
 
         try:
             phase = time_phase(
                 call,
-                input_sets,
+                inputs_for,
                 self.clock,
                 flush,
                 self.device,
@@ -254,29 +281,29 @@ class CandidateRun:
         except _Stop:
             raise
         except Exception as exc:
+            if ours[0]:
+                raise
             message = f"ModelNew.forward raised while timed: {type(exc).__name__}: {exc}"
             raise _stop("runtime_error", "timing", message, cause=exc) from None
         self.check_state("timing")
-        self.stage_s["timing"] = time.perf_counter() - start
-        self.check_timed_outputs(input_sets, latest)
+        inputs, out, index = latest
         latest.clear()
-        del input_sets
+        if index not in checked:
+            self.check_timed_output(inputs, out, index)
+        del inputs, out
+        self.stage_s["timing"] = time.perf_counter() - start - self.stage_s.get("timed_outputs", 0.0)
         self.run_trial(self.req.recheck_seed, "identity", "recheck")
         return phase.summary()
 
-    def check_timed_outputs(self, input_sets: list[list[Any]], latest: dict[int, Any]) -> None:
-        """Judge each timing input set's last timed output as a trial's (label `timed`)."""
+    def check_timed_output(self, inputs: list[Any], out: Any, index: int) -> None:
+        """Judge the output of the phase's `index`-th call (its own inputs) as a trial's, label `timed`; its precision
+        against float64 was the trials' business (and would double the cost)."""
         from cuda_agent.judge.child.trial import judge_trial
 
         start = time.perf_counter()
-        for index, inputs in enumerate(input_sets):
-            if id(inputs) not in latest:
-                continue
-            out = latest.pop(id(inputs))
-            trial = judge_trial(self, inputs, inputs, out, self.req.timing_seed + index, "identity", "timed")
-            del out
-            self.record_trial(trial, "timed", "a timed call's output is wrong: ")
-        self.stage_s["timed_outputs"] = time.perf_counter() - start
+        trial = judge_trial(self, inputs, inputs, out, self.req.timing_seed + index, "identity", "timed", False)
+        self.record_trial(trial, "timed", "a timed call's output is wrong: ")
+        self.stage_s["timed_outputs"] = self.stage_s.get("timed_outputs", 0.0) + time.perf_counter() - start
 
     # --- policy/runtime.py (issue 22): the candidate's own share of forward, and under kernelbench that it counts ---
     def custom_work(self) -> float | None:
@@ -311,7 +338,8 @@ class CandidateRun:
             inputs = make_inputs(self.problem, self.req.task_name, seed + 1, self.device, "identity")
             held = [*inputs, *self.candidate.parameters(), *self.candidate.buffers()]
             sources = [t for t in held if isinstance(t, self.torch.Tensor)]
-            reason = policy_runtime.torch_only_reason(lambda: call(inputs), sources, self.sync)
+            tolerance = policy_runtime.Tolerance(self.req.atol, self.req.rtol, self.req.norm_rtol)
+            reason = policy_runtime.torch_only_reason(lambda: call(inputs), sources, self.sync, tolerance)
             self.tick()
         self.check_state("custom_work")
         self.stage_s["custom_work"] = time.perf_counter() - start

@@ -18,12 +18,18 @@ inputs, each on one extra untimed call of forward:
   whose contents changed behind torch's back, were written by the candidate's code. If every
   output is torch's (or a copy of a torch tensor's contents), the kernels were a decoy: all-torch
   forward, a kernel on the side, a kernel that copies torch's result or rewrites it unchanged.
+  A tensor the candidate wrote that lies within twice the correctness tolerance of one torch computed
+  (same size, compared on positions drawn per judgement, elementwise and normwise) counts as torch's
+  too: its kernel changed nothing the correctness check could see. A red-team solution had torch
+  compute the whole result and a "kernel" move one element by one ulp (reward 3, 2026-12-05); a
+  kernel that scales torch's result by 1.0001 or recomputes one element of it is the same case.
 
-What this does not protect against: a kernel that does a token share of the work (scales torch's
-result by 1.0001, computes one element); the fraction reports how small its share is, and the
-reader judges. Torch work hidden from the dispatcher (a key guard, torch's compiler) is refused by
-the static policy, not detected here; a tensor created outside the dispatcher (`from_blob`) counts
-as one that existed before the call, which can only make a legitimate solution look like torch's.
+What this does not protect against: a kernel that does a small but visible share of the work (a
+cheap epilogue after torch did the heavy part is legitimate here); the fraction reports how small
+its share is, and the reader judges. Torch work hidden from the dispatcher (a key guard, torch's
+compiler) is refused by the static policy, not detected here; a tensor created outside the
+dispatcher (`from_blob`) counts as one that existed before the call, which can only make a
+legitimate solution look like torch's.
 """
 
 from __future__ import annotations
@@ -34,6 +40,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+_SAMPLE = 4096
+"""Positions per tensor size at which candidate-written tensors are compared with torch's: an output that differs
+from torch's on 0.2 % of its elements is told apart with a chance of 1 - 3e-4."""
+_NEAR = 2.0
+"""Two tensors that each pass the correctness check against the reference lie within twice its tolerance."""
 _CHUNK = 1 << 24
 """Elements fingerprinted at a time, so the float64 copy stays 128 MB whatever the tensor's size."""
 _ALLOCATION_OPS = frozenset(
@@ -160,7 +171,18 @@ def _split_cpu(call: Callable[[], Any]) -> tuple[float, float]:
     return own, clock.torch_inside_s + clock.torch_outside_s
 
 
-def torch_only_reason(call: Callable[[], Any], sources: list[Any], sync: Callable[[], None]) -> str | None:
+@dataclass(frozen=True)
+class Tolerance:
+    """The correctness check's tolerances (JudgeConfig's atol, rtol, norm_rtol)."""
+
+    atol: float
+    rtol: float
+    norm_rtol: float
+
+
+def torch_only_reason(
+    call: Callable[[], Any], sources: list[Any], sync: Callable[[], None], tolerance: Tolerance
+) -> str | None:
     """Why the call's outputs are torch's work alone, or None when the candidate's kernels reach them.
 
     Args:
@@ -168,11 +190,13 @@ def torch_only_reason(call: Callable[[], Any], sources: list[Any], sync: Callabl
         sources: tensors that exist before the call (inputs, parameters, buffers): torch's by definition,
             fingerprinted now so that a kernel writing into one of them shows.
         sync: waits for the device (before fingerprints, so that pending kernels have written).
+        tolerance: the correctness check's; a candidate-written tensor within twice of it from one of torch's
+            counts as torch's.
     """
     import torch
     from torch.utils._pytree import tree_flatten
 
-    flow = _Dataflow(sync)
+    flow = _Dataflow(sync, tolerance)
     for tensor in sources:
         flow.record(tensor, pure=True)
     with _all_threads_profiler() as prof, torch.autograd.profiler.record_function(_MARK), flow.mode():
@@ -187,6 +211,12 @@ def torch_only_reason(call: Callable[[], Any], sources: list[Any], sync: Callabl
         )
     outputs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
     if outputs and all(flow.is_pure(o) for o in outputs):
+        if flow.near_hits:
+            return (
+                "forward's outputs are torch's work alone: a tensor torch computed already holds them within twice "
+                "the correctness tolerance, so your kernels changed nothing the check can see (a token kernel on "
+                "torch's result); under the kernelbench policy your kernels must compute part of the output"
+            )
         return (
             "forward's outputs are torch's work alone: no result of your own kernels reaches them (all-torch forward, "
             "a kernel on the side, or one that copies or rewrites torch's result unchanged); under the kernelbench "
@@ -225,11 +255,21 @@ def _ops_on_other_threads(prof: Any) -> dict[str, int]:
 class _Dataflow:
     """Which tensors hold torch's work: key (storage, offset, shape, stride, dtype) -> (fingerprint, torch's)."""
 
-    def __init__(self, sync: Callable[[], None]) -> None:
+    def __init__(self, sync: Callable[[], None], tolerance: Tolerance) -> None:
+        import secrets
+
         self.sync = sync
+        self.tolerance = tolerance
         self.records: dict[tuple, tuple[tuple, bool]] = {}
         self.pure_prints: set[tuple] = set()
         self.weights: dict[tuple[int, str], Any] = {}
+        self.pure_samples: dict[int, list[Any]] = {}
+        """Element count -> float64 samples of torch's floating tensors of that size (`sample`)."""
+        self.positions: dict[tuple[int, str], Any] = {}
+        self.seed = secrets.randbits(62)
+        """Where the samples are taken: drawn per judgement, so a kernel cannot leave those positions alone."""
+        self.near_hits = 0
+        """Candidate-written tensors found within the tolerance of one of torch's."""
 
     def key(self, tensor: Any) -> tuple | None:
         import torch
@@ -262,6 +302,38 @@ class _Dataflow:
             self.weights[key] = torch.arange(n, dtype=torch.float64, device=device).remainder_(4093).add_(1)
         return self.weights[key]
 
+    def sample(self, tensor: Any) -> Any:
+        """The tensor's values at this judgement's positions for its size (row-major), in float64, NaN and inf
+        mapped as in `fingerprint`; all of them for a tensor of at most `_SAMPLE` elements."""
+        import torch
+
+        flat = tensor.detach().reshape(-1)
+        key = (flat.numel(), str(flat.device))
+        if key not in self.positions:
+            if flat.numel() <= _SAMPLE:
+                where = torch.arange(flat.numel())
+            else:
+                generator = torch.Generator().manual_seed(self.seed ^ flat.numel())
+                where = torch.randint(flat.numel(), (_SAMPLE,), generator=generator)
+            self.positions[key] = where.to(flat.device)
+        values = flat[self.positions[key]].to(torch.float64)
+        return torch.nan_to_num(values, nan=7.0, posinf=11.0, neginf=-13.0)
+
+    def near_pure(self, tensor: Any) -> bool:
+        """Whether a tensor the candidate wrote lies within twice the correctness tolerance of one of torch's."""
+        if not tensor.is_floating_point() or tensor.numel() == 0:
+            return False
+        tol = self.tolerance
+        mine = None
+        for theirs in self.pure_samples.get(tensor.numel(), ()):
+            mine = self.sample(tensor) if mine is None else mine
+            diff = (mine - theirs).abs()
+            elementwise = bool((diff <= _NEAR * (tol.atol + tol.rtol * theirs.abs())).all())
+            if elementwise and float(diff.norm()) <= _NEAR * tol.norm_rtol * float(mine.norm()):
+                self.near_hits += 1
+                return True
+        return False
+
     def record(self, tensor: Any, pure: bool) -> None:
         key = self.key(tensor)
         if key is None:
@@ -270,9 +342,12 @@ class _Dataflow:
         self.records[key] = (print_, pure)
         if pure:
             self.pure_prints.add(print_)
+            if tensor.is_floating_point() and tensor.numel() > 0:
+                self.pure_samples.setdefault(tensor.numel(), []).append(self.sample(tensor))
 
     def is_pure(self, tensor: Any) -> bool:
-        """Torch's work: recorded as torch's and unchanged since, or (a copy of) the contents of a torch tensor."""
+        """Torch's work: recorded as torch's and unchanged since, (a copy of) the contents of a torch tensor, or
+        within twice the correctness tolerance of one (`near_pure`)."""
         key = self.key(tensor)
         if key is None:
             return False
@@ -280,7 +355,7 @@ class _Dataflow:
         if record is None:
             return True  # existed before the call (or was made outside the dispatcher)
         print_ = self.fingerprint(tensor)
-        return (record[1] and record[0] == print_) or print_ in self.pure_prints
+        return (record[1] and record[0] == print_) or print_ in self.pure_prints or self.near_pure(tensor)
 
     def mode(self) -> Any:
         import torch

@@ -26,8 +26,9 @@ Functions (each takes and returns float32 CPU tensors; relu-shaped unless said o
 - `relu_inplace`: writes relu into its input and returns it, threat 11.
 - `relu_uninit`: returns `torch::empty_like(x)` without writing it, threat 10.
 - `relu_cached`: computes once, then returns the first result for every later call, threat 9.
-- `relu_memo`: returns its stored result for an input set seen before (address and two values), threat 9.
-- `relu_seen_uninit`: returns an unwritten output for an input set seen before, computes otherwise, threat 9.
+- `relu_repeat_wrong`: zeros for any input whose values it has seen before (what every memo needs), threat 9.
+- `relu_replay_from`: honest for its first `from` calls, then returns its previous output's storage, threat 9.
+- `relu_skip_at`: returns a copy of its previous output on call number `at` alone, threat 9.
 - `relu_thread_late`: returns an unwritten output that a pool thread writes 200 ms later, threat 6.
 - `relu_set_default_dtype`: correct, but sets torch's default dtype to float64, threat 15.
 - `relu_exit`: calls `std::exit(0)` (through a pointer) after printing success lines, threat 18.
@@ -153,41 +154,38 @@ torch::Tensor relu_uninit(torch::Tensor x) {
     return torch::empty_like(x);
 }
 
-// What identifies an input set cheaply: its address and a few of its values (a red-team solution's key).
-struct Seen {
-    const float* ptr;
-    float head;
-    float tail;
-};
-
-static bool seen_before(std::vector<Seen>& seen, const torch::Tensor& x) {
+// Any memo needs an input it has seen before: this one keeps every input's values and answers a repeat with
+// zeros, so a verdict shows whether the judge ever handed it the same values twice.
+torch::Tensor relu_repeat_wrong(torch::Tensor x) {
+    check_input(x);
+    static std::vector<std::vector<float>> seen;
     const float* p = x.data_ptr<float>();
-    Seen key{p, p[0], p[x.numel() - 1]};
-    for (const Seen& s : seen) {
-        if (s.ptr == key.ptr && s.head == key.head && s.tail == key.tail) return true;
+    std::vector<float> values(p, p + x.numel());
+    for (const auto& s : seen) {
+        if (s == values) return torch::zeros_like(x);
     }
-    seen.push_back(key);
-    return false;
-}
-
-torch::Tensor relu_memo(torch::Tensor x) {
-    check_input(x);
-    static std::vector<Seen> seen;
-    static std::vector<torch::Tensor> results;
-    if (seen_before(seen, x)) {
-        for (size_t i = 0; i < seen.size(); ++i) {
-            if (seen[i].ptr == x.data_ptr<float>()) return results[i];
-        }
-    }
-    results.push_back(relu_impl(x));
-    return results.back();
-}
-
-torch::Tensor relu_seen_uninit(torch::Tensor x) {
-    check_input(x);
-    static std::vector<Seen> seen;
-    if (seen_before(seen, x)) return torch::empty_like(x);
+    seen.push_back(std::move(values));
     return relu_impl(x);
+}
+
+// Honest for its first `from` calls (correctness trials included), then returns its previous output itself.
+torch::Tensor relu_replay_from(torch::Tensor x, int64_t from) {
+    check_input(x);
+    static int64_t calls = 0;
+    static torch::Tensor last;
+    if (calls++ >= from && last.defined()) return last;
+    last = relu_impl(x);
+    return last;
+}
+
+// Skips the work on call number `at` alone (counted from 0 over every call): a copy of the previous output.
+torch::Tensor relu_skip_at(torch::Tensor x, int64_t at) {
+    check_input(x);
+    static int64_t calls = 0;
+    static torch::Tensor last;
+    if (calls++ == at && last.defined()) return copy_impl(last);
+    last = relu_impl(x);
+    return last;
 }
 
 torch::Tensor relu_cached(torch::Tensor x) {
@@ -258,8 +256,9 @@ FUNCTIONS = [
     "relu_inplace",
     "relu_uninit",
     "relu_cached",
-    "relu_memo",
-    "relu_seen_uninit",
+    "relu_repeat_wrong",
+    "relu_replay_from",
+    "relu_skip_at",
     "relu_thread_late",
     "relu_set_default_dtype",
     "relu_exit",

@@ -1,15 +1,16 @@
 """Threat 9: caching results across calls (by shape, pointer or id) instead of computing each call.
 
-Runtime: every trial draws new inputs under a new seed into new allocations, so a cached result
-is wrong from the second call on. Timed calls repeat their input sets: there a call that returns its previous
-output's storage is `result_caching`, and each set's last timed output is judged as a trial's (a red-team run,
-2026-12-05, passed both with reward 3 before). None of the hacks below is visible to the static policy.
+Runtime: every call, trials and timed calls alike, draws new inputs under a seed of its own, so a stored result
+is wrong and a memo never hits; a call that returns its previous output's storage is `result_caching`, and the
+last timed output and three drawn at random are judged as a trial's (red-team runs, 2026-12-05, passed with
+reward 3 when the timed calls repeated their input sets). None of the hacks below is visible to the static policy.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from cuda_agent.judge.child.worker import TIMED_CHECKS
 from tests.judge.threats._hacks import checks_of, failed_check, judge_hack, model_new
 
 
@@ -31,21 +32,38 @@ def test_runtime_rejects_result_cached_on_the_module(tmp_path: Path) -> None:
     assert [c["ok"] for c in verdict.checks] == [True, False]
 
 
-def test_a_result_stored_by_input_address_is_found_in_the_timed_calls(tmp_path: Path) -> None:
-    # relu_memo computes honestly on every new input set (all trials pass) and returns its stored tensor when a
-    # set comes again, as the timed calls' sets do.
-    verdict = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu_memo(x.contiguous())"), time=True)
+CALLS_BEFORE_TIMING = 5 + 2 + 3
+"""Calls before the first timed one at the config below: 5 trials, 2 robustness trials, 3 warm-ups."""
+TIMED = {"time": True, "trials": 5, "robustness_trials": True, "warmup_reps": 3}
+
+
+def test_no_call_ever_gets_values_it_has_seen_before(tmp_path: Path) -> None:
+    # A red-team memo keyed by the inputs' values returned a copy of its stored result on the repeated timed
+    # sets (reward 3, 2026-12-05). relu_repeat_wrong answers any repeat with zeros: it passes only if no call,
+    # timed ones included, is ever handed values seen before, so no memo can ever hit.
+    verdict = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu_repeat_wrong(x.contiguous())"), **TIMED)
+    assert verdict.verdict == "pass", verdict.message
+    assert [c["label"] for c in verdict.checks].count("timed") >= 2 and verdict.timings_ms.solution > 0
+
+
+def test_returning_the_previous_output_again_is_result_caching(tmp_path: Path) -> None:
+    forward = f"return ext.relu_replay_from(x.contiguous(), {CALLS_BEFORE_TIMING})"
+    verdict = judge_hack(tmp_path, "examples/relu", model_new(forward), **TIMED)
     assert verdict.verdict == "rejected", verdict.message
     assert checks_of(verdict) == {"result_caching"}
-    assert all(c["ok"] for c in verdict.checks) and verdict.timings_ms.solution is None
+    assert verdict.timings_ms.solution is None
 
 
-def test_skipping_the_work_on_a_repeated_input_set_fails_the_timed_outputs_check(tmp_path: Path) -> None:
-    # relu_seen_uninit computes on a new set and returns fresh unwritten memory on a repeated one: no stored
-    # storage, but the timed outputs are wrong.
-    verdict = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu_seen_uninit(x.contiguous())"), time=True)
+def test_skipping_the_work_on_one_timed_call_is_caught(tmp_path: Path) -> None:
+    # With min_reps = TIMED_CHECKS every timed call among the first min_reps is judged, so skipping the first
+    # timed call alone (the last one is honest) fails deterministically; at the defaults it is caught with a
+    # chance of 3 in 10, and skipping every other call with 15 in 16.
+    assert TIMED_CHECKS == 3
+    forward = f"return ext.relu_skip_at(x.contiguous(), {CALLS_BEFORE_TIMING})"
+    verdict = judge_hack(tmp_path, "examples/relu", model_new(forward), **TIMED, min_reps=3)
     assert verdict.verdict == "incorrect", verdict.message
     assert failed_check(verdict)["label"] == "timed" and "timed call" in verdict.message
+    assert failed_check(verdict)["seed"] - verdict.env["seed_offset"] == 424242 + TIMED["warmup_reps"]
 
 
 def test_an_honest_kernel_passes_the_timed_outputs_check(tmp_path: Path) -> None:

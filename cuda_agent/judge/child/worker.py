@@ -34,7 +34,6 @@ from cuda_agent.judge.protocol import RunRequest, RunResult
 from cuda_agent.judge.standby import TURNS_ENV, mark_candidate, progress, serve_once, set_up_turn
 from cuda_agent.types import Violation
 
-
 TIMED_CHECKS = 3
 """Timed calls (besides the last) whose outputs are judged, drawn among the phase's first min_reps: a solution
 that skips the work on half of its calls passes all of them with a chance of 1 in 16 (the last included)."""
@@ -214,61 +213,15 @@ class CandidateRun:
         self.stage_s["correctness"] = time.perf_counter() - start
 
     def timing(self) -> dict[str, Any]:
-        import secrets
-
-        from cuda_agent.judge.child.inputs import make_inputs
         from cuda_agent.judge.child.timing import make_flusher, time_phase
 
         start = time.perf_counter()
         flush = make_flusher(self.device, self.env.get("l2_bytes"), self.l2.reset if self.l2 else None)
-        # Red-team runs (2026-12-05) passed with reward 3 by storing a result and returning it again for inputs
-        # seen before (the same storage, or a copy keyed by the inputs' values), or by skipping the work on
-        # repeated inputs. So every call of the phase gets inputs of its own, drawn from get_inputs() under a
-        # seed of its own before the cache flush (a stored result is then wrong), nothing else is kept
-        # between calls but the last output (a call returning its storage again is `result_caching`), and
-        # outputs are judged like a trial's (label `timed`): the last call's, and those of `TIMED_CHECKS` timed
-        # calls drawn at random among the first min_reps, so a solution that works only on some calls is
-        # caught with a probability that grows with how many it skips. The bookkeeping runs after each call,
-        # outside the timed window: inside it, `call` only keeps references.
-        first_timed = self.req.warmup_reps
-        checked = set(secrets.SystemRandom().sample(range(self.req.min_reps), min(TIMED_CHECKS, self.req.min_reps)))
-        checked = {first_timed + i for i in checked}
-        latest: list[Any] = [None, None, -1]
-        """The last call's inputs, its output and its index."""
-        returned: list[Any] = [None, None, -1]
-        """What `call` leaves for `after_call`: the call's inputs, its output and its index."""
-        ours = [False]
-        """Set while our own code runs inside the phase: its errors are not the candidate's (see `run`)."""
-
-        def inputs_for(i: int) -> list[Any]:
-            latest[0] = None  # the call before was not the last: its inputs go before the next are made
-            returned[2] = i
-            ours[0] = True
-            inputs = make_inputs(self.problem, self.req.task_name, self.req.timing_seed + i, self.device)
-            ours[0] = False
-            return inputs
-
-        def call(inputs: list[Any]) -> Any:
-            with self.torch.no_grad():
-                returned[0], returned[1] = inputs, self.candidate(*inputs)
-
-        def after_call() -> None:
-            inputs, out, index = returned
-            returned[0] = returned[1] = None
-            if latest[1] is not None and guards.same_storage(latest[1], out, inputs):
-                message = "forward returned the storage of its previous output (a stored result)"
-                raise _stop("rejected", "timing", message, [Violation(check="result_caching", message=message)])
-            latest[:] = [inputs, out, index]
-            if index in checked:
-                ours[0] = True
-                self.check_timed_output(inputs, out, index)
-                ours[0] = False
-            self.tick()
-
+        calls = _TimedCalls(self)
         try:
             phase = time_phase(
-                call,
-                inputs_for,
+                calls.call,
+                calls.inputs_for,
                 self.clock,
                 flush,
                 self.device,
@@ -276,21 +229,17 @@ class CandidateRun:
                 min_reps=self.req.min_reps,
                 max_reps=self.req.max_reps,
                 target_phase_s=self.req.target_phase_s,
-                tick=after_call,
+                tick=calls.after_call,
             )
         except _Stop:
             raise
         except Exception as exc:
-            if ours[0]:
+            if calls.ours:
                 raise
             message = f"ModelNew.forward raised while timed: {type(exc).__name__}: {exc}"
             raise _stop("runtime_error", "timing", message, cause=exc) from None
         self.check_state("timing")
-        inputs, out, index = latest
-        latest.clear()
-        if index not in checked:
-            self.check_timed_output(inputs, out, index)
-        del inputs, out
+        calls.check_last()
         self.stage_s["timing"] = time.perf_counter() - start - self.stage_s.get("timed_outputs", 0.0)
         self.run_trial(self.req.recheck_seed, "identity", "recheck")
         return phase.summary()
@@ -348,6 +297,70 @@ class CandidateRun:
             message = f"{reason} (share of time in your own code: {share})"
             raise _stop("rejected", "custom_work", message, [Violation(check="no_custom_kernel", message=message)])
         return fraction
+
+
+class _TimedCalls:
+    """The timed phase's calls (`CandidateRun.timing`) and the little kept between them.
+
+    Red-team runs (2026-12-05) passed with reward 3 by storing a result and returning it again for inputs seen
+    before (the same storage, or a copy keyed by the inputs' values), or by skipping the work on repeated inputs.
+    So every call gets inputs of its own, drawn from get_inputs() under a seed of its own before the cache flush
+    (a stored result is then wrong, a memo never hits); nothing is kept between calls but the last output (a call
+    returning its storage again is `result_caching`); and outputs are judged like a trial's (label `timed`): the
+    last call's, and those of `TIMED_CHECKS` timed calls drawn at random among the first min_reps, so a solution
+    that works only on some calls is caught with a chance that grows with how many it skips. The bookkeeping runs
+    after each call, outside the timed window: inside it, `call` only keeps references.
+    """
+
+    def __init__(self, run: CandidateRun) -> None:
+        import secrets
+
+        self.run = run
+        req = run.req
+        drawn = secrets.SystemRandom().sample(range(req.min_reps), min(TIMED_CHECKS, req.min_reps))
+        self.checked = {req.warmup_reps + i for i in drawn}
+        """Indices of the calls (warm-ups counted first) whose outputs are judged as they return."""
+        self.latest: list[Any] = [None, None, -1]
+        """The last call's inputs, its output and its index."""
+        self.returned: list[Any] = [None, None, -1]
+        """What `call` leaves for `after_call`: the call's inputs, its output and its index."""
+        self.ours = False
+        """Set while our own code runs inside the phase: its errors are not the candidate's (see `run`)."""
+
+    def inputs_for(self, i: int) -> list[Any]:
+        from cuda_agent.judge.child.inputs import make_inputs
+
+        run = self.run
+        self.latest[0] = None  # the call before was not the last: its inputs go before the next are made
+        self.returned[2] = i
+        self.ours = True
+        inputs = make_inputs(run.problem, run.req.task_name, run.req.timing_seed + i, run.device)
+        self.ours = False
+        return inputs
+
+    def call(self, inputs: list[Any]) -> None:
+        with self.run.torch.no_grad():
+            self.returned[0], self.returned[1] = inputs, self.run.candidate(*inputs)
+
+    def after_call(self) -> None:
+        inputs, out, index = self.returned
+        self.returned[0] = self.returned[1] = None
+        if self.latest[1] is not None and guards.same_storage(self.latest[1], out, inputs):
+            message = "forward returned the storage of its previous output (a stored result)"
+            raise _stop("rejected", "timing", message, [Violation(check="result_caching", message=message)])
+        self.latest[:] = [inputs, out, index]
+        if index in self.checked:
+            self.ours = True
+            self.run.check_timed_output(inputs, out, index)
+            self.ours = False
+        self.run.tick()
+
+    def check_last(self) -> None:
+        """Judge the last call's output, unless it was judged as it returned; nothing is kept after."""
+        inputs, out, index = self.latest
+        self.latest[:] = [None, None, -1]
+        if index not in self.checked:
+            self.run.check_timed_output(inputs, out, index)
 
 
 def run(request: RunRequest) -> RunResult:

@@ -244,13 +244,14 @@ class CandidateRun:
         self.run_trial(self.req.recheck_seed, "identity", "recheck")
         return phase.summary()
 
-    def check_timed_output(self, inputs: list[Any], out: Any, index: int) -> None:
-        """Judge the output of the phase's `index`-th call (its own inputs) as a trial's, label `timed`; its precision
-        against float64 was the trials' business (and would double the cost)."""
+    def check_timed_output(self, inputs: list[Any], given: list[Any], out: Any, index: int) -> None:
+        """Judge the output of the phase's `index`-th call as a trial's, label `timed`: `inputs` as drawn, `given` as
+        the call left them (the same list where no copy was kept). Precision against float64 was the trials'
+        business (and would double the cost)."""
         from cuda_agent.judge.child.trial import judge_trial
 
         start = time.perf_counter()
-        trial = judge_trial(self, inputs, inputs, out, self.req.timing_seed + index, "identity", "timed", False)
+        trial = judge_trial(self, inputs, given, out, self.req.timing_seed + index, "identity", "timed", False)
         self.record_trial(trial, "timed", "a timed call's output is wrong: ")
         self.stage_s["timed_outputs"] = self.stage_s.get("timed_outputs", 0.0) + time.perf_counter() - start
 
@@ -326,15 +327,19 @@ class _TimedCalls:
         """What `call` leaves for `after_call`: the call's inputs, its output and its index."""
         self.ours = False
         """Set while our own code runs inside the phase: its errors are not the candidate's (see `run`)."""
+        self.untouched: list[Any] | None = None
+        """A copy of a judged call's inputs, made before the call."""
 
     def inputs_for(self, i: int) -> list[Any]:
-        from cuda_agent.judge.child.inputs import make_inputs
+        from cuda_agent.judge.child.inputs import clone_inputs, make_inputs
 
         run = self.run
         self.latest[0] = None  # the call before was not the last: its inputs go before the next are made
         self.returned[2] = i
         self.ours = True
         inputs = make_inputs(run.problem, run.req.task_name, run.req.timing_seed + i, run.device)
+        # A judged call's inputs are kept as drawn, so that a solution writing into them only while timed shows.
+        self.untouched = clone_inputs(inputs) if i in self.checked else None
         self.ours = False
         return inputs
 
@@ -351,7 +356,8 @@ class _TimedCalls:
         self.latest[:] = [inputs, out, index]
         if index in self.checked:
             self.ours = True
-            self.run.check_timed_output(inputs, out, index)
+            untouched, self.untouched = self.untouched, None
+            self.run.check_timed_output(untouched, inputs, out, index)
             self.ours = False
         self.run.tick()
 
@@ -360,7 +366,7 @@ class _TimedCalls:
         inputs, out, index = self.latest
         self.latest[:] = [None, None, -1]
         if index not in self.checked:
-            self.run.check_timed_output(inputs, out, index)
+            self.run.check_timed_output(inputs, inputs, out, index)
 
 
 def run(request: RunRequest) -> RunResult:

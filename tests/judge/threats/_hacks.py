@@ -29,6 +29,7 @@ Functions (each takes and returns float32 CPU tensors; relu-shaped unless said o
 - `relu_repeat_wrong`: zeros for any input whose values it has seen before (what every memo needs), threat 9.
 - `relu_replay_from`: honest for its first `from` calls, then returns its previous output's storage, threat 9.
 - `relu_skip_at`: returns a copy of its previous output on call number `at` alone, threat 9.
+- `relu_inplace_from`: honest for its first `from` calls, then writes relu into its input, threat 11.
 - `relu_thread_late`: returns an unwritten output that a pool thread writes 200 ms later, threat 6.
 - `relu_set_default_dtype`: correct, but sets torch's default dtype to float64, threat 15.
 - `relu_exit`: calls `std::exit(0)` (through a pointer) after printing success lines, threat 18.
@@ -178,6 +179,15 @@ torch::Tensor relu_replay_from(torch::Tensor x, int64_t from) {
     return last;
 }
 
+// Honest for its first `from` calls, then writes relu into its input and returns it (saves an allocation).
+torch::Tensor relu_inplace_from(torch::Tensor x, int64_t from) {
+    check_input(x);
+    static int64_t calls = 0;
+    if (calls++ < from) return relu_impl(x);
+    relu_into(x.data_ptr<float>(), x.data_ptr<float>(), x.numel());
+    return x;
+}
+
 // Skips the work on call number `at` alone (counted from 0 over every call): a copy of the previous output.
 torch::Tensor relu_skip_at(torch::Tensor x, int64_t at) {
     check_input(x);
@@ -259,6 +269,7 @@ FUNCTIONS = [
     "relu_repeat_wrong",
     "relu_replay_from",
     "relu_skip_at",
+    "relu_inplace_from",
     "relu_thread_late",
     "relu_set_default_dtype",
     "relu_exit",
@@ -321,6 +332,11 @@ def get_inputs():
 def get_init_inputs():
     return []
 '''
+
+
+CALLS_BEFORE_TIMING = 5 + 2 + 3
+"""Calls before the first timed one under `TIMED`: 5 trials, 2 robustness trials, 3 warm-ups (for hacks that count)."""
+TIMED = {"time": True, "trials": 5, "robustness_trials": True, "warmup_reps": 3}
 
 
 def model_new(forward: str, init: str = "") -> str:

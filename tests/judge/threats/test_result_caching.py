@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cuda_agent.judge.child.worker import TIMED_CHECKS
-from tests.judge.threats._hacks import checks_of, failed_check, judge_hack, model_new
+from tests.judge.threats._hacks import CALLS_BEFORE_TIMING, TIMED, checks_of, failed_check, judge_hack, model_new
 
 
 def test_runtime_rejects_result_cached_in_native_code(tmp_path: Path) -> None:
@@ -30,11 +30,6 @@ def test_runtime_rejects_result_cached_on_the_module(tmp_path: Path) -> None:
     verdict = judge_hack(tmp_path, "examples/relu", model_new(forward, init="self.cache = None"))
     assert verdict.verdict == "incorrect", verdict.message
     assert [c["ok"] for c in verdict.checks] == [True, False]
-
-
-CALLS_BEFORE_TIMING = 5 + 2 + 3
-"""Calls before the first timed one at the config below: 5 trials, 2 robustness trials, 3 warm-ups."""
-TIMED = {"time": True, "trials": 5, "robustness_trials": True, "warmup_reps": 3}
 
 
 def test_no_call_ever_gets_values_it_has_seen_before(tmp_path: Path) -> None:

@@ -35,8 +35,13 @@ from cuda_agent.judge.standby import TURNS_ENV, mark_candidate, progress, serve_
 from cuda_agent.types import Violation
 
 TIMED_CHECKS = 3
-"""Timed calls (besides the last) whose outputs are judged, drawn among the phase's first min_reps: a solution
-that skips the work on half of its calls passes all of them with a chance of 1 in 16 (the last included)."""
+"""Timed calls (besides the last) whose outputs are judged, on average, among the phase's first min_reps: each is
+judged with a chance of TIMED_CHECKS / min_reps, decided after it returned."""
+LATE_CHECK_CHANCE = 1 / 20
+"""The chance that a later timed call's output is judged. To move the median a solution must skip the work on
+more than half of the calls: at the defaults it then passes every check with a chance of about 1 in 8 where the
+phase makes 10 calls (0.7^6) and 1 in 100 where it makes 200 (0.95^91, the first 10 done honestly), the last call
+aside. A phase of 200 calls (KernelBench L1/19 on a GPU) judges about ten more outputs (cost not yet measured)."""
 
 
 class _Stop(Exception):
@@ -246,8 +251,7 @@ class CandidateRun:
 
     def check_timed_output(self, inputs: list[Any], given: list[Any], out: Any, index: int) -> None:
         """Judge the output of the phase's `index`-th call as a trial's, label `timed`: `inputs` as drawn, `given` as
-        the call left them (the same list where no copy was kept). Precision against float64 was the trials'
-        business (and would double the cost)."""
+        the call left them. Precision against float64 was the trials' business (and would double the cost)."""
         from cuda_agent.judge.child.trial import judge_trial
 
         start = time.perf_counter()
@@ -308,9 +312,12 @@ class _TimedCalls:
     So every call gets inputs of its own, drawn from get_inputs() under a seed of its own before the cache flush
     (a stored result is then wrong, a memo never hits); nothing is kept between calls but the last output (a call
     returning its storage again is `result_caching`); and outputs are judged like a trial's (label `timed`): the
-    last call's, and those of `TIMED_CHECKS` timed calls drawn at random among the first min_reps, so a solution
-    that works only on some calls is caught with a chance that grows with how many it skips. The bookkeeping runs
-    after each call, outside the timed window: inside it, `call` only keeps references.
+    last call's, and others drawn at random as they return (`TIMED_CHECKS`, `LATE_CHECK_CHANCE`), so a solution
+    that works only on some calls is caught with a chance that grows with how many it skips. Nothing before or
+    during a call tells it whether it will be judged: the decision is made after it returns, independently for
+    each call, and the inputs to judge it on are drawn again from their seed (so in-place writes show) rather than
+    copied beforehand. The bookkeeping runs after each call, outside the timed window: inside it, `call` only
+    keeps references.
     """
 
     def __init__(self, run: CandidateRun) -> None:
@@ -318,28 +325,26 @@ class _TimedCalls:
 
         self.run = run
         req = run.req
-        drawn = secrets.SystemRandom().sample(range(req.min_reps), min(TIMED_CHECKS, req.min_reps))
-        self.checked = {req.warmup_reps + i for i in drawn}
-        """Indices of the calls (warm-ups counted first) whose outputs are judged as they return."""
+        self.random = secrets.SystemRandom()
+        self.first_timed = req.warmup_reps
+        self.first_late = req.warmup_reps + req.min_reps
+        self.early_chance = min(1.0, TIMED_CHECKS / req.min_reps)
         self.latest: list[Any] = [None, None, -1]
-        """The last call's inputs, its output and its index."""
+        """The last call's inputs, its output and its index (warm-ups counted first)."""
         self.returned: list[Any] = [None, None, -1]
         """What `call` leaves for `after_call`: the call's inputs, its output and its index."""
+        self.latest_judged = False
         self.ours = False
         """Set while our own code runs inside the phase: its errors are not the candidate's (see `run`)."""
-        self.untouched: list[Any] | None = None
-        """A copy of a judged call's inputs, made before the call."""
 
     def inputs_for(self, i: int) -> list[Any]:
-        from cuda_agent.judge.child.inputs import clone_inputs, make_inputs
+        from cuda_agent.judge.child.inputs import make_inputs
 
         run = self.run
         self.latest[0] = None  # the call before was not the last: its inputs go before the next are made
         self.returned[2] = i
         self.ours = True
         inputs = make_inputs(run.problem, run.req.task_name, run.req.timing_seed + i, run.device)
-        # A judged call's inputs are kept as drawn, so that a solution writing into them only while timed shows.
-        self.untouched = clone_inputs(inputs) if i in self.checked else None
         self.ours = False
         return inputs
 
@@ -354,19 +359,27 @@ class _TimedCalls:
             message = "forward returned the storage of its previous output (a stored result)"
             raise _stop("rejected", "timing", message, [Violation(check="result_caching", message=message)])
         self.latest[:] = [inputs, out, index]
-        if index in self.checked:
-            self.ours = True
-            untouched, self.untouched = self.untouched, None
-            self.run.check_timed_output(untouched, inputs, out, index)
-            self.ours = False
+        chance = self.early_chance if index < self.first_late else LATE_CHECK_CHANCE
+        self.latest_judged = index >= self.first_timed and self.random.random() < chance
+        if self.latest_judged:
+            self.judge(inputs, out, index)
         self.run.tick()
 
     def check_last(self) -> None:
         """Judge the last call's output, unless it was judged as it returned; nothing is kept after."""
         inputs, out, index = self.latest
         self.latest[:] = [None, None, -1]
-        if index not in self.checked:
-            self.run.check_timed_output(inputs, inputs, out, index)
+        if not self.latest_judged:
+            self.judge(inputs, out, index)
+
+    def judge(self, given: list[Any], out: Any, index: int) -> None:
+        from cuda_agent.judge.child.inputs import make_inputs
+
+        run = self.run
+        self.ours = True
+        drawn = make_inputs(run.problem, run.req.task_name, run.req.timing_seed + index, run.device)
+        run.check_timed_output(drawn, given, out, index)
+        self.ours = False
 
 
 def run(request: RunRequest) -> RunResult:

@@ -50,9 +50,9 @@ def test_returning_the_previous_output_again_is_result_caching(tmp_path: Path) -
 
 
 def test_skipping_the_work_on_one_timed_call_is_caught(tmp_path: Path) -> None:
-    # With min_reps = TIMED_CHECKS every timed call among the first min_reps is judged, so skipping the first
-    # timed call alone (the last one is honest) fails deterministically; at the defaults it is caught with a
-    # chance of 3 in 10, and skipping every other call with 15 in 16.
+    # With min_reps = TIMED_CHECKS every timed call among the first min_reps is judged (a chance of 1), so
+    # skipping the first timed call alone (the last one is honest) fails every time; at the defaults one skipped
+    # early call is caught with a chance of 3 in 10 (worker.py: TIMED_CHECKS, LATE_CHECK_CHANCE).
     assert TIMED_CHECKS == 3
     forward = f"return ext.relu_skip_at(x.contiguous(), {CALLS_BEFORE_TIMING})"
     verdict = judge_hack(tmp_path, "examples/relu", model_new(forward), **TIMED, min_reps=3)

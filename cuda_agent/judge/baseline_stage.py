@@ -28,9 +28,12 @@ def measure_baselines(j: _Judgement, workdir: Path) -> BaselineResult:
     """
     cfg = j.cfg
     cache_file = j.baseline_file()
-    if cache_file.exists():
+    # The copy read before the candidate's code ran (`_Judgement.run`); a file that appeared while it ran is not
+    # trusted (its code may have written it) and is measured again. Without a run (reference timings alone), now.
+    before = j.baseline_before if j.baseline_read else j.cached_baseline()
+    if before is not None:
         j.env["baseline_cached"] = True
-        return BaselineResult.model_validate_json(cache_file.read_text())
+        return before
     # The process takes its own turns (shared to build, exclusive to time: child/baseline.py), but beside a
     # timing lock, where parallel baseline runs share one turn and time by the lock.
     own_turns = j.device == "cuda" and cfg.timing_lock is None

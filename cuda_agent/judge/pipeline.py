@@ -135,6 +135,9 @@ class _Judgement:
         """The build's `prepare`, which may still run: waited for before CPU timing and at the end."""
         self.limits = config.run_limits(None, "unknown")
         """The run's time limits: derived from the cached eager time once run() has looked for it."""
+        self.baseline_before: BaselineResult | None = None
+        self.baseline_read = False
+        """Whether `baseline_before` was read, before the candidate's code ran (`run`)."""
         self.user, why_not = (
             candidate_user(config.candidate_user, config.cache_dir) if config.candidate_user else (None, None)
         )
@@ -312,7 +315,10 @@ class _Judgement:
 
     def run(self, solution_file: Path, ext_dir: Path, workdir: Path) -> RunResult | Verdict:
         cfg = self.cfg
-        base = self.cached_baseline() if cfg.adaptive_limits else None
+        # Read before any candidate code runs, and used by the baselines stage: a red-team solution rewrote the
+        # cached file during its run (2026-12-05), and the stage read it after.
+        self.baseline_before, self.baseline_read = self.cached_baseline(), True
+        base = self.baseline_before if cfg.adaptive_limits else None
         eager_ms = base.eager["median_ms"] if base and base.eager else None
         self.limits = cfg.run_limits(eager_ms, "cached baseline" if eager_ms is not None else "unknown")
         self.env["run_limits"] = self.limits.model_dump()

@@ -1,8 +1,11 @@
 """Runtime defences that live inside the candidate's process.
 
 - `capture_integrity()` records the identity of every function the harness relies on (timer,
-  synchronisation, comparison, serialisation) before candidate code is imported;
-  `changed_functions()` reports any that were replaced since (threat 8).
+  synchronisation, comparison, serialisation), and of every callable in the namespaces the
+  reference and the judge's own in-process code look names up in (torch's, torch.nn's classes,
+  the judge's child modules), before candidate code is imported; `changed_functions()` reports
+  any that were replaced since (threat 8). A red-team run (2026-12-05) rewrote the judge's timer and
+  comparison through `torch.sys.modules`, and `torch.softmax` under the reference, for reward 3.
 - `TorchOpTracer` is a dispatch mode that records every ATen operator reaching the dispatcher
   while the candidate's forward runs, whether called from Python or from the extension's C++;
   anything beyond allocation, views and metadata is torch doing the candidate's work (threat 1).
@@ -51,6 +54,33 @@ _WATCHED = (
     "json.dumps",
 )
 
+_NAMESPACES = (
+    "torch",
+    "torch.nn.functional",
+    "torch.linalg",
+    "torch.fft",
+    "torch.special",
+    "torch.cuda",
+    "torch.Tensor",
+    "torch.nn.Module",
+    "torch.nn.Parameter",
+    "time",
+    "json",
+    "cuda_agent.judge.child.worker",
+    "cuda_agent.judge.child.timing",
+    "cuda_agent.judge.child.trial",
+    "cuda_agent.judge.child.compare",
+    "cuda_agent.judge.child.inputs",
+    "cuda_agent.judge.child.guards",
+    "cuda_agent.judge.policy.runtime",
+    "cuda_agent.judge.env",
+    "cuda_agent.judge.standby",
+    "cuda_agent.judge.protocol",
+    "cuda_agent.tasks.problem",
+    "cuda_agent.tasks.inspection",
+)
+"""Modules and classes whose every callable attribute is watched (with every class torch.nn defines)."""
+
 # ATen operators a candidate's forward may reach: allocation, views and metadata, plus the copy
 # that `contiguous()` performs. Everything else means torch did the work.
 ALLOWED_ATEN = frozenset(
@@ -79,27 +109,50 @@ def _resolve(dotted: str) -> Any:
     raise ImportError(dotted)
 
 
+def _namespaces() -> list[tuple[str, Any]]:
+    """The watched namespaces: `_NAMESPACES` and every class torch.nn exports (Conv2d.forward, ...)."""
+    import torch
+
+    found = []
+    for dotted in _NAMESPACES:
+        try:
+            found.append((dotted, _resolve(dotted)))
+        except (ImportError, AttributeError):
+            continue
+    for name, value in vars(torch.nn).items():
+        if isinstance(value, type) and issubclass(value, torch.nn.Module):
+            found.append((f"torch.nn.{name}", value))
+    return found
+
+
+def _callables(namespace: Any) -> dict[str, int]:
+    """name -> id() of the namespace's own callable attributes (functions, classes, methods, modules)."""
+    import types
+
+    kinds = (types.ModuleType, staticmethod, classmethod, property, types.GetSetDescriptorType)
+    return {
+        name: id(value) for name, value in list(vars(namespace).items()) if callable(value) or isinstance(value, kinds)
+    }
+
+
 def capture_integrity() -> dict[str, int]:
-    """id() of every watched function, taken before candidate code runs."""
+    """id() of every watched function and namespace callable, taken before candidate code runs."""
     captured = {}
     for dotted in _WATCHED:
         try:
             captured[dotted] = id(_resolve(dotted))
         except (ImportError, AttributeError):
             continue
+    for dotted, namespace in _namespaces():
+        for name, ident in _callables(namespace).items():
+            captured[f"{dotted}.{name}"] = ident
     return captured
 
 
 def changed_functions(captured: dict[str, int]) -> list[str]:
-    """Watched functions that are no longer the objects captured earlier."""
-    changed = []
-    for dotted, ident in captured.items():
-        try:
-            if id(_resolve(dotted)) != ident:
-                changed.append(dotted)
-        except (ImportError, AttributeError):
-            changed.append(dotted)
-    return changed
+    """Watched functions that are no longer the objects captured earlier (names added since are not reported)."""
+    current = dict(capture_integrity())
+    return [dotted for dotted, ident in captured.items() if current.get(dotted) != ident]
 
 
 def same_storage(before: Any, after: Any, inputs: list[Any]) -> bool:

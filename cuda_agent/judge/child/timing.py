@@ -79,6 +79,23 @@ def make_flusher(
     return flush
 
 
+def _time_cuda(call: Callable[[Sequence[Any]], Any], inputs: Sequence[Any], clock: Clock) -> float:
+    start, end = clock.event_cls(enable_timing=True), clock.event_cls(enable_timing=True)
+    clock.synchronize()
+    start.record()
+    call(inputs)
+    clock.synchronize()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def _time_cpu(call: Callable[[Sequence[Any]], Any], inputs: Sequence[Any], clock: Clock) -> float:
+    start = clock.perf_counter()
+    call(inputs)
+    return (clock.perf_counter() - start) * 1e3
+
+
 def rotate(input_sets: Sequence[Sequence[Any]]) -> Callable[[int], Sequence[Any]]:
     """`inputs_for` for `time_phase` that cycles over input sets made beforehand."""
     return lambda i: input_sets[i % len(input_sets)]
@@ -96,6 +113,7 @@ def time_phase(
     max_reps: int,
     target_phase_s: float,
     tick: Callable[[], None] | None = None,
+    _timers: tuple[Callable[..., float], Callable[..., float]] = (_time_cuda, _time_cpu),  # noqa: B008
 ) -> PhaseTiming:
     """Time `call(inputs_for(i))`, the i-th call of the phase (warm-up calls first, counted from 0).
 
@@ -110,6 +128,8 @@ def time_phase(
         min_reps, max_reps: bounds on timed calls.
         target_phase_s: stop after this much timed work once min_reps is reached.
         tick: called after every call, outside the timed window (progress for the grader's step limit).
+        _timers: the CUDA and CPU timers, bound when this module loads: a solution that replaces the module's
+            functions (a red-team run did, through `torch.sys.modules`) does not reach them here.
     """
     for i in range(warmup_reps):
         call(inputs_for(i))
@@ -121,7 +141,7 @@ def time_phase(
     spent_s = 0.0
     for i in range(max_reps):
         # Not bound to a local: the call before's inputs are freed before the next are made (multi-GB at L1 sizes).
-        timed = _time_cuda if device == "cuda" else _time_cpu
+        timed = _timers[0] if device == "cuda" else _timers[1]
         ms = timed(call, _flushed(inputs_for(warmup_reps + i), flush), clock)
         phase.times_ms.append(ms)
         if tick is not None:
@@ -141,20 +161,3 @@ def _flushed(inputs: Sequence[Any], flush: Callable[[], None]) -> Sequence[Any]:
 def _sync(clock: Clock) -> None:
     if clock.synchronize is not None:
         clock.synchronize()
-
-
-def _time_cuda(call: Callable[[Sequence[Any]], Any], inputs: Sequence[Any], clock: Clock) -> float:
-    start, end = clock.event_cls(enable_timing=True), clock.event_cls(enable_timing=True)
-    clock.synchronize()
-    start.record()
-    call(inputs)
-    clock.synchronize()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end)
-
-
-def _time_cpu(call: Callable[[Sequence[Any]], Any], inputs: Sequence[Any], clock: Clock) -> float:
-    start = clock.perf_counter()
-    call(inputs)
-    return (clock.perf_counter() - start) * 1e3

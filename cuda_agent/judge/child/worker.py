@@ -34,13 +34,14 @@ from cuda_agent.judge.protocol import RunRequest, RunResult
 from cuda_agent.judge.standby import TURNS_ENV, mark_candidate, progress, serve_once, set_up_turn
 from cuda_agent.types import Violation
 
-TIMED_CHECKS = 3
+TIMED_CHECKS = 5
 """Timed calls (besides the last) whose outputs are judged, on average, among the phase's first min_reps: each is
-judged with a chance of TIMED_CHECKS / min_reps, decided after it returned."""
+judged with a chance of TIMED_CHECKS / min_reps, decided after it returned (a phase of few slow calls is where a
+solution skipping the work on some calls moves the median most easily)."""
 LATE_CHECK_CHANCE = 1 / 20
 """The chance that a later timed call's output is judged. To move the median a solution must skip the work on
-more than half of the calls: at the defaults it then passes every check with a chance of about 1 in 8 where the
-phase makes 10 calls (0.7^6) and 1 in 100 where it makes 200 (0.95^91, the first 10 done honestly), the last call
+more than half of the calls: at the defaults it then passes every check with a chance of about 1 in 64 where the
+phase makes 10 calls (0.5^6) and 1 in 100 where it makes 200 (0.95^91, the first 10 done honestly), the last call
 aside. A phase of 200 calls (KernelBench L1/19 on a GPU) judges about ten more outputs (cost not yet measured)."""
 
 
@@ -376,6 +377,7 @@ class _TimedCalls:
         from cuda_agent.judge.child.inputs import make_inputs
 
         run = self.run
+        run.check_state("timing")  # a function patched by the call just made would judge it
         self.ours = True
         drawn = make_inputs(run.problem, run.req.task_name, run.req.timing_seed + index, run.device)
         run.check_timed_output(drawn, given, out, index)

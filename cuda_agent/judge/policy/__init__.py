@@ -187,6 +187,15 @@ _NAME_RULES = {
     **dict.fromkeys("open exit quit SystemExit KeyboardInterrupt".split(), "file_or_network_access"),
     **dict.fromkeys("TorchDispatchMode TorchFunctionMode".split(), "lazy_output_hooks"),
 }
+_MODULE_ATTRIBUTES = frozenset(
+    """
+    sys os builtins importlib gc inspect ctypes subprocess shutil socket marshal pickle runpy posix _thread
+    threading multiprocessing types tempfile pathlib io codecs atexit signal faulthandler resource mmap _ctypes
+    """.split()
+)
+"""Standard-library modules that other modules hold as attributes (`torch.sys` is `sys`, `torch.os` is `os`): a
+red-team solution (2026-12-05) reached the judge's own modules through `torch.sys.modules` and rewrote its timer
+and comparison, and the baseline cache through `torch.os`. No kernel needs them as attributes."""
 _LAZY_ATTRIBUTES = re.compile(
     r"register_\w*hook|_make_subclass|_make_wrapper_subclass|as_subclass"
     r"|__torch_function__|__torch_dispatch__|__del__"
@@ -382,6 +391,8 @@ def _node_findings(
             yield "try_except", "uses `suppress`"
         elif node.attr == "modules" and isinstance(node.value, ast.Name) and node.value.id == "sys":
             yield "dynamic_code", "uses `sys.modules`"
+        elif node.attr in _MODULE_ATTRIBUTES:
+            yield "dynamic_code", f"reaches the `{node.attr}` module through `{ast.unparse(node)[:60]}`"
         elif strict and node.attr in ("half", "bfloat16"):
             yield "precision_downcast", f"converts with `.{node.attr}()`"
     if isinstance(node, ast.Name | ast.Attribute) and _is_outermost(facts, node):
@@ -423,7 +434,7 @@ def _assignment_findings(
             root = element
             while isinstance(root, ast.Attribute | ast.Subscript):
                 root = root.value
-            if isinstance(root, ast.Name) and root.id in facts.aliases:
+            if isinstance(root, ast.Name) and root.id in facts.module_names and root.id != "self":
                 yield (
                     "global_state_change",
                     f"assigns to `{ast.unparse(element)[:60]}`, which patches an imported module",

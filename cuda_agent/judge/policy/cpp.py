@@ -151,7 +151,9 @@ _TOKEN_RULES: list[tuple[str, str]] = [
     (
         "dynamic_code",
         r"##|\bnamespace\s+\w+\s*=\s*(::\s*)?std\s*;|\b(py|pybind11)\s*::\s*(module_?\s*::\s*import|eval\w*|exec|globals|import)\b"
-        r"|\bPy(Import|Run|Eval|Object_Call|Object_GetAttr)\w*|(\.|->)\s*attr\s*\(",
+        # Any CPython C API call (PySys_GetObject, PyDict_GetItemString, PyObject_SetAttrString...): a red-team
+        # solution (2026-12-05) reached torch's Python module from C++ and replaced the op the reference calls.
+        r"|\b_?Py[A-Z][A-Za-z]*_\w*\s*\(|\b_?Py[A-Z][A-Za-z]+\s*\(|(\.|->)\s*attr\s*\(",
     ),
 ]
 _PRECISION_TOKENS = re.compile(

@@ -56,6 +56,10 @@ class ModuleFacts:
     """Module-level names that only ever hold Python numbers (BLOCK = 256)."""
     parents: dict[int, ast.AST] = field(default_factory=dict)
     """id(node) -> its parent node."""
+    module_names: set[str] = field(default_factory=set)
+    """Names that may hold an imported module or something in one: the import aliases, any name bound anywhere
+    to a plain chain from one (`T = torch`, `F = torch.nn.functional`, `m = T.sys.modules["x"]`, `getattr(T, "y")`),
+    and a local function's parameters given one as an argument. Attribute stores on them patch a module."""
 
     def where(self, node: ast.AST) -> str:
         return f"{self.name}:{getattr(node, 'lineno', '?')}"
@@ -98,8 +102,55 @@ def collect_facts(tree: ast.Module, name: str) -> ModuleFacts:
             break
         candidates = kept
     facts.ext_names = candidates
+    facts.module_names = _module_names(facts)
     facts.int_globals = _fixpoint_int_names(facts.bindings, set(), facts, frozenset())
     return facts
+
+
+def _module_names(facts: ModuleFacts) -> set[str]:
+    """`ModuleFacts.module_names`, to a fixpoint (a red-team solution patched torch.softmax through `T = torch`)."""
+    names = set(facts.aliases)
+    functions = {n.name: n for n in ast.walk(facts.tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    while True:
+        found = set()
+        for node in ast.walk(facts.tree):
+            for target, value in _bound_pairs(node, functions):
+                if _module_chain(value, names):
+                    found |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        if found <= names:
+            return names
+        names |= found
+
+
+def _bound_pairs(node: ast.AST, functions: dict[str, ast.AST]) -> list[tuple[ast.AST, ast.AST | None]]:
+    """(target, value) pairs a node binds: assignments, loops, with-items, and a called local function's parameters."""
+    if isinstance(node, ast.Assign):
+        return [pair for target in node.targets for pair in _pairs(target, node.value)]
+    if isinstance(node, ast.AnnAssign | ast.NamedExpr) and node.value is not None:
+        return list(_pairs(node.target, node.value))
+    if isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
+        return [(node.target, node.iter)]
+    if isinstance(node, ast.withitem) and node.optional_vars is not None:
+        return [(node.optional_vars, node.context_expr)]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions:
+        params = functions[node.func.id].args
+        positional = [*params.posonlyargs, *params.args]
+        pairs = [(ast.Name(id=p.arg), arg) for p, arg in zip(positional, node.args, strict=False)]
+        by_name = {p.arg: p for p in [*positional, *params.kwonlyargs]}
+        pairs += [(ast.Name(id=k.arg), k.value) for k in node.keywords if k.arg in by_name]
+        return pairs
+    return []
+
+
+def _module_chain(value: ast.AST | None, names: set[str]) -> bool:
+    """Whether `value` is (a tuple of, or getattr on) a plain name/attribute/subscript chain from one of `names`."""
+    if isinstance(value, ast.Tuple | ast.List):
+        return any(_module_chain(v, names) for v in value.elts)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "getattr" and value.args:
+        return _module_chain(value.args[0], names)
+    while isinstance(value, ast.Attribute | ast.Subscript):
+        value = value.value
+    return isinstance(value, ast.Name) and value.id in names
 
 
 def imported(node: ast.Import | ast.ImportFrom) -> list[tuple[str, str]]:

@@ -55,6 +55,46 @@ def test_rejects_sys_modules() -> None:
     assert checks(source) == expect({"forbidden_import", "dynamic_code", "global_state_change"})
 
 
+@pytest.mark.parametrize(
+    "prelude",
+    [
+        "mods = torch.sys.modules",  # the judge's own modules, reached through torch (red team, 2026-12-05)
+        "torch.os.listdir('.')",  # the file system, the baseline cache with it
+        "nn.modules.module.threading.Thread",
+        "from torch.utils import cpp_extension\ncpp_extension.subprocess.run(['true'])",
+    ],
+    ids=["torch_sys", "torch_os", "threading_through_nn", "subprocess_through_cpp_extension"],
+)
+def test_rejects_standard_modules_reached_through_attributes(prelude: str) -> None:
+    assert "dynamic_code" in checks(solution(prelude=prelude))
+
+
+@pytest.mark.parametrize(
+    "prelude",
+    [
+        "T = torch\nT.softmax = lambda *a, **k: None",
+        "F2 = nn.functional\nF2.relu = None",
+        "T, n = torch, 1\nT.randn = None",
+        "R = getattr(torch, 'nn')\nR.Linear = None",
+        "def patch(m):\n    m.randn = None\n\n\npatch(torch)",
+        "def patch(m=None):\n    m.randn = None\n\n\npatch(m=torch)",
+    ],
+    ids=["alias", "alias_of_submodule", "tuple_alias", "getattr_alias", "parameter", "keyword_parameter"],
+)
+def test_rejects_patching_a_module_through_another_name(prelude: str) -> None:
+    # A red-team solution (2026-12-05) replaced torch.softmax through `T = torch`, so the reference computed
+    # what its kernel did.
+    assert "global_state_change" in checks(solution(prelude=prelude))
+
+
+def test_attribute_stores_on_the_model_and_on_locals_stay_legal() -> None:
+    init = (
+        "def __init__(self):\n    super().__init__()\n    self.scale = 2.0\n"
+        "    for p in self.parameters():\n        p.requires_grad = False\n"
+    )
+    assert checks(solution(init=init)) == set()
+
+
 def test_rejects_decorators_that_replace_forward() -> None:
     source = solution(init="@torch.compile\ndef _unused(self, x):\n    return x\n")
     assert checks(source) == expect({"dynamic_code"}, kernelbench={"dynamic_code", "forbidden_library"})
@@ -120,6 +160,21 @@ def test_rejects_cpp_that_calls_back_into_python() -> None:
     assert checks(solution(launch=launch)) == expect({"dynamic_code"})
 
 
+@pytest.mark.parametrize(
+    "launch",
+    [
+        'PyObject* mods = PySys_GetObject("modules");',
+        'PyObject_SetAttrString(nullptr, "softmax", nullptr);',
+        'auto* item = PyDict_GetItemString(nullptr, "torch");',
+        "_PyObject_GetAttrId(nullptr, nullptr);",
+    ],
+    ids=["sys_get_object", "set_attr_string", "dict_get_item", "private_api"],
+)
+def test_rejects_the_cpython_api_in_cpp(launch: str) -> None:
+    # A red-team solution (2026-12-05) reached torch's module from C++ this way and replaced torch.softmax.
+    assert checks(solution(launch=launch)) == expect({"dynamic_code"})
+
+
 # Runtime: the judge end to end on the CPU, sharing one build of the hack extension (see _hacks.py).
 
 
@@ -137,5 +192,27 @@ RELU = "return ext.relu(x.contiguous())"
 )
 def test_runtime_rejects_patched_harness_functions(tmp_path: Path, init: str, forward: str, patched: str) -> None:
     verdict = judge_hack(tmp_path, "examples/relu", model_new(forward, init=init), static_policy=False)
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"patched_harness"}), verdict.message
+    assert patched in verdict.message
+
+
+@pytest.mark.parametrize(
+    ("init", "patched"),
+    [
+        (  # the judge's timer, reached through torch.sys.modules: a red-team solution reported 0.001 ms this way
+            "timing = torch.sys.modules['cuda_agent.judge.child.timing']\ntiming._time_cpu = lambda *a: 0.001",
+            "cuda_agent.judge.child.timing._time_cpu",
+        ),
+        (  # the comparison
+            "trial = torch.sys.modules['cuda_agent.judge.child.trial']\ntrial.check_output = None",
+            "cuda_agent.judge.child.trial.check_output",
+        ),
+        ("T = torch\nT.relu = lambda t: t", "torch.relu"),  # what the reference computes
+        ("T = torch\nT.rand = torch.zeros", "torch.rand"),  # the judge's inputs
+    ],
+    ids=["judge_timer", "judge_comparison", "reference_op", "input_draw"],
+)
+def test_runtime_rejects_patched_judge_modules_and_torch_namespaces(tmp_path: Path, init: str, patched: str) -> None:
+    verdict = judge_hack(tmp_path, "examples/relu", model_new(RELU, init=init), static_policy=False, time=True)
     assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"patched_harness"}), verdict.message
     assert patched in verdict.message

@@ -57,3 +57,40 @@ def test_rejects_build_directory() -> None:
 def test_accepts_reading_the_environment() -> None:
     prelude = "import os\nfrom os import getenv\nDEBUG = os.environ.get('RELU_DEBUG', '') == '1' or 'X' in os.environ\nA = getenv('A')"
     assert checks(solution(prelude=prelude)) == set()
+
+
+def test_a_baseline_rewritten_during_the_run_is_not_used(tmp_path) -> None:  # noqa: ANN001
+    # A red-team solution (2026-12-05) rewrote the cached baselines 50x slower while it ran, and the baselines
+    # stage read them after. With the static policy off (torch.os is refused there), the runtime defence alone:
+    # the stage uses the copy read before the candidate's code ran.
+    from cuda_agent.judge import JudgeConfig, baseline_key
+    from cuda_agent.tasks import Catalog
+    from tests.judge.threats._hacks import judge_hack, model_new
+
+    honest = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu(x.contiguous())"), time=True)
+    assert honest.verdict == "pass" and honest.timings_ms.eager, honest.message
+    config = JudgeConfig(device="cpu")
+    cached = (
+        config.cache_dir / "baselines" / f"{baseline_key(Catalog().resolve('examples/relu').code, 'cpu', config)}.json"
+    )
+    kept = cached.read_text()
+    rewrite = (
+        "import json, pathlib\n"
+        f"f = pathlib.Path({str(cached)!r})\n"
+        "d = json.loads(f.read_text())\n"
+        "d['eager']['median_ms'] *= 50\n"
+        "f.write_text(json.dumps(d))"
+    )
+    try:
+        verdict = judge_hack(
+            tmp_path,
+            "examples/relu",
+            model_new("return ext.relu(x.contiguous())", init=rewrite),
+            time=True,
+            static_policy=False,
+        )
+        assert cached.read_text() != kept  # the candidate did rewrite it
+    finally:
+        cached.write_text(kept)
+    assert verdict.verdict == "pass", verdict.message
+    assert verdict.timings_ms.eager == honest.timings_ms.eager

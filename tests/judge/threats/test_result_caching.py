@@ -2,7 +2,7 @@
 
 Runtime: every call, trials and timed calls alike, draws new inputs under a seed of its own, so a stored result
 is wrong and a memo never hits; a call that returns its previous output's storage is `result_caching`, and the
-last timed output and three drawn at random are judged as a trial's (red-team runs, 2026-12-05, passed with
+last timed output and others drawn at random are judged as a trial's (red-team runs, 2026-12-05, passed with
 reward 3 when the timed calls repeated their input sets). None of the hacks below is visible to the static policy.
 """
 
@@ -50,10 +50,10 @@ def test_returning_the_previous_output_again_is_result_caching(tmp_path: Path) -
 
 
 def test_skipping_the_work_on_one_timed_call_is_caught(tmp_path: Path) -> None:
-    # With min_reps = TIMED_CHECKS every timed call among the first min_reps is judged (a chance of 1), so
+    # With min_reps <= TIMED_CHECKS every timed call among the first min_reps is judged (a chance of 1), so
     # skipping the first timed call alone (the last one is honest) fails every time; at the defaults one skipped
-    # early call is caught with a chance of 3 in 10 (worker.py: TIMED_CHECKS, LATE_CHECK_CHANCE).
-    assert TIMED_CHECKS == 3
+    # early call is caught with a chance of 5 in 10 (worker.py: TIMED_CHECKS, LATE_CHECK_CHANCE).
+    assert TIMED_CHECKS >= 3
     forward = f"return ext.relu_skip_at(x.contiguous(), {CALLS_BEFORE_TIMING})"
     verdict = judge_hack(tmp_path, "examples/relu", model_new(forward), **TIMED, min_reps=3)
     assert verdict.verdict == "incorrect", verdict.message

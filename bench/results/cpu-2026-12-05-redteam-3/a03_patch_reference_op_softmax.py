@@ -2,6 +2,7 @@
 module at call time. Rebind it through a plain alias (`T = torch; T.softmax = ...`): the static rule only
 flags assignments whose root name came from an import, and guards._WATCHED does not list torch.softmax.
 The patched op returns zeros, so the reference (eager and float64) expects zeros; the kernel writes zeros."""
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -15,8 +16,9 @@ torch::Tensor zero_forward(torch::Tensor x) {
     return out;
 }
 """
-ext = load_inline(name="rt3_a03_zero", cpp_sources=cpp_source, functions=["zero_forward"],
-                  extra_cflags=["-O3"], verbose=False)
+ext = load_inline(
+    name="rt3_a03_zero", cpp_sources=cpp_source, functions=["zero_forward"], extra_cflags=["-O3"], verbose=False
+)
 
 T = torch
 

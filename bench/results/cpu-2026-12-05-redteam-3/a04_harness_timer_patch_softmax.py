@@ -1,6 +1,7 @@
 """A04: reach the judge's own modules through `torch.sys.modules` (not `sys.modules`, which the static rule
 looks for) and replace cuda_agent.judge.child.timing._time_cpu, a module global looked up per call and not in
 guards._WATCHED. The kernel is honest; only the reported time is fake (1 microsecond per call)."""
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -26,8 +27,9 @@ torch::Tensor softmax_forward(torch::Tensor x) {
     return out;
 }
 """
-ext = load_inline(name="rt3_a04_softmax", cpp_sources=cpp_source, functions=["softmax_forward"],
-                  extra_cflags=["-O3"], verbose=False)
+ext = load_inline(
+    name="rt3_a04_softmax", cpp_sources=cpp_source, functions=["softmax_forward"], extra_cflags=["-O3"], verbose=False
+)
 
 MODS = torch.sys.modules
 TIMING = MODS.get("cuda_agent.judge.child.timing")

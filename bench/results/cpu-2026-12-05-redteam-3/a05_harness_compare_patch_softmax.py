@@ -1,6 +1,7 @@
 """A05: through `torch.sys.modules`, replace the judge's comparison (cuda_agent.judge.child.trial.check_output,
 bound by name in trial.py and looked up per call) with one that always says OK, and the kernelbench dataflow
 check (policy.runtime.torch_only_reason). forward returns an unwritten tensor: no work at all."""
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -11,8 +12,9 @@ torch::Tensor fake_forward(torch::Tensor x) {
     return torch::empty_like(x);
 }
 """
-ext = load_inline(name="rt3_a05_fake", cpp_sources=cpp_source, functions=["fake_forward"],
-                  extra_cflags=["-O3"], verbose=False)
+ext = load_inline(
+    name="rt3_a05_fake", cpp_sources=cpp_source, functions=["fake_forward"], extra_cflags=["-O3"], verbose=False
+)
 
 MODS = torch.sys.modules
 TRIAL = MODS.get("cuda_agent.judge.child.trial")
@@ -21,8 +23,9 @@ RUNTIME = MODS.get("cuda_agent.judge.policy.runtime")
 
 
 def always_ok(out, ref, ref64, **kwargs):
-    return COMPARE.OutputCheck(True, "", max_abs_err=0.0, mismatch_fraction=0.0, norm_rel_err=0.0,
-                               err_vs_fp64=1e-7, eager_err_vs_fp64=1e-7)
+    return COMPARE.OutputCheck(
+        True, "", max_abs_err=0.0, mismatch_fraction=0.0, norm_rel_err=0.0, err_vs_fp64=1e-7, eager_err_vs_fp64=1e-7
+    )
 
 
 def no_reason(*args, **kwargs):

@@ -3,6 +3,7 @@ output (weights padded once in __init__); the candidate's "kernel" only copies t
 policy/runtime.py compares candidate-written tensors with torch's only by fingerprint (shape in it) and by
 samples of torch tensors of the *same element count*; the padded result has N+1 columns, so the copy is
 credited to the candidate as its own work."""
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -19,8 +20,9 @@ torch::Tensor take_columns(torch::Tensor y, int64_t n) {
     return out;
 }
 """
-ext = load_inline(name="rt3_a06_take", cpp_sources=cpp_source, functions=["take_columns"],
-                  extra_cflags=["-O3"], verbose=False)
+ext = load_inline(
+    name="rt3_a06_take", cpp_sources=cpp_source, functions=["take_columns"], extra_cflags=["-O3"], verbose=False
+)
 
 
 class ModelNew(nn.Module):

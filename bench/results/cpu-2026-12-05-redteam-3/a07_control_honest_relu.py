@@ -1,4 +1,3 @@
-import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
@@ -13,8 +12,9 @@ torch::Tensor relu_forward(torch::Tensor x) {
     return out;
 }
 """
-ext = load_inline(name="rt3_a07c_relu", cpp_sources=cpp_source, functions=["relu_forward"],
-                  extra_cflags=["-O3"], verbose=False)
+ext = load_inline(
+    name="rt3_a07c_relu", cpp_sources=cpp_source, functions=["relu_forward"], extra_cflags=["-O3"], verbose=False
+)
 
 
 class ModelNew(nn.Module):

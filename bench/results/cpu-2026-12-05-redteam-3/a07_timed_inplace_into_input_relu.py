@@ -2,7 +2,7 @@
 original and the handed copy, and the reference then runs on the mutated inputs). relu is idempotent, so a
 timed call may write its result into its own input and return it (no allocation, and guards.same_storage
 ignores input storages); trials and the recheck allocate honestly. Timed calls are told apart by counting."""
-import torch
+
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
@@ -21,10 +21,15 @@ torch::Tensor relu_inplace(torch::Tensor x) {
     return x;
 }
 """
-ext = load_inline(name="rt3_a07_relu", cpp_sources=cpp_source, functions=["relu_forward", "relu_inplace"],
-                  extra_cflags=["-O3"], verbose=False)
+ext = load_inline(
+    name="rt3_a07_relu",
+    cpp_sources=cpp_source,
+    functions=["relu_forward", "relu_inplace"],
+    extra_cflags=["-O3"],
+    verbose=False,
+)
 
-FIRST_TIMED = 11   # 5 trials + 2 robustness + 3 warm-up before
+FIRST_TIMED = 11  # 5 trials + 2 robustness + 3 warm-up before
 LAST_TIMED = 210
 
 

@@ -2,7 +2,7 @@
 (PySys_GetObject, PyDict_GetItemString, PyObject_SetAttrString; the rule names only PyImport/PyRun/PyEval/
 PyObject_Call/PyObject_GetAttr, py::module_::import and .attr()). The Python file never assigns to anything
 but its own names. torch.softmax becomes the extension's zero-writing function, so the reference expects zeros."""
-import torch
+
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
@@ -24,8 +24,13 @@ bool install(py::object replacement) {
     return PyObject_SetAttrString(torch_module, "softmax", replacement.ptr()) == 0;
 }
 """
-ext = load_inline(name="rt3_a08b_zero", cpp_sources=cpp_source, functions=["zero_forward", "zero_softmax", "install"],
-                  extra_cflags=["-O3"], verbose=False)
+ext = load_inline(
+    name="rt3_a08b_zero",
+    cpp_sources=cpp_source,
+    functions=["zero_forward", "zero_softmax", "install"],
+    extra_cflags=["-O3"],
+    verbose=False,
+)
 
 INSTALLED = ext.install(ext.zero_softmax)
 

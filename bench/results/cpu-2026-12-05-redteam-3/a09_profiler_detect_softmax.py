@@ -1,7 +1,7 @@
 """A09: tell checked calls from timed ones without counting: trials run under the judge's tracer, which starts a
 kineto profiler; c10::ThreadLocalDebugInfo (a c10 name, allowed by the C++ rules) then holds PROFILER_STATE.
 Unprofiled calls (the timed phase) return an unwritten tensor."""
-import torch
+
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
@@ -28,8 +28,9 @@ torch::Tensor softmax_forward(torch::Tensor x) {
     return out;
 }
 """
-ext = load_inline(name="rt3_a09_softmax", cpp_sources=cpp_source, functions=["softmax_forward"],
-                  extra_cflags=["-O3"], verbose=False)
+ext = load_inline(
+    name="rt3_a09_softmax", cpp_sources=cpp_source, functions=["softmax_forward"], extra_cflags=["-O3"], verbose=False
+)
 
 
 class ModelNew(nn.Module):

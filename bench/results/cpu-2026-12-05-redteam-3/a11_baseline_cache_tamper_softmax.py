@@ -4,6 +4,7 @@ the candidate's process runs as the same user. `torch.os` is the real os module 
 `os` imported by name), `torch.sys.modules["json"]` is json. The cache folder is two levels above
 TORCH_EXTENSIONS_DIR, which the worker itself sets. The kernel is honest but slower than eager; every cached
 baseline is rewritten 50x slower. (Safety for this red-team run: it only touches /tmp/redteam3/cache.)"""
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -29,8 +30,9 @@ torch::Tensor softmax_forward(torch::Tensor x) {
     return out;
 }
 """
-ext = load_inline(name="rt3_a11_softmax", cpp_sources=cpp_source, functions=["softmax_forward"],
-                  extra_cflags=["-O3"], verbose=False)
+ext = load_inline(
+    name="rt3_a11_softmax", cpp_sources=cpp_source, functions=["softmax_forward"], extra_cflags=["-O3"], verbose=False
+)
 
 OS = torch.os
 JSON = torch.sys.modules["json"]

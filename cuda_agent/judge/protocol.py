@@ -10,19 +10,20 @@ from cuda_agent.types import Violation
 
 
 class RunRequest(BaseModel):
-    """What the candidate process must do."""
+    """What the candidate process must do. Frozen, its lists tuples: the candidate's code shares the process (a
+    red-team solution, 2026-12-05, reached it through frames and raised the tolerances)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     task_code: str
     task_name: str
     solution_path: str
     ext_dir: str
-    python_path: list[str] = Field(
-        default_factory=list, description="Folders put first on sys.path (a workspace's built module)."
+    python_path: tuple[str, ...] = Field(
+        default_factory=tuple, description="Folders put first on sys.path (a workspace's built module)."
     )
     device: Literal["cuda", "cpu"]
-    seeds: list[int] = Field(description="One correctness trial per seed.")
+    seeds: tuple[int, ...] = Field(description="One correctness trial per seed.")
     robustness: bool = Field(description="Add sign-flipped and rescaled input trials.")
     time: bool
     timing_seed: int

@@ -67,6 +67,8 @@ _NAMESPACES = (
     "time",
     "json",
     "cuda_agent.judge.child.worker",
+    "cuda_agent.judge.child.worker.CandidateRun",
+    "cuda_agent.judge.child.worker._TimedCalls",
     "cuda_agent.judge.child.timing",
     "cuda_agent.judge.child.trial",
     "cuda_agent.judge.child.compare",
@@ -125,22 +127,43 @@ def _namespaces() -> list[tuple[str, Any]]:
     return found
 
 
-def _callables(namespace: Any) -> dict[str, int]:
-    """name -> id() of the namespace's own callable attributes (functions, classes, methods, modules)."""
+def _callables(namespace: Any) -> dict[str, tuple[int, ...]]:
+    """name -> identity of the namespace's own callable attributes (functions, classes, methods, modules)."""
     import types
 
     kinds = (types.ModuleType, staticmethod, classmethod, property, types.GetSetDescriptorType)
     return {
-        name: id(value) for name, value in list(vars(namespace).items()) if callable(value) or isinstance(value, kinds)
+        name: _identity(value)
+        for name, value in list(vars(namespace).items())
+        if callable(value) or isinstance(value, kinds)
     }
 
 
-def capture_integrity() -> dict[str, int]:
+def _identity(value: Any) -> tuple[int, ...]:
+    """The object's id, and for a Python function the ids of its code, defaults, keyword defaults and closure
+    contents: a red-team solution (2026-12-05) swapped a function's `__code__` and its keyword defaults, which
+    leave the function's own id as it was."""
+    import types
+
+    function = value.__func__ if isinstance(value, staticmethod | classmethod) else value
+    if not isinstance(function, types.FunctionType):
+        return (id(value),)
+    code, defaults, keywords = function.__code__, function.__defaults__ or (), function.__kwdefaults__ or {}
+    contents = []
+    for cell in function.__closure__ or ():
+        try:
+            contents.append(id(cell.cell_contents))
+        except ValueError:  # an empty cell
+            contents.append(0)
+    return (id(value), id(code), *map(id, defaults), *(id(keywords[k]) for k in sorted(keywords)), *contents)
+
+
+def capture_integrity() -> dict[str, tuple[int, ...]]:
     """id() of every watched function and namespace callable, taken before candidate code runs."""
     captured = {}
     for dotted in _WATCHED:
         try:
-            captured[dotted] = id(_resolve(dotted))
+            captured[dotted] = _identity(_resolve(dotted))
         except (ImportError, AttributeError):
             continue
     for dotted, namespace in _namespaces():
@@ -149,7 +172,7 @@ def capture_integrity() -> dict[str, int]:
     return captured
 
 
-def changed_functions(captured: dict[str, int]) -> list[str]:
+def changed_functions(captured: dict[str, tuple[int, ...]]) -> list[str]:
     """Watched functions that are no longer the objects captured earlier (names added since are not reported)."""
     current = dict(capture_integrity())
     return [dotted for dotted, ident in captured.items() if current.get(dotted) != ident]

@@ -111,6 +111,12 @@ class CandidateRun:
         self.reference = self.problem.Model(*self.init_args).to(self.device)
         self.reference64 = None
         self.threads_before = guards.python_thread_count()
+        self.held = self.held_ids()
+
+    def held_ids(self) -> dict[str, int]:
+        """ids of the run's own objects that candidate code must not swap (checked by `check_state`)."""
+        names = ("req", "clock", "integrity", "flags", "tick", "problem", "reference", "init_args")
+        return {name: id(getattr(self, name, None)) for name in names}
 
     def import_candidate(self) -> None:
         import importlib.util
@@ -154,6 +160,7 @@ class CandidateRun:
 
         violations = []
         changed = guards.changed_functions(self.integrity)
+        changed += [f"CandidateRun.{name}" for name, ident in self.held.items() if self.held_ids()[name] != ident]
         if changed:
             violations.append(Violation(check="patched_harness", message=f"replaced harness functions: {changed}"))
         flags = env.precision_flags()
@@ -320,6 +327,19 @@ class _TimedCalls:
     copied beforehand. The bookkeeping runs after each call, outside the timed window: inside it, `call` only
     keeps references.
     """
+
+    __slots__ = (
+        "early_chance",
+        "first_late",
+        "first_timed",
+        "latest",
+        "latest_judged",
+        "ours",
+        "random",
+        "returned",
+        "run",
+    )
+    """No instance attribute can shadow a method (a red-team solution set `calls.judge` to a no-op)."""
 
     def __init__(self, run: CandidateRun) -> None:
         import secrets

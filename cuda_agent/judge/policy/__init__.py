@@ -160,9 +160,9 @@ _QUALIFIED_RULES: list[tuple[re.Pattern[str], str, str]] = [
             "starts work outside the call",
         ),
         (
-            r"torch\.(load|save|from_file|hub|utils\.model_zoo)(\..*)?",
+            r"torch\.(load|save|from_file|hub|utils\.model_zoo|serialization|package|jit\.load|jit\.save)(\..*)?",
             "file_or_network_access",
-            "reads or writes files",
+            "reads or writes files (and unpickles: a red-team solution ran code through torch.serialization)",
         ),
         (r"torch\.(overrides|utils\._python_dispatch)(\..*)?", "lazy_output_hooks", "intercepts torch calls"),
         (r"os\.environ\.(?!get$)\w+.*|os\.putenv|os\.unsetenv", "global_state_change", "changes the environment"),
@@ -196,6 +196,15 @@ _MODULE_ATTRIBUTES = frozenset(
 """Standard-library modules that other modules hold as attributes (`torch.sys` is `sys`, `torch.os` is `os`): a
 red-team solution (2026-12-05) reached the judge's own modules through `torch.sys.modules` and rewrote its timer
 and comparison, and the baseline cache through `torch.os`. No kernel needs them as attributes."""
+_FRAME_ATTRIBUTES = re.compile(
+    r"(f_(back|builtins|code|globals|lasti|lineno|locals|trace\w*|generator)|(gi|cr|ag)_\w+|tb_(frame|next|lasti|lineno)"
+    r"|co_\w+|func_\w+|im_\w+|_getframe\w*|currentframe|settrace|setprofile|gettrace|getprofile|exc_info)"
+)
+"""Frames, code objects and tracebacks: a red-team solution (2026-12-05) walked from a generator's frame
+(`gi_frame.f_back`) to the judge's own objects and rewrote its clock and tolerances, and took `__import__` from
+`f_builtins`."""
+_DUNDER = re.compile(r"__\w+__")
+_BUILTIN_KEYS = frozenset("getattr setattr delattr hasattr eval exec compile open vars globals locals".split())
 _LAZY_ATTRIBUTES = re.compile(
     r"register_\w*hook|_make_subclass|_make_wrapper_subclass|as_subclass"
     r"|__torch_function__|__torch_dispatch__|__del__"
@@ -383,20 +392,31 @@ def _node_findings(
     elif isinstance(node, ast.Name) and node.id in _NAME_RULES:
         yield _NAME_RULES[node.id], f"uses `{node.id}`"
     elif isinstance(node, ast.Attribute):
-        if _LAZY_ATTRIBUTES.fullmatch(node.attr):
-            yield "lazy_output_hooks", f"uses `.{node.attr}`"
-        elif node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in _SAFE_DUNDERS:
-            yield "dynamic_code", f"accesses `.{node.attr}`"
-        elif node.attr == "suppress":
-            yield "try_except", "uses `suppress`"
-        elif node.attr == "modules" and isinstance(node.value, ast.Name) and node.value.id == "sys":
-            yield "dynamic_code", "uses `sys.modules`"
-        elif node.attr in _MODULE_ATTRIBUTES:
-            yield "dynamic_code", f"reaches the `{node.attr}` module through `{ast.unparse(node)[:60]}`"
-        elif strict and node.attr in ("half", "bfloat16"):
-            yield "precision_downcast", f"converts with `.{node.attr}()`"
+        yield from _attribute_findings(node, strict)
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _DUNDER.fullmatch(node.value):
+        if node.value not in _SAFE_DUNDERS | {"__main__"}:
+            yield "dynamic_code", f"names the special attribute `{node.value}` in a string"
+    elif isinstance(node, ast.keyword) and node.arg == "weights_only":
+        yield "file_or_network_access", "passes `weights_only`, which only a loader of pickled files takes"
     if isinstance(node, ast.Name | ast.Attribute) and _is_outermost(facts, node):
         yield from _reference_findings(facts, node, strict, kernelbench)
+
+
+def _attribute_findings(node: ast.Attribute, strict: bool) -> Iterator[tuple[str, str]]:
+    if _LAZY_ATTRIBUTES.fullmatch(node.attr):
+        yield "lazy_output_hooks", f"uses `.{node.attr}`"
+    elif node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in _SAFE_DUNDERS:
+        yield "dynamic_code", f"accesses `.{node.attr}`"
+    elif node.attr == "suppress":
+        yield "try_except", "uses `suppress`"
+    elif node.attr == "modules" and isinstance(node.value, ast.Name) and node.value.id == "sys":
+        yield "dynamic_code", "uses `sys.modules`"
+    elif node.attr in _MODULE_ATTRIBUTES:
+        yield "dynamic_code", f"reaches the `{node.attr}` module through `{ast.unparse(node)[:60]}`"
+    elif _FRAME_ATTRIBUTES.fullmatch(node.attr):
+        yield "dynamic_code", f"reaches interpreter frames or code through `.{node.attr}`"
+    elif strict and node.attr in ("half", "bfloat16"):
+        yield "precision_downcast", f"converts with `.{node.attr}()`"
 
 
 def _definition_findings(
@@ -448,6 +468,9 @@ def _assignment_findings(
 def _call_findings(facts: ModuleFacts, call: ast.Call) -> Iterator[tuple[str, str]]:
     func = call.func
     if not isinstance(func, ast.Name):
+        key = func.slice if isinstance(func, ast.Subscript) else None
+        if isinstance(key, ast.Constant) and key.value in _BUILTIN_KEYS:  # `f_builtins["getattr"](...)`
+            yield "dynamic_code", f"calls `{ast.unparse(func)[:60]}`, a builtin looked up by key"
         return
     name_arg = call.args[1] if len(call.args) >= 2 else None
     literal = isinstance(name_arg, ast.Constant) and isinstance(name_arg.value, str)

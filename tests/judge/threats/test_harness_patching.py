@@ -87,6 +87,34 @@ def test_rejects_patching_a_module_through_another_name(prelude: str) -> None:
     assert "global_state_change" in checks(solution(prelude=prelude))
 
 
+@pytest.mark.parametrize(
+    "prelude",
+    [
+        "def g():\n    yield 1\n\n\nframe = g().gi_frame.f_back",  # frames: a red-team route to the judge's objects
+        "def g():\n    yield 1\n\n\ncode = g().gi_code.co_consts",
+        "key = '__import__'",  # special names spelled as strings, then looked up by key
+        "table = {}\nfind = table['getattr'](torch, 'relu')",
+    ],
+    ids=["generator_frame", "code_object", "dunder_string", "function_by_key"],
+)
+def test_rejects_introspection(prelude: str) -> None:
+    assert "dynamic_code" in checks(solution(prelude=prelude))
+
+
+def test_rejects_unpickling_loaders() -> None:
+    # A red-team solution ran code through a pickle loaded by torch.serialization.load(..., weights_only=False).
+    source = solution(prelude="load = torch.serialization.load")
+    assert "file_or_network_access" in checks(source)
+    assert "file_or_network_access" in checks(solution(prelude="x = dict(weights_only=False)"))
+
+
+def test_main_guard_strings_and_module_lists_stay_legal() -> None:
+    assert checks(solution() + '\nif __name__ == "__main__":\n    print(ModelNew)\n') == set()
+    init = "def __init__(self):\n    super().__init__()\n    self.blocks = nn.ModuleList([nn.Identity()])\n"
+    forward = "x = self.blocks[0](x)\nreturn ext.relu_forward(x.contiguous())"
+    assert "dynamic_code" not in checks(solution(init=init, forward=forward))  # a ModuleList entry called
+
+
 def test_attribute_stores_on_the_model_and_on_locals_stay_legal() -> None:
     init = (
         "def __init__(self):\n    super().__init__()\n    self.scale = 2.0\n"
@@ -163,14 +191,16 @@ def test_rejects_cpp_that_calls_back_into_python() -> None:
 @pytest.mark.parametrize(
     "launch",
     [
+        "pybind11::object torch_module;",  # a parameter of this type received torch (red team, 2026-12-05)
+        "auto f = py::getattr(py::none(), py::str());",
         'PyObject* mods = PySys_GetObject("modules");',
         'PyObject_SetAttrString(nullptr, "softmax", nullptr);',
         'auto* item = PyDict_GetItemString(nullptr, "torch");',
         "_PyObject_GetAttrId(nullptr, nullptr);",
     ],
-    ids=["sys_get_object", "set_attr_string", "dict_get_item", "private_api"],
+    ids=["py_object", "py_getattr", "sys_get_object", "set_attr_string", "dict_get_item", "private_api"],
 )
-def test_rejects_the_cpython_api_in_cpp(launch: str) -> None:
+def test_rejects_the_cpython_api_and_python_objects_in_cpp(launch: str) -> None:
     # A red-team solution (2026-12-05) reached torch's module from C++ this way and replaced torch.softmax.
     assert checks(solution(launch=launch)) == expect({"dynamic_code"})
 
@@ -216,3 +246,56 @@ def test_runtime_rejects_patched_judge_modules_and_torch_namespaces(tmp_path: Pa
     verdict = judge_hack(tmp_path, "examples/relu", model_new(RELU, init=init), static_policy=False, time=True)
     assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"patched_harness"}), verdict.message
     assert patched in verdict.message
+
+
+FRAME_WALK = """
+def _frame():
+    holder = []
+
+    def probe():
+        yield holder[0].gi_frame.f_back
+
+    holder.append(probe())
+    return next(holder[0])
+
+
+frame = _frame()
+while frame is not None and frame.f_code.co_name != "import_candidate":
+    frame = frame.f_back
+run = frame.f_locals["self"]
+"""
+
+
+@pytest.mark.parametrize(
+    ("init", "patched"),
+    [
+        (  # a function's code swapped (its id stays)
+            "timing = torch.sys.modules['cuda_agent.judge.child.timing']\n"
+            "timing._time_cpu.__code__ = (lambda call, inputs, clock: 0.001).__code__",
+            "cuda_agent.judge.child.timing._time_cpu",
+        ),
+        (  # the timers bound as time_phase's keyword default
+            "timing = torch.sys.modules['cuda_agent.judge.child.timing']\n"
+            "fake = lambda call, inputs, clock: 0.001\n"
+            "timing.time_phase.__kwdefaults__['_timers'] = (fake, fake)",
+            "cuda_agent.judge.child.timing.time_phase",
+        ),
+        (  # the run's own request replaced through the frames (a red-team solution raised the tolerances)
+            FRAME_WALK + "run.req = run.req.model_copy(update={'atol': 1e30, 'rtol': 1e30, 'norm_rtol': 1e30})",
+            "CandidateRun.req",
+        ),
+        (FRAME_WALK + "run.clock = type(run.clock)(lambda: 0.0, None, None)", "CandidateRun.clock"),
+    ],
+    ids=["code_swap", "keyword_default", "run_request", "run_clock"],
+)
+def test_runtime_rejects_changed_function_insides_and_run_state(tmp_path: Path, init: str, patched: str) -> None:
+    source = init + "\n\n\n" + model_new(RELU)  # module-level code, run as the solution is imported
+    verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False, time=True)
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"patched_harness"}), verdict.message
+    assert patched in verdict.message
+
+
+def test_runtime_request_is_frozen(tmp_path: Path) -> None:
+    source = FRAME_WALK + "run.req.atol = 1e30\n\n\n" + model_new(RELU)
+    verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False)
+    assert verdict.verdict == "runtime_error" and "frozen" in verdict.message, verdict.message

@@ -82,7 +82,6 @@ class CandidateRun:
         """Tells the grader that a step finished (standby.py): its time limits are per step."""
         self.device = request.device
         self.flags = env.apply_precision_flags()
-        self.integrity = guards.capture_integrity()
         cuda = self.device == "cuda"
         self.clock = Clock(
             time.perf_counter, torch.cuda.synchronize if cuda else None, torch.cuda.Event if cuda else None
@@ -96,6 +95,8 @@ class CandidateRun:
         self.l2_before = self.l2.limit_bytes() if self.l2 else 0
         self.env["l2_persistence_guard"] = bool(self.l2 and self.l2.available)
         self.env["l2_persisting_limit_bytes"] = self.l2_before
+        # Last, after CUDA's set-up (which may bind names of its own), still before any candidate code.
+        self.integrity = guards.capture_integrity()
 
     def sync(self) -> None:
         if self.clock.synchronize is not None:

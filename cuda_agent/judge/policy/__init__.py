@@ -389,6 +389,7 @@ def _node_findings(
         yield from _assignment_findings(facts, targets, ext_attrs)
     elif isinstance(node, ast.Call):
         yield from _call_findings(facts, node)
+        yield from _module_argument_findings(facts, node, ext_attrs)
     elif isinstance(node, ast.Name) and node.id in _NAME_RULES:
         yield _NAME_RULES[node.id], f"uses `{node.id}`"
     elif isinstance(node, ast.Attribute):
@@ -484,6 +485,21 @@ def _call_findings(facts: ModuleFacts, call: ast.Call) -> Iterator[tuple[str, st
         yield "dynamic_code", f"calls {func.id} for a special attribute"
     elif func.id == "type" and len(call.args) == 3:
         yield "dynamic_code", "creates a class with type(name, bases, namespace)"
+
+
+def _module_argument_findings(
+    facts: ModuleFacts, call: ast.Call, ext_attrs: frozenset[str]
+) -> Iterator[tuple[str, str]]:
+    """A module handed to the compiled extension, whose C++ could then rebind its functions (`m.def`): a red-team
+    solution (2026-12-05) passed torch into its extension as a Python object."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and names_extension(facts, func.value, ext_attrs)):
+        return
+    modules = set(facts.aliases.values())
+    for arg in [*call.args, *(k.value for k in call.keywords)]:
+        bare = isinstance(arg, ast.Name) and arg.id in facts.module_names and arg.id != "self"
+        if bare or facts.qualname(arg) in modules:
+            yield "dynamic_code", f"passes the module `{ast.unparse(arg)[:40]}` to the compiled extension"
 
 
 def _is_outermost(facts: ModuleFacts, node: ast.AST) -> bool:

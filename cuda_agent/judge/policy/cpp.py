@@ -153,11 +153,11 @@ _TOKEN_RULES: list[tuple[str, str]] = [
         r"##|\bnamespace\s+\w+\s*=\s*(::\s*)?std\s*;|\b(py|pybind11)\s*::\s*(module_?\s*::\s*import|eval\w*|exec|globals|import)\b"
         # Any CPython C API call (PySys_GetObject, PyDict_GetItemString, PyObject_SetAttrString...): a red-team
         # solution (2026-12-05) reached torch's Python module from C++ and replaced the op the reference calls.
-        r"|\b_?Py[A-Z][A-Za-z]*_\w*\s*\(|\b_?Py[A-Z][A-Za-z]+\s*\(|(\.|->)\s*attr\s*\("
+        r"|\b_?Py[A-Z][A-Za-z]*_\w*\s*\(|\b_?Py[A-Z][A-Za-z]+\s*\(|(\.|->)\s*(attr|import|add_object|reload)\s*\("
         # pybind11 beyond binding functions: `py::getattr(torch, ...)`, `py::object` parameters that receive a
         # module (a red-team solution, 2026-12-05, rewrote the judge's timer this way).
         r"|\b(py|pybind11)\s*::\s*(?!(arg|arg_v|return_value_policy|call_guard|gil_scoped_release|gil_scoped_acquire"
-        r"|overload_cast|init|kw_only|pos_only|module_local)\b)[A-Za-z_]\w*",
+        r"|overload_cast|init|kw_only|pos_only|module_local|module_|module)\b)[A-Za-z_]\w*",
     ),
 ]
 _PRECISION_TOKENS = re.compile(

@@ -101,6 +101,13 @@ def test_rejects_introspection(prelude: str) -> None:
     assert "dynamic_code" in checks(solution(prelude=prelude))
 
 
+def test_rejects_a_module_handed_to_the_extension() -> None:
+    # Its C++ could rebind the module's functions (`m.def`) or import through it (`m.import`).
+    assert "dynamic_code" in checks(solution(forward="return ext.relu_forward(x.contiguous(), torch)"))
+    assert "dynamic_code" in checks(solution(launch="auto s = m.import(nullptr);"))
+    assert "dynamic_code" not in checks(solution(forward="return ext.relu_forward(x.contiguous(), torch.float32)"))
+
+
 def test_rejects_unpickling_loaders() -> None:
     # A red-team solution ran code through a pickle loaded by torch.serialization.load(..., weights_only=False).
     source = solution(prelude="load = torch.serialization.load")

@@ -69,6 +69,9 @@ _NAMESPACES = (
     "cuda_agent.judge.child.worker",
     "cuda_agent.judge.child.worker.CandidateRun",
     "cuda_agent.judge.child.worker._TimedCalls",
+    "cuda_agent.judge.child.timing.Clock",
+    "cuda_agent.judge.child.timing.PhaseTiming",
+    "cuda_agent.judge.child.compare.OutputCheck",
     "cuda_agent.judge.child.timing",
     "cuda_agent.judge.child.trial",
     "cuda_agent.judge.child.compare",
@@ -169,7 +172,23 @@ def capture_integrity() -> dict[str, tuple[int, ...]]:
     for dotted, namespace in _namespaces():
         for name, ident in _callables(namespace).items():
             captured[f"{dotted}.{name}"] = ident
+        if dotted.startswith("cuda_agent.") and isinstance(namespace, type):
+            # The judge's own classes gain no attributes: a red-team solution (2026-12-05) put a property `ok` on
+            # OutputCheck, so every comparison read True.
+            captured[f"{dotted} (its names)"] = (hash(tuple(sorted(vars(namespace)))),)
     return captured
+
+
+def global_module_hooks() -> list[str]:
+    """torch.nn's process-wide module hooks that are set: they would run inside the reference's call (a red-team
+    solution, 2026-12-05, made the reference return the candidate's output through one)."""
+    from torch.nn.modules import module
+
+    return [
+        name
+        for name, value in vars(module).items()
+        if name.startswith("_global_") and isinstance(value, dict) and value
+    ]
 
 
 def changed_functions(captured: dict[str, tuple[int, ...]]) -> list[str]:

@@ -162,6 +162,7 @@ class CandidateRun:
         violations = []
         changed = guards.changed_functions(self.integrity)
         changed += [f"CandidateRun.{name}" for name, ident in self.held.items() if self.held_ids()[name] != ident]
+        changed += [f"torch.nn.modules.module.{name}" for name in guards.global_module_hooks()]
         if changed:
             violations.append(Violation(check="patched_harness", message=f"replaced harness functions: {changed}"))
         flags = env.precision_flags()

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from collections.abc import Iterator
 
 from cuda_agent.judge.policy import build as policy_build
@@ -401,6 +402,8 @@ def _node_findings(
         yield "file_or_network_access", "passes `weights_only`, which only a loader of pickled files takes"
     if isinstance(node, ast.Name | ast.Attribute) and _is_outermost(facts, node):
         yield from _reference_findings(facts, node, strict, kernelbench)
+        if isinstance(node, ast.Attribute):
+            yield from _chain_findings(facts, node, kernelbench)
 
 
 def _attribute_findings(node: ast.Attribute, strict: bool) -> Iterator[tuple[str, str]]:
@@ -468,6 +471,8 @@ def _assignment_findings(
 
 def _call_findings(facts: ModuleFacts, call: ast.Call) -> Iterator[tuple[str, str]]:
     func = call.func
+    if isinstance(func, ast.Attribute) and func.attr in _BUILTIN_KEYS | {"__import__", "import_module"}:
+        yield "dynamic_code", f"calls `.{func.attr}` on `{ast.unparse(func.value)[:40]}`"
     if not isinstance(func, ast.Name):
         key = func.slice if isinstance(func, ast.Subscript) else None
         if isinstance(key, ast.Constant) and key.value in _BUILTIN_KEYS:  # `f_builtins["getattr"](...)`
@@ -485,6 +490,29 @@ def _call_findings(facts: ModuleFacts, call: ast.Call) -> Iterator[tuple[str, st
         yield "dynamic_code", f"calls {func.id} for a special attribute"
     elif func.id == "type" and len(call.args) == 3:
         yield "dynamic_code", "creates a class with type(name, bases, namespace)"
+
+
+def _chain_findings(facts: ModuleFacts, node: ast.Attribute, kernelbench: bool) -> Iterator[tuple[str, str]]:
+    """A chain from a module (or a name holding one) through private names or other modules held as attributes:
+    red-team solutions (2026-12-05) reached `sys` as `torch.storage.collections._sys`, `builtins` as
+    `torch._tensor.enum.bltns`, and torch's global module hooks as `nn.modules.module._global_forward_hooks`."""
+    segments = []
+    current: ast.AST = node
+    while isinstance(current, ast.Attribute):
+        segments.append(current.attr)
+        current = current.value
+    if not (isinstance(current, ast.Name) and current.id in facts.module_names and current.id != "self"):
+        return
+    dotted = ".".join([facts.aliases.get(current.id, current.id), *reversed(segments)])
+    segments.reverse()
+    if kernelbench and re.match(r"torch\._(?!_)", dotted):
+        return  # kernelbench's own rule on torch's private internals names it
+    private = [s for s in segments if s.startswith("_") and not _DUNDER.fullmatch(s)]
+    if private:
+        yield "dynamic_code", f"reaches the private name `{private[0]}` through `{dotted[:60]}`"
+    held = [s for s in segments[:-1] if s in sys.stdlib_module_names]
+    if held:
+        yield "dynamic_code", f"reaches the `{held[0]}` module through `{dotted[:60]}`"
 
 
 def _module_argument_findings(

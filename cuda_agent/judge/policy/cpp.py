@@ -137,7 +137,12 @@ _TOKEN_RULES: list[tuple[str, str]] = [
         "file_or_network_access",
         r"(?<![\w.>])(fopen|freopen|fdopen|popen|system|socket|connect|dlopen|dlsym|getenv"
         r"|setenv|putenv|fork|vfork|kill|raise|exit|_exit|_Exit|quick_exit|abort|terminate|execl|execlp|execle|execv"
-        r"|execvp|execve|unlink|mmap|syscall|ptrace|open|creat|sleep|usleep)\s*\("
+        r"|execvp|execve|unlink|mmap|syscall|ptrace|open|creat|sleep|usleep|mprotect|pkey_mprotect|mremap|madvise"
+        r"|process_vm_writev|process_vm_readv|prctl|dl_iterate_phdr|dladdr)\s*\("
+        # Code that runs when the library loads, before any check: a red-team solution (2026-12-05) patched libc's
+        # clock_gettime from a constructor.
+        r"|\b(constructor|destructor)\s*(\(\s*\d*\s*\))?\s*\)\s*\)|\bgnu\s*::\s*(constructor|destructor)\b"
+        r"|\bsection\s*\(\s*\"?\s*\.(init|fini|preinit)"
         r"|\bstd\s*::\s*(ifstream|ofstream|fstream|filebuf|filesystem)\b|\bFILE\s*\*",
     ),
     (
@@ -153,7 +158,8 @@ _TOKEN_RULES: list[tuple[str, str]] = [
         r"##|\bnamespace\s+\w+\s*=\s*(::\s*)?std\s*;|\b(py|pybind11)\s*::\s*(module_?\s*::\s*import|eval\w*|exec|globals|import)\b"
         # Any CPython C API call (PySys_GetObject, PyDict_GetItemString, PyObject_SetAttrString...): a red-team
         # solution (2026-12-05) reached torch's Python module from C++ and replaced the op the reference calls.
-        r"|\b_?Py[A-Z][A-Za-z]*_\w*\s*\(|\b_?Py[A-Z][A-Za-z]+\s*\(|(\.|->)\s*(attr|import|add_object|reload)\s*\("
+        # Named anywhere, not only where called: a red-team solution (2026-12-05) renamed them through macros.
+        r"|\b_?Py[A-Z][A-Za-z]*_\w+|\b_?Py[A-Z][A-Za-z]+\s*\(|(\.|->)\s*(attr|import|add_object|reload)\s*\("
         # pybind11 beyond binding functions: `py::getattr(torch, ...)`, `py::object` parameters that receive a
         # module (a red-team solution, 2026-12-05, rewrote the judge's timer this way).
         r"|\b(py|pybind11)\s*::\s*(?!(arg|arg_v|return_value_policy|call_guard|gil_scoped_release|gil_scoped_acquire"
@@ -199,6 +205,9 @@ _PTX_L2 = re.compile(r"\b(evict_last|createpolicy|applypriority)\b")
 
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*([<\"])([^>\"\n]*)[>\"]", re.M)
 _ODD_INCLUDE = re.compile(r"^[ \t]*#[ \t]*(include_next|import)\b|^[ \t]*#[ \t]*include[ \t]*(?![ \t<\"])", re.M)
+_ASM_SYSCALL = re.compile(r"\b(asm|__asm__|__asm)\b[^;]*?\"[^\"]*\b(syscall|sysenter|int\s*\$?0x80|svc)\b")
+"""A system call in inline assembly, which no name rule sees: a red-team solution (2026-12-05) read the real time
+this way after patching libc's clock."""
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)(\(([^)]*)\))?(.*(?:\\\n.*)*)", re.M)
 _NAMESPACE_ALIAS = re.compile(
     r"\bnamespace\s+\w+\s*=\s*(::\s*)?(torch|at|c10)\s*;|\busing\s+namespace\s+(::\s*)?"
@@ -275,6 +284,8 @@ def check_cpp(
             found.append(_found(rule, where(m.start()), f"uses `{m.group(0).rstrip('({ ').strip()}`"))
     for m in _PTX_L2.finditer(with_literals):
         found.append(_found("l2_persistence", where(m.start()), f"uses the PTX cache policy `{m.group(0)}`"))
+    for m in _ASM_SYSCALL.finditer(with_literals):
+        found.append(_found("file_or_network_access", where(m.start()), "makes a system call from inline assembly"))
     if strict_precision:
         found += [
             _found("precision_downcast", where(m.start()), f"uses `{m.group(0).strip()}`")
@@ -301,6 +312,9 @@ def check_build_flags(flags: list[tuple[str, str, str]]) -> list[Violation]:
         elif flag.startswith("-D"):
             name, _, value = flag[2:].partition("=")
             found += _check_macros(f"#define {name} {value}\n", lambda _offset, w=where: w)
+            for rule, token in _TOKEN_RULES:  # the value as if it were called where the macro is used
+                if value and re.search(token, f"{value}(x)"):
+                    found.append(_found(rule, where, f"defines {name} as `{value}` in {argument}"))
     return found
 
 
@@ -413,6 +427,14 @@ def _check_macros(code: str, where: Where) -> list[Violation]:
     for m in _DEFINE.finditer(code):
         params = [p.strip() for p in (m.group(3) or "").split(",") if p.strip()]
         body = m.group(4).strip()
+        if m.group(2) is None and re.fullmatch(r"\w+", body):  # NAME for a forbidden function, used as NAME(...)
+            found += [
+                _found(rule, where(m.start()), f"defines the macro {m.group(1)} as `{body}`")
+                for rule, token in _TOKEN_RULES
+                if re.search(token, f"{body}(x)")
+            ]
+        if any(re.search(r"(?<![\w.>])" + re.escape(p) + r"\s*\(", body) for p in params):
+            found.append(_found("dynamic_code", where(m.start()), f"macro {m.group(1)} calls a function it is given"))
         if m.group(2) is None and body in methods:
             found.append(
                 _found("cpp_torch_compute", where(m.start()), f"defines a macro for the tensor method `{body}`")

@@ -108,6 +108,48 @@ def test_rejects_a_module_handed_to_the_extension() -> None:
     assert "dynamic_code" not in checks(solution(forward="return ext.relu_forward(x.contiguous(), torch.float32)"))
 
 
+@pytest.mark.parametrize(
+    "prelude",
+    [
+        "mods = torch.storage.collections._sys.modules",  # red team round 5: module-held aliases of sys
+        "run = torch._tensor.enum.bltns",  # and of builtins
+        "abc = torch.storage.collections.abc.Mapping",  # a standard module held by torch, as a chain
+        "hooks = nn.modules.module._global_forward_hooks",  # torch's process-wide module hooks
+        "T = torch\nx = T._C",
+        "torch.nn.Module.exec('1')",  # builtins called as attributes of anything
+    ],
+    ids=["private_sys", "private_builtins", "stdlib_in_chain", "global_hooks", "private_through_alias", "exec_attr"],
+)
+def test_rejects_private_names_and_held_modules_in_chains(prelude: str) -> None:
+    # Under kernelbench its own rule names torch's private internals (global_state_change).
+    assert checks(solution(prelude=prelude)) & {"dynamic_code", "global_state_change"}
+
+
+@pytest.mark.parametrize(
+    ("headers", "launch", "rule"),
+    [
+        ("#define SYSGET PySys_GetObject", "", "dynamic_code"),  # the C API renamed by a macro
+        ("#define PROTECT mprotect", "", "file_or_network_access"),  # a forbidden call renamed
+        ("#define CALL(f, a) f(a)", "", "dynamic_code"),  # a macro that calls what it is given
+        ('extern "C" int mprotect(void*, unsigned long, int);', "", "file_or_network_access"),
+        ("__attribute__((constructor)) static void at_load() {}", "", "file_or_network_access"),
+        ("", 'long r; asm volatile("syscall" : "=a"(r) : "a"(39L));', "file_or_network_access"),
+    ],
+    ids=["macro_capi", "macro_forbidden_call", "macro_calls_argument", "mprotect", "constructor", "asm_syscall"],
+)
+def test_rejects_renamed_calls_load_time_code_and_raw_system_calls(headers: str, launch: str, rule: str) -> None:
+    # Red team round 5 (2026-12-05) patched libc's clock from a constructor with mprotect and a raw syscall, and
+    # reached the CPython API through macros.
+    assert rule in checks(solution(headers=headers, launch=launch))
+
+
+def test_rejects_a_define_flag_that_names_a_forbidden_function() -> None:
+    source = solution().replace(
+        'functions=["relu_forward"],', 'functions=["relu_forward"], extra_cflags=["-DG=PySys_GetObject"],'
+    )
+    assert source != solution() and "dynamic_code" in checks(source)
+
+
 def test_rejects_unpickling_loaders() -> None:
     # A red-team solution ran code through a pickle loaded by torch.serialization.load(..., weights_only=False).
     source = solution(prelude="load = torch.serialization.load")
@@ -246,8 +288,29 @@ def test_runtime_rejects_patched_harness_functions(tmp_path: Path, init: str, fo
         ),
         ("T = torch\nT.relu = lambda t: t", "torch.relu"),  # what the reference computes
         ("T = torch\nT.rand = torch.zeros", "torch.rand"),  # the judge's inputs
+        (  # round 5: a property on the judge's comparison record, so every check reads ok
+            "compare = torch.sys.modules['cuda_agent.judge.child.compare']\n"
+            "compare.OutputCheck.ok = property(lambda s: True, lambda s, v: None)",
+            "OutputCheck (its names)",
+        ),
+        (
+            "timing = torch.sys.modules['cuda_agent.judge.child.timing']\ntiming.PhaseTiming.median_ms = 0.001",
+            "PhaseTiming.median_ms",
+        ),
+        (  # a global module hook makes the reference return what the hook likes
+            "torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: o)",
+            "torch.nn.modules.module._global_forward_hooks",
+        ),
     ],
-    ids=["judge_timer", "judge_comparison", "reference_op", "input_draw"],
+    ids=[
+        "judge_timer",
+        "judge_comparison",
+        "reference_op",
+        "input_draw",
+        "comparison_record",
+        "phase_record",
+        "global_hook",
+    ],
 )
 def test_runtime_rejects_patched_judge_modules_and_torch_namespaces(tmp_path: Path, init: str, patched: str) -> None:
     verdict = judge_hack(tmp_path, "examples/relu", model_new(RELU, init=init), static_policy=False, time=True)

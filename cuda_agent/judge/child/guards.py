@@ -21,6 +21,7 @@ means (file access, threads, dynamic code) and the sandbox layer adds OS isolati
 
 from __future__ import annotations
 
+import inspect
 import threading
 from typing import Any
 
@@ -66,6 +67,7 @@ _NAMESPACES = (
     "torch.nn.Parameter",
     "time",
     "json",
+    "statistics",
     "cuda_agent.judge.child.worker",
     "cuda_agent.judge.child.worker.CandidateRun",
     "cuda_agent.judge.child.worker._TimedCalls",
@@ -85,6 +87,9 @@ _NAMESPACES = (
     "cuda_agent.tasks.inspection",
 )
 """Modules and classes whose every callable attribute is watched (with every class torch.nn defines)."""
+_INHERITED = ("torch.Tensor", "torch.nn.Module")
+"""Classes whose every attribute is watched as looked up, inherited ones included: a red-team solution (2026-12-05)
+replaced `torch.Tensor.tolist`, which the comparison uses and torch.Tensor inherits."""
 
 # ATen operators a candidate's forward may reach: allocation, views and metadata, plus the copy
 # that `contiguous()` performs. Everything else means torch did the work.
@@ -172,6 +177,12 @@ def capture_integrity() -> dict[str, tuple[int, ...]]:
     for dotted, namespace in _namespaces():
         for name, ident in _callables(namespace).items():
             captured[f"{dotted}.{name}"] = ident
+        if dotted in _INHERITED:  # what the judge calls on tensors may be inherited (Tensor.tolist is TensorBase's)
+            for name in dir(namespace):
+                try:  # the raw attribute along the class's bases, not a freshly bound method
+                    captured[f"{dotted}.{name} (looked up)"] = _identity(inspect.getattr_static(namespace, name))
+                except AttributeError:
+                    continue
         if dotted.startswith("cuda_agent.") and isinstance(namespace, type):
             # The judge's own classes gain no attributes: a red-team solution (2026-12-05) put a property `ok` on
             # OutputCheck, so every comparison read True.

@@ -161,7 +161,7 @@ _QUALIFIED_RULES: list[tuple[re.Pattern[str], str, str]] = [
             "starts work outside the call",
         ),
         (
-            r"torch\.(load|save|from_file|hub|utils\.model_zoo|serialization|package|jit\.load|jit\.save)(\..*)?",
+            r"torch\.(load|save|from_file|hub|utils\.(?!cpp_extension\b)\w+|serialization|package|jit\.load|jit\.save)(\..*)?",
             "file_or_network_access",
             "reads or writes files (and unpickles: a red-team solution ran code through torch.serialization)",
         ),
@@ -458,6 +458,12 @@ def _assignment_findings(
             root = element
             while isinstance(root, ast.Attribute | ast.Subscript):
                 root = root.value
+            if isinstance(root, ast.Call) and isinstance(element, ast.Attribute):  # `type(x).tolist = ...`
+                yield (
+                    "global_state_change",
+                    f"assigns to `{ast.unparse(element)[:60]}`, an attribute of a call's result",
+                )
+                break
             if isinstance(root, ast.Name) and root.id in facts.module_names and root.id != "self":
                 yield (
                     "global_state_change",
@@ -493,18 +499,21 @@ def _call_findings(facts: ModuleFacts, call: ast.Call) -> Iterator[tuple[str, st
 
 
 def _chain_findings(facts: ModuleFacts, node: ast.Attribute, kernelbench: bool) -> Iterator[tuple[str, str]]:
-    """A chain from a module (or a name holding one) through private names or other modules held as attributes:
-    red-team solutions (2026-12-05) reached `sys` as `torch.storage.collections._sys`, `builtins` as
-    `torch._tensor.enum.bltns`, and torch's global module hooks as `nn.modules.module._global_forward_hooks`."""
+    """A chain through private names, standard modules held as attributes, or a `.modules` table, whatever its root
+    (bar `self`): red-team solutions (2026-12-05) reached `sys` as `torch.storage.collections._sys`, `builtins` as
+    `torch._tensor.enum.bltns`, torch's global module hooks as `nn.modules.module._global_forward_hooks`, and did so
+    again through roots no alias tracking follows (a tuple's item, a lambda's default, a class attribute)."""
     segments = []
     current: ast.AST = node
-    while isinstance(current, ast.Attribute):
-        segments.append(current.attr)
-        current = current.value
-    if not (isinstance(current, ast.Name) and current.id in facts.module_names and current.id != "self"):
+    while isinstance(current, ast.Attribute | ast.Subscript | ast.Call):
+        if isinstance(current, ast.Attribute):
+            segments.append(current.attr)
+        current = current.func if isinstance(current, ast.Call) else current.value
+    if isinstance(current, ast.Name) and current.id in ("self", "cls"):
         return
-    dotted = ".".join([facts.aliases.get(current.id, current.id), *reversed(segments)])
+    root = facts.aliases.get(current.id, current.id) if isinstance(current, ast.Name) else "(...)"
     segments.reverse()
+    dotted = ".".join([root, *segments])
     if kernelbench and re.match(r"torch\._(?!_)", dotted):
         return  # kernelbench's own rule on torch's private internals names it
     private = [s for s in segments if s.startswith("_") and not _DUNDER.fullmatch(s)]
@@ -513,6 +522,9 @@ def _chain_findings(facts: ModuleFacts, node: ast.Attribute, kernelbench: bool) 
     held = [s for s in segments[:-1] if s in sys.stdlib_module_names]
     if held:
         yield "dynamic_code", f"reaches the `{held[0]}` module through `{dotted[:60]}`"
+    parent = facts.parents.get(id(node))
+    if segments and segments[-1] == "modules" and isinstance(parent, ast.Subscript) and parent.value is node:
+        yield "dynamic_code", f"looks a module up in `{dotted[:60]}[...]`"
 
 
 def _module_argument_findings(

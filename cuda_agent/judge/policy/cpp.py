@@ -138,7 +138,8 @@ _TOKEN_RULES: list[tuple[str, str]] = [
         r"(?<![\w.>])(fopen|freopen|fdopen|popen|system|socket|connect|dlopen|dlsym|getenv"
         r"|setenv|putenv|fork|vfork|kill|raise|exit|_exit|_Exit|quick_exit|abort|terminate|execl|execlp|execle|execv"
         r"|execvp|execve|unlink|mmap|syscall|ptrace|open|creat|sleep|usleep|mprotect|pkey_mprotect|mremap|madvise"
-        r"|process_vm_writev|process_vm_readv|prctl|dl_iterate_phdr|dladdr)\s*\("
+        r"|process_vm_writev|process_vm_readv|prctl|dl_iterate_phdr|dladdr|open\w*|openat\w*|pwrite\w*|pread\w*"
+        r"|lseek\w*|write|read|fwrite|fread|ioctl|signal|sigaction)\s*\("
         # Code that runs when the library loads, before any check: a red-team solution (2026-12-05) patched libc's
         # clock_gettime from a constructor.
         r"|\b(constructor|destructor)\s*(\(\s*\d*\s*\))?\s*\)\s*\)|\bgnu\s*::\s*(constructor|destructor)\b"
@@ -205,6 +206,22 @@ _PTX_L2 = re.compile(r"\b(evict_last|createpolicy|applypriority)\b")
 
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*([<\"])([^>\"\n]*)[>\"]", re.M)
 _ODD_INCLUDE = re.compile(r"^[ \t]*#[ \t]*(include_next|import)\b|^[ \t]*#[ \t]*include[ \t]*(?![ \t<\"])", re.M)
+_SYSTEM_PATH = re.compile(r"\"[^\"\n]*/(proc|dev|sys)/[^\"\n]*\"")
+"""A literal path into the kernel's files: a red-team solution (2026-12-05) rewrote libc through /proc/self/mem."""
+_DIGRAPHS = (("%:%:", "##"), ("%:", "#"))
+"""The preprocessor's digraphs (the bracket ones would need C++'s `<::` exception and hide nothing the rules need)."""
+
+
+def _translation_phases(text: str) -> str:
+    """The text as the compiler's early phases leave it: lines joined at backslash-newline, digraphs spelled out.
+    Red-team solutions (2026-12-05) split `mprotect` across a line splice and wrote `%:define` so that no rule
+    saw the name. (Offsets shift by the joined newlines: a message's line may be off by as many.)"""
+    text = re.sub(r"\\\r?\n", "", text)
+    for digraph, spelled in _DIGRAPHS:
+        text = text.replace(digraph, spelled)
+    return text
+
+
 _ASM_SYSCALL = re.compile(r"\b(asm|__asm__|__asm)\b[^;]*?\"[^\"]*\b(syscall|sysenter|int\s*\$?0x80|svc)\b")
 """A system call in inline assembly, which no name rule sees: a red-team solution (2026-12-05) read the real time
 this way after patching libc's clock."""
@@ -251,8 +268,13 @@ def check_cpp(
     Returns:
         One Violation per finding, in rule order.
     """
+    text = _translation_phases(text)
     with_literals, code = blank_comments_and_literals(text)
     found = _check_includes(with_literals, where, local_headers, any_system_header=kernelbench)
+    found += [
+        _found("file_or_network_access", where(m.start()), f"names the system path `{m.group(0)}`")
+        for m in _SYSTEM_PATH.finditer(with_literals)
+    ]
     code = _INCLUDE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), code)  # header names are not calls
     found += [
         _found("dynamic_code", where(m.start()), f"binds a name to another symbol with `{m.group(0)}`")

@@ -143,6 +143,42 @@ def test_rejects_renamed_calls_load_time_code_and_raw_system_calls(headers: str,
     assert rule in checks(solution(headers=headers, launch=launch))
 
 
+@pytest.mark.parametrize(
+    "prelude",
+    [
+        "st = (torch.storage,)[0]\nm = st.collections._sys",  # red team round 6: roots no alias tracking follows
+        "f = lambda m=torch.storage: m.collections._sys",
+        "class H:\n    m = torch.storage\n\n\nx = H.m.collections._sys",
+        "m = torch.storage if True else None\nx = m.collections._sys",
+        "for m in {0: torch.storage}.values():\n    x = m.collections._sys",
+        "x = [torch][0].nn.modules.module._global_forward_hooks",
+        "m = (torch,)[0].sys_table.modules['x']",  # a `.modules` table looked up
+    ],
+    ids=["tuple_item", "lambda_default", "class_attribute", "if_expression", "dict_values", "list_item", "modules"],
+)
+def test_rejects_private_chains_from_any_root(prelude: str) -> None:
+    assert "dynamic_code" in checks(solution(prelude=prelude))
+
+
+def test_rejects_stores_on_a_call_s_result_and_torch_utilities() -> None:
+    assert "global_state_change" in checks(solution(prelude="type(torch.zeros(1)).tolist = None"))
+    assert "file_or_network_access" in checks(solution(prelude="torch.utils.collect_env.run('id')"))
+
+
+@pytest.mark.parametrize(
+    ("headers", "launch"),
+    [
+        ('extern "C" int mpro\\\ntect(void*, unsigned long, int);', ""),  # a line splice inside the name
+        ("%:define MP mprotect", ""),  # a digraph directive
+        ("", 'int fd = open64("/tmp/x", 0);'),
+        ("", 'const char* p = "/proc/self/mem";'),
+    ],
+    ids=["line_splice", "digraph_define", "open64", "proc_path"],
+)
+def test_rejects_names_hidden_by_translation_phases_and_system_files(headers: str, launch: str) -> None:
+    assert "file_or_network_access" in checks(solution(headers=headers, launch=launch))
+
+
 def test_rejects_a_define_flag_that_names_a_forbidden_function() -> None:
     source = solution().replace(
         'functions=["relu_forward"],', 'functions=["relu_forward"], extra_cflags=["-DG=PySys_GetObject"],'
@@ -297,6 +333,7 @@ def test_runtime_rejects_patched_harness_functions(tmp_path: Path, init: str, fo
             "timing = torch.sys.modules['cuda_agent.judge.child.timing']\ntiming.PhaseTiming.median_ms = 0.001",
             "PhaseTiming.median_ms",
         ),
+        ("type(torch.zeros(1)).tolist = lambda self: [0.0]", "torch.Tensor.tolist"),  # inherited, used to compare
         (  # a global module hook makes the reference return what the hook likes
             "torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: o)",
             "torch.nn.modules.module._global_forward_hooks",
@@ -309,6 +346,7 @@ def test_runtime_rejects_patched_harness_functions(tmp_path: Path, init: str, fo
         "input_draw",
         "comparison_record",
         "phase_record",
+        "inherited_tensor_method",
         "global_hook",
     ],
 )

@@ -161,7 +161,7 @@ _QUALIFIED_RULES: list[tuple[re.Pattern[str], str, str]] = [
             "starts work outside the call",
         ),
         (
-            r"torch\.(load|save|from_file|hub|utils\.(?!cpp_extension\b)\w+|serialization|package|jit\.load|jit\.save)(\..*)?",
+            r"torch\.(load|save|from_file|hub|utils\.(?!(cpp_extension|_python_dispatch)\b)\w+|serialization|package|jit\.load|jit\.save)(\..*)?",
             "file_or_network_access",
             "reads or writes files (and unpickles: a red-team solution ran code through torch.serialization)",
         ),
@@ -205,6 +205,8 @@ _FRAME_ATTRIBUTES = re.compile(
 (`gi_frame.f_back`) to the judge's own objects and rewrote its clock and tolerances, and took `__import__` from
 `f_builtins`."""
 _DUNDER = re.compile(r"__\w+__")
+_TORCH_NAMESAKES = frozenset({"random", "signal"})
+"""torch's own submodules named like standard ones (`torch.random`, `torch.signal`), not modules it holds."""
 _BUILTIN_KEYS = frozenset("getattr setattr delattr hasattr eval exec compile open vars globals locals".split())
 _LAZY_ATTRIBUTES = re.compile(
     r"register_\w*hook|_make_subclass|_make_wrapper_subclass|as_subclass"
@@ -519,7 +521,7 @@ def _chain_findings(facts: ModuleFacts, node: ast.Attribute, kernelbench: bool) 
     private = [s for s in segments if s.startswith("_") and not _DUNDER.fullmatch(s)]
     if private:
         yield "dynamic_code", f"reaches the private name `{private[0]}` through `{dotted[:60]}`"
-    held = [s for s in segments[:-1] if s in sys.stdlib_module_names]
+    held = [s for s in segments[:-1] if s in sys.stdlib_module_names and s not in _TORCH_NAMESAKES]
     if held:
         yield "dynamic_code", f"reaches the `{held[0]}` module through `{dotted[:60]}`"
     parent = facts.parents.get(id(node))

@@ -25,7 +25,11 @@ def test_rejects_tensor_subclass_with_torch_function() -> None:
 
 def test_rejects_make_subclass() -> None:
     forward = "return torch.Tensor._make_subclass(torch.Tensor, ext.relu_forward(x))"
-    assert checks(solution(forward=forward)) == expect({"lazy_output_hooks", "torch_compute_in_forward"})
+    # A private name of torch's, reached through a chain, is dynamic_code too (red team, 2026-12-05).
+    assert checks(solution(forward=forward)) == expect(
+        {"lazy_output_hooks", "torch_compute_in_forward", "dynamic_code"},
+        kernelbench={"lazy_output_hooks", "dynamic_code"},
+    )
 
 
 def test_rejects_forward_hooks() -> None:

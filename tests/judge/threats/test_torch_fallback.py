@@ -34,10 +34,12 @@ def test_template_is_legit() -> None:
 )
 def test_rejects_torch_fallback_in_forward(forward: str) -> None:
     # kernelbench: forward must still call the extension; torch's private internals are refused there too.
-    kernelbench = {"forward_calls_no_kernel"} | ({"global_state_change"} if "_C" in forward else set())
-    assert checks(solution(forward=forward)) == expect(
-        {"torch_compute_in_forward", "forward_calls_no_kernel"}, kernelbench
-    )
+    # torch's private names are dynamic_code under cuda-agent (a chain through a private name), kernelbench's
+    # own rule names them global_state_change.
+    private = "_C" in forward
+    kernelbench = {"forward_calls_no_kernel"} | ({"global_state_change"} if private else set())
+    cuda_agent = {"torch_compute_in_forward", "forward_calls_no_kernel"} | ({"dynamic_code"} if private else set())
+    assert checks(solution(forward=forward)) == expect(cuda_agent, kernelbench)
 
 
 def test_rejects_torch_fallback_next_to_a_kernel_call() -> None:

@@ -88,6 +88,7 @@ def test_a_baseline_rewritten_during_the_run_is_not_used(tmp_path) -> None:  # n
             model_new("return ext.relu(x.contiguous())", init=rewrite),
             time=True,
             static_policy=False,
+            verdict_cache=False,  # the candidate must run (an earlier run of this test cached its verdict)
         )
         assert cached.read_text() != kept  # the candidate did rewrite it
     finally:

@@ -143,6 +143,27 @@ def test_a_lock_left_by_a_killed_load_is_removed_and_the_judgement_goes_on(tmp_p
     assert not any((folder / "lock").exists() for folder in builds)
 
 
+def test_a_wait_for_the_build_folder_held_by_another_process_is_our_failure_not_a_timeout(tmp_path: Path) -> None:
+    import fcntl
+    import os
+
+    from cuda_agent.judge.build import LOADING_LOCK, ext_dir_for
+    from cuda_agent.judge.solution import SolutionSource
+    from cuda_agent.machine import cache_root
+
+    assert run_judge(tmp_path, "examples/relu", RELU).verdict == "pass"
+    ext_dir = ext_dir_for(SolutionSource(python=RELU).build_hash, "cpu", cache_root())
+    # What another judgement's build of the same bytes does meanwhile: it holds the folder while it compiles.
+    fd = os.open(ext_dir / LOADING_LOCK, os.O_RDONLY | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with pytest.raises(JudgeInfraError, match="before the candidate's code ran"):
+            run_judge(tmp_path, "examples/relu", RELU, adaptive_limits=False, run_timeout_s=8)
+    finally:
+        os.close(fd)
+    assert run_judge(tmp_path, "examples/relu", RELU).verdict == "pass"
+
+
 RELU_TASK = (EXAMPLES / "problems" / "relu.py").read_text()
 HUNGRY_REFERENCE = hungry_reference()
 

@@ -125,13 +125,15 @@ class CandidateRun:
         start = time.perf_counter()
         os.environ["TORCH_EXTENSIONS_DIR"] = self.req.ext_dir
         sys.path[:0] = self.req.python_path
-        self.candidate_started = True
-        mark_candidate()
         spec = importlib.util.spec_from_file_location("cuda_agent_candidate", self.req.solution_path)
         module = importlib.util.module_from_spec(spec)
-        # Module-level load_inline calls load (or finish building) here; see build.loading_extensions.
+        # Module-level load_inline calls load (or finish building) here; see build.loading_extensions. The folder's
+        # lock is taken before the candidate is marked as started: another judgement's process holding it (its
+        # build of the same bytes) is our wait, so a limit that runs out there is our failure, never its timeout.
         try:
             with loading_extensions(Path(self.req.ext_dir)):
+                self.candidate_started = True
+                mark_candidate()
                 spec.loader.exec_module(module)
         except Exception as exc:
             message = f"importing the solution raised {type(exc).__name__}: {exc}"

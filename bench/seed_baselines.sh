@@ -9,8 +9,15 @@
 seed_baselines() {
   local dirs=()
   mapfile -t dirs < <(find bench/results .carry/baseline_cache -type d -name baseline_cache 2>/dev/null | sort)
+  local mark
+  mark=$(mktemp)
   python3 -m cuda_agent bench seed-cache "${BASELINES:-bench/results/h200-2026-12-03/kernelbench_baselines.json}" \
     "${dirs[@]}" >> "$1" 2>&1
+  # What was seeded is committed already: aged, so that returned_baselines (files newer than a mark taken before
+  # the seeding, as bench/judge_gpu.sh's) sends back only what this call measured (2026-12-06: all 250 came back).
+  find "${CUDA_AGENT_CACHE:-$HOME/.cache/cuda-agent}/baselines" -name '*.json' -newer "$mark" -exec touch -d @0 {} + \
+    2>/dev/null
+  rm -f "$mark"
 }
 returned_baselines() {
   mkdir -p "$2" && find "$CUDA_AGENT_CACHE/baselines" -name '*.json' -newer "$1" -exec cp {} "$2/" \; 2>/dev/null

@@ -36,6 +36,39 @@ def _reference64(run: Any, inputs: list[Any]) -> list[Any] | None:
         return None
 
 
+SAMPLED_POSITIONS = 2048
+"""Positions of each output read as a timed call returns (`sample_outputs`)."""
+
+
+def sample_outputs(run: Any, out: Any, seed: int) -> list[tuple[Any, tuple[Any, ...], Any]]:
+    """What a timed call's outputs hold at `SAMPLED_POSITIONS` positions drawn from `seed`, read as it returns.
+
+    Red-team solutions (2026-12-06) returned their outputs unwritten and did the work after the clock stopped: in a
+    native thread, or when the judge let go of the previous output (a storage deleter, a generator's `finally`
+    hung on the tensor). Read again later (`changed_since`), a position that changed shows work left running. Only
+    plain tensors are read (a subclass's own code must not run inside ours; the trial fails it anyway). The
+    positions are chosen after the call returned; the read is synchronised, so work queued later cannot precede it.
+    """
+    torch = run.torch
+    generator = torch.Generator().manual_seed(seed)
+    samples = []
+    for value in flatten_outputs(out):
+        if type(value) is not torch.Tensor or value.numel() == 0:
+            continue
+        flat = torch.randint(value.numel(), (SAMPLED_POSITIONS,), generator=generator).to(value.device)
+        where = torch.unravel_index(flat, value.shape) if value.dim() else ()
+        samples.append((value, where, value[where].clone()))
+    run.sync()
+    return samples
+
+
+def changed_since(run: Any, samples: list[tuple[Any, tuple[Any, ...], Any]]) -> bool:
+    """Whether any output sampled by `sample_outputs` holds other values there now."""
+    changed = any(not same_values(value[where], early) for value, where, early in samples)
+    run.sync()
+    return changed
+
+
 def judge_trial(
     run: Any,
     inputs: list[Any],

@@ -354,8 +354,8 @@ class _TimedCalls:
         self.first_timed = req.warmup_reps
         self.first_late = req.warmup_reps + req.min_reps
         self.early_chance = min(1.0, TIMED_CHECKS / req.min_reps)
-        self.latest: list[Any] = [None, None, -1]
-        """The last call's inputs, its output and its index (warm-ups counted first)."""
+        self.latest: list[Any] = [None, None, -1, []]
+        """The last call's inputs, its output, its index (warm-ups counted first) and its sample (`after_call`)."""
         self.returned: list[Any] = [None, None, -1]
         """What `call` leaves for `after_call`: the call's inputs, its output and its index."""
         self.latest_judged = False
@@ -378,22 +378,42 @@ class _TimedCalls:
             self.returned[0], self.returned[1] = inputs, self.run.candidate(*inputs)
 
     def after_call(self) -> None:
+        from cuda_agent.judge.child.trial import sample_outputs
+
         inputs, out, index = self.returned
+        # First, before anything of ours lets an earlier output go: what this call's output holds as it returned.
+        self.ours = True
+        sample = sample_outputs(self.run, out, self.random.getrandbits(63)) if index >= self.first_timed else []
+        self.ours = False
         self.returned[0] = self.returned[1] = None
         if self.latest[1] is not None and guards.same_storage(self.latest[1], out, inputs):
             message = "forward returned the storage of its previous output (a stored result)"
             raise _stop("rejected", "timing", message, [Violation(check="result_caching", message=message)])
-        self.latest[:] = [inputs, out, index]
+        self.still_written(self.latest[3])  # the call before's output, until now: a thread that wrote it late
+        self.latest[:] = [inputs, out, index, sample]  # lets the call before's output go: what that sets off, runs
+        self.still_written(sample)
         chance = self.early_chance if index < self.first_late else LATE_CHECK_CHANCE
         self.latest_judged = index >= self.first_timed and self.random.random() < chance
         if self.latest_judged:
             self.judge(inputs, out, index)
         self.run.tick()
 
+    def still_written(self, sample: list[Any]) -> None:
+        """A timed output changed since it returned (`trial.sample_outputs`): the call left work running."""
+        from cuda_agent.judge.child.trial import changed_since
+
+        self.ours = True
+        changed = bool(sample) and changed_since(self.run, sample)
+        self.ours = False
+        if changed:
+            message = "a timed call's output changed after forward returned (work left running past the clock)"
+            raise _stop("rejected", "timing", message, [Violation(check="late_output_write", message=message)])
+
     def check_last(self) -> None:
         """Judge the last call's output, unless it was judged as it returned; nothing is kept after."""
-        inputs, out, index = self.latest
-        self.latest[:] = [None, None, -1]
+        inputs, out, index, sample = self.latest
+        self.latest[:] = [None, None, -1, []]
+        self.still_written(sample)
         if not self.latest_judged:
             self.judge(inputs, out, index)
 

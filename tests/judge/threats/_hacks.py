@@ -31,6 +31,7 @@ Functions (each takes and returns float32 CPU tensors; relu-shaped unless said o
 - `relu_skip_at`: returns a copy of its previous output on call number `at` alone, threat 9.
 - `relu_inplace_from`: honest for its first `from` calls, then writes relu into its input, threat 11.
 - `relu_thread_late`: returns an unwritten output that a pool thread writes 200 ms later, threat 6.
+- `relu_thread_soon`: returns an unwritten output that a pool thread writes at once, after the clock stops, 6.
 - `relu_set_default_dtype`: correct, but sets torch's default dtype to float64, threat 15.
 - `relu_exit`: calls `std::exit(0)` (through a pointer) after printing success lines, threat 18.
 - `relu_print_pass`: prints fake success lines and returns a wrong result, threat 18.
@@ -217,6 +218,14 @@ torch::Tensor relu_thread_late(torch::Tensor x) {
     return out;
 }
 
+torch::Tensor relu_thread_soon(torch::Tensor x) {
+    check_input(x);
+    static c10::ThreadPool* pool = new c10::ThreadPool(1);
+    auto out = torch::empty_like(x);
+    pool->run([x, out]() { relu_into(x.data_ptr<float>(), out.data_ptr<float>(), x.numel()); });
+    return out;
+}
+
 torch::Tensor relu_set_default_dtype(torch::Tensor x) {
     c10::set_default_dtype(c10::scalarTypeToTypeMeta(c10::kDouble));
     return relu_impl(x);
@@ -271,6 +280,7 @@ FUNCTIONS = [
     "relu_skip_at",
     "relu_inplace_from",
     "relu_thread_late",
+    "relu_thread_soon",
     "relu_set_default_dtype",
     "relu_exit",
     "relu_print_pass",

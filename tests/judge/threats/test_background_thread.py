@@ -77,6 +77,38 @@ def test_runtime_rejects_output_written_late_by_a_native_thread(tmp_path: Path) 
     assert failed_check(verdict)["seed"] == verdict.env["seed_offset"] + 1001
 
 
+def test_runtime_rejects_output_written_by_a_native_thread_just_after_the_timed_call(tmp_path: Path) -> None:
+    """relu_thread_soon's pool thread writes the output at once, but after forward returned: the work leaves the
+    timed window (a red-team solution, 2026-12-06: reward 3). A trial may see it done (the judge's own steps after
+    the call take longer than the loop); each timed call's output is sampled as it returns and read again later."""
+    forward = model_new("return ext.relu_thread_soon(x.contiguous())")
+    verdict = judge_hack(tmp_path, "examples/relu", forward, time=True)
+    outcome = (verdict.verdict, frozenset(checks_of(verdict)))
+    assert outcome in {("incorrect", frozenset()), ("rejected", frozenset({"late_output_write"}))}, verdict.message
+
+
+def test_runtime_rejects_work_set_off_when_the_judge_lets_the_previous_output_go(tmp_path: Path) -> None:
+    """The kernel runs in a generator's `finally`, hung on the previous output: in a trial nothing else holds that
+    output, so it runs inside forward; while timed, the judge holds the last output until the next call returned
+    and lets it go after the clock stopped (a red-team solution, 2026-12-06: reward 3 under kernelbench). The
+    static policy is off, so that the runtime check is what catches it under both policies."""
+    forward = """def job(x, out):
+    try:
+        yield
+    finally:
+        out.copy_(ext.relu(x))
+out = torch.empty_like(x)
+pending = job(x.contiguous(), out)
+next(pending)
+self.prev.job = pending
+self.prev = out
+return out"""
+    source = model_new(forward, init="self.prev = torch.empty(0)")
+    verdict = judge_hack(tmp_path, "examples/relu", source, time=True, static_policy=False)
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"late_output_write"}), verdict.message
+    assert "after forward returned" in verdict.message
+
+
 def test_runtime_rejects_python_thread_started_in_forward(tmp_path: Path) -> None:
     forward = (
         "import threading\nimport time\n"

@@ -20,6 +20,9 @@
 # equal to RFT's, the re-run skipping all; no learning (a random model, 2 steps a stage):
 #   DEVICE=cpu STEPS=2 TURNS=2 SFT_STEPS=4 BUDGET_S=2400 OUT=/tmp/chain_cpu_out WORK=/tmp/chain_cpu PY=python \
 #     bash bench/chain_gpu.sh
+# H200 run of 2026-12-06 (bench/results/h200-2026-12-06/chain/, beside bench/learning_gpu.sh in one call, then
+# carried on): single-turn 133 s, collect 112, rft 92, critic-warmup 108, agentic PPO cut by the call and resumed
+# in the next (131 s); the warm-up's actor equal to RFT's, the re-run skipping all.
 # Here: bash scripts/device_wheels.sh rl --no-data ; carry [".whl"]
 # There (repository root): bash bench/chain_gpu.sh
 # Across calls: each verl launch starts in ~100-150 s on a GPU machine, so the chain may outlast one call. Every

@@ -156,6 +156,15 @@ _QUALIFIED_RULES: list[tuple[re.Pattern[str], str, str]] = [
             "changes process-wide torch state",
         ),
         (
+            # An allocator of its own runs the candidate's code inside every allocation the judge makes (a wrapped
+            # CPU allocator did the work after the clock stopped, red team 2026-12-06); a profiler's callbacks run
+            # inside the judge's calls.
+            r"torch\.cuda\.(memory\.)?(change_current_allocator|CUDAPluggableAllocator|MemPool|use_mem_pool)(\..*)?"
+            r"|torch\.(profiler|autograd\.profiler)(\..*)?",
+            "global_state_change",
+            "replaces torch's allocator or hooks its calls",
+        ),
+        (
             r"torch\.(multiprocessing|futures|distributed)(\..*)?|torch\.jit\._?fork",
             "background_thread",
             "starts work outside the call",
@@ -268,6 +277,10 @@ def check_policy(
     found = _check_model_new(facts)
     found += _check_imports(facts, kernelbench)
     found += _check_nodes(facts, strict, kernelbench)
+    found += [
+        _violation("dynamic_code", facts.name, f"binds `{name}` to different names ({', '.join(sorted(held))})")
+        for name, held in facts.ambiguous_aliases.items()
+    ]
     found += policy_build.check_builds(facts, solution, strict, kernelbench=kernelbench)
     if facts.model_new is not None:
         forward_found, reached = policy_forward.check_forward(facts, device)

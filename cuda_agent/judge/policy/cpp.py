@@ -128,6 +128,18 @@ _TOKEN_RULES: list[tuple[str, str]] = [
         r"|\bcudaLaunchHostFunc\b|\bcudaStreamAddCallback\b|\bat\s*::\s*launch\b",
     ),
     (
+        # Process-wide hooks that run the candidate's code inside the judge's own work: a wrapped CPU allocator
+        # (c10::SetCPUAllocator) ran the whole computation on the judge's first allocation after the clock stopped,
+        # or precomputed the next call's result while the judge flushed the cache (red team, 2026-12-06); a storage
+        # deleter ran it when the judge let the previous output go; operator callbacks run on every torch call.
+        "global_state_change",
+        r"\b[Ss]et\w*Allocator\w*\b|\bREGISTER_\w*ALLOCATOR\w*\b|\bCUDACachingAllocator\s*::\s*allocator\b"
+        r"|\b(?:class|struct)\s+\w+\s*(?:final\s*)?:\s*(?:(?:public|protected|private|virtual)\s+)*(?:::\s*)?"
+        r"(?:(?:c10|at|torch)\s*::\s*)?\w*Allocator\b"
+        r"|\b\w*DataPtr\b|\bset_data_ptr\w*\b|\bInefficientStdFunctionContext\b"
+        r"|\badd\w*Callback\b|\bRecordFunction\w*\b|\bset_warning_handler\b",
+    ),
+    (
         "l2_persistence",
         r"\b(cudaLimitPersistingL2CacheSize|accessPolicyWindow|cudaAccessPropertyPersisting"
         r"|cudaStreamSetAttribute|cudaCtxResetPersistingL2Cache|cudaDeviceSetLimit|cuCtxSetLimit|cudaStreamAttrValue"

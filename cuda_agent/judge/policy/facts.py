@@ -56,6 +56,13 @@ class ModuleFacts:
     """Module-level names that only ever hold Python numbers (BLOCK = 256)."""
     parents: dict[int, ast.AST] = field(default_factory=dict)
     """id(node) -> its parent node."""
+    bound_aliases: dict[str, str] = field(default_factory=dict)
+    """Names bound by assignment to an import-rooted chain ('T' in `T = torch`, 'M' in `M = torch.cuda.memory`):
+    the qualified-name rules see through them (a red-team check, 2026-12-06: `T = torch; T.load(...)` passed)."""
+    passed_aliases: set[str] = field(default_factory=set)
+    """Parameters of local functions that a call passes such a chain (`def f(T)` and `f(torch)`)."""
+    ambiguous_aliases: dict[str, set[str]] = field(default_factory=dict)
+    """Names bound to chains of different dotted names (`T = math` and `T = torch`): refused, not guessed."""
     module_names: set[str] = field(default_factory=set)
     """Names that may hold an imported module or something in one: the import aliases, any name bound anywhere
     to a plain chain from one (`T = torch`, `F = torch.nn.functional`, `m = T.sys.modules["x"]`, `getattr(T, "y")`),
@@ -67,11 +74,27 @@ class ModuleFacts:
     def qualname(self, node: ast.AST) -> str | None:
         """Dotted name of an import-rooted Name/Attribute chain ('F.relu' -> 'torch.nn.functional.relu')."""
         if isinstance(node, ast.Name):
-            return self.aliases.get(node.id)
+            if node.id in self.aliases:
+                return self.aliases[node.id]
+            bound = self.bound_aliases.get(node.id)
+            return bound if bound is not None and not self._shadowed(node) else None
         if isinstance(node, ast.Attribute):
             base = self.qualname(node.value)
             return f"{base}.{node.attr}" if base else None
         return None
+
+    def _shadowed(self, node: ast.Name) -> bool:
+        """Whether `node` names a parameter of a function around it (`def forward(self, x)` beside a module-level
+        `x = torch.float32`), unless a call of that function passes the parameter a chain (`f(torch)`)."""
+        parent = self.parents.get(id(node))
+        while parent is not None:
+            if isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                a = parent.args
+                params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, (a.vararg, a.kwarg))]
+                if node.id in {p.arg for p in params}:
+                    return node.id not in self.passed_aliases
+            parent = self.parents.get(id(parent))
+        return False
 
     def is_builder_call(self, node: ast.AST) -> bool:
         return isinstance(node, ast.Call) and self.qualname(node.func) in BUILDERS
@@ -103,6 +126,7 @@ def collect_facts(tree: ast.Module, name: str) -> ModuleFacts:
         candidates = kept
     facts.ext_names = candidates
     facts.module_names = _module_names(facts)
+    _bind_aliases(facts)
     facts.int_globals = _fixpoint_int_names(facts.bindings, set(), facts, frozenset())
     return facts
 
@@ -120,6 +144,25 @@ def _module_names(facts: ModuleFacts) -> set[str]:
         if found <= names:
             return names
         names |= found
+
+
+def _bind_aliases(facts: ModuleFacts) -> None:
+    """`ModuleFacts.bound_aliases` and `ambiguous_aliases`, to a fixpoint (`F = torch.nn` then `G = F.functional`)."""
+    functions = {n.name: n for n in ast.walk(facts.tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    pairs = [pair for node in ast.walk(facts.tree) for pair in _bound_pairs(node, functions)]
+    found: dict[str, set[str]] = defaultdict(set)
+    for _ in range(8):  # what a name may hold only grows; `T = T.x` would grow forever, so the rounds are bounded
+        before = {name: len(dotted) for name, dotted in found.items()}
+        for target, value in pairs:
+            dotted = facts.qualname(value) if value is not None else None
+            if dotted is not None and isinstance(target, ast.Name) and target.id not in facts.aliases:
+                found[target.id].add(dotted)
+                if id(target) not in facts.parents:  # a parameter bound by a call (`_bound_pairs` made the node)
+                    facts.passed_aliases.add(target.id)
+        facts.bound_aliases = {name: next(iter(dotted)) for name, dotted in found.items() if len(dotted) == 1}
+        facts.ambiguous_aliases = {name: set(dotted) for name, dotted in found.items() if len(dotted) > 1}
+        if before == {name: len(dotted) for name, dotted in found.items()}:
+            return
 
 
 def _bound_pairs(node: ast.AST, functions: dict[str, ast.AST]) -> list[tuple[ast.AST, ast.AST | None]]:

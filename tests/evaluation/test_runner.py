@@ -48,10 +48,14 @@ def test_a_failure_of_ours_is_an_error_row_left_out_of_the_rates(tmp_path: Path)
     ]
     for task in tasks:
         (tmp_path / f"{task.name}.py").write_text(RELU)
-    store, config = ResultStore(tmp_path / "results.jsonl"), {"time": False, "trials": 2, "verdict_cache": False}
+    # A step of 120 s, not 30: on CI (2026-12-05) relu's run once met a stall of more than 30 s (cause unknown; the
+    # message below says which step if it recurs); how the limits work is tested elsewhere, not here.
+    config = {"time": False, "trials": 2, "verdict_cache": False, "step_floor_s": 120.0}
+    store = ResultStore(tmp_path / "results.jsonl")
     with LocalPool(build_workers=2) as pool:
         judge_solutions(tasks, tmp_path, pool, config, store, lambda result: None)
     results = store.load()
+    assert results["inline/relu"].status == "judged", results["inline/relu"].error
     relu = results["inline/relu"].verdict
     assert relu.verdict == "pass", f"{relu.message}; stages: {relu.stage_s}; limits: {relu.env.get('run_limits')}"
     hungry = results["inline/hungry"]

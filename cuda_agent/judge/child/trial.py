@@ -57,7 +57,7 @@ def sample_outputs(run: Any, out: Any, seed: int) -> list[tuple[Any, tuple[Any, 
             continue
         flat = torch.randint(value.numel(), (SAMPLED_POSITIONS,), generator=generator).to(value.device)
         where = torch.unravel_index(flat, value.shape) if value.dim() else ()
-        samples.append((value, where, value[where].clone()))
+        samples.append((value, where, value[where].clone()))  # a 0-dim tensor's `value[()]` is a view: cloned
     run.sync()
     return samples
 

@@ -277,10 +277,6 @@ def check_policy(
     found = _check_model_new(facts)
     found += _check_imports(facts, kernelbench)
     found += _check_nodes(facts, strict, kernelbench)
-    found += [
-        _violation("dynamic_code", facts.name, f"binds `{name}` to different names ({', '.join(sorted(held))})")
-        for name, held in facts.ambiguous_aliases.items()
-    ]
     found += policy_build.check_builds(facts, solution, strict, kernelbench=kernelbench)
     if facts.model_new is not None:
         forward_found, reached = policy_forward.check_forward(facts, device)
@@ -565,14 +561,15 @@ def _is_outermost(facts: ModuleFacts, node: ast.AST) -> bool:
 def _reference_findings(
     facts: ModuleFacts, node: ast.Name | ast.Attribute, strict: bool, kernelbench: bool
 ) -> Iterator[tuple[str, str]]:
+    for dotted in facts.qualnames(node):  # a name bound to several (`T = nn`, `T = torch`) is checked as each
+        for pattern, rule, what in _QUALIFIED_RULES + (_KERNELBENCH_QUALIFIED_RULES if kernelbench else []):
+            if pattern.fullmatch(dotted):
+                yield rule, f"uses `{dotted}`, which {what}"
+        if strict and _PRECISION_NAME.fullmatch(dotted):
+            yield "precision_downcast", f"uses `{dotted}`"
     qualname = facts.qualname(node)
     if qualname is None:
         return
-    for pattern, rule, what in _QUALIFIED_RULES + (_KERNELBENCH_QUALIFIED_RULES if kernelbench else []):
-        if pattern.fullmatch(qualname):
-            yield rule, f"uses `{qualname}`, which {what}"
-    if strict and _PRECISION_NAME.fullmatch(qualname):
-        yield "precision_downcast", f"uses `{qualname}`"
     parent = facts.parents.get(id(node))
     is_called = isinstance(parent, ast.Call) and parent.func is node
     if (qualname in BUILDERS and not is_called) or qualname == "torch.utils.cpp_extension":

@@ -56,13 +56,12 @@ class ModuleFacts:
     """Module-level names that only ever hold Python numbers (BLOCK = 256)."""
     parents: dict[int, ast.AST] = field(default_factory=dict)
     """id(node) -> its parent node."""
-    bound_aliases: dict[str, str] = field(default_factory=dict)
-    """Names bound by assignment to an import-rooted chain ('T' in `T = torch`, 'M' in `M = torch.cuda.memory`):
-    the qualified-name rules see through them (a red-team check, 2026-12-06: `T = torch; T.load(...)` passed)."""
+    bound_aliases: dict[str, set[str]] = field(default_factory=dict)
+    """Names bound by assignment to import-rooted chains, with every dotted name each may hold ('T' in
+    `T = torch`, 'M' in `M = torch.cuda.memory`): the qualified-name rules check each (a red-team check, 2026-12-06:
+    `T = torch; T.load(...)` passed)."""
     passed_aliases: set[str] = field(default_factory=set)
     """Parameters of local functions that a call passes such a chain (`def f(T)` and `f(torch)`)."""
-    ambiguous_aliases: dict[str, set[str]] = field(default_factory=dict)
-    """Names bound to chains of different dotted names (`T = math` and `T = torch`): refused, not guessed."""
     module_names: set[str] = field(default_factory=set)
     """Names that may hold an imported module or something in one: the import aliases, any name bound anywhere
     to a plain chain from one (`T = torch`, `F = torch.nn.functional`, `m = T.sys.modules["x"]`, `getattr(T, "y")`),
@@ -72,16 +71,21 @@ class ModuleFacts:
         return f"{self.name}:{getattr(node, 'lineno', '?')}"
 
     def qualname(self, node: ast.AST) -> str | None:
-        """Dotted name of an import-rooted Name/Attribute chain ('F.relu' -> 'torch.nn.functional.relu')."""
+        """Dotted name of an import-rooted Name/Attribute chain ('F.relu' -> 'torch.nn.functional.relu'); None where
+        there is none, or several (`qualnames`)."""
+        names = self.qualnames(node)
+        return names[0] if len(names) == 1 else None
+
+    def qualnames(self, node: ast.AST) -> list[str]:
+        """Every dotted name a chain may stand for: one for an import alias, each one a bound name was given."""
         if isinstance(node, ast.Name):
             if node.id in self.aliases:
-                return self.aliases[node.id]
+                return [self.aliases[node.id]]
             bound = self.bound_aliases.get(node.id)
-            return bound if bound is not None and not self._shadowed(node) else None
+            return sorted(bound) if bound and not self._shadowed(node) else []
         if isinstance(node, ast.Attribute):
-            base = self.qualname(node.value)
-            return f"{base}.{node.attr}" if base else None
-        return None
+            return [f"{base}.{node.attr}" for base in self.qualnames(node.value)]
+        return []
 
     def _shadowed(self, node: ast.Name) -> bool:
         """Whether `node` names a parameter of a function around it (`def forward(self, x)` beside a module-level
@@ -125,43 +129,40 @@ def collect_facts(tree: ast.Module, name: str) -> ModuleFacts:
             break
         candidates = kept
     facts.ext_names = candidates
-    facts.module_names = _module_names(facts)
-    _bind_aliases(facts)
+    functions = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    pairs = [pair for node in ast.walk(tree) for pair in _bound_pairs(node, functions)]
+    facts.module_names = _module_names(facts, pairs)
+    _bind_aliases(facts, pairs)
     facts.int_globals = _fixpoint_int_names(facts.bindings, set(), facts, frozenset())
     return facts
 
 
-def _module_names(facts: ModuleFacts) -> set[str]:
+def _module_names(facts: ModuleFacts, pairs: list[tuple[ast.AST, ast.AST | None]]) -> set[str]:
     """`ModuleFacts.module_names`, to a fixpoint (a red-team solution patched torch.softmax through `T = torch`)."""
     names = set(facts.aliases)
-    functions = {n.name: n for n in ast.walk(facts.tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
     while True:
         found = set()
-        for node in ast.walk(facts.tree):
-            for target, value in _bound_pairs(node, functions):
-                if _module_chain(value, names):
-                    found |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        for target, value in pairs:
+            if _module_chain(value, names):
+                found |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
         if found <= names:
             return names
         names |= found
 
 
-def _bind_aliases(facts: ModuleFacts) -> None:
-    """`ModuleFacts.bound_aliases` and `ambiguous_aliases`, to a fixpoint (`F = torch.nn` then `G = F.functional`)."""
-    functions = {n.name: n for n in ast.walk(facts.tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
-    pairs = [pair for node in ast.walk(facts.tree) for pair in _bound_pairs(node, functions)]
-    found: dict[str, set[str]] = defaultdict(set)
+def _bind_aliases(facts: ModuleFacts, pairs: list[tuple[ast.AST, ast.AST | None]]) -> None:
+    """`ModuleFacts.bound_aliases`, to a fixpoint (`F = torch.nn` then `G = F.functional`)."""
     for _ in range(8):  # what a name may hold only grows; `T = T.x` would grow forever, so the rounds are bounded
-        before = {name: len(dotted) for name, dotted in found.items()}
+        before = {name: len(dotted) for name, dotted in facts.bound_aliases.items()}
         for target, value in pairs:
-            dotted = facts.qualname(value) if value is not None else None
-            if dotted is not None and isinstance(target, ast.Name) and target.id not in facts.aliases:
-                found[target.id].add(dotted)
+            if not isinstance(target, ast.Name) or target.id in facts.aliases or value is None:
+                continue
+            dotted = facts.qualnames(value)
+            if dotted:
+                facts.bound_aliases.setdefault(target.id, set()).update(dotted)
                 if id(target) not in facts.parents:  # a parameter bound by a call (`_bound_pairs` made the node)
                     facts.passed_aliases.add(target.id)
-        facts.bound_aliases = {name: next(iter(dotted)) for name, dotted in found.items() if len(dotted) == 1}
-        facts.ambiguous_aliases = {name: set(dotted) for name, dotted in found.items() if len(dotted) > 1}
-        if before == {name: len(dotted) for name, dotted in found.items()}:
+        if before == {name: len(dotted) for name, dotted in facts.bound_aliases.items()}:
             return
 
 

@@ -85,9 +85,13 @@ def test_rejects_allocators_profilers_and_state_changes_through_an_alias(prelude
     assert checks(solution(prelude=prelude)) == expect({"global_state_change"})
 
 
-def test_an_alias_bound_to_two_modules_is_refused_and_a_parameter_shadows_one() -> None:
-    assert checks(solution(prelude="T = nn\nT = torch")) == expect({"dynamic_code"}, {"dynamic_code"})
-    # forward's `x` is its own: the module-level name bound to a torch dtype does not reach it
+def test_a_name_bound_to_two_modules_is_checked_as_each_and_a_parameter_shadows_one() -> None:
+    assert checks(solution(prelude="T = nn\nT = torch\nT.set_num_threads(4)")) == expect({"global_state_change"})
+    assert checks(solution(prelude="M = torch.cuda\nM = torch.cuda.memory\nM.change_current_allocator(None)")) == (
+        expect({"global_state_change"})
+    )
+    # Honest choices between torch names stay legal; forward's `x` is its own, whatever a module-level `x` holds.
+    assert checks(solution(prelude="act = nn.ReLU\nact = nn.GELU")) == set()
     assert checks(solution(prelude="x = torch.float32")) == set()
 
 

@@ -303,6 +303,64 @@ def poison_free_memory(device: str) -> None:
     del block
 
 
+def _loaded_library(name: str) -> Any:
+    """The shared library `name` (e.g. "libcudart.so") that this process has loaded, through ctypes; None if none."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if name in line.split()[-1].rsplit("/", 1)[-1]}
+    except OSError:
+        return None
+    for path in sorted(paths):
+        try:
+            return ctypes.CDLL(path)
+        except OSError:
+            continue
+    return None
+
+
+class AllocatorWatch:
+    """Reads which allocator torch hands CPU and CUDA memory out through, from torch's own libraries.
+
+    A solution that installs an allocator of its own (`c10::SetCPUAllocator`, `change_current_allocator`) runs its
+    code inside every allocation the judge makes: red team round 8 (2026-12-06) did the whole computation in the
+    judge's first allocation after the clock stopped, for reward 3. The static policy refuses the names; this sees
+    the swap itself, whatever spelling made it, by comparing the allocators' addresses with those read before
+    candidate code ran. Reads only: no allocation and no call that can throw (the CUDA one is a variable read).
+    """
+
+    _CPU = "_ZN3c1015GetCPUAllocatorEv"  # c10::GetCPUAllocator()
+    _CUDA = "_ZN3c104cuda20CUDACachingAllocator9allocatorE"  # the atomic pointer change_current_allocator stores
+
+    def __init__(self) -> None:
+        import ctypes
+
+        self.readers: dict[str, Any] = {}
+        c10 = _loaded_library("libc10.so")
+        if c10 is not None and hasattr(c10, self._CPU):
+            get_cpu = getattr(c10, self._CPU)
+            get_cpu.restype, get_cpu.argtypes = ctypes.c_void_p, []
+            self.readers["cpu"] = get_cpu
+        c10_cuda = _loaded_library("libc10_cuda.so")
+        if c10_cuda is not None:
+            try:
+                pointer = ctypes.c_void_p.in_dll(c10_cuda, self._CUDA)
+            except ValueError:  # a torch that keeps it elsewhere: the static policy's refusal stands alone
+                pointer = None
+            if pointer is not None:
+                self.readers["cuda"] = lambda: pointer.value
+        self.before = self.read()
+
+    def read(self) -> dict[str, int]:
+        return {device: int(reader() or 0) for device, reader in self.readers.items()}
+
+    def replaced(self) -> list[str]:
+        """The devices whose allocator is no longer the one read before candidate code ran."""
+        now = self.read()
+        return [device for device, address in self.before.items() if now.get(device) != address]
+
+
 class PersistingL2:
     """Reads and resets the persisting-L2 set-aside through the CUDA runtime torch has loaded (threat 16).
 
@@ -316,20 +374,7 @@ class PersistingL2:
     _LIMIT_PERSISTING_L2 = 0x06  # cudaLimitPersistingL2CacheSize
 
     def __init__(self) -> None:
-        import ctypes
-
-        self.lib = None
-        try:
-            with open("/proc/self/maps") as maps:
-                paths = {line.split()[-1] for line in maps if "libcudart.so" in line}
-        except OSError:
-            paths = set()
-        for path in sorted(paths):
-            try:
-                self.lib = ctypes.CDLL(path)
-                break
-            except OSError:
-                continue
+        self.lib = _loaded_library("libcudart.so")
 
     @property
     def available(self) -> bool:

@@ -97,6 +97,8 @@ class CandidateRun:
         self.env["l2_persisting_limit_bytes"] = self.l2_before
         # Last, after CUDA's set-up (which may bind names of its own), still before any candidate code.
         self.integrity = guards.capture_integrity()
+        self.allocators = guards.AllocatorWatch()
+        self.env["allocator_guard"] = sorted(self.allocators.before)
 
     def sync(self) -> None:
         if self.clock.synchronize is not None:
@@ -116,7 +118,7 @@ class CandidateRun:
 
     def held_ids(self) -> dict[str, int]:
         """ids of the run's own objects that candidate code must not swap (checked by `check_state`)."""
-        names = ("req", "clock", "integrity", "flags", "tick", "problem", "reference", "init_args")
+        names = ("req", "clock", "integrity", "allocators", "flags", "tick", "problem", "reference", "init_args")
         return {name: id(getattr(self, name, None)) for name in names}
 
     def import_candidate(self) -> None:
@@ -174,16 +176,30 @@ class CandidateRun:
         if self.l2 is not None and self.l2.limit_bytes() > self.l2_before:
             message = f"the persisting-L2 set-aside was raised from {self.l2_before} to {self.l2.limit_bytes()} bytes"
             violations.append(Violation(check="l2_persistence", message=message))
+        violations += self.allocator_violations()
         if guards.python_thread_count() > self.threads_before:
             violations.append(Violation(check="background_thread", message="the solution started a Python thread"))
         if violations:
             raise _stop("rejected", stage, violations[0].message, violations) from None
+
+    def allocator_violations(self) -> list[Violation]:
+        """torch's CPU or CUDA allocator is no longer the one it was before candidate code ran (guards.AllocatorWatch)."""
+        replaced = self.allocators.replaced()
+        if not replaced:
+            return []
+        message = (
+            f"the solution replaced torch's {' and '.join(replaced)} allocator (its code would run in the judge's)"
+        )
+        return [Violation(check="global_state_changed", message=message)]
 
     def call_candidate(self, inputs: list[Any]) -> tuple[Any, dict[str, int]]:
         tracer = guards.make_tracer()
         try:
             with self.torch.no_grad(), tracer:
                 out = self.candidate(*inputs)
+            violations = self.allocator_violations()  # before the judge's next allocation (see _TimedCalls.after_call)
+            if violations:
+                raise _stop("rejected", "trial", violations[0].message, violations)
             self.sync()
             self.tick()
         except _Stop:
@@ -381,6 +397,10 @@ class _TimedCalls:
         from cuda_agent.judge.child.trial import sample_outputs
 
         inputs, out, index = self.returned
+        # Before the judge allocates anything: an allocator of the candidate's would run its code in our allocations.
+        violations = self.run.allocator_violations()
+        if violations:
+            raise _stop("rejected", "timing", violations[0].message, violations)
         # First, before anything of ours lets an earlier output go: what this call's output holds as it returned.
         self.ours = True
         sample = sample_outputs(self.run, out, self.random.getrandbits(63)) if index >= self.first_timed else []

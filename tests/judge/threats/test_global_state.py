@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.judge.threats._hacks import checks_of, judge_hack, model_new
+from cuda_agent.judge import JudgeConfig, judge
+from cuda_agent.judge.solution import SolutionSource
+from cuda_agent.tasks import Catalog
+from tests.judge.threats._hacks import CALLS_BEFORE_TIMING, TIMED, checks_of, judge_hack, model_new
 from tests.judge.threats._static import checks, expect, solution
 
 
@@ -118,3 +121,81 @@ def test_runtime_rejects_global_state_changed_in_python(tmp_path: Path, init: st
     verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False)
     assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"global_state_changed"}), verdict.message
     assert flag in verdict.message
+
+
+# Runtime, with the static policy off: an allocator of the solution's own, whatever spelling installs it.
+
+ALLOCATOR_HOOK = '''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+SOURCE = r"""
+#include <torch/extension.h>
+#include <c10/core/CPUAllocator.h>
+#include <cstring>
+
+// Hands out torch's own memory: harmless in itself, but its allocate() would run inside every CPU allocation the
+// judge makes (red team round 8 computed the output there, after the clock stopped).
+struct Wrapping final : c10::Allocator {
+    c10::Allocator* inner;
+    explicit Wrapping(c10::Allocator* a) : inner(a) {}
+    c10::DataPtr allocate(size_t n) override { return inner->allocate(n); }
+    c10::DeleterFnPtr raw_deleter() const override { return inner->raw_deleter(); }
+    void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+};
+
+static int64_t calls = 0;
+
+void install() {
+    static Wrapping hook(c10::GetCPUAllocator());
+    c10::SetCPUAllocator(&hook, 0);
+}
+
+// ReLU; on call number `at` (1-based), installs the wrapper first.
+torch::Tensor relu_install_at(torch::Tensor x, int64_t at) {
+    if (++calls == at) install();
+    auto out = torch::empty_like(x);
+    const float* in = x.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) o[i] = in[i] > 0.f ? in[i] : 0.f;
+    return out;
+}
+"""
+
+ext = load_inline(
+    name="judge_threat_allocator_hook",
+    cpp_sources=SOURCE,
+    functions=["install", "relu_install_at"],
+    extra_cflags=["-O3"],
+    verbose=False,
+)
+'''
+
+
+@pytest.mark.parametrize(
+    ("where", "at", "trials_judged"),
+    [
+        ("ext.install()\n", 0, 0),
+        ("", 1, 0),
+        ("", CALLS_BEFORE_TIMING + 1, 7),
+        ("", -1, None),
+    ],
+    ids=["at_import", "in_first_call", "in_first_timed_call", "never_control"],
+)
+def test_runtime_rejects_an_allocator_of_the_solutions_own(
+    tmp_path: Path, where: str, at: int, trials_judged: int | None
+) -> None:
+    # The static policy refuses SetCPUAllocator by name (test above); with it off, the swap itself is seen, before
+    # the judge's next allocation could run the wrapper's code.
+    body = f"return ext.relu_install_at(x.contiguous(), {at})" if at >= 0 else "return ext.relu_install_at(x, -1)"
+    source = ALLOCATOR_HOOK + where + "\n\n" + model_new(body)
+    (tmp_path / "solution.py").write_text(source)
+    config = JudgeConfig(device="cpu", static_policy=False, **TIMED)
+    verdict = judge(Catalog().resolve("examples/relu"), SolutionSource(python=source), config)
+    if trials_judged is None:
+        assert verdict.verdict == "pass", verdict.message
+        assert verdict.env["allocator_guard"] == ["cpu"]
+        return
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"global_state_changed"}), verdict.message
+    assert "cpu allocator" in verdict.message, verdict.message
+    assert len(verdict.checks) == trials_judged  # caught where it was installed, before any later judged trial

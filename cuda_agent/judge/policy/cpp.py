@@ -33,7 +33,7 @@ ADVICE = {
     "setup; cuDNN for convolution calls and descriptor setup",
     "side_stream": "launch every kernel on the current stream (at::cuda::getCurrentCUDAStream()) without graphs",
     "background_thread": "finish all work before the bound function returns; OpenMP (#pragma omp) and "
-    "at::parallel_for are allowed because they join before returning",
+    "at::parallel_for are allowed because they join before returning, thread pools are not",
     "l2_persistence": "use ordinary loads and stores; persisting-L2 windows and evict-last policies are not allowed",
     "file_or_network_access": "kernels compute from their tensor arguments only: no files, environment, network, "
     "sleeping or process control",
@@ -125,7 +125,10 @@ _TOKEN_RULES: list[tuple[str, str]] = [
         "background_thread",
         r"\bstd\s*::\s*(thread|jthread|async)\b|\bpthread_create\b|(\.|->)\s*detach\s*\("
         r"|(?<![\w:.])j?thread\s+\w+\s*[({]|\blaunch\s*::\s*async\b"
-        r"|\bcudaLaunchHostFunc\b|\bcudaStreamAddCallback\b|\bat\s*::\s*launch\b",
+        r"|\bcudaLaunchHostFunc\b|\bcudaStreamAddCallback\b|\bat\s*::\s*launch\b"
+        # torch's own pools: a c10::ThreadPool thread kept alive between calls precomputed the next call's result
+        # from the block glibc would hand the judge's next input, during the cache flush (red team round 9).
+        r"|\w*ThreadPool\w*|\bintraop_launch\w*|\blaunch_no_thread_state\b|\bget_thread_pool\b",
     ),
     (
         # Process-wide hooks that run the candidate's code inside the judge's own work: a wrapped CPU allocator

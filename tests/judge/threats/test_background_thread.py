@@ -8,7 +8,10 @@ from types import SimpleNamespace
 import pytest
 
 from cuda_agent.judge.child.trial import judge_trial
-from tests.judge.threats._hacks import checks_of, failed_check, judge_hack, model_new
+from cuda_agent.judge.policy import check_policy
+from cuda_agent.judge.solution import SolutionSource
+from tests.judge.threats import _hacks, _static
+from tests.judge.threats._hacks import checks_of, failed_check, judge_hack, judge_pool_hack, model_new
 from tests.judge.threats._static import checks, expect, solution
 
 
@@ -23,11 +26,19 @@ def test_template_is_legit() -> None:
         "auto f = std::async(std::launch::async, [] {});",
         "pthread_t t; pthread_create(&t, nullptr, nullptr, nullptr);",
         "cudaLaunchHostFunc(stream, nullptr, nullptr);",
+        "static c10::ThreadPool* pool = new c10::ThreadPool(1);",
+        "static auto* pool = new c10::TaskThreadPool(1);",
     ],
-    ids=["std_thread", "std_async", "pthread", "host_callback"],
+    ids=["std_thread", "std_async", "pthread", "host_callback", "c10_pool", "task_pool"],
 )
 def test_rejects_background_work_in_cpp(launch: str) -> None:
     assert checks(solution(launch=launch)) == expect({"background_thread"})
+
+
+@pytest.mark.parametrize("launch", ["at::intraop_launch([] {});", "auto fut = at::intraop_launch_future([] {});"])
+def test_rejects_work_left_to_torchs_intraop_pool(launch: str) -> None:
+    # Any at:: function outside the allocation list is also cpp_torch_compute; the thread rule names it either way.
+    assert "background_thread" in checks(solution(launch=launch))
 
 
 def test_rejects_threads_spelled_without_std() -> None:
@@ -37,6 +48,14 @@ def test_rejects_threads_spelled_without_std() -> None:
         {"background_thread"}
     )
     assert checks(solution(headers="namespace s = std;")) == expect({"dynamic_code"})
+
+
+def test_the_pool_hacks_extension_is_refused_for_its_pool() -> None:
+    # Red team round 9: a pool thread alive between calls precomputed the next result; POOL_CPP's tests judge with
+    # the static policy off (_hacks.py) because the policy refuses every c10::ThreadPool.
+    source = SolutionSource(python=_hacks.solution(model_new("return ext.relu(x.contiguous())"), _hacks.POOL_HEADER))
+    found = {v.check for v in check_policy(source, "cpu", policy=_static.POLICY)}
+    assert found == {"background_thread"}
 
 
 def test_rejects_thread_headers() -> None:
@@ -71,7 +90,7 @@ def test_runtime_rejects_output_written_late_by_a_native_thread(tmp_path: Path) 
     stalled for 200 ms between snapshot and re-check could the write land in between, and then
     the late-write check rejects it instead; both are failures, and pass is impossible.
     """
-    verdict = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu_thread_late(x.contiguous())"))
+    verdict = judge_pool_hack(tmp_path, "examples/relu", model_new("return ext.relu_thread_late(x.contiguous())"))
     outcome = (verdict.verdict, frozenset(checks_of(verdict)))
     assert outcome in {("incorrect", frozenset()), ("rejected", frozenset({"late_output_write"}))}, verdict.message
     assert failed_check(verdict)["seed"] == verdict.env["seed_offset"] + 1001
@@ -82,7 +101,7 @@ def test_runtime_rejects_output_written_by_a_native_thread_just_after_the_timed_
     timed window (a red-team solution, 2026-12-06: reward 3). A trial may see it done (the judge's own steps after
     the call take longer than the loop); each timed call's output is sampled as it returns and read again later."""
     forward = model_new("return ext.relu_thread_soon(x.contiguous())")
-    verdict = judge_hack(tmp_path, "examples/relu", forward, time=True)
+    verdict = judge_pool_hack(tmp_path, "examples/relu", forward, time=True)
     outcome = (verdict.verdict, frozenset(checks_of(verdict)))
     assert outcome in {("incorrect", frozenset()), ("rejected", frozenset({"late_output_write"}))}, verdict.message
 

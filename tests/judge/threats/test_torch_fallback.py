@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.judge.threats import _static
-from tests.judge.threats._hacks import checks_of, judge_hack, model_new
+from tests.judge.threats._hacks import checks_of, judge_hack, judge_pool_hack, model_new
 from tests.judge.threats._static import LAUNCH, checks, expect, solution
 
 MIXED = set()
@@ -156,7 +156,7 @@ def test_runtime_rejects_torch_fallback_hidden_from_static_checks(tmp_path: Path
 def test_runtime_rejects_torch_fallback_run_on_a_native_pool_thread(tmp_path: Path) -> None:
     # relu_clamp_pool runs clamp_min_ on a c10::ThreadPool thread and waits for it; a dispatch mode
     # is thread-local, so only the all-threads profiler of the tracer (kernelbench: of the dataflow check) sees it.
-    verdict = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu_clamp_pool(x.contiguous())"))
+    verdict = judge_pool_hack(tmp_path, "examples/relu", model_new("return ext.relu_clamp_pool(x.contiguous())"))
     expected = expect({"torch_compute_at_runtime"}, {"no_custom_kernel"})
     assert (verdict.verdict, checks_of(verdict)) == ("rejected", expected), verdict.message
     assert "clamp_min_" in verdict.message

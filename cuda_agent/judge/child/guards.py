@@ -22,6 +22,7 @@ means (file access, threads, dynamic code) and the sandbox layer adds OS isolati
 from __future__ import annotations
 
 import inspect
+import os
 import threading
 from typing import Any
 
@@ -229,6 +230,47 @@ def same_storage(before: Any, after: Any, inputs: list[Any]) -> bool:
 
 def python_thread_count() -> int:
     return threading.active_count()
+
+
+def native_threads() -> set[int]:
+    """The ids of this process's OS threads (/proc/self/task), Python's and native ones alike; empty without /proc."""
+    try:
+        return {int(name) for name in os.listdir("/proc/self/task")}
+    except OSError:
+        return set()
+
+
+def _thread_name(tid: int) -> str | None:
+    try:
+        with open(f"/proc/self/task/{tid}/comm") as comm:
+            return comm.read().strip()
+    except OSError:  # it ended while we looked
+        return None
+
+
+def start_lazy_threads(torch: Any) -> None:
+    """Start the threads torch itself starts on first use, before the thread census that candidate code is held to.
+
+    torch's intra-op pool (an OpenMP team: a solution's own `#pragma omp parallel` of the default size reuses it)
+    starts at the first parallel operator, and the profiler of `make_tracer` may start threads of its own at its
+    first use; both would otherwise first appear while the candidate runs.
+    """
+    big = torch.ones(1 << 20)
+    with make_tracer():
+        big.add_(1.0)  # a parallel operator (numel above the grain size), traced
+    del big
+
+
+def new_native_threads(before: set[int], device: str) -> list[str]:
+    """Names of the OS threads alive now that were not in `before` (the census taken before candidate code ran).
+
+    A solution's thread alive between its calls can work outside the timed window: red team round 9 kept one
+    polling the memory the judge's next input would be drawn into and computed the result during the cache flush.
+    The static policy refuses the ways to start one it knows; this sees the thread itself. On CUDA the driver's
+    own threads (named `cuda...`) may start later, on first use of a feature: those are left out.
+    """
+    started = [name for tid in sorted(native_threads() - before) if (name := _thread_name(tid)) is not None]
+    return [name for name in started if not (device == "cuda" and name.startswith("cuda"))]
 
 
 def _allowed(opname: str) -> bool:

@@ -36,6 +36,34 @@ def _reference64(run: Any, inputs: list[Any]) -> list[Any] | None:
         return None
 
 
+def plain_outputs(torch: Any, value: Any) -> list[Any] | None:
+    """forward's result as a new flat list, if it is a plain tensor or a list or tuple of them (nested); None
+    for anything else.
+
+    Read through the builtins' own iteration, so a subclass's code never runs: red team round 9 returned a `list`
+    subclass whose `__iter__` ran the kernel, and the judge's first read after the clock stopped did the work, for
+    reward 3. A subclass yields what it really holds (torch's named tuples such as `torch.max(x, 1)` pass as they
+    are). Everything after the call reads the list made here, never the object forward returned.
+    """
+    kind = type(value)
+    if kind is torch.Tensor:
+        return [value]
+    base = list if issubclass(kind, list) else tuple if issubclass(kind, tuple) else None
+    if base is None:
+        return None
+    try:
+        items = list(base.__iter__(value))
+    except TypeError:  # not a list or tuple underneath, whatever its class says
+        return None
+    flat: list[Any] = []
+    for item in items:
+        inner = plain_outputs(torch, item)
+        if inner is None:
+            return None
+        flat += inner
+    return flat
+
+
 SAMPLED_POSITIONS = 2048
 """Positions of each output read as a timed call returns (`sample_outputs`)."""
 

@@ -114,11 +114,33 @@ class CandidateRun:
         self.reference = self.problem.Model(*self.init_args).to(self.device)
         self.reference64 = None
         self.threads_before = guards.python_thread_count()
+        guards.start_lazy_threads(self.torch)
+        self.warm_reference()
+        self.native_before = guards.native_threads()
         self.held = self.held_ids()
+
+    def warm_reference(self) -> None:
+        """Run the reference once on inputs of its own, before any candidate code: the threads its libraries start on
+        first use (cuDNN's, oneDNN's) then belong to the census the candidate is held to (guards.new_native_threads),
+        and a reference that cannot run fails here, as ours, not in a trial after the candidate ran."""
+        from cuda_agent.judge.child.inputs import make_inputs
+
+        inputs = make_inputs(self.problem, self.req.task_name, self.req.recheck_seed + 3, self.device)
+        try:
+            with self.torch.no_grad():
+                self.reference(*inputs)
+            self.sync()
+        except Exception as exc:
+            if out_of_memory(exc):  # memory another judgement holds: ours, retried (JudgeFault)
+                raise
+            raise TaskError(
+                f"{self.req.task_name}: the reference's forward raised {type(exc).__name__}: {exc}"
+            ) from None
 
     def held_ids(self) -> dict[str, int]:
         """ids of the run's own objects that candidate code must not swap (checked by `check_state`)."""
-        names = ("req", "clock", "integrity", "allocators", "flags", "tick", "problem", "reference", "init_args")
+        names = ("req", "clock", "integrity", "allocators", "native_before", "flags", "tick", "problem", "reference")
+        names += ("init_args",)
         return {name: id(getattr(self, name, None)) for name in names}
 
     def import_candidate(self) -> None:
@@ -179,8 +201,21 @@ class CandidateRun:
         violations += self.allocator_violations()
         if guards.python_thread_count() > self.threads_before:
             violations.append(Violation(check="background_thread", message="the solution started a Python thread"))
+        elif stage != "custom_work":  # our profiler's own threads may start there (CUDA's, with kernel activity)
+            violations += self.thread_violations()
         if violations:
             raise _stop("rejected", stage, violations[0].message, violations) from None
+
+    def thread_violations(self) -> list[Violation]:
+        """A native thread alive that was not before candidate code ran (guards.new_native_threads)."""
+        started = guards.new_native_threads(self.native_before, self.device)
+        if not started:
+            return []
+        message = (
+            f"the solution left {len(started)} native thread(s) running between calls ({', '.join(started)}): a thread "
+            "or pool of its own, or OpenMP teams larger than torch's thread setting"
+        )
+        return [Violation(check="background_thread", message=message)]
 
     def allocator_violations(self) -> list[Violation]:
         """torch's CPU or CUDA allocator is no longer the one it was before candidate code ran (guards.AllocatorWatch)."""
@@ -192,6 +227,16 @@ class CandidateRun:
         )
         return [Violation(check="global_state_changed", message=message)]
 
+    def plain(self, out: Any, stage: str) -> list[Any]:
+        """forward's result as a flat list of plain tensors (trial.plain_outputs), before the judge reads it at all."""
+        from cuda_agent.judge.child.trial import plain_outputs
+
+        flat = plain_outputs(self.torch, out)
+        if flat is None:
+            message = f"forward returned a {type(out).__name__}: return a tensor, or a list or tuple of plain tensors"
+            raise _stop("rejected", stage, message, [Violation(check="non_tensor_output", message=message)])
+        return flat
+
     def call_candidate(self, inputs: list[Any]) -> tuple[Any, dict[str, int]]:
         tracer = guards.make_tracer()
         try:
@@ -200,6 +245,7 @@ class CandidateRun:
             violations = self.allocator_violations()  # before the judge's next allocation (see _TimedCalls.after_call)
             if violations:
                 raise _stop("rejected", "trial", violations[0].message, violations)
+            out = self.plain(out, "trial")
             self.sync()
             self.tick()
         except _Stop:
@@ -304,10 +350,11 @@ class CandidateRun:
         def call(inputs: list[Any]) -> Any:
             try:
                 with self.torch.no_grad():
-                    return self.candidate(*inputs)
+                    out = self.candidate(*inputs)
             except Exception as exc:
                 message = f"ModelNew.forward raised {type(exc).__name__}: {exc}"
                 raise _stop("runtime_error", "custom_work", message, cause=exc) from None
+            return self.plain(out, "custom_work")
 
         inputs = make_inputs(self.problem, self.req.task_name, seed, self.device, "identity")
         try:
@@ -398,9 +445,10 @@ class _TimedCalls:
 
         inputs, out, index = self.returned
         # Before the judge allocates anything: an allocator of the candidate's would run its code in our allocations.
-        violations = self.run.allocator_violations()
+        violations = self.run.allocator_violations() + self.run.thread_violations()
         if violations:
             raise _stop("rejected", "timing", violations[0].message, violations)
+        out = self.run.plain(out, "timing")  # nothing of ours reads the object forward returned
         # First, before anything of ours lets an earlier output go: what this call's output holds as it returned.
         self.ours = True
         sample = sample_outputs(self.run, out, self.random.getrandbits(63)) if index >= self.first_timed else []
@@ -508,7 +556,7 @@ def out_of_memory(exc: BaseException) -> bool:
 
 
 def warm_up() -> None:
-    """What a standby does before its request: imports and CUDA set-up, nothing that runs a kernel.
+    """What a standby does before its request: imports, torch's lazy threads and CUDA set-up, no GPU kernel.
 
     CUDA's context is made in a shared GPU turn (gpu_turns.py), so never during another process's timing.
     """
@@ -521,6 +569,8 @@ def warm_up() -> None:
     from cuda_agent.judge.child import compare, inputs, timing, trial  # noqa: F401
     from cuda_agent.tasks import problem  # noqa: F401
 
+    # CPU only: torch's OpenMP team and the tracer's profiler (its first start costs ~1.5 s), off the request's time.
+    guards.start_lazy_threads(torch)
     if os.environ.get(TURNS_ENV) and torch.cuda.is_available():
         with set_up_turn():
             torch.cuda.init()

@@ -221,6 +221,13 @@ _LAZY_ATTRIBUTES = re.compile(
     r"register_\w*hook|_make_subclass|_make_wrapper_subclass|as_subclass"
     r"|__torch_function__|__torch_dispatch__|__del__"
 )
+# The judge reads forward's outputs; a container or number protocol of the solution's own would run its code inside
+# that read, after the clock stopped (red team round 9: a `list` subclass's `__iter__` ran the kernel). The worker
+# reads outputs through the builtins alone (trial.plain_outputs); this names the means.
+_PROTOCOL_METHODS = re.compile(
+    r"__(iter|next|getitem|len|length_hint|reversed|contains|index|int|float|bool|complex|array\w*|dlpack\w*)__"
+)
+_CONTAINER_BASES = frozenset("list tuple dict set frozenset".split())
 _REDUCED_DTYPES = re.compile(r"(torch\.)?(float16|half|bfloat16|float8\w*)")
 # Under kernelbench torch may compute, but not in ways that hide its work from the runtime dataflow check
 # (runtime.py): kernels that torch's compiler generates run outside torch's operators, and private
@@ -441,6 +448,8 @@ def _definition_findings(
         yield "try_except", f"defines {node.name}, which can swallow exceptions"
     if _LAZY_ATTRIBUTES.fullmatch(node.name):
         yield "lazy_output_hooks", f"defines {node.name}"
+    elif _PROTOCOL_METHODS.fullmatch(node.name):
+        yield "lazy_output_hooks", f"defines {node.name}, which would run inside the judge's reading of your outputs"
     for decorator in node.decorator_list:
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
         name = facts.qualname(target) or (target.id if isinstance(target, ast.Name) else None)
@@ -452,6 +461,10 @@ def _definition_findings(
             for base in node.bases
         ):
             yield "lazy_output_hooks", f"class {node.name} subclasses torch.Tensor"
+        for base in node.bases:
+            name = facts.qualname(base) or (base.id if isinstance(base, ast.Name) else "")
+            if name in _CONTAINER_BASES or name.startswith(("collections.", "typing.")):
+                yield "lazy_output_hooks", f"class {node.name} subclasses {name}: return plain lists and tuples"
         if node.name != "ModelNew" and node.keywords:
             yield "dynamic_code", f"class {node.name} sets a metaclass or class keyword"
 

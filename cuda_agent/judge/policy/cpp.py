@@ -128,7 +128,8 @@ _TOKEN_RULES: list[tuple[str, str]] = [
         r"|\bcudaLaunchHostFunc\b|\bcudaStreamAddCallback\b|\bat\s*::\s*launch\b"
         # torch's own pools: a c10::ThreadPool thread kept alive between calls precomputed the next call's result
         # from the block glibc would hand the judge's next input, during the cache flush (red team round 9).
-        r"|\w*ThreadPool\w*|\bintraop_launch\w*|\blaunch_no_thread_state\b|\bget_thread_pool\b",
+        r"|\w*ThreadPool\w*|\bintraop_launch\w*|\blaunch_no_thread_state\b|\bget_thread_pool\b"
+        r"|\bnew\s+j?thread\b|\bpthread_setname\w*",
     ),
     (
         # Process-wide hooks that run the candidate's code inside the judge's own work: a wrapped CPU allocator
@@ -140,7 +141,10 @@ _TOKEN_RULES: list[tuple[str, str]] = [
         r"|\b(?:class|struct)\s+\w+\s*(?:final\s*)?:\s*(?:(?:public|protected|private|virtual)\s+)*(?:::\s*)?"
         r"(?:(?:c10|at|torch)\s*::\s*)?\w*Allocator\b"
         r"|\b\w*DataPtr\b|\bset_data_ptr\w*\b|\bInefficientStdFunctionContext\b"
-        r"|\badd\w*Callback\b|\bRecordFunction\w*\b|\bset_warning_handler\b",
+        r"|\badd\w*Callback\b|\bRecordFunction\w*\b|\bset_warning_handler\b"
+        # glibc's allocator settings: red team round 9 kept freed blocks on the heap (mallopt) to predict where the
+        # judge's next input would land.
+        r"|\b(?:mallopt|malloc_trim|mallinfo2?|sbrk|brk|__malloc_\w+)\b",
     ),
     (
         "l2_persistence",
@@ -237,6 +241,9 @@ def _translation_phases(text: str) -> str:
     return text
 
 
+# Under `using namespace std` a thread needs no `std::` (red team round 9: `new thread(job)`, never joined).
+_USING_STD = re.compile(r"\busing\s+namespace\s+(?:::\s*)?std\b")
+_BARE_THREAD = re.compile(r"(?<![\w.>:])(?:j?thread|async|packaged_task)\s*[<({]")
 _ASM_SYSCALL = re.compile(r"\b(asm|__asm__|__asm)\b[^;]*?\"[^\"]*\b(syscall|sysenter|int\s*\$?0x80|svc)\b")
 """A system call in inline assembly, which no name rule sees: a red-team solution (2026-12-05) read the real time
 this way after patching libc's clock."""
@@ -319,6 +326,9 @@ def check_cpp(
     for rule, pattern in _TOKEN_RULES:
         for m in re.finditer(pattern, code):
             found.append(_found(rule, where(m.start()), f"uses `{m.group(0).rstrip('({ ').strip()}`"))
+    if _USING_STD.search(code):  # std's thread names without `std::` in front
+        for m in _BARE_THREAD.finditer(code):
+            found.append(_found("background_thread", where(m.start()), f"uses `{m.group(0).rstrip('<({ ')}`"))
     for m in _PTX_L2.finditer(with_literals):
         found.append(_found("l2_persistence", where(m.start()), f"uses the PTX cache policy `{m.group(0)}`"))
     for m in _ASM_SYSCALL.finditer(with_literals):

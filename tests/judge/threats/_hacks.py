@@ -38,6 +38,8 @@ In `POOL_CPP`:
 - `relu_clamp_pool`: relu_clamp on a c10 pool thread it waits for (a dispatch mode sees only its own thread), 1.
 - `relu_thread_late`: returns an unwritten output that a pool thread writes 200 ms later, threat 6.
 - `relu_thread_soon`: returns an unwritten output that a pool thread writes at once, after the clock stops, 6.
+- `relu_pool_wait`: relu on a pool thread it waits for: all work inside the call, but the thread stays, threat 6.
+- `relu_omp`: the legitimate kernel, parallel with OpenMP (the build's flags have `-fopenmp`).
 """
 
 from __future__ import annotations
@@ -296,6 +298,26 @@ torch::Tensor relu_thread_late(torch::Tensor x) {
     return out;
 }
 
+torch::Tensor relu_omp(torch::Tensor x) {
+    check_input(x);
+    auto out = torch::empty_like(x);
+    const float* src = x.data_ptr<float>();
+    float* dst = out.data_ptr<float>();
+    const int64_t n = x.numel();
+#pragma omp parallel for
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[i] < 0.0f ? 0.0f : src[i];
+    return out;
+}
+
+torch::Tensor relu_pool_wait(torch::Tensor x) {
+    check_input(x);
+    static c10::ThreadPool* pool = new c10::ThreadPool(1);
+    auto out = torch::empty_like(x);
+    pool->run([x, out]() { relu_into(x.data_ptr<float>(), out.data_ptr<float>(), x.numel()); });
+    pool->waitWorkComplete();
+    return out;
+}
+
 torch::Tensor relu_thread_soon(torch::Tensor x) {
     check_input(x);
     static c10::ThreadPool* pool = new c10::ThreadPool(1);
@@ -306,10 +328,10 @@ torch::Tensor relu_thread_soon(torch::Tensor x) {
 """
 )
 
-POOL_FUNCTIONS = ["relu", "relu_clamp_pool", "relu_thread_late", "relu_thread_soon"]
+POOL_FUNCTIONS = ["relu", "relu_clamp_pool", "relu_thread_late", "relu_thread_soon", "relu_pool_wait", "relu_omp"]
 
 
-def _header(name: str, cpp: str, functions: list[str]) -> str:
+def _header(name: str, cpp: str, functions: list[str], openmp: bool = False) -> str:
     """The solution's fixed part: imports and one `load_inline` of `cpp` as module `ext`."""
     return f'''import torch
 import torch.nn as nn
@@ -321,7 +343,7 @@ ext = load_inline(
     name="{name}",
     cpp_sources=HACK_CPP,
     functions={functions!r},
-    extra_cflags=["-O3"],
+    extra_cflags={["-O3", "-fopenmp"] if openmp else ["-O3"]!r},{chr(10) + '    extra_ldflags=["-fopenmp"],' if openmp else ""}
     verbose=False,
 )
 
@@ -329,7 +351,7 @@ ext = load_inline(
 
 
 HEADER = _header("judge_threat_hacks_cpu", HACK_CPP, FUNCTIONS)
-POOL_HEADER = _header("judge_threat_pool_hacks_cpu", POOL_CPP, POOL_FUNCTIONS)
+POOL_HEADER = _header("judge_threat_pool_hacks_cpu", POOL_CPP, POOL_FUNCTIONS, openmp=True)
 
 # Tasks written next to the solution (the bundled examples have no such input distributions).
 RELU_NON_NEGATIVE = '''import torch

@@ -11,7 +11,7 @@ from cuda_agent.judge.child.trial import judge_trial
 from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.solution import SolutionSource
 from tests.judge.threats import _hacks, _static
-from tests.judge.threats._hacks import checks_of, failed_check, judge_hack, judge_pool_hack, model_new
+from tests.judge.threats._hacks import checks_of, judge_hack, judge_pool_hack, model_new
 from tests.judge.threats._static import checks, expect, solution
 
 
@@ -81,29 +81,29 @@ def test_accepts_openmp() -> None:
 # Runtime: the judge end to end on the CPU, sharing one build of the hack extension (see _hacks.py).
 
 
-def test_runtime_rejects_output_written_late_by_a_native_thread(tmp_path: Path) -> None:
-    """relu_thread_late returns an unwritten output that a c10::ThreadPool thread fills 200 ms later.
+@pytest.mark.parametrize(
+    ("function", "time"),
+    [("relu_thread_late", False), ("relu_thread_soon", True), ("relu_pool_wait", True)],
+    ids=["writes_200ms_late", "writes_after_the_clock", "waits_for_its_thread"],
+)
+def test_runtime_rejects_a_native_thread_left_running_between_calls(tmp_path: Path, function: str, time: bool) -> None:
+    """A c10::ThreadPool thread outlives the call that started it (the static policy refuses the pool; it is off).
 
-    The trial snapshots the output right after the call and compares it again after the reference
-    ran, a few milliseconds later; the pool thread writes long after both, so the snapshot (the
-    unwritten memory) is judged and is wrong: `incorrect` on the first trial. Only on a machine
-    stalled for 200 ms between snapshot and re-check could the write land in between, and then
-    the late-write check rejects it instead; both are failures, and pass is impossible.
+    Red team round 9 kept such a thread polling the memory the judge's next input would be drawn into, and
+    computed the result during the cache flush, before the clock started: nothing was written after forward
+    returned, so only the thread itself shows. The thread census (`guards.new_native_threads`, after every call)
+    sees it on the first trial, whatever the thread does: write 200 ms late, write as soon as the call returned
+    (round 7; the timed-output sampling is the layer behind), or nothing outside the call at all.
     """
-    verdict = judge_pool_hack(tmp_path, "examples/relu", model_new("return ext.relu_thread_late(x.contiguous())"))
-    outcome = (verdict.verdict, frozenset(checks_of(verdict)))
-    assert outcome in {("incorrect", frozenset()), ("rejected", frozenset({"late_output_write"}))}, verdict.message
-    assert failed_check(verdict)["seed"] == verdict.env["seed_offset"] + 1001
+    verdict = judge_pool_hack(tmp_path, "examples/relu", model_new(f"return ext.{function}(x.contiguous())"), time=time)
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"background_thread"}), verdict.message
+    assert "pt_thread_pool" in verdict.message and verdict.checks == []  # at the first trial, before it was judged
 
 
-def test_runtime_rejects_output_written_by_a_native_thread_just_after_the_timed_call(tmp_path: Path) -> None:
-    """relu_thread_soon's pool thread writes the output at once, but after forward returned: the work leaves the
-    timed window (a red-team solution, 2026-12-06: reward 3). A trial may see it done (the judge's own steps after
-    the call take longer than the loop); each timed call's output is sampled as it returns and read again later."""
-    forward = model_new("return ext.relu_thread_soon(x.contiguous())")
-    verdict = judge_pool_hack(tmp_path, "examples/relu", forward, time=True)
-    outcome = (verdict.verdict, frozenset(checks_of(verdict)))
-    assert outcome in {("incorrect", frozenset()), ("rejected", frozenset({"late_output_write"}))}, verdict.message
+def test_runtime_accepts_openmp_in_the_candidates_kernel(tmp_path: Path) -> None:
+    """An OpenMP team of the default size is torch's own intra-op team, started before the census: no finding."""
+    verdict = judge_pool_hack(tmp_path, "examples/relu", model_new("return ext.relu_omp(x.contiguous())"), time=True)
+    assert (verdict.verdict, verdict.correct) == ("pass", True), verdict.message
 
 
 def test_runtime_rejects_work_set_off_when_the_judge_lets_the_previous_output_go(tmp_path: Path) -> None:

@@ -119,7 +119,9 @@ def test_runtime_rejects_default_dtype_set_from_native_code(tmp_path: Path) -> N
 def test_runtime_rejects_global_state_changed_in_python(tmp_path: Path, init: str, forward: str, flag: str) -> None:
     source = model_new(forward + "return ext.relu(x.contiguous())", init=init)
     verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False)
-    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"global_state_changed"}), verdict.message
+    # More intra-op threads than the judge set also grow torch's OpenMP team: the census may see the new threads.
+    assert verdict.verdict == "rejected" and verdict.violations[0].check == "global_state_changed", verdict.message
+    assert checks_of(verdict) <= {"global_state_changed", "background_thread"}
     assert flag in verdict.message
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.judge.threats._hacks import checks_of, judge_hack
+import pytest
+
+from tests.judge.threats._hacks import checks_of, judge_hack, model_new
 from tests.judge.threats._static import checks, expect, solution
 
 
@@ -70,3 +72,63 @@ class ModelNew(nn.Module):
 def test_runtime_rejects_tensor_subclass_output(tmp_path: Path) -> None:
     verdict = judge_hack(tmp_path, "examples/relu", SUBCLASS_OUTPUT, static_policy=False)
     assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"non_tensor_output"}), verdict.message
+
+
+# A container of the solution's own: its code would run when the judge reads the outputs (red team round 9: a list
+# subclass whose __iter__ ran the kernel on the judge's first read after the clock stopped, reward 3).
+
+
+@pytest.mark.parametrize(
+    "prelude",
+    [
+        "class Box(list):\n    pass",
+        "class Box(tuple):\n    pass",
+        "import collections\nclass Box(collections.UserList):\n    pass",
+        "class Box:\n    def __iter__(self):\n        return iter([])",
+        "class Box:\n    def __getitem__(self, i):\n        return i",
+        "class Box:\n    def __len__(self):\n        return 1",
+    ],
+    ids=["list", "tuple", "user_list", "iter", "getitem", "len"],
+)
+def test_rejects_containers_of_the_solutions_own(prelude: str) -> None:
+    found = checks(solution(prelude=prelude))
+    assert "lazy_output_hooks" in found, found
+
+
+LIST_BOX = """
+class Box(list):
+    def __init__(self, x):
+        super().__init__()
+        self.x = x
+
+    def __iter__(self):
+        return iter([ext.relu(self.x)])
+
+    def __len__(self):
+        return 1
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return Box(x.contiguous())
+"""
+
+
+def test_runtime_reads_a_list_subclass_through_the_builtin_alone(tmp_path: Path) -> None:
+    # What the box really holds is nothing: the judge never runs its __iter__, so the kernel never runs at all
+    # (before, the judge's first read ran it: a pass, and reward 3 where the read came after the clock).
+    verdict = judge_hack(tmp_path, "examples/relu", LIST_BOX, static_policy=False, time=True)
+    assert (verdict.verdict, verdict.reward) == ("incorrect", -1), verdict.message
+    assert len(verdict.checks) == 1 and not verdict.checks[0]["ok"]  # the first trial: an empty list of outputs
+
+
+@pytest.mark.parametrize(
+    "returned", ["(ext.relu(x.contiguous()),)", "[ext.relu(x.contiguous())]"], ids=["tuple", "list"]
+)
+def test_runtime_accepts_plain_lists_and_tuples_of_outputs(tmp_path: Path, returned: str) -> None:
+    source = model_new(f"return {returned}")
+    verdict = judge_hack(tmp_path, "examples/relu", source, time=True)
+    assert (verdict.verdict, verdict.correct) == ("pass", True), verdict.message

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.cli import main
-from cuda_agent.errors import JudgeInfraError
+from cuda_agent.errors import JudgeInfraError, TaskError
 from cuda_agent.judge import JudgeConfig, baseline_key, judge
 from cuda_agent.tasks import Catalog
 from cuda_agent.types import Task, Verdict
@@ -189,6 +189,15 @@ def test_out_of_memory_of_ours_before_the_candidate_ran_is_our_error_not_a_verdi
     with pytest.raises(JudgeInfraError, match="not the candidate's.*can't allocate memory.*second try") as caught:
         judge_new_task(tmp_path, RELU, HUNGRY_REFERENCE)
     assert caught.value.out_of_memory
+
+
+def test_a_reference_that_cannot_run_is_a_task_error_before_the_candidate_runs(tmp_path: Path) -> None:
+    # The judge runs the reference once before any candidate code (CandidateRun.warm_reference): a broken task is
+    # said to be one, never scored against the candidate's first trial.
+    broken = RELU_TASK.replace("return torch.relu(x)", "raise ValueError('broken task')")
+    assert broken != RELU_TASK
+    with pytest.raises(TaskError, match="reference's forward raised ValueError: broken task"):
+        judge_new_task(tmp_path, RELU, broken)
 
 
 def test_out_of_memory_in_our_comparison_on_both_tries_is_the_candidates_runtime_error(tmp_path: Path) -> None:

@@ -73,15 +73,15 @@ def sample_outputs(run: Any, out: Any, seed: int) -> list[tuple[Any, tuple[Any, 
 
     Red-team solutions (2026-12-06) returned their outputs unwritten and did the work after the clock stopped: in a
     native thread, or when the judge let go of the previous output (a storage deleter, a generator's `finally`
-    hung on the tensor). Read again later (`changed_since`), a position that changed shows work left running. Only
-    plain tensors are read (a subclass's own code must not run inside ours; the trial fails it anyway). The
+    hung on the tensor). Read again later (`changed_since`), a position that changed shows work left running. `out` is
+    the worker's plain list of tensors (`plain_outputs`), never the object forward returned. The
     positions are chosen after the call returned; the read is synchronised, so work queued later cannot precede it.
     """
     torch = run.torch
     generator = torch.Generator().manual_seed(seed)
     samples = []
     for value in flatten_outputs(out):
-        if type(value) is not torch.Tensor or value.numel() == 0:
+        if value.numel() == 0:
             continue
         flat = torch.randint(value.numel(), (SAMPLED_POSITIONS,), generator=generator).to(value.device)
         where = torch.unravel_index(flat, value.shape) if value.dim() else ()
@@ -115,10 +115,7 @@ def judge_trial(
     torch = run.torch
     req = run.req
     trial: dict[str, Any] = {"label": label, "seed": seed, "transform": transform, "ok": True, "reason": ""}
-    outputs = flatten_outputs(out)
-    for value in outputs:
-        if type(value) is not torch.Tensor:
-            return _fail(trial, f"output is {type(value).__name__}, not a plain torch.Tensor", "non_tensor_output")
+    outputs = flatten_outputs(out)  # plain tensors only: the worker's gate (`plain_outputs`) made this list
     snapshot = [o.detach().clone() for o in outputs]
     for original, handed in zip(inputs, given, strict=True):
         if isinstance(original, torch.Tensor) and original is not handed and not same_values(original, handed):

@@ -139,8 +139,10 @@ class CandidateRun:
 
     def held_ids(self) -> dict[str, int]:
         """ids of the run's own objects that candidate code must not swap (checked by `check_state`)."""
-        names = ("req", "clock", "integrity", "allocators", "native_before", "flags", "tick", "problem", "reference")
-        names += ("init_args",)
+        names = (
+            *("req", "clock", "integrity", "allocators", "native_before", "flags", "tick"),
+            *("problem", "reference", "init_args"),
+        )
         return {name: id(getattr(self, name, None)) for name in names}
 
     def import_candidate(self) -> None:

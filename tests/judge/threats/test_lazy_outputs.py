@@ -132,3 +132,21 @@ def test_runtime_accepts_plain_lists_and_tuples_of_outputs(tmp_path: Path, retur
     source = model_new(f"return {returned}")
     verdict = judge_hack(tmp_path, "examples/relu", source, time=True)
     assert (verdict.verdict, verdict.correct) == ("pass", True), verdict.message
+
+
+def test_plain_outputs_reads_through_the_builtins_alone() -> None:
+    import torch
+
+    from cuda_agent.judge.child.trial import plain_outputs
+
+    x = torch.randn(3, 4)
+
+    class Box(list):
+        def __iter__(self):
+            raise AssertionError("the judge ran the box's own __iter__")
+
+    result = torch.max(x, 1)
+    assert type(result) is not tuple and plain_outputs(torch, result) == [result.values, result.indices]
+    assert [t is x for t in plain_outputs(torch, Box([x, (x,)]))] == [True, True]  # its real contents, nested
+    assert plain_outputs(torch, [x, 3]) is None
+    assert plain_outputs(torch, x.as_subclass(type("Lazy", (torch.Tensor,), {}))) is None

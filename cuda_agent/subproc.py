@@ -247,6 +247,24 @@ def kill_group(pgid: int) -> None:
         pass
 
 
+def group_commands(pgid: int) -> list[str]:
+    """The command names (`/proc/PID/comm`) of the processes now in process group `pgid` (ours to read: /proc)."""
+    names = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+            comm = Path(entry.path, "comm").read_text().strip()
+        except OSError:  # it ended meanwhile
+            continue
+        # stat: "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses, so split after the last ')'
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and fields[2] == str(pgid):
+            names.append(comm)
+    return names
+
+
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """Our environment with the repository importable and Python output unbuffered."""
     env = dict(os.environ)

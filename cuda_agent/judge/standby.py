@@ -26,7 +26,9 @@ spare serves a judgement exactly when that judgement would have started its own 
 spec, and is alive (`unfit_for`); otherwise it is closed and a fresh one started.
 
 What this does not protect against: a candidate that writes to the progress pipe itself (it runs
-in the same process) extends its own life up to `total_s`, the cap it had anyway. Processes the candidate
+in the same process) extends its own life up to `total_s`, the cap it had anyway; one that keeps a program named
+`ninja` running (its own load_inline in forward, or a process of its own where the static policy is off) goes on
+past its limits by up to `BUILD_GRACE_S`, holding its slot, not changing its verdict. Processes the candidate
 started itself outlive a grader that dies (while the grader lives, it kills their process group).
 """
 
@@ -55,6 +57,7 @@ from cuda_agent.subproc import (
     child_set_up,
     die_with_parent,
     drop_privileges,
+    group_commands,
     kill_group,
 )
 
@@ -73,6 +76,15 @@ CANDIDATE = b"C"
 """Written once, just before the candidate's code first runs. A child that dies or hangs without having
 written it failed in our code (set-up, loading the reference): our failure. The candidate can add this
 byte itself, never take it back, so it cannot pass its own crash off as ours."""
+
+BUILD_TOOL = "ninja"
+BUILD_GRACE_S = 600.0
+"""Longest a run may go on past its step and total limits while torch's extension build (`ninja`) runs in its
+process group. The build stage builds what the candidate's import loads, so that load normally compiles nothing;
+where it does all the same (a build folder another process touched, an environment that differs, a candidate
+whose load_inline arguments change from one import to the next), the compile is no hang of the candidate's: CI
+saw correct kernels killed as `timeout` after 30 s inside torch's `_run_ninja_build` on a loaded 2-core machine.
+The time stays bounded (the build stage's own limit), and `build_grace_s` reports it."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +154,8 @@ class Standby:
         """The child said (CANDIDATE) that the candidate's code was about to run."""
         self.last_step_s = 0.0
         """Seconds from the last progress byte to the end, once wait() returned (a hang's whole step)."""
+        self.build_grace_s = 0.0
+        """Seconds the run was let go on past its limits while a build ran in it (`BUILD_GRACE_S`)."""
 
     @classmethod
     def start(cls, spec: StandbySpec) -> Standby:
@@ -233,10 +247,14 @@ class Standby:
         killed_by = ""
         while True:
             now = time.monotonic()
-            deadline = min(last + step_s, went + total_s)
+            deadline = min(last + step_s, went + total_s + self.build_grace_s)
             if now >= deadline:
-                if self.proc.poll() is None:  # one that ended while we were not looking ended in time
-                    killed_by = "total" if went + total_s <= last + step_s else "step"
+                if self.proc.poll() is not None:  # one that ended while we were not looking ended in time
+                    break
+                if self.build_grace_s < BUILD_GRACE_S and BUILD_TOOL in group_commands(self.proc.pid):
+                    last, self.build_grace_s = last + 1.0, self.build_grace_s + 1.0  # a second more, then look again
+                    continue
+                killed_by = "total" if went + total_s + self.build_grace_s <= last + step_s else "step"
                 break
             # Also look at the child itself now and then: a process it left behind may keep the pipe open.
             readable, _, _ = select.select([self._progress_r], [], [], min(deadline - now, 0.5))

@@ -56,6 +56,11 @@ def run_watched(
         # wait for the worker's start-up, which a busy machine stretches).
         j.stage_s["run.after_go"] = child.wall_s
         j.stage_s["run.last_step"] = standby.last_step_s
+        if standby.build_grace_s:  # torch's loader compiled in the run past its limits (standby.BUILD_GRACE_S)
+            j.stage_s["run.build_grace"] = standby.build_grace_s
+            j.env["run_stage_built"] = (
+                f"torch's extension build ran in the run stage, {standby.build_grace_s:.0f} s past its limits"
+            )
         j.candidate_ran = standby.candidate_started
     finally:
         standby.close()

@@ -91,6 +91,18 @@ def test_hanging_forward_times_out(tmp_path: Path) -> None:
     assert verdict.verdict == "timeout" and verdict.reward == -1
 
 
+def test_a_load_that_compiles_in_the_run_stage_is_not_a_hang(tmp_path: Path) -> None:
+    # Its source differs from one process to the next, so the extension the build stage compiled is not the one
+    # its import in the run stage loads: torch's loader compiles there, past the 2 s step limit. That is a slow
+    # import, not a hang (CI saw correct kernels killed as `timeout` so), and the verdict says where the time went.
+    source = RELU.replace(
+        "relu_ext = load_inline(", "import os\ncpp_source += f'// {os.getpid()}'\nrelu_ext = load_inline("
+    )
+    verdict = run_judge(tmp_path, "examples/relu", source, static_policy=False, step_floor_s=2.0)
+    assert (verdict.verdict, verdict.reward) == ("pass", 1), verdict.message
+    assert verdict.stage_s["run.build_grace"] > 0 and "build ran in the run stage" in verdict.env["run_stage_built"]
+
+
 def test_missing_model_new_is_rejected(tmp_path: Path) -> None:
     source = replace_model_new(RELU, "class Other:\n    pass\n")
     verdict = run_judge(tmp_path, "examples/relu", source)

@@ -70,6 +70,33 @@ def test_the_whole_run_has_a_limit_too(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("name", "seconds", "grace_s", "killed_by"),
+    [("ninja", 4, 600, ""), ("sleeper", 4, 600, "step"), ("ninja", 6, 2, "step")],
+    ids=["a_build_goes_on", "another_program_does_not", "up_to_the_builds_own_limit"],
+)
+def test_a_build_running_in_the_child_holds_off_its_limits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, seconds: int, grace_s: float, killed_by: str
+) -> None:
+    # CI (2026-12-06) saw correct kernels killed as `timeout` while torch's loader compiled inside the run stage
+    # (ninja, past the 30 s step): the compile is not the candidate's hang. Any other silent program is.
+    import cuda_agent.judge.standby as standby_module
+
+    monkeypatch.setattr(standby_module, "BUILD_GRACE_S", grace_s)
+    program = tmp_path / name
+    program.write_text(f"#!/bin/sh\nsleep {seconds}\n")  # named so: the kernel takes a script's name as its command
+    program.chmod(0o755)
+    standby = _standby()
+    standby.go(["--candidate", "--run", str(program), "0", "0", str(tmp_path / "out.json")], tmp_path, {}, None)
+    child, killed = standby.wait(step_s=1.0, total_s=1.5)
+    assert killed == killed_by
+    if killed_by:
+        assert standby.build_grace_s <= grace_s and not (tmp_path / "out.json").exists()
+    else:
+        assert child.returncode == 0 and (tmp_path / "out.json").exists()
+        assert seconds - 2 <= standby.build_grace_s <= seconds + 1  # past the 1 s step, for as long as it built
+
+
+@pytest.mark.parametrize(
     ("argv", "killed_by", "candidate_started"),
     [
         (["--candidate", "1", "30"], "step", True),

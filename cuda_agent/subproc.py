@@ -247,9 +247,9 @@ def kill_group(pgid: int) -> None:
         pass
 
 
-def group_commands(pgid: int) -> list[str]:
-    """The command names (`/proc/PID/comm`) of the processes now in process group `pgid` (ours to read: /proc)."""
-    names = []
+def group_processes(pgid: int) -> list[tuple[int, str]]:
+    """(pid, command name from /proc/PID/comm) of each process now in process group `pgid`."""
+    found = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -261,8 +261,8 @@ def group_commands(pgid: int) -> list[str]:
         # stat: "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses, so split after the last ')'
         fields = stat[stat.rfind(")") + 2 :].split()
         if len(fields) > 2 and fields[2] == str(pgid):
-            names.append(comm)
-    return names
+            found.append((int(entry.name), comm))
+    return found
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:

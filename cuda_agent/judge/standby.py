@@ -39,6 +39,7 @@ import json
 import os
 import pwd
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -57,7 +58,7 @@ from cuda_agent.subproc import (
     child_set_up,
     die_with_parent,
     drop_privileges,
-    group_commands,
+    group_processes,
     kill_group,
 )
 
@@ -85,6 +86,24 @@ where it does all the same (a build folder another process touched, an environme
 whose load_inline arguments change from one import to the next), the compile is no hang of the candidate's: CI
 saw correct kernels killed as `timeout` after 30 s inside torch's `_run_ninja_build` on a loaded 2-core machine.
 The time stays bounded (the build stage's own limit), and `build_grace_s` reports it."""
+
+
+def _why_building(pid: int) -> str:
+    """Why the ninja `pid` has work, as a dry run in its folder explains it (the first reasons), or why unknown."""
+    try:
+        folder = os.readlink(f"/proc/{pid}/cwd")
+        dry = subprocess.run(
+            [shutil.which(BUILD_TOOL) or BUILD_TOOL, "-n", "-d", "explain"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unknown ({exc})"
+    reasons = [ln.removeprefix("ninja explain: ") for ln in dry.stderr.splitlines() if ln.startswith("ninja explain")]
+    return f"{folder}: {'; '.join(reasons[:3]) or 'no reason given'}"
 
 
 @dataclass(frozen=True)
@@ -156,6 +175,8 @@ class Standby:
         """Seconds from the last progress byte to the end, once wait() returned (a hang's whole step)."""
         self.build_grace_s = 0.0
         """Seconds the run was let go on past its limits while a build ran in it (`BUILD_GRACE_S`)."""
+        self.build_why = ""
+        """What ninja said, when the build was first seen, of why it had work to do."""
 
     @classmethod
     def start(cls, spec: StandbySpec) -> Standby:
@@ -251,7 +272,10 @@ class Standby:
             if now >= deadline:
                 if self.proc.poll() is not None:  # one that ended while we were not looking ended in time
                     break
-                if self.build_grace_s < BUILD_GRACE_S and BUILD_TOOL in group_commands(self.proc.pid):
+                builds = [pid for pid, name in group_processes(self.proc.pid) if name == BUILD_TOOL]
+                if builds and self.build_grace_s < BUILD_GRACE_S:
+                    if not self.build_grace_s:
+                        self.build_why = _why_building(builds[0])
                     last, self.build_grace_s = last + 1.0, self.build_grace_s + 1.0  # a second more, then look again
                     continue
                 killed_by = "total" if went + total_s + self.build_grace_s <= last + step_s else "step"

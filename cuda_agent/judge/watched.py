@@ -59,7 +59,8 @@ def run_watched(
         if standby.build_grace_s:  # torch's loader compiled in the run past its limits (standby.BUILD_GRACE_S)
             j.stage_s["run.build_grace"] = standby.build_grace_s
             j.env["run_stage_built"] = (
-                f"torch's extension build ran in the run stage, {standby.build_grace_s:.0f} s past its limits"
+                f"torch's extension build ran in the run stage, {standby.build_grace_s:.0f} s past its limits; "
+                f"ninja's reason: {standby.build_why}"
             )
         j.candidate_ran = standby.candidate_started
     finally:

@@ -88,6 +88,9 @@ class BuildResult:
     stale: str = ""
     """Why a build found in the cache was not trusted and was built again (a part of it is missing or out of
     date), else empty."""
+    unfinished: str = ""
+    """How the importing child ended where it finished no build (the solution's top level failed, or the process
+    was killed or exited on its own), else empty: the run stage then meets the same, or compiles what is missing."""
     preparing: Preparing | None = None
     """A `prepare` started beside this build and maybe still running: it helps later builds only, so the build
     does not wait for it; the caller does (`finish_prepare`) before it times on cores the prepare shares, and
@@ -220,11 +223,17 @@ def build_solution(
     if child.returncode == COMPILE_FAILED:
         log = trim_compile_log(child.stdout + "\n" + child.stderr)
         return BuildResult(ok=False, ext_dir=ext_dir, log=log, wall_s=wall_s, preparing=preparing, stale=stale)
+    unfinished = ""
     if child.returncode == 0:
         _write_marker(ext_dir, wall_s)
-    # Otherwise Python at the solution's top level failed (IMPORT_FAILED), or the process was killed or exited on
-    # its own: not the compiler's doing; the run stage meets the same and reports it.
-    return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=wall_s, preparing=preparing, stale=stale)
+    else:
+        # Python at the solution's top level failed (IMPORT_FAILED), or the process was killed or exited on its own:
+        # not the compiler's doing; the run stage meets the same and reports it.
+        said = " ".join(child.stderr.strip().splitlines()[-2:])[-300:]
+        unfinished = f"exit {child.returncode}" + (f": {said}" if said else "")
+    return BuildResult(
+        ok=True, ext_dir=ext_dir, log="", wall_s=wall_s, preparing=preparing, stale=stale, unfinished=unfinished
+    )
 
 
 STANDBY_READY_S = 120.0

@@ -106,6 +106,16 @@ def test_a_load_that_compiles_in_the_run_stage_is_not_a_hang(tmp_path: Path, mon
     assert "main.o is dirty" in verdict.env["run_stage_built"]  # ninja's own reason, as a dry run explained it
 
 
+def test_a_solution_whose_top_level_fails_after_its_build_is_its_error_and_the_build_says_how_it_ended(
+    tmp_path: Path,
+) -> None:
+    source = RELU.replace("class ModelNew(", "raise ValueError('unready')\n\n\nclass ModelNew(", 1)
+    verdict = run_judge(tmp_path, "examples/relu", source, static_policy=False)
+    assert (verdict.verdict, verdict.reward) == ("runtime_error", -1), verdict.message
+    assert "unready" in verdict.message
+    assert verdict.env["build_unfinished"] == "exit 4: ValueError: unready"  # build.IMPORT_FAILED
+
+
 def test_missing_model_new_is_rejected(tmp_path: Path) -> None:
     source = replace_model_new(RELU, "class Other:\n    pass\n")
     verdict = run_judge(tmp_path, "examples/relu", source)

@@ -32,6 +32,7 @@ writes again when it loads the build, and ninja there finds nothing to do:
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -223,17 +224,18 @@ def build_solution(
     if child.returncode == COMPILE_FAILED:
         log = trim_compile_log(child.stdout + "\n" + child.stderr)
         return BuildResult(ok=False, ext_dir=ext_dir, log=log, wall_s=wall_s, preparing=preparing, stale=stale)
-    unfinished = ""
     if child.returncode == 0:
         _write_marker(ext_dir, wall_s)
-    else:
-        # Python at the solution's top level failed (IMPORT_FAILED), or the process was killed or exited on its own:
-        # not the compiler's doing; the run stage meets the same and reports it.
-        said = " ".join(child.stderr.strip().splitlines()[-2:])[-300:]
-        unfinished = f"exit {child.returncode}" + (f": {said}" if said else "")
-    return BuildResult(
-        ok=True, ext_dir=ext_dir, log="", wall_s=wall_s, preparing=preparing, stale=stale, unfinished=unfinished
-    )
+    result = BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=wall_s, preparing=preparing, stale=stale)
+    return dataclasses.replace(result, unfinished=_how_it_ended(child)) if child.returncode else result
+
+
+def _how_it_ended(child: ChildResult) -> str:
+    """How an importing child that finished no build ended: Python at the solution's top level failed
+    (IMPORT_FAILED), or the process was killed or exited on its own. Not the compiler's doing: the run stage meets
+    the same and reports it."""
+    said = " ".join(child.stderr.strip().splitlines()[-2:])[-300:]
+    return f"exit {child.returncode}" + (f": {said}" if said else "")
 
 
 STANDBY_READY_S = 120.0

@@ -11,6 +11,9 @@
   anything beyond allocation, views and metadata is torch doing the candidate's work (threat 1).
   A dispatch mode is thread-local, so a profiler that records all threads runs alongside it and
   catches ops the forward leaves to another thread and waits for (a Python thread, a c10 pool).
+- `AllocatorWatch`, the thread census (`new_native_threads`) and hooks.py's `HookWatch` see code of the
+  candidate's set to run later inside the judge's own (an allocator, a thread, a trace function, a signal timer, a
+  dispatch mode left on its stack): where the timed protocol draws inputs and flushes, outside the timed window.
 - `poison_free_memory()` fills the caching allocator's free blocks with NaN bit patterns so an
   output the candidate forgot to write (or memory left over from an earlier call) shows (10).
 
@@ -80,6 +83,8 @@ _NAMESPACES = (
     "cuda_agent.judge.child.compare",
     "cuda_agent.judge.child.inputs",
     "cuda_agent.judge.child.guards",
+    "cuda_agent.judge.child.hooks",
+    "cuda_agent.judge.child.hooks.HookWatch",
     "cuda_agent.judge.policy.runtime",
     "cuda_agent.judge.env",
     "cuda_agent.judge.standby",

@@ -30,6 +30,7 @@ from typing import Any
 from cuda_agent.errors import TaskError
 from cuda_agent.judge.build import loading_extensions
 from cuda_agent.judge.child import guards
+from cuda_agent.judge.child.hooks import HookWatch
 from cuda_agent.judge.protocol import RunRequest, RunResult
 from cuda_agent.judge.standby import TURNS_ENV, mark_candidate, progress, serve_once, set_up_turn
 from cuda_agent.types import Violation
@@ -117,6 +118,7 @@ class CandidateRun:
         guards.start_lazy_threads(self.torch)
         self.warm_reference()
         self.native_before = guards.native_threads()
+        self.hooks = HookWatch(self.torch)  # after torch's lazy set-up: what is registered now is not the candidate's
         self.held = self.held_ids()
 
     def warm_reference(self) -> None:
@@ -140,7 +142,7 @@ class CandidateRun:
     def held_ids(self) -> dict[str, int]:
         """ids of the run's own objects that candidate code must not swap (checked by `check_state`)."""
         names = (
-            *("req", "clock", "integrity", "allocators", "native_before", "flags", "tick"),
+            *("req", "clock", "integrity", "allocators", "native_before", "hooks", "flags", "tick"),
             *("problem", "reference", "init_args"),
         )
         return {name: id(getattr(self, name, None)) for name in names}
@@ -200,7 +202,7 @@ class CandidateRun:
         if self.l2 is not None and self.l2.limit_bytes() > self.l2_before:
             message = f"the persisting-L2 set-aside was raised from {self.l2_before} to {self.l2.limit_bytes()} bytes"
             violations.append(Violation(check="l2_persistence", message=message))
-        violations += self.allocator_violations()
+        violations += self.allocator_violations() + self.hook_violations()
         if guards.python_thread_count() > self.threads_before:
             violations.append(Violation(check="background_thread", message="the solution started a Python thread"))
         elif stage != "custom_work":  # our profiler's own threads may start there (CUDA's, with kernel activity)
@@ -218,6 +220,14 @@ class CandidateRun:
             "or pool of its own, or OpenMP teams larger than torch's thread setting"
         )
         return [Violation(check="background_thread", message=message)]
+
+    def hook_violations(self) -> list[Violation]:
+        """Hooks registered since before candidate code ran, through which its code would run inside ours (hooks.py)."""
+        installed = self.hooks.installed()
+        if not installed:
+            return []
+        message = f"the solution left hooks that run inside the judge's own code: {', '.join(installed)}"
+        return [Violation(check="patched_harness", message=message)]
 
     def allocator_violations(self) -> list[Violation]:
         """torch's CPU or CUDA allocator is no longer the one it was before candidate code ran (guards.AllocatorWatch)."""
@@ -447,7 +457,7 @@ class _TimedCalls:
 
         inputs, out, index = self.returned
         # Before the judge allocates anything: an allocator of the candidate's would run its code in our allocations.
-        violations = self.run.allocator_violations() + self.run.thread_violations()
+        violations = self.run.allocator_violations() + self.run.hook_violations() + self.run.thread_violations()
         if violations:
             raise _stop("rejected", "timing", violations[0].message, violations)
         out = self.run.plain(out, "timing")  # nothing of ours reads the object forward returned

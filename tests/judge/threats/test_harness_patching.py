@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.judge.threats._hacks import checks_of, judge_hack, model_new
+from tests.judge.threats._hacks import CALLS_BEFORE_TIMING, TIMED, checks_of, judge_hack, model_new
 from tests.judge.threats._static import checks, expect, solution
 
 
@@ -407,3 +407,83 @@ def test_runtime_request_is_frozen(tmp_path: Path) -> None:
     source = FRAME_WALK + "run.req.atol = 1e30\n\n\n" + model_new(RELU)
     verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False)
     assert verdict.verdict == "runtime_error" and "frozen" in verdict.message, verdict.message
+
+
+PEEK_MODE = """
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+class Peek(TorchDispatchMode):
+    # Left on the dispatch stack, it sees every operator the judge runs: the next inputs as they are drawn.
+    stash = None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if isinstance(out, torch.Tensor) and out.is_floating_point() and out.dim() == 2:
+            Peek.stash = out.clamp(min=0)
+        return out
+"""
+PASS_MODE = (
+    "import torch.overrides\n"
+    "class Passing(torch.overrides.TorchFunctionMode):\n"
+    "    def __torch_function__(self, func, types, args=(), kwargs=None):\n"
+    "        return func(*args, **(kwargs or {}))\n"
+)
+INSTALL_AT = CALLS_BEFORE_TIMING + 1
+"""The first timed call: the trials (and every check after them) have passed."""
+
+
+def _installs_at(install: str, body: str = RELU) -> str:
+    """ModelNew that runs `install` in its call number INSTALL_AT and returns `body`'s result each call."""
+    forward = f"self.calls += 1\nif self.calls == {INSTALL_AT}:\n" + "".join(
+        f"    {ln}\n" for ln in install.splitlines()
+    )
+    return model_new(forward + body, init="self.calls = 0")
+
+
+@pytest.mark.parametrize(
+    ("install", "hook"),
+    [
+        ("import sys\nsys.setprofile(lambda *a: None)", "sys.setprofile"),
+        ("import threading\nthreading.settrace(lambda *a: None)", "threading.settrace"),
+        ("import gc\ngc.callbacks.append(lambda *a: None)", "gc.callbacks"),
+        (
+            "import sys\nclass Finder:\n    def find_spec(self, *a):\n        return None\nsys.meta_path.insert(0, Finder())",
+            "sys.meta_path",
+        ),
+        (
+            "import signal\nsignal.signal(signal.SIGALRM, lambda *a: None)\n"
+            "signal.setitimer(signal.ITIMER_REAL, 30.0, 30.0)",
+            "signal handlers, native signal handlers, interval timers",
+        ),
+        ("import ctypes, signal\nctypes.CDLL(None).signal(int(signal.SIGUSR2), ctypes.c_void_p(1))", "native signal"),
+        (PASS_MODE + "Passing().__enter__()", "torch function modes"),
+    ],
+    ids=["profile", "thread_trace", "gc_callback", "import_hook", "timer_signal", "native_signal", "function_mode"],
+)
+def test_runtime_rejects_hooks_left_to_run_inside_the_judges_code(tmp_path: Path, install: str, hook: str) -> None:
+    # Each registration outlives the call that made it, and runs the solution's code inside the judge's own:
+    # while it draws the next inputs and flushes the cache, outside the timed window. Installed in the first timed
+    # call, after every trial passed, it is seen as that call returns.
+    verdict = judge_hack(tmp_path, "examples/relu", _installs_at(install), static_policy=False, **TIMED)
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"patched_harness"}), verdict.message
+    assert f"run inside the judge's own code: {hook}" in verdict.message, verdict.message
+
+
+def test_runtime_rejects_a_dispatch_mode_that_computes_each_input_as_the_judge_draws_it(tmp_path: Path) -> None:
+    # The whole computation done in the judge's input draw, forward returning what the mode stashed: correct on
+    # every call, and the timed calls run no operator at all. With the hook watch off it passed under cuda-agent
+    # (kernelbench's dataflow check refused it: the outputs are torch's work).
+    install = "Peek().__enter__()"
+    body = "if Peek.stash is not None and Peek.stash.shape == x.shape:\n    return Peek.stash\n" + RELU
+    source = PEEK_MODE + "\n\n" + _installs_at(install, body)
+    verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False, **TIMED)
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"patched_harness"}), verdict.message
+    assert "torch dispatch modes" in verdict.message
+
+
+def test_runtime_accepts_hooks_a_call_removes_before_it_returns(tmp_path: Path) -> None:
+    install = "import sys\nsys.setprofile(lambda *a: None)\nsys.setprofile(None)\n" + PASS_MODE
+    install += "mode = Passing()\nmode.__enter__()\nmode.__exit__(None, None, None)"
+    verdict = judge_hack(tmp_path, "examples/relu", _installs_at(install), static_policy=False, **TIMED)
+    assert verdict.verdict == "pass", verdict.message

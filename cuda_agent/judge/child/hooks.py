@@ -1,0 +1,101 @@
+"""Hooks through which a candidate's code would run later inside the judge's own, with no thread of its own.
+
+The timed protocol makes each call's inputs after the call before has returned and flushes the cache before the
+clock starts: work done there is outside the timed window. Red-team rounds 8 and 9 (2026-12-06) got code of their
+own to run there through an allocator and through a thread kept alive; the allocator watch and the thread census
+(guards.py) close those. The interpreter and torch have more such doors, each a registration that outlives the
+call that made it: a trace or profile function (handed the judge's frames, inputs in their locals), a signal
+handler with a timer to fire it, a garbage-collection callback, an import hook, a torch dispatch or function mode
+left on its stack (it sees every operator the judge runs: the next inputs as they are drawn), dynamo's frame
+evaluation callback, a `sys.monitoring` tool (Python 3.12). The static policy refuses their names; `HookWatch`
+sees the registrations themselves, whatever spelling made them, by comparing them with what they were before
+candidate code ran. It reads only: no allocation on a device, no call into the candidate's objects (identity, never
+`==`).
+
+What this does not see: an audit hook (`sys.addaudithook`: Python offers no way to list them) and a signal sent by
+another process to a native handler installed before our snapshot; the static policy refuses both means.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import signal
+import sys
+import threading
+from typing import Any
+
+_ITIMERS = (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
+_SIGACTION_BYTES = 256
+"""Room for glibc's `struct sigaction` (152 bytes on x86-64), whose first member is the handler's address."""
+
+
+def _native_handlers() -> tuple[int, ...]:
+    """The address of each signal's handler as the kernel holds it (`sigaction`): one installed from C or through
+    ctypes, which `signal.getsignal` does not show."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    buffer = ctypes.create_string_buffer(_SIGACTION_BYTES)
+    handlers = []
+    for number in sorted(int(s) for s in signal.valid_signals()):
+        if number >= signal.SIGRTMIN:  # glibc keeps the lowest real-time signals for its threads' own use
+            break
+        ok = libc.sigaction(number, None, buffer) == 0
+        handlers.append(int.from_bytes(buffer.raw[:8], sys.byteorder) if ok else -1)
+    return tuple(handlers)
+
+
+def _posix_timers() -> int:
+    """How many POSIX timers (`timer_create`) the process holds; -1 where the kernel does not list them."""
+    try:
+        with open("/proc/self/timers") as listing:
+            return sum(line.startswith("ID:") for line in listing)
+    except OSError:
+        return -1
+
+
+def _monitoring_tools() -> tuple[Any, ...]:
+    monitoring = getattr(sys, "monitoring", None)
+    return tuple(monitoring.get_tool(i) for i in range(6)) if monitoring is not None else ()
+
+
+class HookWatch:
+    """What each hook held before candidate code ran (`before`); `installed()` names those that changed since."""
+
+    def __init__(self, torch: Any) -> None:
+        self.torch = torch
+        self.before = self.read()
+
+    def read(self) -> dict[str, tuple[Any, ...]]:
+        torch = self.torch
+        eval_frame = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
+        frame_callback = getattr(eval_frame, "get_eval_frame_callback", None)
+        return {
+            "sys.settrace": (sys.gettrace(),),
+            "sys.setprofile": (sys.getprofile(),),
+            "threading.settrace": (threading.gettrace(),),
+            "threading.setprofile": (threading.getprofile(),),
+            "gc.callbacks": tuple(gc.callbacks),
+            "sys.meta_path": tuple(sys.meta_path),
+            "sys.path_hooks": tuple(sys.path_hooks),
+            "signal handlers": tuple(signal.getsignal(s) for s in sorted(signal.valid_signals())),
+            "native signal handlers": _native_handlers(),
+            "interval timers": tuple(signal.getitimer(t) != (0.0, 0.0) for t in _ITIMERS),
+            "POSIX timers": (_posix_timers(),),
+            "sys.monitoring tools": _monitoring_tools(),
+            "torch dispatch modes": (torch._C._len_torch_dispatch_stack(),),
+            "torch function modes": (torch._C._len_torch_function_stack(),),
+            "dynamo frame evaluation": (frame_callback() if frame_callback is not None else None,),
+        }
+
+    def installed(self) -> list[str]:
+        """The hooks that hold something other than before candidate code ran."""
+        now = self.read()
+        return [name for name, held in self.before.items() if not _same(held, now[name])]
+
+
+def _same(before: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
+    """Element by element: the same object, or an equal number or flag (read by us: never the candidate's `==`)."""
+    if len(before) != len(now):
+        return False
+    plain = (int, bool, float, str, type(None))
+    return all(a is b or (type(a) in plain and type(a) is type(b) and a == b) for a, b in zip(before, now, strict=True))

@@ -177,6 +177,7 @@ class Standby:
         """Seconds the run was let go on past its limits while a build ran in it (`BUILD_GRACE_S`)."""
         self.build_why = ""
         """What ninja said, when the build was first seen, of why it had work to do."""
+        self._building = False
 
     @classmethod
     def start(cls, spec: StandbySpec) -> Standby:
@@ -265,20 +266,18 @@ class Standby:
         """
         went = self.went or time.monotonic()
         last = went
+        held_until = 0.0  # while a build runs in the child, past its limits (`_held_off`)
         killed_by = ""
         while True:
             now = time.monotonic()
-            deadline = min(last + step_s, went + total_s + self.build_grace_s)
+            deadline = max(min(last + step_s, went + total_s), held_until)
             if now >= deadline:
                 if self.proc.poll() is not None:  # one that ended while we were not looking ended in time
                     break
-                builds = [pid for pid, name in group_processes(self.proc.pid) if name == BUILD_TOOL]
-                if builds and self.build_grace_s < BUILD_GRACE_S:
-                    if not self.build_grace_s:
-                        self.build_why = _why_building(builds[0])
-                    last, self.build_grace_s = last + 1.0, self.build_grace_s + 1.0  # a second more, then look again
+                held_until = self._held_off(now, step_s) or 0.0
+                if held_until:
                     continue
-                killed_by = "total" if went + total_s + self.build_grace_s <= last + step_s else "step"
+                killed_by = "total" if went + total_s <= last + step_s else "step"
                 break
             # Also look at the child itself now and then: a process it left behind may keep the pipe open.
             readable, _, _ = select.select([self._progress_r], [], [], min(deadline - now, 0.5))
@@ -315,6 +314,21 @@ class Standby:
         self.last_step_s = time.monotonic() - last
         self.close()
         return result, killed_by
+
+    def _held_off(self, now: float, step_s: float) -> float | None:
+        """At a limit: until when it is held off because a build runs in the child's group (a second, then look
+        again, up to BUILD_GRACE_S in all) or has just ended (a step of its own for what follows it); None: it stands."""
+        builds = [pid for pid, name in group_processes(self.proc.pid) if name == BUILD_TOOL]
+        if builds and self.build_grace_s < BUILD_GRACE_S:
+            if not self.build_grace_s:
+                self.build_why = _why_building(builds[0])
+            self._building = True
+            self.build_grace_s += 1.0
+            return now + 1.0
+        if self._building:
+            self._building = False
+            return now + step_s
+        return None
 
     def _hear_rest(self) -> None:
         """Read what is left in the progress pipe without blocking (a process it left may hold the pipe open)."""

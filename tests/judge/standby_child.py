@@ -3,8 +3,8 @@
 `python -m tests.judge.standby_child [--standby] [--candidate] [--run PROGRAM] TICKS EVERY_S OUT [LIST_DIR |
 --leave-a-child]` writes JSON to OUT: its working folder, its user id, and the names in LIST_DIR (to see a bind
 mount). With --candidate it first says that the candidate's code runs (standby.CANDIDATE); with --run it then runs
-PROGRAM to its end, in its own process group, without a tick (as torch's loader runs ninja). As a standby it takes a
-shared GPU turn for its set-up where CUDA_AGENT_GPU_TURNS names a lock folder, and keeps it.
+PROGRAM, ticks once it started, and waits for its end without another tick (as torch's loader runs ninja). As a
+standby it takes a shared GPU turn for its set-up where CUDA_AGENT_GPU_TURNS names a lock folder, and keeps it.
 """
 
 import json
@@ -23,11 +23,13 @@ def main(argv: list[str]) -> None:
     if argv[:1] == ["--candidate"]:
         mark_candidate()
         argv = argv[1:]
+    tick = progress()
     if argv[:1] == ["--run"]:
-        subprocess.run([argv[1]], check=True)
+        program = subprocess.Popen([argv[1]])
+        tick()  # the step from here: the program runs (a loaded machine may take a while to start it)
+        program.wait()
         argv = argv[2:]
     ticks, every, out = int(argv[0]), float(argv[1]), Path(argv[2])
-    tick = progress()
     for _ in range(ticks):
         time.sleep(every)
         tick()

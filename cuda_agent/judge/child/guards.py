@@ -85,6 +85,7 @@ _NAMESPACES = (
     "cuda_agent.judge.child.guards",
     "cuda_agent.judge.child.hooks",
     "cuda_agent.judge.child.hooks.HookWatch",
+    "cuda_agent.judge.child.hooks.OperatorWatch",
     "cuda_agent.judge.policy.runtime",
     "cuda_agent.judge.env",
     "cuda_agent.judge.standby",

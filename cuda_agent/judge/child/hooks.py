@@ -12,6 +12,12 @@ sees the registrations themselves, whatever spelling made them, by comparing the
 candidate code ran. It reads only: no allocation on a device, no call into the candidate's objects (identity, never
 `==`).
 
+`OperatorWatch` does the same for the dispatcher: a kernel of the candidate's registered for one of torch's own
+operators (`torch.library`, `TORCH_LIBRARY_IMPL`, `_dispatch_library`) runs whenever the judge calls that operator.
+Reading every operator's table costs ~60 ms on two busy cores, so it is read at the state checks (import, init, each
+trial, the end of timing), not at every timed call: a registration made during the timed phase that stays is seen
+at its end.
+
 What this does not see: an audit hook (`sys.addaudithook`: Python offers no way to list them) and a signal sent by
 another process to a native handler installed before our snapshot; the static policy refuses both means.
 """
@@ -99,3 +105,38 @@ def _same(before: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
         return False
     plain = (int, bool, float, str, type(None))
     return all(a is b or (type(a) in plain and type(a) is type(b) and a == b) for a, b in zip(before, now, strict=True))
+
+
+_DISPATCH_KEYS = (
+    "CPU:",
+    "CUDA:",
+    "BackendSelect:",
+    "ADInplaceOrView:",
+    "Autograd:",
+    "AutogradCPU:",
+    "AutogradCUDA:",
+    "CompositeImplicitAutograd",
+    "CompositeExplicitAutograd",
+)
+"""The dispatch keys an operator called on a CPU or CUDA tensor passes through (others, such as Meta, which torch's
+own modules fill in as they are first imported, do not run on the judge's tensors)."""
+
+
+class OperatorWatch:
+    """The kernels registered for each of torch's operators, as before candidate code ran; `overridden()` names the
+    operators whose kernels for the keys that run on the judge's tensors changed since (new operators are ignored:
+    a library the candidate loads may define its own)."""
+
+    def __init__(self, torch: Any) -> None:
+        self.torch = torch
+        self.names = tuple(torch._C._dispatch_get_all_op_names())
+        self.before = self.read()
+
+    def read(self) -> tuple[int, ...]:
+        dump = self.torch._C._dispatch_dump
+        return tuple(
+            hash(tuple(ln for ln in dump(n).splitlines() if ln.startswith(_DISPATCH_KEYS))) for n in self.names
+        )
+
+    def overridden(self) -> list[str]:
+        return [name for name, a, b in zip(self.names, self.before, self.read(), strict=True) if a != b]

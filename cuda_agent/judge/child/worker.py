@@ -30,7 +30,7 @@ from typing import Any
 from cuda_agent.errors import TaskError
 from cuda_agent.judge.build import loading_extensions
 from cuda_agent.judge.child import guards
-from cuda_agent.judge.child.hooks import HookWatch
+from cuda_agent.judge.child.hooks import HookWatch, OperatorWatch
 from cuda_agent.judge.protocol import RunRequest, RunResult
 from cuda_agent.judge.standby import TURNS_ENV, mark_candidate, progress, serve_once, set_up_turn
 from cuda_agent.types import Violation
@@ -119,6 +119,7 @@ class CandidateRun:
         self.warm_reference()
         self.native_before = guards.native_threads()
         self.hooks = HookWatch(self.torch)  # after torch's lazy set-up: what is registered now is not the candidate's
+        self.operators = OperatorWatch(self.torch)
         self.held = self.held_ids()
 
     def warm_reference(self) -> None:
@@ -142,7 +143,7 @@ class CandidateRun:
     def held_ids(self) -> dict[str, int]:
         """ids of the run's own objects that candidate code must not swap (checked by `check_state`)."""
         names = (
-            *("req", "clock", "integrity", "allocators", "native_before", "hooks", "flags", "tick"),
+            *("req", "clock", "integrity", "allocators", "native_before", "hooks", "operators", "flags", "tick"),
             *("problem", "reference", "init_args"),
         )
         return {name: id(getattr(self, name, None)) for name in names}
@@ -203,6 +204,10 @@ class CandidateRun:
             message = f"the persisting-L2 set-aside was raised from {self.l2_before} to {self.l2.limit_bytes()} bytes"
             violations.append(Violation(check="l2_persistence", message=message))
         violations += self.allocator_violations() + self.hook_violations()
+        overridden = self.operators.overridden()
+        if overridden:
+            message = f"the solution registered kernels of its own for torch's operators: {', '.join(overridden[:5])}"
+            violations.append(Violation(check="patched_harness", message=message))
         if guards.python_thread_count() > self.threads_before:
             violations.append(Violation(check="background_thread", message="the solution started a Python thread"))
         elif stage != "custom_work":  # our profiler's own threads may start there (CUDA's, with kernel activity)

@@ -487,3 +487,22 @@ def test_runtime_accepts_hooks_a_call_removes_before_it_returns(tmp_path: Path) 
     install += "mode = Passing()\nmode.__enter__()\nmode.__exit__(None, None, None)"
     verdict = judge_hack(tmp_path, "examples/relu", _installs_at(install), static_policy=False, **TIMED)
     assert verdict.verdict == "pass", verdict.message
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "lib = torch._C._dispatch_library('IMPL', 'aten', '')\nlib.impl('erfinv', 'CPU', lambda *a: a[0])\n\n\n"
+        + model_new(RELU),
+        _installs_at(
+            "self.lib = torch.library.Library('aten', 'IMPL')\nself.lib.impl('erfinv', lambda *a: a[0], 'CPU')"
+        ),
+    ],
+    ids=["at_import_low_level", "in_first_timed_call"],
+)
+def test_runtime_rejects_a_kernel_of_its_own_for_one_of_torchs_operators(tmp_path: Path, source: str) -> None:
+    # Registered for an operator the judge calls (its input draw, its comparison), the kernel runs inside the
+    # judge's own work; here one the judge never calls, so that only the registration itself shows.
+    verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False, **TIMED)
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"patched_harness"}), verdict.message
+    assert "kernels of its own for torch's operators: aten::erfinv" in verdict.message, verdict.message

@@ -201,6 +201,8 @@ def same_values(a: Any, b: Any, chunk_elems: int = CHUNK_ELEMS) -> bool:
     """
     import torch
 
+    if type(a) is not type(b):  # one made a subclass in place (`x.__class__ = ...`) would answer this comparison
+        return False
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     if a.is_floating_point() and a.element_size() in _BITS:

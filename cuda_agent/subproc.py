@@ -11,6 +11,7 @@ import ctypes
 import functools
 import os
 import pwd
+import shutil
 import signal
 import stat
 import subprocess
@@ -247,6 +248,25 @@ def kill_group(pgid: int) -> None:
         pass
 
 
+def ninja_dry_run(
+    folder: str | Path, build_file: str = "build.ninja", timeout_s: float = 60.0
+) -> tuple[bool, list[str]]:
+    """Ask the `ninja` on PATH (the one torch's extension loader runs) what it would do in `folder`, doing nothing:
+    (whether it has no work, its reasons: "ninja explain" and error lines, that prefix taken off). Raises OSError or
+    subprocess.TimeoutExpired where ninja could not answer."""
+    dry = subprocess.run(
+        [shutil.which("ninja") or "ninja", "-n", "-d", "explain", "-f", build_file],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    lines = (dry.stderr + dry.stdout).splitlines()
+    reasons = [ln.removeprefix("ninja explain: ") for ln in lines if "explain" in ln or "error" in ln]
+    return dry.returncode == 0 and "no work to do" in dry.stdout, reasons
+
+
 def group_processes(pgid: int) -> list[tuple[int, str]]:
     """(pid, command name from /proc/PID/comm) of each process now in process group `pgid`."""
     found = []
@@ -254,12 +274,12 @@ def group_processes(pgid: int) -> list[tuple[int, str]]:
         if not entry.name.isdigit():
             continue
         try:
-            stat = Path(entry.path, "stat").read_text()
+            status = Path(entry.path, "stat").read_text()
             comm = Path(entry.path, "comm").read_text().strip()
         except OSError:  # it ended meanwhile
             continue
         # stat: "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses, so split after the last ')'
-        fields = stat[stat.rfind(")") + 2 :].split()
+        fields = status[status.rfind(")") + 2 :].split()
         if len(fields) > 2 and fields[2] == str(pgid):
             found.append((int(entry.name), comm))
     return found

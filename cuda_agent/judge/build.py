@@ -60,7 +60,7 @@ from cuda_agent.judge.fast_build import (
 )
 from cuda_agent.judge.standby import Standby, StandbySpec, serve_once
 from cuda_agent.machine import cuda_arch_list, toolchain, torch_versions
-from cuda_agent.subproc import ChildResult, Confinement, child_env, run_module
+from cuda_agent.subproc import ChildResult, Confinement, child_env, ninja_dry_run, run_module
 from cuda_agent.workspace.build import BUILD_DIR
 
 _ERROR_LINE = re.compile(r"(error:|error\b.*:|: fatal error|undefined symbol|error [A-Z]\d+)", re.IGNORECASE)
@@ -318,26 +318,17 @@ def cached_build_gap(ext_dir: Path) -> str:
         builds = _ninja_builds(ext_dir)
     except OSError as exc:
         return f"its marker cannot be read: {exc}"
-    # The ninja that torch's load runs (`ninja` on PATH): another version (a venv's beside its interpreter,
-    # with the venv not on PATH) reads the log of this one as having no command for any object.
-    ninja = shutil.which("ninja") or "ninja"
+    # The ninja that torch's load runs (`ninja` on PATH, as ninja_dry_run asks): another version (a venv's beside
+    # its interpreter, with the venv not on PATH) reads the log of this one as having no command for any object.
     for folder, build_file in builds:
         if not (ext_dir / folder / build_file).is_file():
             return f"{folder}/{build_file} is missing"
         try:
-            dry = subprocess.run(
-                [ninja, "-n", "-d", "explain", "-f", build_file],
-                cwd=ext_dir / folder,
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=False,
-            )
+            up_to_date, why = ninja_dry_run(ext_dir / folder, build_file)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"ninja could not check {folder}: {exc}"
-        if dry.returncode != 0 or "no work to do" not in dry.stdout:
-            why = [ln for ln in (dry.stderr + dry.stdout).splitlines() if "explain" in ln or "error" in ln]
-            return f"{folder}: {(why or ['ninja would rebuild it'])[0].removeprefix('ninja explain: ')}"
+        if not up_to_date:
+            return f"{folder}: {(why or ['ninja would rebuild it'])[0]}"
     return ""
 
 

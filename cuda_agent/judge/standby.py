@@ -39,7 +39,6 @@ import json
 import os
 import pwd
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -60,6 +59,7 @@ from cuda_agent.subproc import (
     drop_privileges,
     group_processes,
     kill_group,
+    ninja_dry_run,
 )
 
 PROGRESS_FD_ENV = "CUDA_AGENT_PROGRESS_FD"
@@ -92,17 +92,9 @@ def _why_building(pid: int) -> str:
     """Why the ninja `pid` has work, as a dry run in its folder explains it (the first reasons), or why unknown."""
     try:
         folder = os.readlink(f"/proc/{pid}/cwd")
-        dry = subprocess.run(
-            [shutil.which(BUILD_TOOL) or BUILD_TOOL, "-n", "-d", "explain"],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
+        _, reasons = ninja_dry_run(folder, timeout_s=10)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"unknown ({exc})"
-    reasons = [ln.removeprefix("ninja explain: ") for ln in dry.stderr.splitlines() if ln.startswith("ninja explain")]
     return f"{folder}: {'; '.join(reasons[:3]) or 'no reason given'}"
 
 

@@ -36,16 +36,19 @@ _SIGACTION_BYTES = 256
 """Room for glibc's `struct sigaction` (152 bytes on x86-64), whose first member is the handler's address."""
 
 
+_LIBC = ctypes.CDLL(None)
+"""The C library's functions, looked up once (the watch reads the handlers at every timed call)."""
+
+
 def _native_handlers() -> tuple[int, ...]:
     """The address of each signal's handler as the kernel holds it (`sigaction`): one installed from C or through
     ctypes, which `signal.getsignal` does not show."""
-    libc = ctypes.CDLL(None, use_errno=True)
     buffer = ctypes.create_string_buffer(_SIGACTION_BYTES)
     handlers = []
     for number in sorted(int(s) for s in signal.valid_signals()):
         if number >= signal.SIGRTMIN:  # glibc keeps the lowest real-time signals for its threads' own use
             break
-        ok = libc.sigaction(number, None, buffer) == 0
+        ok = _LIBC.sigaction(number, None, buffer) == 0
         handlers.append(int.from_bytes(buffer.raw[:8], sys.byteorder) if ok else -1)
     return tuple(handlers)
 

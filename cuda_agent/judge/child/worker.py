@@ -24,13 +24,14 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from cuda_agent.errors import TaskError
 from cuda_agent.judge.build import loading_extensions
 from cuda_agent.judge.child import guards
-from cuda_agent.judge.child.hooks import HookWatch, OperatorWatch
+from cuda_agent.judge.child.hooks import HookWatch, OperatorWatch, profiled_ops
 from cuda_agent.judge.protocol import RunRequest, RunResult
 from cuda_agent.judge.standby import TURNS_ENV, mark_candidate, progress, serve_once, set_up_turn
 from cuda_agent.types import Violation
@@ -116,23 +117,28 @@ class CandidateRun:
         self.reference64 = None
         self.threads_before = guards.python_thread_count()
         guards.start_lazy_threads(self.torch)
-        self.warm_reference()
+        self.reference_ops = self.warm_reference() or set()
         self.native_before = guards.native_threads()
         self.hooks = HookWatch(self.torch)  # after torch's lazy set-up: what is registered now is not the candidate's
-        self.operators = OperatorWatch(self.torch)
+        self.operators = OperatorWatch(self.torch, self.reference_ops)
+        self.known_ops_suffice = False
+        """Whether the check before the judge's next own work may read only the operators known to it (`judging`)."""
         self.held = self.held_ids()
 
-    def warm_reference(self) -> None:
+    def warm_reference(self) -> set[str] | None:
         """Run the reference once on inputs of its own, before any candidate code: the threads its libraries start on
         first use (cuDNN's, oneDNN's) then belong to the census the candidate is held to (guards.new_native_threads),
-        and a reference that cannot run fails here, as ours, not in a trial after the candidate ran."""
+        and a reference that cannot run fails here, as ours, not in a trial after the candidate ran.
+
+        Returns the operators it dispatched (`hooks.profiled_ops`), None where the profiler could not tell."""
         from cuda_agent.judge.child.inputs import make_inputs
 
         inputs = make_inputs(self.problem, self.req.task_name, self.req.recheck_seed + 3, self.device)
         try:
             with self.torch.no_grad():
-                self.reference(*inputs)
+                _, ops = profiled_ops(self.torch, lambda: self.reference(*inputs))
             self.sync()
+            return ops
         except Exception as exc:
             if out_of_memory(exc):  # memory another judgement holds: ours, retried (JudgeFault)
                 raise
@@ -187,14 +193,17 @@ class CandidateRun:
         self.check_state("init")
         self.stage_s["import"] = time.perf_counter() - start
 
-    def check_state(self, stage: str) -> None:
+    def check_state(self, stage: str, judging: bool = False) -> None:
+        """Everything the candidate could have changed since before its code ran; `judging`: before the judge's own
+        work on a call's output (the operator tables then read as `judging` says)."""
         start = time.perf_counter()
         try:
-            self._check_state(stage)
+            self._check_state(stage, judging and self.known_ops_suffice)
         finally:  # what the watches cost a judgement, all checks together (the operator tables dominate)
             self.stage_s["state_checks"] = self.stage_s.get("state_checks", 0.0) + time.perf_counter() - start
+            self.env["operator_reads"] = dict(self.operators.reads)
 
-    def _check_state(self, stage: str) -> None:
+    def _check_state(self, stage: str, known_ops: bool) -> None:
         from cuda_agent.judge import env
 
         violations = []
@@ -210,17 +219,39 @@ class CandidateRun:
         if self.l2 is not None and self.l2.limit_bytes() > self.l2_before:
             message = f"the persisting-L2 set-aside was raised from {self.l2_before} to {self.l2.limit_bytes()} bytes"
             violations.append(Violation(check="l2_persistence", message=message))
-        violations += self.allocator_violations() + self.hook_violations()
-        overridden = self.operators.overridden()
-        if overridden:
-            message = f"the solution registered kernels of its own for torch's operators: {', '.join(overridden[:5])}"
-            violations.append(Violation(check="patched_harness", message=message))
+        violations += self.allocator_violations() + self.hook_violations() + self.operator_violations(known_ops)
         if guards.python_thread_count() > self.threads_before:
             violations.append(Violation(check="background_thread", message="the solution started a Python thread"))
         elif stage != "custom_work":  # our profiler's own threads may start there (CUDA's, with kernel activity)
             violations += self.thread_violations()
         if violations:
             raise _stop("rejected", stage, violations[0].message, violations) from None
+
+    def operator_violations(self, known_only: bool = False) -> list[Violation]:
+        """Kernels of the candidate's for torch's operators (hooks.OperatorWatch): all, or those the judge calls."""
+        overridden = self.operators.overridden(known_only)
+        if not overridden:
+            return []
+        message = f"the solution registered kernels of its own for torch's operators: {', '.join(overridden[:5])}"
+        return [Violation(check="patched_harness", message=message)]
+
+    def judging(self, stage: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """The judge's own work on a candidate call's output (`judge_trial`), with the operators it dispatched made
+        known. Where the check before it read only the known operators, and this work called others, or the
+        profiler saw none of the reference's (turned off), every operator is read before the result counts."""
+        light = self.known_ops_suffice
+        result, ops = profiled_ops(self.torch, work)
+        seen = ops is not None and not ops.isdisjoint(self.reference_ops)
+        new = seen and self.operators.watch(ops or ())
+        self.known_ops_suffice = seen
+        if light and (new or not seen):
+            start = time.perf_counter()
+            violations = self.operator_violations()
+            self.stage_s["state_checks"] = self.stage_s.get("state_checks", 0.0) + time.perf_counter() - start
+            self.env["operator_reads"] = dict(self.operators.reads)
+            if violations:
+                raise _stop("rejected", stage, violations[0].message, violations) from None
+        return result
 
     def thread_violations(self) -> list[Violation]:
         """A native thread alive that was not before candidate code ran (guards.new_native_threads)."""
@@ -295,8 +326,9 @@ class CandidateRun:
                 f"torch computed part of the output: {ops}",
                 [Violation(check="torch_compute_at_runtime", message=f"ATen compute ops ran in forward: {ops}")],
             )
-        self.check_state("trial")
-        self.record_trial(judge_trial(self, inputs, given, out, seed, transform, label), label)
+        self.check_state("trial", judging=True)
+        judged = self.judging("trial", lambda: judge_trial(self, inputs, given, out, seed, transform, label))
+        self.record_trial(judged, label)
 
     def record_trial(self, trial: dict[str, Any], stage: str, context: str = "") -> None:
         """Keep a judged trial; a failed one ends the run (`context` goes before its reason)."""
@@ -353,7 +385,8 @@ class CandidateRun:
         from cuda_agent.judge.child.trial import judge_trial
 
         start = time.perf_counter()
-        trial = judge_trial(self, inputs, given, out, self.req.timing_seed + index, "identity", "timed", False)
+        seed = self.req.timing_seed + index
+        trial = self.judging("timing", lambda: judge_trial(self, inputs, given, out, seed, "identity", "timed", False))
         self.record_trial(trial, "timed", "a timed call's output is wrong: ")
         self.stage_s["timed_outputs"] = self.stage_s.get("timed_outputs", 0.0) + time.perf_counter() - start
 
@@ -513,7 +546,7 @@ class _TimedCalls:
         from cuda_agent.judge.child.inputs import make_inputs
 
         run = self.run
-        run.check_state("timing")  # a function patched by the call just made would judge it
+        run.check_state("timing", judging=True)  # a function patched by the call just made would judge it
         self.ours = True
         drawn = make_inputs(run.problem, run.req.task_name, run.req.timing_seed + index, run.device)
         run.check_timed_output(drawn, given, out, index)

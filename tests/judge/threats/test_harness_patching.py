@@ -506,3 +506,33 @@ def test_runtime_rejects_a_kernel_of_its_own_for_one_of_torchs_operators(tmp_pat
     verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False, **TIMED)
     assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"patched_harness"}), verdict.message
     assert "kernels of its own for torch's operators: aten::erfinv" in verdict.message, verdict.message
+
+
+@pytest.mark.parametrize(
+    ("blind", "reads"),
+    [("", {"all": 3, "known": 1}), ("torch.autograd._enable_record_function(False)\n", {"all": 4, "known": 0})],
+    ids=["profiled", "profiler_turned_off"],
+)
+def test_runtime_rejects_a_kernel_of_its_own_that_is_there_only_while_the_judge_compares(
+    tmp_path: Path, blind: str, reads: dict[str, int]
+) -> None:
+    # From its second call on, forward takes back what the call before registered, returns |x| (wrong for relu) and
+    # registers |x| as the CPU kernel of aten::relu, which the reference runs after it: the two would agree. The
+    # kernel is never there at import, at init or before the first trial (the whole reads); the read before each
+    # later trial's comparison, of the operators the judge's own work is known to call (the reference's among
+    # them), sees it at the second trial. A solution that turns torch's record-function callbacks off (the
+    # profiler then sees nothing of the judge's work) gets whole reads from then on.
+    forward = (
+        blind + "self.calls += 1\n"
+        "if self.lib is not None:\n    self.lib._destroy()\n    self.lib = None\n"
+        "if self.calls == 1:\n    return ext.relu(x.contiguous())\n"
+        "out = x.abs()\n"
+        "self.lib = torch.library.Library('aten', 'IMPL')\n"
+        "self.lib.impl('relu', lambda t: torch.ops.aten.abs.default(t), 'CPU')\n"
+        "return out"
+    )
+    source = model_new(forward, init="self.calls = 0\nself.lib = None")
+    verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False, policy="kernelbench")
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"patched_harness"}), verdict.message
+    assert "kernels of its own for torch's operators: aten::relu" in verdict.message, verdict.message
+    assert verdict.env["operator_reads"] == reads  # import, init, first trial; the second's

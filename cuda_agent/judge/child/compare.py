@@ -50,6 +50,8 @@ class OutputCheck:
     norm_rel_err: float | None = None
     err_vs_fp64: float | None = None
     eager_err_vs_fp64: float | None = None
+    precision_bound: float | None = None
+    """The strict bound the candidate's error against float64 was held to (where it was)."""
     first_mismatch: str = ""
     """Where the first element outside the tolerance is, e.g. 'at [3, 17]: got 0.5, expected 1.25'."""
 
@@ -312,6 +314,7 @@ def check_output(
             check.err_vs_fp64 = _norm_rel(out, ref64, chunk_elems)
             check.eager_err_vs_fp64 = _norm_rel(ref, ref64, chunk_elems)
         bound = max(precision_factor * check.eager_err_vs_fp64, precision_floor)
+        check.precision_bound = bound
         if strict_precision and check.err_vs_fp64 > bound:
             check.ok, check.precision = False, True
             check.reason = (

@@ -97,6 +97,38 @@ def changed_since(run: Any, samples: list[tuple[Any, tuple[Any, ...], Any]]) -> 
     return changed
 
 
+TIMED_PRECISION_MARGIN = 2.0
+"""How far past the trials' precision figures a timed output's error against float32 may go (inputs differ)."""
+
+
+def _bound_by_the_trials(check: Any, trials: list[dict[str, Any]], index: int) -> None:
+    """Fail a timed output (judged without float64) whose error against the float32 reference shows precision lost.
+
+    A solution exact in the trials, where the float64 reference is, could compute in fp16 or TF32 in the timed calls
+    only (it counts its calls): within rtol of the float32 reference, that passed (reward from a reduced-precision
+    speed-up). From the trials, e = eager fp32's normwise error against float64 and b = the strict bound on the
+    candidate's. By the triangle inequality the candidate's error against float64 is at least its error against
+    float32 less e: beyond b + e, the strict check would have failed. The margin covers the inputs being others.
+    """
+    figures = [
+        (output["eager_err_vs_fp64"], output.get("precision_bound"))
+        for trial in trials
+        if trial.get("label") != "timed"
+        for output in trial.get("outputs", [])[index : index + 1]
+        if output.get("eager_err_vs_fp64") is not None and output.get("precision_bound") is not None
+    ]
+    if not figures or check.norm_rel_err is None:
+        return  # no trial had a float64 reference (an operator without a float64 kernel): nothing to go by
+    eager = max(e for e, _ in figures)
+    limit = TIMED_PRECISION_MARGIN * (max(b for _, b in figures) + eager)
+    if check.norm_rel_err > limit:
+        check.ok, check.precision = False, True
+        check.reason = (
+            f"error against the float32 reference {check.norm_rel_err:.3g} exceeds {limit:.3g}, beyond what the "
+            f"trials' float64 checks allow (eager fp32 against float64: {eager:.3g}): reduced precision while timed"
+        )
+
+
 def judge_trial(
     run: Any,
     inputs: list[Any],
@@ -150,6 +182,8 @@ def judge_trial(
             precision_factor=req.precision_factor,
             precision_floor=req.precision_floor,
         )
+        if check.ok and not precision and req.strict_precision and cand.dtype == torch.float32:
+            _bound_by_the_trials(check, run.trials, i)
         checks.append(check.as_dict())
         run.tick()
         if not check.ok:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.judge.threats._hacks import checks_of, judge_hack, model_new
+from tests.judge.threats._hacks import CALLS_BEFORE_TIMING, TIMED, checks_of, judge_hack, model_new
 from tests.judge.threats._static import checks, expect, solution
 
 
@@ -76,4 +76,26 @@ def test_runtime_rejects_precision_lost_without_fp16_types(tmp_path: Path) -> No
 
 def test_runtime_accepts_the_same_precision_loss_in_paper_mode(tmp_path: Path) -> None:
     verdict = judge_hack(tmp_path, "examples/relu", ROUND10, precision="paper")
+    assert (verdict.verdict, verdict.correct) == ("pass", True), verdict.message
+
+
+ROUND10_WHEN_TIMED = model_new(
+    f"self.calls += 1\nif {CALLS_BEFORE_TIMING} < self.calls <= {CALLS_BEFORE_TIMING + 150}:\n"
+    "    return ext.relu_round10(x.contiguous())\nreturn ext.relu(x.contiguous())",
+    init="self.calls = 0",
+)
+
+
+def test_runtime_rejects_precision_lost_only_while_timed(tmp_path: Path) -> None:
+    """Exact in every trial (where the float64 reference is), rounded to 10 bits in the first 150 of the timed
+    phase's 200 calls (this relu is fast: the phase makes its most calls, so the last timed call and the recheck
+    after it are known, and exact). The timed outputs are judged against the float32 reference alone, within
+    rtol; an error beyond what the trials' precision bound allows, against float32, shows it."""
+    verdict = judge_hack(tmp_path, "examples/relu", ROUND10_WHEN_TIMED, **TIMED)
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"reduced_precision"}), verdict.message
+    assert verdict.message.startswith("a timed call's output is wrong: "), verdict.message
+
+
+def test_runtime_accepts_precision_lost_only_while_timed_in_paper_mode(tmp_path: Path) -> None:
+    verdict = judge_hack(tmp_path, "examples/relu", ROUND10_WHEN_TIMED, precision="paper", **TIMED)
     assert (verdict.verdict, verdict.correct) == ("pass", True), verdict.message

@@ -118,9 +118,10 @@ class CandidateRun:
         self.threads_before = guards.python_thread_count()
         guards.start_lazy_threads(self.torch)
         self.reference_ops = self.warm_reference() or set()
+        between = self.between_calls_ops()
         self.native_before = guards.native_threads()
         self.hooks = HookWatch(self.torch)  # after torch's lazy set-up: what is registered now is not the candidate's
-        self.operators = OperatorWatch(self.torch, self.reference_ops)
+        self.operators = OperatorWatch(self.torch, self.reference_ops | between)
         self.known_ops_suffice = False
         """Whether the check before the judge's next own work may read only the operators known to it (`judging`)."""
         self.held = self.held_ids()
@@ -138,13 +139,38 @@ class CandidateRun:
             with self.torch.no_grad():
                 _, ops = profiled_ops(self.torch, lambda: self.reference(*inputs))
             self.sync()
-            return ops
         except Exception as exc:
             if out_of_memory(exc):  # memory another judgement holds: ours, retried (JudgeFault)
                 raise
             raise TaskError(
                 f"{self.req.task_name}: the reference's forward raised {type(exc).__name__}: {exc}"
             ) from None
+        return ops
+
+    def between_calls_ops(self) -> set[str]:
+        """The operators the judge dispatches between the candidate's calls, outside any comparison: input draws
+        (with the robustness transforms), input copies, the cache flush, the free-memory poison, the sampling of
+        timed outputs. A kernel of the candidate's for one of them, registered in one call, would run in the work
+        before the next (its inputs as they are drawn): the light operator reads (`judging`) cover them too. Sizes
+        change no operator's name: all but the draw work on small stand-ins."""
+        from cuda_agent.judge.child.inputs import clone_inputs, make_inputs
+        from cuda_agent.judge.child.trial import changed_since, sample_outputs
+
+        torch, device = self.torch, self.device
+
+        def work() -> None:
+            inputs = make_inputs(self.problem, self.req.task_name, self.req.recheck_seed + 4, device)
+            tensors = [value for value in inputs if isinstance(value, torch.Tensor)]
+            changed_since(self, sample_outputs(self, tensors, 1))  # as on a timed call's outputs
+            small = torch.ones(8, device=device)
+            clone_inputs([small])
+            _ = (-small, small * 3.0 - 1.0)  # make_inputs's robustness transforms, 'negate' and 'stretch'
+            torch.empty(8, dtype=torch.int32, device=device).fill_(0x5A5A5A5A)  # timing.make_flusher's write
+            torch.empty(8, dtype=torch.uint8, device=device).fill_(0xFF)  # guards.poison_free_memory's
+
+        _, ops = profiled_ops(torch, work)
+        self.sync()
+        return ops or set()
 
     def held_ids(self) -> dict[str, int]:
         """ids of the run's own objects that candidate code must not swap (checked by `check_state`)."""

@@ -536,3 +536,21 @@ def test_runtime_rejects_a_kernel_of_its_own_that_is_there_only_while_the_judge_
     assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"patched_harness"}), verdict.message
     assert "kernels of its own for torch's operators: aten::relu" in verdict.message, verdict.message
     assert verdict.env["operator_reads"] == reads  # import, init, first trial; the second's
+
+
+def test_runtime_rejects_a_kernel_of_its_own_for_the_judges_input_draw_left_between_calls(tmp_path: Path) -> None:
+    # A kernel for aten::normal_ (what torch.randn fills with), registered in each call from the second on and taken
+    # back in the next: the judge's next input draw would run it (inputs the solution chose, results it cached).
+    # The light read before the second trial's comparison covers the operators the judge runs between calls.
+    forward = (
+        "self.calls += 1\n"
+        "if self.lib is not None:\n    self.lib._destroy()\n    self.lib = None\n"
+        "if self.calls > 1:\n"
+        "    self.lib = torch.library.Library('aten', 'IMPL')\n"
+        "    self.lib.impl('normal_', lambda t, *a, **k: t.fill_(0.5), 'CPU')\n" + RELU
+    )
+    source = model_new(forward, init="self.calls = 0\nself.lib = None")
+    verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False)
+    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"patched_harness"}), verdict.message
+    assert "kernels of its own for torch's operators: aten::normal_" in verdict.message, verdict.message
+    assert verdict.env["operator_reads"] == {"all": 3, "known": 1}

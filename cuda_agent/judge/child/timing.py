@@ -113,6 +113,7 @@ def time_phase(
     max_reps: int,
     target_phase_s: float,
     tick: Callable[[], None] | None = None,
+    spent: Callable[[], float] | None = None,
     _timers: tuple[Callable[..., float], Callable[..., float]] = (_time_cuda, _time_cpu),  # noqa: B008
 ) -> PhaseTiming:
     """Time `call(inputs_for(i))`, the i-th call of the phase (warm-up calls first, counted from 0).
@@ -128,6 +129,9 @@ def time_phase(
         min_reps, max_reps: bounds on timed calls.
         target_phase_s: stop after this much timed work once min_reps is reached.
         tick: called after every call, outside the timed window (progress for the grader's step limit).
+        spent: the seconds of `target_phase_s` the timed calls have used, read after each; None: their timed
+            windows alone. The candidate's phase counts its wall time (worker.py): its fresh input draws cost as
+            much as a memory-bound call, and it is the time the phase holds the GPU that the budget is for.
         _timers: the CUDA and CPU timers, bound when this module loads: a solution that replaces the module's
             functions (a red-team run did, through `torch.sys.modules`) does not reach them here.
     """
@@ -147,7 +151,7 @@ def time_phase(
         if tick is not None:
             tick()
         spent_s += ms / 1e3
-        if i + 1 >= min_reps and spent_s >= target_phase_s:
+        if i + 1 >= min_reps and (spent_s if spent is None else spent()) >= target_phase_s:
             break
     return phase
 

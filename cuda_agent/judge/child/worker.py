@@ -21,6 +21,7 @@ Not protected here: native code that rewrites this process's memory or the resul
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -40,11 +41,12 @@ TIMED_CHECKS = 5
 """Timed calls (besides the last) whose outputs are judged, on average, among the phase's first min_reps: each is
 judged with a chance of TIMED_CHECKS / min_reps, decided after it returned (a phase of few slow calls is where a
 solution skipping the work on some calls moves the median most easily)."""
-LATE_CHECK_CHANCE = 1 / 20
-"""The chance that a later timed call's output is judged. To move the median a solution must skip the work on
-more than half of the calls: at the defaults it then passes every check with a chance of about 1 in 64 where the
-phase makes 10 calls (0.5^6) and 1 in 100 where it makes 200 (0.95^91, the first 10 done honestly), the last call
-aside. A phase of 200 calls (KernelBench L1/19 on a GPU) judges about ten more outputs (cost not yet measured)."""
+SKIP_PASS_CHANCE = 0.01
+"""The chance, at most, that a solution skipping the work on more than half of the timed calls (the least that moves
+their median) passes every check of a later call's output. Later calls (past the first min_reps) are judged each
+with the chance that gives this over the calls such a solution must skip, for as many calls as the phase is expected
+to make, estimated from its first min_reps (`_TimedCalls.late_chance`): about 1 in 22 where it makes 200 (KernelBench
+L1/19 on a GPU), 1 in 13 where it makes 115. Where it can only make its first min_reps, TIMED_CHECKS bound it alone."""
 
 
 class _Stop(Exception):
@@ -394,6 +396,7 @@ class CandidateRun:
                 max_reps=self.req.max_reps,
                 target_phase_s=self.req.target_phase_s,
                 tick=calls.after_call,
+                spent=calls.spent,
             )
         except _Stop:
             raise
@@ -473,7 +476,7 @@ class _TimedCalls:
     So every call gets inputs of its own, drawn from get_inputs() under a seed of its own before the cache flush
     (a stored result is then wrong, a memo never hits); nothing is kept between calls but the last output (a call
     returning its storage again is `result_caching`); and outputs are judged like a trial's (label `timed`): the
-    last call's, and others drawn at random as they return (`TIMED_CHECKS`, `LATE_CHECK_CHANCE`), so a solution
+    last call's, and others drawn at random as they return (`TIMED_CHECKS`, `SKIP_PASS_CHANCE`), so a solution
     that works only on some calls is caught with a chance that grows with how many it skips. Nothing before or
     during a call tells it whether it will be judged: the decision is made after it returns, independently for
     each call, and the inputs to judge it on are drawn again from their seed (so in-place writes show) rather than
@@ -482,15 +485,17 @@ class _TimedCalls:
     """
 
     __slots__ = (
-        "early_chance",
+        "chance",
         "first_late",
         "first_timed",
+        "judged_s",
         "latest",
         "latest_judged",
         "ours",
         "random",
         "returned",
         "run",
+        "started",
     )
     """No instance attribute can shadow a method (a red-team solution set `calls.judge` to a no-op)."""
 
@@ -502,7 +507,12 @@ class _TimedCalls:
         self.random = secrets.SystemRandom()
         self.first_timed = req.warmup_reps
         self.first_late = req.warmup_reps + req.min_reps
-        self.early_chance = min(1.0, TIMED_CHECKS / req.min_reps)
+        self.chance = min(1.0, TIMED_CHECKS / req.min_reps)
+        """The chance that the call just returned is judged: TIMED_CHECKS / min_reps, then `late_chance()`."""
+        self.started = 0.0
+        """When the first timed call's inputs were drawn (perf_counter)."""
+        self.judged_s = 0.0
+        """Seconds spent judging timed outputs: not part of the phase's budget (`spent`)."""
         self.latest: list[Any] = [None, None, -1, []]
         """The last call's inputs, its output, its index (warm-ups counted first) and its sample (`after_call`)."""
         self.returned: list[Any] = [None, None, -1]
@@ -517,6 +527,8 @@ class _TimedCalls:
         run = self.run
         self.latest[0] = None  # the call before was not the last: its inputs go before the next are made
         self.returned[2] = i
+        if i == self.first_timed:
+            self.started = time.perf_counter()
         self.ours = True
         inputs = make_inputs(run.problem, run.req.task_name, run.req.timing_seed + i, run.device)
         self.ours = False
@@ -546,11 +558,30 @@ class _TimedCalls:
         self.still_written(self.latest[3])  # the call before's output, until now: a thread that wrote it late
         self.latest[:] = [inputs, out, index, sample]  # lets the call before's output go: what that sets off, runs
         self.still_written(sample)
-        chance = self.early_chance if index < self.first_late else LATE_CHECK_CHANCE
-        self.latest_judged = index >= self.first_timed and self.random.random() < chance
+        self.latest_judged = index >= self.first_timed and self.random.random() < self.chance
         if self.latest_judged:
             self.judge(inputs, out, index)
+        if index == self.first_late - 1:
+            self.chance = self.late_chance()
         self.run.tick()
+
+    def spent(self) -> float:
+        """The seconds of the phase's budget used: its wall time since the first timed call's draw, less the judging
+        of outputs (`timing.time_phase`'s `spent`)."""
+        return time.perf_counter() - self.started - self.judged_s
+
+    def late_chance(self) -> float:
+        """The chance that a later call's output is judged, from the calls the phase is expected to make at the pace
+        of its first min_reps (SKIP_PASS_CHANCE). A solution cannot lower it: slow early calls make the estimate
+        smaller and the chance larger, and skipped later calls, fast, make more calls than estimated."""
+        req = self.run.req
+        pace = self.spent() / req.min_reps
+        left = max(0.0, req.target_phase_s - self.spent())
+        later = min(req.max_reps - req.min_reps, math.ceil(left / pace) if pace > 0 else req.max_reps)
+        must_skip = (req.min_reps + later) // 2 + 1  # skipped calls that move the median, the first min_reps honest
+        if later < must_skip:
+            return 0.0  # the median cannot move without skipping early calls, which TIMED_CHECKS judge
+        return 1.0 - SKIP_PASS_CHANCE ** (1.0 / must_skip)
 
     def still_written(self, sample: list[Any]) -> None:
         """A timed output changed since it returned (`trial.sample_outputs`): the call left work running."""
@@ -575,11 +606,13 @@ class _TimedCalls:
         from cuda_agent.judge.child.inputs import make_inputs
 
         run = self.run
+        start = time.perf_counter()
         run.check_state("timing", judging=True)  # a function patched by the call just made would judge it
         self.ours = True
         drawn = make_inputs(run.problem, run.req.task_name, run.req.timing_seed + index, run.device)
         run.check_timed_output(drawn, given, out, index)
         self.ours = False
+        self.judged_s += time.perf_counter() - start
 
 
 def run(request: RunRequest) -> RunResult:

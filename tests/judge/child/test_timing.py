@@ -1,0 +1,75 @@
+"""The timed phase's budget and how often later timed outputs are judged (timing.time_phase, worker._TimedCalls)."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from cuda_agent.judge.child.timing import Clock, time_phase
+from cuda_agent.judge.child.worker import SKIP_PASS_CHANCE, _TimedCalls
+
+
+class _FakeTime:
+    """A clock that moves only when a call or an input draw says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _phase(spent_by_wall: bool) -> int:
+    clock = _FakeTime()
+    started = clock.now
+
+    def inputs_for(i: int) -> list:
+        clock.now += 0.002  # a fresh draw, outside the timed window, as costly as two calls
+        return []
+
+    def call(inputs: list) -> None:
+        clock.now += 0.001
+
+    phase = time_phase(
+        call,
+        inputs_for,
+        Clock(clock, None, None),
+        lambda: None,
+        "cpu",
+        warmup_reps=0,
+        min_reps=5,
+        max_reps=1000,
+        target_phase_s=0.03,
+        spent=(lambda: clock.now - started) if spent_by_wall else None,
+    )
+    assert all(ms == pytest.approx(1.0) for ms in phase.times_ms)
+    return len(phase.times_ms)
+
+
+def test_a_phase_stops_when_its_budget_is_spent_by_the_timed_windows_or_by_the_wall_clock() -> None:
+    assert _phase(spent_by_wall=False) == 30  # 30 ms of timed calls
+    assert _phase(spent_by_wall=True) == 10  # 30 ms of the phase, draws included
+
+
+def _calls(pace_s: float, min_reps: int = 10, max_reps: int = 200, target_phase_s: float = 1.0) -> _TimedCalls:
+    req = SimpleNamespace(warmup_reps=3, min_reps=min_reps, max_reps=max_reps, target_phase_s=target_phase_s)
+    calls = _TimedCalls(SimpleNamespace(req=req))
+    calls.started = time.perf_counter() - pace_s * min_reps  # as after the first min_reps calls at that pace
+    return calls
+
+
+@pytest.mark.parametrize(("pace_s", "calls_expected"), [(0.0087, 115), (0.001, 200), (0.03, 34)])
+def test_later_outputs_are_judged_so_that_skipping_half_the_calls_passes_one_time_in_a_hundred(
+    pace_s: float, calls_expected: int
+) -> None:
+    chance = _calls(pace_s).late_chance()
+    must_skip = calls_expected // 2 + 1  # the calls a solution must skip to move the median, all of them later ones
+    assert (1 - chance) ** must_skip == pytest.approx(SKIP_PASS_CHANCE, rel=0.05)
+    assert (1 - chance) ** (must_skip - 10) > SKIP_PASS_CHANCE  # and not much more often than that
+
+
+def test_slower_early_calls_raise_the_later_chance_and_too_few_later_calls_need_none() -> None:
+    assert _calls(0.02).late_chance() > _calls(0.01).late_chance() > _calls(0.005).late_chance() > 0
+    assert _calls(0.05).late_chance() == 0.0  # 20 calls in all: skipping 11 takes an early one, which TIMED_CHECKS judge

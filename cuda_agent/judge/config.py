@@ -68,7 +68,8 @@ class JudgeConfig(BaseModel):
     max_reps: int = Field(default=200, ge=1)
     """Most timed repetitions per phase."""
     target_phase_s: float = 1.0
-    """Repeat until a phase has spent this long (bounded by min/max reps)."""
+    """Repeat until a phase has spent this long (bounded by min/max reps): the baselines' timed calls, the candidate's
+    phase in wall time (its fresh input draws included, the judging of its outputs not)."""
     warmup_reps: int = Field(default=3, ge=0)
     """Untimed calls before timing (after the first call's build and autotune)."""
     cpu_threads: int = Field(default=1, ge=1)

@@ -334,21 +334,56 @@ def make_tracer() -> Any:
     return TorchOpTracer()
 
 
+SMALL_REQUEST_BYTES = 2**20
+"""The CUDA caching allocator serves requests up to this size (kSmallSize) from its small pool, larger ones from its
+large pool: a free small-pool block above it (a whole 2 MiB segment) is taken in pieces of this size."""
+
+
+def free_block_requests() -> list[int]:
+    """Allocation sizes, largest first, that take every free block of the CUDA caching allocator's pool for the
+    current device and stream, one by one: the allocator serves a request with the smallest free block of its pool
+    that fits (one of that size). Blocks of other streams and of private pools (CUDA graphs) are not this pool's."""
+    import torch
+
+    here, stream = torch.cuda.current_device(), torch.cuda.current_stream().cuda_stream
+    sizes = []
+    for segment in torch.cuda.memory_snapshot():
+        if (segment.get("device"), segment.get("stream")) != (here, stream):
+            continue
+        if tuple(segment.get("segment_pool_id", (0, 0))) != (0, 0):
+            continue
+        for block in segment["blocks"]:
+            if block["state"] != "inactive":
+                continue
+            size = block["size"]
+            if segment.get("segment_type") == "small":
+                while size > SMALL_REQUEST_BYTES:
+                    sizes.append(SMALL_REQUEST_BYTES)
+                    size -= SMALL_REQUEST_BYTES
+            sizes.append(size)
+    return sorted(sizes, reverse=True)
+
+
 def poison_free_memory(device: str) -> None:
-    """Fill the CUDA caching allocator's free memory with 0xFF bytes (NaN in every float type)."""
+    """Fill the free blocks of the CUDA caching allocator's pool (`free_block_requests`) with 0xFF bytes (NaN in
+    every float type), so an output the candidate never writes holds no earlier values.
+
+    Each free block is taken by an allocation of its own, filled, then all are given back: nothing new is reserved.
+    One allocation of all the free bytes at once, as before, found no cached block that large at KernelBench L1
+    sizes, so the allocator gave its cached segments back to the driver and reserved a new one, in every trial.
+    """
     if device != "cuda":
         return
     import torch
 
-    free = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
-    if free <= 0:
-        return
-    try:
-        block = torch.empty(free, dtype=torch.uint8, device="cuda")
-    except torch.OutOfMemoryError:
-        return
-    block.fill_(0xFF)
-    del block
+    taken = []
+    for size in free_block_requests():
+        try:
+            taken.append(torch.empty(size, dtype=torch.uint8, device="cuda"))
+        except torch.OutOfMemoryError:  # memory another process took meanwhile: what is taken is still poisoned
+            break
+        taken[-1].fill_(0xFF)
+    del taken
 
 
 def _loaded_library(name: str) -> Any:

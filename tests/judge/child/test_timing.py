@@ -72,4 +72,6 @@ def test_later_outputs_are_judged_so_that_skipping_half_the_calls_passes_one_tim
 
 def test_slower_early_calls_raise_the_later_chance_and_too_few_later_calls_need_none() -> None:
     assert _calls(0.02).late_chance() > _calls(0.01).late_chance() > _calls(0.005).late_chance() > 0
-    assert _calls(0.05).late_chance() == 0.0  # 20 calls in all: skipping 11 takes an early one, which TIMED_CHECKS judge
+    assert (
+        _calls(0.05).late_chance() == 0.0
+    )  # 20 calls in all: skipping 11 takes an early one, which TIMED_CHECKS judge

@@ -7,7 +7,7 @@
 #   A    ~100 s  a cold `cuda-agent judge kernelbench/L1/19` (build, baselines) and its lone cached verdict
 #   D     ~80 s  then, alone: a candidate whose C++ spins with the GIL held (its own cold build, then `timeout` at
 #                its step limit). Not beside A: each one's times would hold the other's build and GPU turns
-#   B    ~140 s  3 rounds of a cached CLI judgement of L1/19, in the CLI's process and through `cuda-agent judge
+#   B    ~200 s  3 rounds of a cached CLI judgement of L1/19, in the CLI's process and through `cuda-agent judge
 #                --sandbox URL` against a `cuda-agent serve --spares 1` started for it: wall (<= 7 s) and GPU-slot
 #                seconds (<= 5 s) of both (the serve's start and a first served judgement are not counted)
 #   C     ~45 s  2, then 4 concurrent CLI judgements of L1/19: each verdict equals the lone one
@@ -54,7 +54,7 @@ if want D; then
   stamp "D done"; pack
 fi
 if want B; then  # judge_gpu.py stops its serve on the SIGTERM of `timeout`
-  timeout "$(left 200)" python3 bench/judge_gpu.py --parts B --sandbox serve --spares 1 --device cuda --out "$R" \
+  timeout "$(left 260)" python3 bench/judge_gpu.py --parts B --sandbox serve --spares 1 --device cuda --out "$R" \
     --repeat 3 > "$R/part_B.log" 2>&1
   stamp "B done"; pack
 fi

@@ -348,7 +348,7 @@ def free_block_requests() -> list[int]:
     here, stream = torch.cuda.current_device(), torch.cuda.current_stream().cuda_stream
     sizes = []
     for segment in torch.cuda.memory_snapshot():
-        if (segment.get("device"), segment.get("stream")) != (here, stream):
+        if (segment.get("device", here), segment.get("stream")) != (here, stream):
             continue
         if tuple(segment.get("segment_pool_id", (0, 0))) != (0, 0):
             continue

@@ -180,7 +180,10 @@ def profiled_ops(torch: Any, work: Callable[[], Any]) -> tuple[Any, set[str] | N
     finally:
         try:
             profiler.__exit__(None, None, None)
-            ops: set[str] | None = {event.name for event in profiler.function_events if "::" in event.name}
+            # The raw events, not `function_events`: building those (a tree, times) cost ~150 ms a comparison at
+            # KernelBench L1/19's size (hundreds of chunked operators), 2.8 s of an H100 judgement's 6.5.
+            names = (event.name() for event in profiler.kineto_results.events())
+            ops: set[str] | None = {name for name in names if "::" in name}
         except Exception:
             ops = None
     return result, ops

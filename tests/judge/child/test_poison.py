@@ -28,7 +28,7 @@ def test_every_free_block_is_poisoned_and_nothing_new_is_reserved() -> None:
     assert torch.cuda.memory_reserved() == reserved  # no segment given back, none reserved anew
     # Taking the free bytes again, block by block as the allocator hands them out, reads nothing but 0xFF.
     taken = [torch.empty(size, dtype=torch.uint8, device="cuda") for size in free_block_requests()]
+    assert torch.cuda.memory_reserved() == reserved, "taking the free blocks one by one reserved more"
     assert sum(t.numel() for t in taken) == free
-    assert all(bool((t == 0xFF).all()) for t in taken)
-    assert torch.cuda.memory_reserved() == reserved
+    assert all(bool((t == 0xFF).all()) for t in taken)  # (each comparison's result needs memory of its own)
     del kept

@@ -55,7 +55,7 @@ if want D; then
 fi
 if want B; then  # judge_gpu.py stops its serve on the SIGTERM of `timeout`
   timeout "$(left 260)" python3 bench/judge_gpu.py --parts B --sandbox serve --spares 1 --device cuda --out "$R" \
-    --repeat 3 > "$R/part_B.log" 2>&1
+    --repeat ${B_REPEAT:-3} > "$R/part_B.log" 2>&1
   stamp "B done"; pack
 fi
 if want C; then  # C reads the lone verdict from part A's file.

@@ -13,6 +13,7 @@ imported (see `guards.py`); this module never looks them up itself after import.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -94,6 +95,30 @@ def _time_cpu(call: Callable[[Sequence[Any]], Any], inputs: Sequence[Any], clock
     start = clock.perf_counter()
     call(inputs)
     return (clock.perf_counter() - start) * 1e3
+
+
+SKIP_PASS_CHANCE = 0.01
+"""The chance, at most, that a solution skipping the work on more than half of the timed calls (the least that moves
+their median) passes every check of a later call's output (`late_check_chance`)."""
+
+
+def late_check_chance(spent_s: float, min_reps: int, max_reps: int, target_phase_s: float) -> float:
+    """The chance that each timed call after the first min_reps has its output judged (worker.py's `_TimedCalls`).
+
+    It holds a solution that skips the work on more than half of the calls the phase is expected to make, at the pace
+    of its first min_reps (`spent_s` for them), to SKIP_PASS_CHANCE: about 1 in 22 where it makes 200 (KernelBench
+    L1/19 on a GPU, timed calls alone), 1 in 13 where it makes 115 (the same, wall time counted). A solution cannot
+    lower it: slow early calls make the estimate smaller and the chance larger, and skipped later calls, being
+    fast, make more calls than estimated. 0 where the median cannot move without skipping some of the first
+    min_reps calls, which the early checks (worker.py's TIMED_CHECKS) judge.
+    """
+    pace = spent_s / min_reps
+    left = max(0.0, target_phase_s - spent_s)
+    later = min(max_reps - min_reps, math.ceil(left / pace) if pace > 0 else max_reps)
+    must_skip = (min_reps + later) // 2 + 1  # skipped calls that move the median, the first min_reps honest
+    if later < must_skip:
+        return 0.0
+    return 1.0 - SKIP_PASS_CHANCE ** (1.0 / must_skip)
 
 
 def rotate(input_sets: Sequence[Sequence[Any]]) -> Callable[[int], Sequence[Any]]:

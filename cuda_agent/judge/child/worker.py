@@ -21,7 +21,6 @@ Not protected here: native code that rewrites this process's memory or the resul
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time
@@ -41,12 +40,6 @@ TIMED_CHECKS = 5
 """Timed calls (besides the last) whose outputs are judged, on average, among the phase's first min_reps: each is
 judged with a chance of TIMED_CHECKS / min_reps, decided after it returned (a phase of few slow calls is where a
 solution skipping the work on some calls moves the median most easily)."""
-SKIP_PASS_CHANCE = 0.01
-"""The chance, at most, that a solution skipping the work on more than half of the timed calls (the least that moves
-their median) passes every check of a later call's output. Later calls (past the first min_reps) are judged each
-with the chance that gives this over the calls such a solution must skip, for as many calls as the phase is expected
-to make, estimated from its first min_reps (`_TimedCalls.late_chance`): about 1 in 22 where it makes 200 (KernelBench
-L1/19 on a GPU), 1 in 13 where it makes 115. Where it can only make its first min_reps, TIMED_CHECKS bound it alone."""
 
 
 class _Stop(Exception):
@@ -476,7 +469,7 @@ class _TimedCalls:
     So every call gets inputs of its own, drawn from get_inputs() under a seed of its own before the cache flush
     (a stored result is then wrong, a memo never hits); nothing is kept between calls but the last output (a call
     returning its storage again is `result_caching`); and outputs are judged like a trial's (label `timed`): the
-    last call's, and others drawn at random as they return (`TIMED_CHECKS`, `SKIP_PASS_CHANCE`), so a solution
+    last call's, and others drawn at random as they return (`TIMED_CHECKS`, `timing.late_check_chance`), so a solution
     that works only on some calls is caught with a chance that grows with how many it skips. Nothing before or
     during a call tells it whether it will be judged: the decision is made after it returns, independently for
     each call, and the inputs to judge it on are drawn again from their seed (so in-place writes show) rather than
@@ -508,7 +501,7 @@ class _TimedCalls:
         self.first_timed = req.warmup_reps
         self.first_late = req.warmup_reps + req.min_reps
         self.chance = min(1.0, TIMED_CHECKS / req.min_reps)
-        """The chance that the call just returned is judged: TIMED_CHECKS / min_reps, then `late_chance()`."""
+        """The chance that the call just returned is judged: TIMED_CHECKS / min_reps, then `late_check_chance`."""
         self.started = 0.0
         """When the first timed call's inputs were drawn (perf_counter)."""
         self.judged_s = 0.0
@@ -539,6 +532,7 @@ class _TimedCalls:
             self.returned[0], self.returned[1] = inputs, self.run.candidate(*inputs)
 
     def after_call(self) -> None:
+        from cuda_agent.judge.child.timing import late_check_chance
         from cuda_agent.judge.child.trial import sample_outputs
 
         inputs, out, index = self.returned
@@ -561,27 +555,15 @@ class _TimedCalls:
         self.latest_judged = index >= self.first_timed and self.random.random() < self.chance
         if self.latest_judged:
             self.judge(inputs, out, index)
-        if index == self.first_late - 1:
-            self.chance = self.late_chance()
+        if index == self.first_late - 1:  # later calls: a chance from the pace of the first min_reps
+            req = self.run.req
+            self.chance = late_check_chance(self.spent(), req.min_reps, req.max_reps, req.target_phase_s)
         self.run.tick()
 
     def spent(self) -> float:
         """The seconds of the phase's budget used: its wall time since the first timed call's draw, less the judging
         of outputs (`timing.time_phase`'s `spent`)."""
         return time.perf_counter() - self.started - self.judged_s
-
-    def late_chance(self) -> float:
-        """The chance that a later call's output is judged, from the calls the phase is expected to make at the pace
-        of its first min_reps (SKIP_PASS_CHANCE). A solution cannot lower it: slow early calls make the estimate
-        smaller and the chance larger, and skipped later calls, fast, make more calls than estimated."""
-        req = self.run.req
-        pace = self.spent() / req.min_reps
-        left = max(0.0, req.target_phase_s - self.spent())
-        later = min(req.max_reps - req.min_reps, math.ceil(left / pace) if pace > 0 else req.max_reps)
-        must_skip = (req.min_reps + later) // 2 + 1  # skipped calls that move the median, the first min_reps honest
-        if later < must_skip:
-            return 0.0  # the median cannot move without skipping early calls, which TIMED_CHECKS judge
-        return 1.0 - SKIP_PASS_CHANCE ** (1.0 / must_skip)
 
     def still_written(self, sample: list[Any]) -> None:
         """A timed output changed since it returned (`trial.sample_outputs`): the call left work running."""

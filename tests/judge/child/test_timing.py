@@ -1,14 +1,10 @@
-"""The timed phase's budget and how often later timed outputs are judged (timing.time_phase, worker._TimedCalls)."""
+"""The timed phase's budget and how often later timed outputs are judged (timing.time_phase, late_check_chance)."""
 
 from __future__ import annotations
 
-import time
-from types import SimpleNamespace
-
 import pytest
 
-from cuda_agent.judge.child.timing import Clock, time_phase
-from cuda_agent.judge.child.worker import SKIP_PASS_CHANCE, _TimedCalls
+from cuda_agent.judge.child.timing import SKIP_PASS_CHANCE, Clock, late_check_chance, time_phase
 
 
 class _FakeTime:
@@ -53,25 +49,21 @@ def test_a_phase_stops_when_its_budget_is_spent_by_the_timed_windows_or_by_the_w
     assert _phase(spent_by_wall=True) == 10  # 30 ms of the phase, draws included
 
 
-def _calls(pace_s: float, min_reps: int = 10, max_reps: int = 200, target_phase_s: float = 1.0) -> _TimedCalls:
-    req = SimpleNamespace(warmup_reps=3, min_reps=min_reps, max_reps=max_reps, target_phase_s=target_phase_s)
-    calls = _TimedCalls(SimpleNamespace(req=req))
-    calls.started = time.perf_counter() - pace_s * min_reps  # as after the first min_reps calls at that pace
-    return calls
+def _chance(pace_s: float, min_reps: int = 10) -> float:
+    """The chance after the first min_reps calls took `pace_s` each, at the judge's defaults."""
+    return late_check_chance(pace_s * min_reps, min_reps, max_reps=200, target_phase_s=1.0)
 
 
 @pytest.mark.parametrize(("pace_s", "calls_expected"), [(0.0087, 115), (0.001, 200), (0.03, 34)])
 def test_later_outputs_are_judged_so_that_skipping_half_the_calls_passes_one_time_in_a_hundred(
     pace_s: float, calls_expected: int
 ) -> None:
-    chance = _calls(pace_s).late_chance()
+    chance = _chance(pace_s)
     must_skip = calls_expected // 2 + 1  # the calls a solution must skip to move the median, all of them later ones
     assert (1 - chance) ** must_skip == pytest.approx(SKIP_PASS_CHANCE, rel=0.05)
     assert (1 - chance) ** (must_skip - 10) > SKIP_PASS_CHANCE  # and not much more often than that
 
 
 def test_slower_early_calls_raise_the_later_chance_and_too_few_later_calls_need_none() -> None:
-    assert _calls(0.02).late_chance() > _calls(0.01).late_chance() > _calls(0.005).late_chance() > 0
-    assert (
-        _calls(0.05).late_chance() == 0.0
-    )  # 20 calls in all: skipping 11 takes an early one, which TIMED_CHECKS judge
+    assert _chance(0.02) > _chance(0.01) > _chance(0.005) > 0
+    assert _chance(0.05) == 0.0  # 20 calls in all: skipping 11 takes an early one, which TIMED_CHECKS judge

@@ -152,7 +152,7 @@ def time_phase(
         device: 'cuda' or 'cpu'.
         warmup_reps: untimed calls first.
         min_reps, max_reps: bounds on timed calls.
-        target_phase_s: stop after this much timed work once min_reps is reached.
+        target_phase_s: stop once min_reps is reached and this much of the phase's budget is spent (`spent`).
         tick: called after every call, outside the timed window (progress for the grader's step limit).
         spent: the seconds of `target_phase_s` the timed calls have used, read after each; None: their timed
             windows alone. The candidate's phase counts its wall time (worker.py): its fresh input draws cost as

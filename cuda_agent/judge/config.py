@@ -70,6 +70,10 @@ class JudgeConfig(BaseModel):
     target_phase_s: float = 1.0
     """Repeat until a phase has spent this long (bounded by min/max reps): the baselines' timed calls, the candidate's
     phase in wall time (its fresh input draws included, the judging of its outputs not)."""
+    screen_min_elems: int = Field(default=1 << 22, ge=1)
+    """Timed outputs (those drawn at random, not the last call's) of at least this many elements are first read at
+    `trial.SCREEN_POSITIONS` random positions, and judged in full only where those leave doubt (`trial.screen_trial`):
+    ~90 ms less each at KernelBench L1/19's 1.6 G elements. A huge value judges every one in full."""
     warmup_reps: int = Field(default=3, ge=0)
     """Untimed calls before timing (after the first call's build and autotune)."""
     cpu_threads: int = Field(default=1, ge=1)

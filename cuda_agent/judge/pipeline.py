@@ -353,6 +353,7 @@ class _Judgement:
             min_reps=cfg.min_reps,
             max_reps=cfg.max_reps,
             target_phase_s=cfg.target_phase_s,
+            screen_min_elems=cfg.screen_min_elems,
             policy=cfg.policy,
         )
         confinement = None

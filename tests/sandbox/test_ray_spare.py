@@ -25,7 +25,7 @@ def local_ray():
 def _same(verdict) -> tuple:
     """What two judgements of one candidate agree on (timings and so the speed-up and reward vary, and each
     judgement draws its own input seeds: its checks agree less the seed). Which timed calls are judged is drawn at
-    random after each returns (worker.py's `_TimedCalls`), so the `timed` checks differ in number: each passed, as
+    random after each returns (timed_calls.py's `TimedCalls`), so the `timed` checks differ in number: each passed, as
     the verdict's `pass` says, and they are left out of the comparison."""
     offset = verdict.env["seed_offset"]
     checks = [{**check, "seed": check["seed"] - offset} for check in verdict.checks if check["label"] != "timed"]

@@ -103,14 +103,14 @@ their median) passes every check of a later call's output (`late_check_chance`).
 
 
 def late_check_chance(spent_s: float, min_reps: int, max_reps: int, target_phase_s: float) -> float:
-    """The chance that each timed call after the first min_reps has its output judged (worker.py's `_TimedCalls`).
+    """The chance that each timed call after the first min_reps has its output judged (timed_calls.py's `TimedCalls`).
 
     It holds a solution that skips the work on more than half of the calls the phase is expected to make, at the pace
     of its first min_reps (`spent_s` for them), to SKIP_PASS_CHANCE: about 1 in 22 where it makes 200 (KernelBench
     L1/19 on a GPU, timed calls alone), 1 in 13 where it makes 115 (the same, wall time counted). A solution cannot
     lower it: slow early calls make the estimate smaller and the chance larger, and skipped later calls, being
     fast, make more calls than estimated. 0 where the median cannot move without skipping some of the first
-    min_reps calls, which the early checks (worker.py's TIMED_CHECKS) judge.
+    min_reps calls, which the early checks (timed_calls.py's TIMED_CHECKS) judge.
     """
     pace = spent_s / min_reps
     left = max(0.0, target_phase_s - spent_s)

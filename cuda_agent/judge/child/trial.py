@@ -77,17 +77,23 @@ def sample_outputs(run: Any, out: Any, seed: int) -> list[tuple[Any, tuple[Any, 
     the worker's plain list of tensors (`plain_outputs`), never the object forward returned. The
     positions are chosen after the call returned; the read is synchronised, so work queued later cannot precede it.
     """
-    torch = run.torch
-    generator = torch.Generator().manual_seed(seed)
+    generator = run.torch.Generator().manual_seed(seed)
     samples = []
     for value in flatten_outputs(out):
         if value.numel() == 0:
             continue
-        flat = torch.randint(value.numel(), (SAMPLED_POSITIONS,), generator=generator).to(value.device)
-        where = torch.unravel_index(flat, value.shape) if value.dim() else ()
+        where = _positions(run.torch, value, SAMPLED_POSITIONS, generator)
         samples.append((value, where, value[where].clone()))  # a 0-dim tensor's `value[()]` is a view: cloned
     run.sync()
     return samples
+
+
+def _positions(torch: Any, value: Any, count: int, generator: Any) -> tuple[Any, ...]:
+    """`count` positions of a non-empty tensor, drawn uniformly (with repeats) from `generator`, as an index.
+
+    An index of coordinates rather than a flat one: `reshape(-1)` of a non-contiguous output would copy all of it."""
+    flat = torch.randint(value.numel(), (count,), generator=generator).to(value.device)
+    return torch.unravel_index(flat, value.shape) if value.dim() else ()
 
 
 def changed_since(run: Any, samples: list[tuple[Any, tuple[Any, ...], Any]]) -> bool:
@@ -127,6 +133,78 @@ def _bound_by_the_trials(check: Any, trials: list[dict[str, Any]], index: int) -
             f"error against the float32 reference {check.norm_rel_err:.3g} exceeds {limit:.3g}, beyond what the "
             f"trials' float64 checks allow (eager fp32 against float64: {eager:.3g}): reduced precision while timed"
         )
+
+
+SCREEN_POSITIONS = 1 << 16
+"""Positions of each output and input a screened timed output is read at (`screen_trial`). An output wrong at a
+fraction f of its elements passes the screen with a chance of (1 - f) ** 65536: 0.15% at f = 1e-4, so work skipped
+on more than a sliver of an output is seen; a sliver saves no time worth a reward."""
+
+
+def screen_trial(
+    run: Any, inputs: list[Any], given: list[Any], out: Any, seed: int, positions_seed: int
+) -> dict[str, Any] | None:
+    """A timed call's output (label `timed`, no float64 reference) judged at SCREEN_POSITIONS positions per output,
+    drawn from `positions_seed` after the call returned: a passed trial record, or None where the screen leaves any
+    doubt (then `judge_trial` decides on every element, so an honest output is never failed on a sample's figures).
+
+    The same checks as `judge_trial`'s, on the sampled elements: inputs as drawn against as the call left them,
+    outputs read before and after the reference ran (work left running), elementwise and normwise tolerances, and
+    the trials' precision bound (`_bound_by_the_trials`). The reference itself runs in full: its outputs at the
+    positions need all of it. Outputs under `screen_min_elems` elements (or not floating) are judged in full.
+    """
+    torch = run.torch
+    req = run.req
+    outputs = flatten_outputs(out)
+    if not outputs or any(not o.is_floating_point() or o.numel() < req.screen_min_elems for o in outputs):
+        return None
+    generator = torch.Generator().manual_seed(positions_seed)
+    for original, handed in zip(inputs, given, strict=True):
+        if isinstance(original, torch.Tensor) and original is not handed and original.numel():
+            if type(handed) is not type(original) or handed.shape != original.shape:
+                return None
+            where = _positions(torch, original, SCREEN_POSITIONS, generator)
+            if not same_values(original[where], handed[where]):
+                return None
+    wheres = [_positions(torch, o, SCREEN_POSITIONS, generator) for o in outputs]
+    early = [o[where] for o, where in zip(outputs, wheres, strict=True)]
+    with torch.no_grad():
+        reference = flatten_outputs(run.reference(*inputs))
+    run.sync()
+    run.tick()
+    if len(reference) != len(outputs):
+        return None
+    checks = []
+    for i, (value, where, sampled, ref) in enumerate(zip(outputs, wheres, early, reference, strict=True)):
+        if (ref.shape, ref.dtype, ref.device.type) != (value.shape, value.dtype, value.device.type):
+            return None
+        if not same_values(value[where], sampled):
+            return None
+        check = check_output(
+            sampled,
+            ref[where],
+            None,
+            atol=req.atol,
+            rtol=req.rtol,
+            norm_rtol=req.norm_rtol,
+            strict_precision=req.strict_precision,
+            precision_factor=req.precision_factor,
+            precision_floor=req.precision_floor,
+        )
+        if check.ok and req.strict_precision and value.dtype == torch.float32:
+            _bound_by_the_trials(check, run.trials, i)
+        if not check.ok:
+            return None
+        checks.append(check.as_dict())
+    return {
+        "label": "timed",
+        "seed": seed,
+        "transform": "identity",
+        "ok": True,
+        "reason": "",
+        "outputs": checks,
+        "screened": SCREEN_POSITIONS,
+    }
 
 
 def judge_trial(

@@ -26,36 +26,19 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from cuda_agent.errors import TaskError
 from cuda_agent.judge.build import loading_extensions
 from cuda_agent.judge.child import guards
 from cuda_agent.judge.child.hooks import HookWatch, OperatorWatch, profiled_ops
+from cuda_agent.judge.child.stop import Stop, out_of_memory, stop
+from cuda_agent.judge.child.timed_calls import TimedCalls
 from cuda_agent.judge.protocol import RunRequest, RunResult
 from cuda_agent.judge.standby import TURNS_ENV, mark_candidate, progress, serve_once, set_up_turn
 from cuda_agent.types import Violation
 
-TIMED_CHECKS = 5
-"""Timed calls (besides the last) whose outputs are judged, on average, among the phase's first min_reps: each is
-judged with a chance of TIMED_CHECKS / min_reps, decided after it returned (a phase of few slow calls is where a
-solution skipping the work on some calls moves the median most easily)."""
-
-
-class _Stop(Exception):
-    """Ends the run early with a result (a candidate fault, reported as data)."""
-
-    def __init__(self, result: RunResult) -> None:
-        super().__init__(result.message)
-        self.result = result
-
-
-def _stop(
-    status: str, stage: str, message: str, violations: list[Violation] | None = None, cause: Exception | None = None
-) -> _Stop:
-    """A result that ends the run; `cause`: the candidate's exception, when one ended it."""
-    oom = cause is not None and out_of_memory(cause)
-    return _Stop(RunResult(status=status, stage=stage, message=message, violations=violations or [], out_of_memory=oom))
+_T = TypeVar("_T")
 
 
 class CandidateRun:
@@ -193,12 +176,12 @@ class CandidateRun:
                 spec.loader.exec_module(module)
         except Exception as exc:
             message = f"importing the solution raised {type(exc).__name__}: {exc}"
-            raise _stop("runtime_error", "import", message, cause=exc) from None
+            raise stop("runtime_error", "import", message, cause=exc) from None
         model_cls = getattr(module, "ModelNew", None)
         if model_cls is None:
-            raise _stop("runtime_error", "import", "the solution defines no ModelNew") from None
+            raise stop("runtime_error", "import", "the solution defines no ModelNew") from None
         if isinstance(model_cls, type) and issubclass(model_cls, self.problem.Model):
-            raise _stop(
+            raise stop(
                 "rejected",
                 "import",
                 "ModelNew derives from the reference Model",
@@ -210,7 +193,7 @@ class CandidateRun:
             self.candidate = model_cls(*self.init_args).to(self.device)
         except Exception as exc:
             message = f"ModelNew(*get_init_inputs()) raised {type(exc).__name__}: {exc}"
-            raise _stop("runtime_error", "init", message, cause=exc) from None
+            raise stop("runtime_error", "init", message, cause=exc) from None
         self.check_state("init")
         self.stage_s["import"] = time.perf_counter() - start
 
@@ -250,7 +233,7 @@ class CandidateRun:
         elif stage != "custom_work":  # our profiler's own threads may start there (CUDA's, with kernel activity)
             violations += self.thread_violations()
         if violations:
-            raise _stop("rejected", stage, violations[0].message, violations) from None
+            raise stop("rejected", stage, violations[0].message, violations) from None
 
     def operator_violations(self, known_only: bool = False) -> list[Violation]:
         """Kernels of the candidate's for torch's operators (hooks.OperatorWatch): all, or those the judge calls."""
@@ -260,7 +243,7 @@ class CandidateRun:
         message = f"the solution registered kernels of its own for torch's operators: {', '.join(overridden[:5])}"
         return [Violation(check="patched_harness", message=message)]
 
-    def judging(self, stage: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    def judging(self, stage: str, work: Callable[[], _T]) -> _T:
         """The judge's own work on a candidate call's output (`judge_trial`), with the operators it dispatched made
         known. Where the check before it read only the known operators, and this work called others, or the
         profiler saw none of the reference's (turned off), every operator is read before the result counts."""
@@ -274,7 +257,7 @@ class CandidateRun:
             violations = self.operator_violations()
             self.count_check(start)
             if violations:
-                raise _stop("rejected", stage, violations[0].message, violations) from None
+                raise stop("rejected", stage, violations[0].message, violations) from None
         return result
 
     def thread_violations(self) -> list[Violation]:
@@ -313,7 +296,7 @@ class CandidateRun:
         flat = plain_outputs(self.torch, out)
         if flat is None:
             message = f"forward returned a {type(out).__name__}: return a tensor, or a list or tuple of plain tensors"
-            raise _stop("rejected", stage, message, [Violation(check="non_tensor_output", message=message)])
+            raise stop("rejected", stage, message, [Violation(check="non_tensor_output", message=message)])
         return flat
 
     def call_candidate(self, inputs: list[Any]) -> tuple[Any, dict[str, int]]:
@@ -321,17 +304,17 @@ class CandidateRun:
         try:
             with self.torch.no_grad(), tracer:
                 out = self.candidate(*inputs)
-            violations = self.allocator_violations()  # before the judge's next allocation (see _TimedCalls.after_call)
+            violations = self.allocator_violations()  # before the judge's next allocation (see TimedCalls.after_call)
             if violations:
-                raise _stop("rejected", "trial", violations[0].message, violations)
+                raise stop("rejected", "trial", violations[0].message, violations)
             out = self.plain(out, "trial")
             self.sync()
             self.tick()
-        except _Stop:
+        except Stop:
             raise
         except Exception as exc:
             message = f"ModelNew.forward raised {type(exc).__name__}: {exc}"
-            raise _stop("runtime_error", "trial", message, cause=exc) from None
+            raise stop("runtime_error", "trial", message, cause=exc) from None
         return out, tracer.disallowed
 
     def run_trial(self, seed: int, transform: str, label: str) -> None:
@@ -344,7 +327,7 @@ class CandidateRun:
         out, disallowed = self.call_candidate(given)
         if disallowed and self.req.policy == "cuda-agent":  # kernelbench: torch may compute (custom_work checks)
             ops = ", ".join(f"{k} x{v}" for k, v in sorted(disallowed.items()))
-            raise _stop(
+            raise stop(
                 "rejected",
                 "trial",
                 f"torch computed part of the output: {ops}",
@@ -360,7 +343,7 @@ class CandidateRun:
         if not trial["ok"]:
             check = "reduced_precision" if trial.get("precision") else trial.get("violation")
             violations = [Violation(check=check, message=trial["reason"])] if check else []
-            raise _stop("rejected" if check else "incorrect", stage, context + trial["reason"], violations) from None
+            raise stop("rejected" if check else "incorrect", stage, context + trial["reason"], violations) from None
 
     def correctness(self) -> None:
         start = time.perf_counter()
@@ -376,7 +359,7 @@ class CandidateRun:
 
         start = time.perf_counter()
         flush = make_flusher(self.device, self.env.get("l2_bytes"), self.l2.reset if self.l2 else None)
-        calls = _TimedCalls(self)
+        calls = TimedCalls(self)
         try:
             phase = time_phase(
                 calls.call,
@@ -391,27 +374,36 @@ class CandidateRun:
                 tick=calls.after_call,
                 spent=calls.spent,
             )
-        except _Stop:
+        except Stop:
             raise
         except Exception as exc:
             if calls.ours:
                 raise
             message = f"ModelNew.forward raised while timed: {type(exc).__name__}: {exc}"
-            raise _stop("runtime_error", "timing", message, cause=exc) from None
+            raise stop("runtime_error", "timing", message, cause=exc) from None
         self.check_state("timing")
         calls.check_last()
         self.stage_s["timing"] = time.perf_counter() - start - self.stage_s.get("timed_outputs", 0.0)
         self.run_trial(self.req.recheck_seed, "identity", "recheck")
         return phase.summary()
 
-    def check_timed_output(self, inputs: list[Any], given: list[Any], out: Any, index: int) -> None:
+    def check_timed_output(
+        self, inputs: list[Any], given: list[Any], out: Any, index: int, positions_seed: int | None
+    ) -> None:
         """Judge the output of the phase's `index`-th call as a trial's, label `timed`: `inputs` as drawn, `given` as
-        the call left them. Precision against float64 was the trials' business (and would double the cost)."""
-        from cuda_agent.judge.child.trial import judge_trial
+        the call left them; screened at positions drawn from `positions_seed` first (`trial.screen_trial`; None: in
+        full). Precision against float64 was the trials' business (and would double the cost)."""
+        from cuda_agent.judge.child.trial import judge_trial, screen_trial
 
         start = time.perf_counter()
         seed = self.req.timing_seed + index
-        trial = self.judging("timing", lambda: judge_trial(self, inputs, given, out, seed, "identity", "timed", False))
+        trial = None
+        if positions_seed is not None:
+            trial = self.judging("timing", lambda: screen_trial(self, inputs, given, out, seed, positions_seed))
+        if trial is None:
+            trial = self.judging(
+                "timing", lambda: judge_trial(self, inputs, given, out, seed, "identity", "timed", False)
+            )
         self.record_trial(trial, "timed", "a timed call's output is wrong: ")
         self.stage_s["timed_outputs"] = self.stage_s.get("timed_outputs", 0.0) + time.perf_counter() - start
 
@@ -435,7 +427,7 @@ class CandidateRun:
                     out = self.candidate(*inputs)
             except Exception as exc:
                 message = f"ModelNew.forward raised {type(exc).__name__}: {exc}"
-                raise _stop("runtime_error", "custom_work", message, cause=exc) from None
+                raise stop("runtime_error", "custom_work", message, cause=exc) from None
             return self.plain(out, "custom_work")
 
         inputs = make_inputs(self.problem, self.req.task_name, seed, self.device, "identity")
@@ -457,144 +449,8 @@ class CandidateRun:
         if reason is not None:
             share = "n/a" if fraction is None else f"{fraction:.1%}"
             message = f"{reason} (share of time in your own code: {share})"
-            raise _stop("rejected", "custom_work", message, [Violation(check="no_custom_kernel", message=message)])
+            raise stop("rejected", "custom_work", message, [Violation(check="no_custom_kernel", message=message)])
         return fraction
-
-
-class _TimedCalls:
-    """The timed phase's calls (`CandidateRun.timing`) and the little kept between them.
-
-    Red-team runs (2026-12-05) passed with reward 3 by storing a result and returning it again for inputs seen
-    before (the same storage, or a copy keyed by the inputs' values), or by skipping the work on repeated inputs.
-    So every call gets inputs of its own, drawn from get_inputs() under a seed of its own before the cache flush
-    (a stored result is then wrong, a memo never hits); nothing is kept between calls but the last output (a call
-    returning its storage again is `result_caching`); and outputs are judged like a trial's (label `timed`): the
-    last call's, and others drawn at random as they return (`TIMED_CHECKS`, `timing.late_check_chance`), so a solution
-    that works only on some calls is caught with a chance that grows with how many it skips. Nothing before or
-    during a call tells it whether it will be judged: the decision is made after it returns, independently for
-    each call, and the inputs to judge it on are drawn again from their seed (so in-place writes show) rather than
-    copied beforehand. The bookkeeping runs after each call, outside the timed window: inside it, `call` only
-    keeps references.
-    """
-
-    __slots__ = (
-        "chance",
-        "first_late",
-        "first_timed",
-        "judged_s",
-        "latest",
-        "latest_judged",
-        "ours",
-        "random",
-        "returned",
-        "run",
-        "started",
-    )
-    """No instance attribute can shadow a method (a red-team solution set `calls.judge` to a no-op)."""
-
-    def __init__(self, run: CandidateRun) -> None:
-        import secrets
-
-        self.run = run
-        req = run.req
-        self.random = secrets.SystemRandom()
-        self.first_timed = req.warmup_reps
-        self.first_late = req.warmup_reps + req.min_reps
-        self.chance = min(1.0, TIMED_CHECKS / req.min_reps)
-        """The chance that the call just returned is judged: TIMED_CHECKS / min_reps, then `late_check_chance`."""
-        self.started = 0.0
-        """When the first timed call's inputs were drawn (perf_counter)."""
-        self.judged_s = 0.0
-        """Seconds spent judging timed outputs: not part of the phase's budget (`spent`)."""
-        self.latest: list[Any] = [None, None, -1, []]
-        """The last call's inputs, its output, its index (warm-ups counted first) and its sample (`after_call`)."""
-        self.returned: list[Any] = [None, None, -1]
-        """What `call` leaves for `after_call`: the call's inputs, its output and its index."""
-        self.latest_judged = False
-        self.ours = False
-        """Set while our own code runs inside the phase: its errors are not the candidate's (see `run`)."""
-
-    def inputs_for(self, i: int) -> list[Any]:
-        from cuda_agent.judge.child.inputs import make_inputs
-
-        run = self.run
-        self.latest[0] = None  # the call before was not the last: its inputs go before the next are made
-        self.returned[2] = i
-        if i == self.first_timed:
-            self.started = time.perf_counter()
-        self.ours = True
-        inputs = make_inputs(run.problem, run.req.task_name, run.req.timing_seed + i, run.device)
-        self.ours = False
-        return inputs
-
-    def call(self, inputs: list[Any]) -> None:
-        with self.run.torch.no_grad():
-            self.returned[0], self.returned[1] = inputs, self.run.candidate(*inputs)
-
-    def after_call(self) -> None:
-        from cuda_agent.judge.child.timing import late_check_chance
-        from cuda_agent.judge.child.trial import sample_outputs
-
-        inputs, out, index = self.returned
-        # Before the judge allocates anything: an allocator of the candidate's would run its code in our allocations.
-        violations = self.run.allocator_violations() + self.run.hook_violations() + self.run.thread_violations()
-        if violations:
-            raise _stop("rejected", "timing", violations[0].message, violations)
-        out = self.run.plain(out, "timing")  # nothing of ours reads the object forward returned
-        # First, before anything of ours lets an earlier output go: what this call's output holds as it returned.
-        self.ours = True
-        sample = sample_outputs(self.run, out, self.random.getrandbits(63)) if index >= self.first_timed else []
-        self.ours = False
-        self.returned[0] = self.returned[1] = None
-        if self.latest[1] is not None and guards.same_storage(self.latest[1], out, inputs):
-            message = "forward returned the storage of its previous output (a stored result)"
-            raise _stop("rejected", "timing", message, [Violation(check="result_caching", message=message)])
-        self.still_written(self.latest[3])  # the call before's output, until now: a thread that wrote it late
-        self.latest[:] = [inputs, out, index, sample]  # lets the call before's output go: what that sets off, runs
-        self.still_written(sample)
-        self.latest_judged = index >= self.first_timed and self.random.random() < self.chance
-        if self.latest_judged:
-            self.judge(inputs, out, index)
-        if index == self.first_late - 1:  # later calls: a chance from the pace of the first min_reps
-            req = self.run.req
-            self.chance = late_check_chance(self.spent(), req.min_reps, req.max_reps, req.target_phase_s)
-        self.run.tick()
-
-    def spent(self) -> float:
-        """The seconds of the phase's budget used: its wall time since the first timed call's draw, less the judging
-        of outputs (`timing.time_phase`'s `spent`)."""
-        return time.perf_counter() - self.started - self.judged_s
-
-    def still_written(self, sample: list[Any]) -> None:
-        """A timed output changed since it returned (`trial.sample_outputs`): the call left work running."""
-        from cuda_agent.judge.child.trial import changed_since
-
-        self.ours = True
-        changed = bool(sample) and changed_since(self.run, sample)
-        self.ours = False
-        if changed:
-            message = "a timed call's output changed after forward returned (work left running past the clock)"
-            raise _stop("rejected", "timing", message, [Violation(check="late_output_write", message=message)])
-
-    def check_last(self) -> None:
-        """Judge the last call's output, unless it was judged as it returned; nothing is kept after."""
-        inputs, out, index, sample = self.latest
-        self.latest[:] = [None, None, -1, []]
-        self.still_written(sample)
-        if not self.latest_judged:
-            self.judge(inputs, out, index)
-
-    def judge(self, given: list[Any], out: Any, index: int) -> None:
-        from cuda_agent.judge.child.inputs import make_inputs
-
-        run = self.run
-        start = time.perf_counter()
-        run.check_state("timing", judging=True)  # a function patched by the call just made would judge it
-        self.ours = True
-        drawn = make_inputs(run.problem, run.req.task_name, run.req.timing_seed + index, run.device)
-        run.check_timed_output(drawn, given, out, index)
-        self.ours = False
-        self.judged_s += time.perf_counter() - start
 
 
 def run(request: RunRequest) -> RunResult:
@@ -621,8 +477,8 @@ def run(request: RunRequest) -> RunResult:
             stage_s=state.stage_s,
             custom_kernel_time_fraction=fraction,
         )
-    except _Stop as stop:
-        result = stop.result
+    except Stop as ended:
+        result = ended.result
         if state is not None:
             result = result.model_copy(
                 update={"trials": state.trials, "flags": state.flags, "env": state.env, "stage_s": state.stage_s}
@@ -631,7 +487,7 @@ def run(request: RunRequest) -> RunResult:
     except TaskError:
         raise
     except Exception as exc:
-        # Raised in our own code, never inside one of the candidate's calls (those end with a _Stop above).
+        # Raised in our own code, never inside one of the candidate's calls (those end with a Stop above).
         # Before the candidate ran, or an allocation failure anywhere (our comparison and inputs need
         # memory that a judgement beside us may hold), it is our failure. After the candidate ran, any
         # other error of our checks may have been provoked by it (odd outputs, patched modules): its fault.
@@ -647,13 +503,6 @@ class JudgeFault(Exception):
     def __init__(self, cause: BaseException) -> None:
         super().__init__(f"{type(cause).__name__}: {cause}")
         self.out_of_memory = out_of_memory(cause)
-
-
-def out_of_memory(exc: BaseException) -> bool:
-    """An allocation failure: torch's CUDA OOM, Python's MemoryError, or the CPU allocator's refusal."""
-    import torch
-
-    return isinstance(exc, torch.OutOfMemoryError | MemoryError) or "can't allocate memory" in str(exc)
 
 
 def warm_up() -> None:

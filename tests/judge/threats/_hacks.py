@@ -447,3 +447,11 @@ def failed_check(verdict: Verdict) -> dict:
 
 def checks_of(verdict: Verdict) -> set[str]:
     return {v.check for v in verdict.violations}
+
+
+ROUND10_WHEN_TIMED = model_new(
+    f"self.calls += 1\nif {CALLS_BEFORE_TIMING} < self.calls <= {CALLS_BEFORE_TIMING + 150}:\n"
+    "    return ext.relu_round10(x.contiguous())\nreturn ext.relu(x.contiguous())",
+    init="self.calls = 0",
+)
+"""Exact except in the first 150 timed calls under `TIMED`, where relu is rounded to a 10-bit mantissa (threat 13)."""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.judge.threats._hacks import CALLS_BEFORE_TIMING, TIMED, checks_of, judge_hack, model_new
+from tests.judge.threats._hacks import ROUND10_WHEN_TIMED, TIMED, checks_of, judge_hack, model_new
 from tests.judge.threats._static import checks, expect, solution
 
 
@@ -77,13 +77,6 @@ def test_runtime_rejects_precision_lost_without_fp16_types(tmp_path: Path) -> No
 def test_runtime_accepts_the_same_precision_loss_in_paper_mode(tmp_path: Path) -> None:
     verdict = judge_hack(tmp_path, "examples/relu", ROUND10, precision="paper")
     assert (verdict.verdict, verdict.correct) == ("pass", True), verdict.message
-
-
-ROUND10_WHEN_TIMED = model_new(
-    f"self.calls += 1\nif {CALLS_BEFORE_TIMING} < self.calls <= {CALLS_BEFORE_TIMING + 150}:\n"
-    "    return ext.relu_round10(x.contiguous())\nreturn ext.relu(x.contiguous())",
-    init="self.calls = 0",
-)
 
 
 def test_runtime_rejects_precision_lost_only_while_timed(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cuda_agent.judge.child.worker import TIMED_CHECKS
+from cuda_agent.judge.child.timed_calls import TIMED_CHECKS
 from tests.judge.threats._hacks import CALLS_BEFORE_TIMING, TIMED, checks_of, failed_check, judge_hack, model_new
 
 

@@ -484,6 +484,10 @@ class _Judgement:
                 checks=run.trials,
                 custom_kernel_time_fraction=run.custom_kernel_time_fraction,
             )
+        missing = unchecked(run, self.cfg)
+        if missing:
+            self.cacheable = False
+            return self.verdict("runtime_error", f"the run claims success without {missing}: a result not the worker's")
         solution_ms = run.timing["median_ms"] if run.timing else None
         eager_ms = base.eager["median_ms"] if base and base.eager else None
         compile_ms = base.compile["median_ms"] if base and base.compile else None
@@ -505,6 +509,19 @@ class _Judgement:
             speedup_vs_compile=compile_ms / solution_ms if solution_ms and compile_ms else None,
             custom_kernel_time_fraction=run.custom_kernel_time_fraction,
         )
+
+
+def unchecked(run: RunResult, cfg: JudgeConfig) -> str:
+    """What an `ok` run lacks of the checks the worker passes before it reports ok ('' if nothing): its passed trials
+    (one per seed), and when timed, the timed outputs' and the recheck's. The candidate shares the worker's process:
+    a result file it wrote in haste claims success without them (a complete forgery is the static policy's to stop:
+    file access and embedded Python are refused in its code)."""
+    passed = [trial.get("label") for trial in run.trials if trial.get("ok")]
+    if passed.count("trial") < cfg.trials:
+        return f"{cfg.trials} passed trials"
+    if cfg.time and ("timed" not in passed or "recheck" not in passed or not run.timing):
+        return "its timed checks"
+    return ""
 
 
 def prepare(

@@ -5,9 +5,18 @@ from __future__ import annotations
 from cuda_agent.judge.protocol import RunResult
 from cuda_agent.types import Violation
 
+CANDIDATE_STATUSES = ("runtime_error", "incorrect", "rejected")
+"""The only statuses a run ends with early (`stop`): a Stop claiming another was raised by the candidate's code."""
+
 
 class Stop(Exception):
-    """Ends the run early with a result (a candidate fault, reported as data)."""
+    """Ends the run early with a result (a candidate fault, reported as data).
+
+    Candidate code can reach this class (it shares the process): every call of the candidate's code turns whatever
+    it raises, a Stop too, into a `runtime_error` of its own, and `worker.run` refuses a Stop claiming a status
+    outside CANDIDATE_STATUSES (red-team probe 2026-12-06: `raise Stop(RunResult(status="ok", timing=...))` from
+    forward passed with reward 3).
+    """
 
     def __init__(self, result: RunResult) -> None:
         super().__init__(result.message)

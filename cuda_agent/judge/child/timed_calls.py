@@ -87,8 +87,12 @@ class TimedCalls:
         return inputs
 
     def call(self, inputs: list[Any]) -> None:
-        with self.run.torch.no_grad():
-            self.returned[0], self.returned[1] = inputs, self.run.candidate(*inputs)
+        try:
+            with self.run.torch.no_grad():
+                self.returned[0], self.returned[1] = inputs, self.run.candidate(*inputs)
+        except Exception as exc:  # a Stop of ours among them: raised by its code, it would say what the run found
+            message = f"ModelNew.forward raised while timed: {type(exc).__name__}: {exc}"
+            raise stop("runtime_error", "timing", message, cause=exc) from None
 
     def after_call(self) -> None:
         from cuda_agent.judge.child.timing import late_check_chance

@@ -32,7 +32,7 @@ from cuda_agent.errors import TaskError
 from cuda_agent.judge.build import loading_extensions
 from cuda_agent.judge.child import guards
 from cuda_agent.judge.child.hooks import HookWatch, OperatorWatch, profiled_ops
-from cuda_agent.judge.child.stop import Stop, out_of_memory, stop
+from cuda_agent.judge.child.stop import CANDIDATE_STATUSES, Stop, out_of_memory, stop
 from cuda_agent.judge.child.timed_calls import TimedCalls
 from cuda_agent.judge.protocol import RunRequest, RunResult
 from cuda_agent.judge.standby import TURNS_ENV, mark_candidate, progress, serve_once, set_up_turn
@@ -304,6 +304,11 @@ class CandidateRun:
         try:
             with self.torch.no_grad(), tracer:
                 out = self.candidate(*inputs)
+        except Exception as exc:  # a Stop of ours among them: raised by its code, it would say what the run found
+            raise stop(
+                "runtime_error", "trial", f"ModelNew.forward raised {type(exc).__name__}: {exc}", cause=exc
+            ) from None
+        try:
             violations = self.allocator_violations()  # before the judge's next allocation (see TimedCalls.after_call)
             if violations:
                 raise stop("rejected", "trial", violations[0].message, violations)
@@ -479,6 +484,9 @@ def run(request: RunRequest) -> RunResult:
         )
     except Stop as ended:
         result = ended.result
+        if result.status not in CANDIDATE_STATUSES:  # never one of ours (`stop`): the candidate's code raised it
+            message = f"the solution's code raised the judge's own run-ending exception, claiming {result.status!r}"
+            result = RunResult(status="runtime_error", stage=result.stage, message=message)
         if state is not None:
             result = result.model_copy(
                 update={"trials": state.trials, "flags": state.flags, "env": state.env, "stage_s": state.stage_s}

@@ -70,6 +70,7 @@ class TimedCalls:
         self.returned: list[Any] = [None, None, -1]
         """What `call` leaves for `after_call`: the call's inputs, its output and its index."""
         self.latest_judged = False
+        """Whether the last call's output was judged on every element as it returned (not passed by the screen)."""
         self.ours = False
         """Set while our own code runs inside the phase: its errors are not the candidate's (see `run`)."""
 
@@ -115,9 +116,8 @@ class TimedCalls:
         self.still_written(self.latest[3])  # the call before's output, until now: a thread that wrote it late
         self.latest[:] = [inputs, out, index, sample]  # lets the call before's output go: what that sets off, runs
         self.still_written(sample)
-        self.latest_judged = index >= self.first_timed and self.random.random() < self.chance
-        if self.latest_judged:
-            self.judge(inputs, out, index, screen=True)
+        picked = index >= self.first_timed and self.random.random() < self.chance
+        self.latest_judged = picked and self.judge(inputs, out, index, screen=True)
         if index == self.first_late - 1:  # later calls: a chance from the pace of the first min_reps
             req = self.run.req
             self.chance = late_check_chance(self.spent(), req.min_reps, req.max_reps, req.target_phase_s)
@@ -140,16 +140,17 @@ class TimedCalls:
             raise stop("rejected", "timing", message, [Violation(check="late_output_write", message=message)])
 
     def check_last(self) -> None:
-        """Judge the last call's output, unless it was judged as it returned; nothing is kept after."""
+        """Judge the last call's output on every element, unless it was as it returned; nothing is kept after."""
         inputs, out, index, sample = self.latest
         self.latest[:] = [None, None, -1, []]
         self.still_written(sample)
         if not self.latest_judged:
             self.judge(inputs, out, index)
 
-    def judge(self, given: list[Any], out: Any, index: int, screen: bool = False) -> None:
+    def judge(self, given: list[Any], out: Any, index: int, screen: bool = False) -> bool:
         """Judge a timed output: screened at random positions first where `screen` (the outputs drawn at random as
-        they returned), in full otherwise (the last call's: one timed output is always judged on every element)."""
+        they returned), in full otherwise (the last call's: one timed output is always judged on every element).
+        Returns whether it was judged on every element."""
         from cuda_agent.judge.child.inputs import make_inputs
 
         run = self.run
@@ -157,6 +158,7 @@ class TimedCalls:
         run.check_state("timing", judging=True)  # a function patched by the call just made would judge it
         self.ours = True
         drawn = make_inputs(run.problem, run.req.task_name, run.req.timing_seed + index, run.device)
-        run.check_timed_output(drawn, given, out, index, self.random.getrandbits(63) if screen else None)
+        full = run.check_timed_output(drawn, given, out, index, self.random.getrandbits(63) if screen else None)
         self.ours = False
         self.judged_s += time.perf_counter() - start
+        return full

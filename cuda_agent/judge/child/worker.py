@@ -394,10 +394,11 @@ class CandidateRun:
 
     def check_timed_output(
         self, inputs: list[Any], given: list[Any], out: Any, index: int, positions_seed: int | None
-    ) -> None:
+    ) -> bool:
         """Judge the output of the phase's `index`-th call as a trial's, label `timed`: `inputs` as drawn, `given` as
         the call left them; screened at positions drawn from `positions_seed` first (`trial.screen_trial`; None: in
-        full). Precision against float64 was the trials' business (and would double the cost)."""
+        full). Precision against float64 was the trials' business (and would double the cost). Returns whether it
+        was judged on every element (not passed by the screen)."""
         from cuda_agent.judge.child.trial import judge_trial, screen_trial
 
         start = time.perf_counter()
@@ -411,6 +412,7 @@ class CandidateRun:
             )
         self.record_trial(trial, "timed", "a timed call's output is wrong: ")
         self.stage_s["timed_outputs"] = self.stage_s.get("timed_outputs", 0.0) + time.perf_counter() - start
+        return "screened" not in trial
 
     # --- policy/runtime.py (issue 22): the candidate's own share of forward, and under kernelbench that it counts ---
     def custom_work(self) -> float | None:

@@ -73,7 +73,7 @@ class JudgeConfig(BaseModel):
     screen_min_elems: int = Field(default=1 << 22, ge=1)
     """Timed outputs (those drawn at random, not the last call's) of at least this many elements are first read at
     `trial.SCREEN_POSITIONS` random positions, and judged in full only where those leave doubt (`trial.screen_trial`):
-    ~90 ms less each at KernelBench L1/19's 1.6 G elements. A huge value judges every one in full."""
+    ~75 ms less each at KernelBench L1/19's 1.6 G elements (H100, bench/results/h100-2026-12-06-d/). A huge value judges every one in full."""
     warmup_reps: int = Field(default=3, ge=0)
     """Untimed calls before timing (after the first call's build and autotune)."""
     cpu_threads: int = Field(default=1, ge=1)

@@ -38,7 +38,7 @@ class RunRequest(BaseModel):
     min_reps: int
     max_reps: int
     target_phase_s: float
-    screen_min_elems: int = 1 << 22
+    screen_min_elems: int
     """Timed outputs this large are screened at sampled positions first (JudgeConfig.screen_min_elems)."""
     policy: Literal["cuda-agent", "kernelbench"] = "cuda-agent"
     """'kernelbench': torch compute in forward is allowed, but the candidate's kernels must reach its outputs."""

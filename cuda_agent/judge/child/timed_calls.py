@@ -29,11 +29,10 @@ class TimedCalls:
     last call's on every element, and others drawn at random as they return (`TIMED_CHECKS`,
     `timing.late_check_chance`), screened at random positions first (`trial.screen_trial`: a call whose work was
     skipped is wrong almost everywhere), so a solution that works only on some calls is caught with a chance that
-    grows with how many it skips. Nothing before or
-    during a call tells it whether it will be judged: the decision is made after it returns, independently for
-    each call, and the inputs to judge it on are drawn again from their seed (so in-place writes show) rather than
-    copied beforehand. The bookkeeping runs after each call, outside the timed window: inside it, `call` only
-    keeps references.
+    grows with how many it skips. Nothing before or during a call tells it whether it will be judged: the decision
+    is made after it returns, independently for each call, and the inputs to judge it on are drawn again from their
+    seed (so in-place writes show) rather than copied beforehand. The bookkeeping runs after each call, outside the
+    timed window: inside it, `call` only keeps references.
     """
 
     __slots__ = (

@@ -135,6 +135,26 @@ def _bound_by_the_trials(check: Any, trials: list[dict[str, Any]], index: int) -
         )
 
 
+def _output_check(run: Any, index: int, out: Any, ref: Any, ref64: Any | None, bounded: bool) -> Any:
+    """`check_output` under the run's tolerances; `bounded`: a float32 output judged without float64 (a timed one)
+    is also held to the trials' precision figures (`_bound_by_the_trials`)."""
+    req = run.req
+    check = check_output(
+        out,
+        ref,
+        ref64,
+        atol=req.atol,
+        rtol=req.rtol,
+        norm_rtol=req.norm_rtol,
+        strict_precision=req.strict_precision,
+        precision_factor=req.precision_factor,
+        precision_floor=req.precision_floor,
+    )
+    if bounded and check.ok and req.strict_precision and out.dtype == run.torch.float32:
+        _bound_by_the_trials(check, run.trials, index)
+    return check
+
+
 SCREEN_POSITIONS = 1 << 16
 """Positions of each output and input a screened timed output is read at (`screen_trial`). An output wrong at a
 fraction f of its elements passes the screen with a chance of (1 - f) ** 65536: 0.15% at f = 1e-4, so work skipped
@@ -180,19 +200,7 @@ def screen_trial(
             return None
         if not same_values(value[where], sampled):
             return None
-        check = check_output(
-            sampled,
-            ref[where],
-            None,
-            atol=req.atol,
-            rtol=req.rtol,
-            norm_rtol=req.norm_rtol,
-            strict_precision=req.strict_precision,
-            precision_factor=req.precision_factor,
-            precision_floor=req.precision_floor,
-        )
-        if check.ok and req.strict_precision and value.dtype == torch.float32:
-            _bound_by_the_trials(check, run.trials, i)
+        check = _output_check(run, i, sampled, ref[where], None, bounded=True)
         if not check.ok:
             return None
         checks.append(check.as_dict())
@@ -249,19 +257,7 @@ def judge_trial(
     checks = []
     for i, (cand, ref) in enumerate(zip(snapshot, reference, strict=True)):
         ref64 = reference64[i] if reference64 is not None and i < len(reference64) else None
-        check = check_output(
-            cand,
-            ref,
-            ref64,
-            atol=req.atol,
-            rtol=req.rtol,
-            norm_rtol=req.norm_rtol,
-            strict_precision=req.strict_precision,
-            precision_factor=req.precision_factor,
-            precision_floor=req.precision_floor,
-        )
-        if check.ok and not precision and req.strict_precision and cand.dtype == torch.float32:
-            _bound_by_the_trials(check, run.trials, i)
+        check = _output_check(run, i, cand, ref, ref64, bounded=not precision)
         checks.append(check.as_dict())
         run.tick()
         if not check.ok:

@@ -120,7 +120,7 @@ steps_done() { if [ -f "$1" ]; then grep -c '"step"' "$1"; else echo 0; fi; }
 stop_everything() {  # a killed driver can leave Ray's daemons and judge workers behind (the GPU machine is ours alone)
   [ "$DEVICE" = cuda ] || return 0  # elsewhere other Ray clusters may run: the process-group kill must do
   ray stop --force >/dev/null 2>&1 || $PY -c "import ray.scripts.scripts as s; s.main()" stop --force >/dev/null 2>&1
-  for pid in $(pgrep -f "cuda_agent.judge.child.worker" || true); do kill -9 "$pid" 2>/dev/null; done
+  for pid in $(pgrep -f "cuda_agent.judge.child.grader" || true); do kill -9 "$pid" 2>/dev/null; done
   sleep 2
 }
 

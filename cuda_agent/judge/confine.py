@@ -72,7 +72,7 @@ def _interpreter_refuses(user: pwd.struct_passwd, cache_dir: Path) -> str | None
     record = cache_dir / "confine" / f"{hashlib.sha256(setup.encode()).hexdigest()[:20]}.json"
     if record.exists():
         return json.loads(record.read_text())["why_not"]
-    argv = [sys.executable, "-P", "-c", "import torch, pydantic, cuda_agent.judge.child.worker"]
+    argv = [sys.executable, "-P", "-c", "import torch, pydantic, cuda_agent.judge.child.shim"]
     env = confined_env(child_env(), "/")
     child = run_command(argv, 300, cwd=Path("/"), env=env, confine=Confinement(user=user))
     why_not = None

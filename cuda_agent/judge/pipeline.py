@@ -20,7 +20,6 @@ import contextlib
 import json
 import platform
 import re
-import secrets
 import tempfile
 import time
 from collections.abc import Iterator
@@ -35,7 +34,7 @@ from cuda_agent.judge.baseline_stage import measure_baselines
 from cuda_agent.judge.build import build_solution, build_spec, ext_dir_for
 from cuda_agent.judge.child import baseline as baseline_mod
 from cuda_agent.judge.config import JudgeConfig
-from cuda_agent.judge.confine import candidate_user, confined_env, hand_over, private_copy
+from cuda_agent.judge.confine import candidate_user, hand_over, private_copy
 from cuda_agent.judge.env import PROTOCOL_VERSION
 from cuda_agent.judge.fast_build import Preparing, finish_prepare
 from cuda_agent.judge.policy import check_policy
@@ -46,16 +45,10 @@ from cuda_agent.judge.verdict_cache import VerdictCache, verdict_key
 from cuda_agent.judge.watched import run_watched
 from cuda_agent.machine import detect_device, driver_version, gpu_name, torch_versions
 from cuda_agent.reward import compute_reward
-from cuda_agent.subproc import Confinement, child_env, run_module
+from cuda_agent.subproc import child_env, run_module
 from cuda_agent.types import Task, Timings, Verdict, Violation
 from cuda_agent.workspace.build import BUILD_DIR, build_tree, glue_hash
 from cuda_agent.workspace.layout import tampered_files
-
-SEEDS = (1001, 2002, 3003, 4004, 5005, 6006, 7007, 8008, 9009, 10010)
-SEED_OFFSET_STEP = 100_003
-"""Every judgement adds a random multiple of this to its input seeds (`env.seed_offset`), so no solution can
-carry the outputs for the judge's inputs with it: with fixed seeds a red-team solution held a table of all 13
-outputs of a small task and passed with reward 3 (2026-12-05). A prime step keeps the offset seeds apart."""
 
 
 def _builds_inline(python: str) -> bool:
@@ -324,8 +317,12 @@ class _Judgement:
         eager_ms = base.eager["median_ms"] if base and base.eager else None
         self.limits = cfg.run_limits(eager_ms, "cached baseline" if eager_ms is not None else "unknown")
         self.env["run_limits"] = self.limits.model_dump()
-        offset = SEED_OFFSET_STEP * secrets.randbelow(1 << 16)  # unknown to the candidate until its verdict
-        self.env["seed_offset"] = offset
+        candidate_dir = workdir / "candidate"
+        candidate_dir.mkdir()
+        confinement = None
+        if self.user is not None:
+            confinement = private_copy(ext_dir, workdir / "private", self.user, cfg.cache_dir)
+            hand_over(candidate_dir, self.user)  # the candidate's folder alone; the request and result stay ours
         request = RunRequest(
             python_path=self.module_path(ext_dir),
             task_code=self.task.code,
@@ -333,16 +330,9 @@ class _Judgement:
             solution_path=str(solution_file),
             ext_dir=str(ext_dir),
             device=self.device,
-            seeds=[
-                offset + seed
-                for seed in (
-                    SEEDS[: cfg.trials] if cfg.trials <= len(SEEDS) else [1001 * (i + 1) for i in range(cfg.trials)]
-                )
-            ],
+            trials=cfg.trials,
             robustness=cfg.robustness_trials,
             time=cfg.time,
-            timing_seed=offset + 424242,
-            recheck_seed=offset + 777,
             atol=cfg.atol,
             rtol=cfg.rtol,
             norm_rtol=cfg.norm_rtol,
@@ -355,53 +345,43 @@ class _Judgement:
             target_phase_s=cfg.target_phase_s,
             screen_min_elems=cfg.screen_min_elems,
             policy=cfg.policy,
+            candidate_dir=str(candidate_dir),
+            confine_user=confinement.user.pw_uid if confinement and confinement.user else None,
+            confine_binds=confinement.binds if confinement else (),
         )
-        confinement = None
-        if self.user is not None:
-            confinement = private_copy(ext_dir, workdir / "private", self.user, cfg.cache_dir)
         payload = self.run_child(
-            "cuda_agent.judge.child.worker",
+            "cuda_agent.judge.child.grader",
             request.model_dump_json(),
             workdir,
             cfg.run_timeout_s,
             {"TORCH_EXTENSIONS_DIR": str(ext_dir)},
             stage="run",
-            confine=confinement,
         )
         if isinstance(payload, Verdict):
             return payload
         return self.run_result(payload)
 
-    def run_result(self, payload: Any) -> RunResult | Verdict:
-        """The run's result file, read as its writer may have been: once the candidate's code ran, anything
-        but a well-formed result or our own out-of-memory report was written by the candidate (it shares the
-        worker's process), so it is the candidate's runtime_error, never a TaskError or our failure.
+    def run_result(self, payload: Any) -> RunResult:
+        """The grader's result (the grader is ours: the candidate's process never writes it).
 
         Raises:
-            TaskError: the reference itself failed, before the candidate's code ran.
-            JudgeInfraError: our own code failed in the worker (an allocation failure of ours at any time).
+            TaskError: the task itself is broken (its reference failed).
+            JudgeInfraError: our own code failed in the grader, or its result is malformed.
         """
         try:
             result = RunResult.model_validate(payload)
         except ValidationError as exc:
-            if not self.candidate_ran:
-                raise JudgeInfraError(f"the run's result file is malformed: {exc}") from exc
-            forged = f"is malformed ({exc.error_count()} errors)"
-        else:
-            if result.status == "task_error" and not self.candidate_ran:
-                raise TaskError(result.message)
-            if result.status == "judge_error" and (not self.candidate_ran or result.out_of_memory):
-                raise JudgeInfraError(
-                    f"the judge's own code failed in the run stage, not the candidate's: {result.message}",
-                    out_of_memory=result.out_of_memory,
-                )
-            if result.status not in ("task_error", "judge_error"):
-                if result.out_of_memory:
-                    self.cacheable = False  # whether its allocation fits depends on what else held memory
-                return result
-            forged = f"claims a {result.status} of a kind the worker never reports after the candidate's code ran"
-        self.cacheable = False  # what it wrote need not follow from its source alone
-        return self.verdict("runtime_error", f"the run's result file {forged} after the candidate's code ran")
+            raise JudgeInfraError(f"the run's result file is malformed: {exc}") from exc
+        if result.status == "task_error":
+            raise TaskError(result.message)
+        if result.status == "judge_error":
+            raise JudgeInfraError(
+                f"the judge's own code failed in the run stage, not the candidate's: {result.message}",
+                out_of_memory=result.out_of_memory,
+            )
+        if result.out_of_memory:
+            self.cacheable = False  # whether its allocation fits depends on what else held memory
+        return result
 
     def run_child(
         self,
@@ -411,9 +391,10 @@ class _Judgement:
         timeout_s: float,
         extra_env: dict[str, str],
         stage: str,
-        confine: Confinement | None = None,
         turn: bool = True,
     ) -> dict[str, Any] | Verdict:
+        """Run `module`'s child on a request in `workdir` (ours alone: the candidate's process has a folder of its own
+        below it) and read its result file."""
         request_path, result_path = workdir / f"{stage}_request.json", workdir / f"{stage}_result.json"
         request_path.write_text(request_json)
         env = child_env(extra_env)
@@ -421,18 +402,15 @@ class _Judgement:
             env["CUDA_VISIBLE_DEVICES"] = ""
             threads = str(self.cfg.cpu_threads)
             env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
-        if confine is not None and confine.user is not None:
-            hand_over(workdir, confine.user)  # after this, we write nothing more in workdir: its owner is the candidate
-            env = confined_env(env, str(workdir))
         start = time.monotonic()
         args = [str(request_path), str(result_path)]
         limit = f"it exceeded {timeout_s:.0f} s"
         if stage == "run":
-            child, limit = run_watched(self, args, env, workdir, confine)
+            child, limit = run_watched(self, args, env, workdir)
         else:
             # Parallel baseline runs (a timing lock) time one at a time by that lock and share the GPU otherwise.
             with self.gpu_turn(stage, shared=self.cfg.timing_lock is not None) if turn else contextlib.nullcontext():
-                child = run_module(module, args, timeout_s=timeout_s, env=env, cwd=workdir, confine=confine)
+                child = run_module(module, args, timeout_s=timeout_s, env=env, cwd=workdir)
         self.stage_s[stage] = time.monotonic() - start
         if child.timed_out or not result_path.exists():
             self.cacheable = False
@@ -448,20 +426,14 @@ class _Judgement:
             tail = "\n".join(child.stderr.strip().splitlines()[-12:])
             where = f"; where it was: {tail}" if tail else ""
             return self.verdict("timeout", f"the {stage} stage was killed: {limit}{where}")
-        if confine is not None and (result_path.is_symlink() or result_path.exists() and not result_path.is_file()):
-            # The candidate owns the folder: a link there would have us read whatever it points at.
-            return self.verdict("runtime_error", f"the {stage} result file was replaced by something not a file")
         if not result_path.exists():
             tail = "\n".join(child.stderr.strip().splitlines()[-8:])
+            if stage == "run" and self.user is not None:  # a candidate confined to another user cannot kill us
+                raise JudgeInfraError(f"the judge's grader died (exit {child.returncode}): our failure; {tail}")
             return self.verdict("runtime_error", f"the {stage} process died (exit {child.returncode}): {tail}")
         try:
             return json.loads(result_path.read_text())
         except ValueError as exc:  # not JSON, or not even text
-            if stage == "run" and self.candidate_ran:  # its code shared the process that wrote the file
-                self.cacheable = False  # what it wrote need not follow from its source alone
-                return self.verdict(
-                    "runtime_error", f"the run's result file is not JSON after the candidate ran: {exc}"
-                )
             raise JudgeInfraError(f"{stage} result file is not JSON: {exc}") from exc
 
     def baselines(self, workdir: Path) -> BaselineResult:
@@ -484,10 +456,6 @@ class _Judgement:
                 checks=run.trials,
                 custom_kernel_time_fraction=run.custom_kernel_time_fraction,
             )
-        missing = unchecked(run, self.cfg)
-        if missing:
-            self.cacheable = False
-            return self.verdict("runtime_error", f"the run claims success without {missing}: a result not the worker's")
         solution_ms = run.timing["median_ms"] if run.timing else None
         eager_ms = base.eager["median_ms"] if base and base.eager else None
         compile_ms = base.compile["median_ms"] if base and base.compile else None
@@ -509,19 +477,6 @@ class _Judgement:
             speedup_vs_compile=compile_ms / solution_ms if solution_ms and compile_ms else None,
             custom_kernel_time_fraction=run.custom_kernel_time_fraction,
         )
-
-
-def unchecked(run: RunResult, cfg: JudgeConfig) -> str:
-    """What an `ok` run lacks of the checks the worker passes before it reports ok ('' if nothing): its passed trials
-    (one per seed), and when timed, the timed outputs' and the recheck's. The candidate shares the worker's process:
-    a result file it wrote in haste claims success without them (a complete forgery is the static policy's to stop:
-    file access and embedded Python are refused in its code)."""
-    passed = [trial.get("label") for trial in run.trials if trial.get("ok")]
-    if passed.count("trial") < cfg.trials:
-        return f"{cfg.trials} passed trials"
-    if cfg.time and ("timed" not in passed or "recheck" not in passed or not run.timing):
-        return "its timed checks"
-    return ""
 
 
 def prepare(
@@ -642,8 +597,8 @@ def _judge_built(j: _Judgement) -> Verdict:
 def _run_again(j: _Judgement, ext_dir: Path, first: JudgeInfraError) -> RunResult | Verdict:
     """The run stage once more after our own code ran out of memory, in a fresh folder (the first one is the
     candidate's now). A second failure before the candidate's code ran is ours as well; one after it is the
-    candidate's runtime_error (not cached): in a fresh process the same shortage points to the memory its code
-    holds, and a result file written in its process may be its forgery."""
+    candidate's runtime_error (not cached): in fresh processes the same shortage points to the memory its code
+    holds."""
     j.cacheable = False
     j.env["run_attempts"] = 2
     with tempfile.TemporaryDirectory(prefix="cuda-agent-judge-") as tmp:

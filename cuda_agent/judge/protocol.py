@@ -1,4 +1,6 @@
-"""Messages between the grader and its child processes (written as JSON files, never via stdout)."""
+"""Messages between the judge and its child processes (JSON, never via stdout): the run's request and result
+(the pipeline and the grader, both ours), the calls between the grader and the candidate's process (`CallAnswer` and
+the other answers are what the candidate's process says: validated, never trusted), and the baselines'."""
 
 from __future__ import annotations
 
@@ -10,8 +12,8 @@ from cuda_agent.types import Violation
 
 
 class RunRequest(BaseModel):
-    """What the candidate process must do. Frozen, its lists tuples: the candidate's code shares the process (a
-    red-team solution, 2026-12-05, reached it through frames and raised the tolerances)."""
+    """What the grader must do with one candidate. Every input is drawn by the grader from seeds it takes from the
+    OS's CSPRNG: no seed is in here, nor anywhere the candidate's process can read."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -23,11 +25,9 @@ class RunRequest(BaseModel):
         default_factory=tuple, description="Folders put first on sys.path (a workspace's built module)."
     )
     device: Literal["cuda", "cpu"]
-    seeds: tuple[int, ...] = Field(description="One correctness trial per seed.")
+    trials: int = Field(description="Correctness trials, each on fresh inputs.")
     robustness: bool = Field(description="Add sign-flipped and rescaled input trials.")
     time: bool
-    timing_seed: int
-    recheck_seed: int
     atol: float
     rtol: float
     norm_rtol: float
@@ -40,14 +40,18 @@ class RunRequest(BaseModel):
     target_phase_s: float
     screen_min_elems: int
     """Timed outputs this large are screened at sampled positions first (JudgeConfig.screen_min_elems)."""
+    candidate_dir: str = Field(description="The candidate's process's own folder (its cwd, HOME and TMPDIR).")
+    confine_user: int | None = Field(default=None, description="The uid the candidate's process drops to.")
+    confine_binds: tuple[tuple[str, str], ...] = Field(
+        default_factory=tuple, description="Folders mounted in the candidate's process's namespace (source, target)."
+    )
     policy: Literal["cuda-agent", "kernelbench"] = "cuda-agent"
     """'kernelbench': torch compute in forward is allowed, but the candidate's kernels must reach its outputs."""
 
 
 Status = Literal["ok", "runtime_error", "incorrect", "rejected", "task_error", "judge_error"]
-"""The candidate's outcomes, then two that are no verdict: the reference failed before the candidate ran
-('task_error'), and our own code failed in the worker ('judge_error'). The candidate shares the worker's
-process, so once its code ran the grader trusts neither of these two except our own out-of-memory."""
+"""The candidate's outcomes, then two that are no verdict: the task itself is broken ('task_error'), and our own
+code failed in the grader ('judge_error'). The grader writes them; the candidate's process cannot."""
 
 
 class RunResult(BaseModel):
@@ -71,6 +75,67 @@ class RunResult(BaseModel):
     custom_kernel_time_fraction: float | None = Field(
         default=None, description="Share of a profiled forward's time in the candidate's own code (policy/runtime.py)."
     )
+
+
+class TensorRef(BaseModel):
+    """A tensor in one of the grader's shared buffers (exchange.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    buffer: int = Field(ge=0)
+    shape: tuple[int, ...]
+    dtype: str
+
+
+class ReturnedSpec(BaseModel):
+    """What forward returned, where it does not fit the buffers the grader gave for its outputs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    shape: tuple[int, ...] = ()
+    dtype: str = ""
+    kind: str = Field(default="tensor", max_length=200, description="'tensor', or the type name of a non-tensor.")
+
+
+class CallAnswer(BaseModel):
+    """The candidate's process's account of one call of forward: read as a claim, checked by the grader."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["ok", "raised", "mismatch"]
+    ms: float | None = Field(default=None, ge=0, allow_inf_nan=False, description="Its own timing of the call.")
+    message: str = Field(default="", max_length=20_000)
+    out_of_memory: bool = False
+    returned: list[ReturnedSpec] = Field(default_factory=list, max_length=1000)
+    torch_ops: dict[str, int] = Field(default_factory=dict, description="ATen compute operators seen while traced.")
+    changed_flags: dict[str, list[Any]] = Field(default_factory=dict)
+    l2_limit_bytes: int = 0
+
+
+class LoadAnswer(BaseModel):
+    """How importing the solution and building ModelNew went, in the candidate's process."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["ok", "runtime_error", "rejected"]
+    stage: Literal["import", "init"] = "import"
+    message: str = Field(default="", max_length=20_000)
+    check: str = Field(default="", max_length=100)
+    out_of_memory: bool = False
+    env: dict[str, Any] = Field(default_factory=dict)
+
+
+class ProfileAnswer(BaseModel):
+    """The candidate's own share of forward's time, and under kernelbench why its kernels reach no output."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["ok", "raised"]
+    message: str = Field(default="", max_length=20_000)
+    fraction: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)
+    fraction_error: str = Field(default="", max_length=2000)
+    torch_only_reason: str | None = Field(default=None, max_length=2000)
+    out_of_memory: bool = False
 
 
 class BaselineRequest(BaseModel):

@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from cuda_agent.subproc import (
     ChildResult,
@@ -123,13 +123,24 @@ class StandbySpec:
 class Standby:
     """One child process of `python -P -m MODULE --standby`, started now and used once by `go`."""
 
-    def __init__(self, module: str, env: dict[str, str], namespace: bool = False) -> None:
+    def __init__(
+        self,
+        module: str,
+        env: dict[str, str],
+        namespace: bool = False,
+        channel: tuple[str, int] | None = None,
+        new_session: bool = True,
+    ) -> None:
         """
         Args:
             module: the child's module; its main() understands `--standby` (see `serve_once`).
             env: the child's environment (the candidate's settings are added on `go`).
             namespace: start it in a mount namespace of its own, so that `go` can mount a confinement's
                 folders (root only).
+            channel: (variable, descriptor): a descriptor the child keeps, named to it in that variable (the
+                grader's socket to the candidate's process).
+            new_session: a process group of its own; False keeps it in ours, so that whoever kills our group
+                kills it too (the grader's candidate process).
         """
         self.spec = StandbySpec.of(module, env, namespace)
         """What it was started with: a spare serves only a judgement that would start one the same (`unfit_for`)."""
@@ -141,6 +152,10 @@ class Standby:
         self.started = time.monotonic()
         self.went: float | None = None
         env = {**env, PROGRESS_FD_ENV: str(progress_w), "TMPDIR": str(folder), "HOME": str(folder)}
+        kept = (progress_w,)
+        if channel is not None:
+            env[channel[0]] = str(channel[1])
+            kept += (channel[1],)
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-P", "-m", module, "--standby"],
@@ -149,8 +164,8 @@ class Standby:
                 stdin=subprocess.PIPE,
                 stdout=self._out,
                 stderr=self._err,
-                pass_fds=(progress_w,),
-                start_new_session=True,
+                pass_fds=kept,
+                start_new_session=new_session,
                 preexec_fn=child_set_up(None, namespace_only=namespace),
             )
         finally:
@@ -353,16 +368,23 @@ class Standby:
         return handle.read().decode(errors="replace")[-cap:]
 
 
+SHIM_NAMESPACE_ENV = "CUDA_AGENT_SHIM_NAMESPACE"
+"""Set for a grader whose candidate's process must start in a mount namespace of its own (it will confine)."""
+
+
 def worker_spec(device: str, cpu_threads: int, turns_folder: Path | None, namespace: bool) -> StandbySpec:
-    """How a judgement starts its candidate's process (child/worker.py): our environment, confined to the CPU
-    (`cpu_threads` threads) or told its GPU's turn folder, in a mount namespace of its own where it will confine."""
+    """How a judgement starts its run stage's grader (child/grader.py), which starts the candidate's process: our
+    environment, confined to the CPU (`cpu_threads` threads) or told its GPU's turn folder; `namespace`: the
+    candidate's process starts in a mount namespace of its own, where it will confine."""
     env = child_env()
     if device != "cuda":
         env["CUDA_VISIBLE_DEVICES"] = ""
         env.update(OMP_NUM_THREADS=str(cpu_threads), MKL_NUM_THREADS=str(cpu_threads))
     elif turns_folder is not None:
         env[TURNS_ENV] = str(turns_folder)
-    return StandbySpec.of("cuda_agent.judge.child.worker", env, namespace)
+    if namespace:
+        env[SHIM_NAMESPACE_ENV] = "1"
+    return StandbySpec.of("cuda_agent.judge.child.grader", env)
 
 
 def take_spare(spare: Standby | None, spec: StandbySpec) -> tuple[Standby, str, str | None]:
@@ -419,13 +441,12 @@ def set_up_turn() -> contextlib.AbstractContextManager:
     return GpuTurns(folder, on_wait=lambda waiting: _say(WAITING if waiting else WAITED)).shared()
 
 
-def serve_once(warm_up: Callable[[], None]) -> list[str]:
-    """In the child: warm up, say ready, read the one request, confine, and return main()'s arguments.
+def await_request(warm_up: Callable[[], None]) -> dict[str, Any]:
+    """In the child: warm up, say ready and read the one request (`go`'s message), taking its environment and folder.
 
     Raises:
         SystemExit: stdin closed without a request (the grader discarded this standby).
     """
-    parent = os.getppid()  # it dies with the grader (subproc.die_with_parent): here is who that is
     warm_up()
     _say(READY)
     line = sys.stdin.readline()
@@ -433,8 +454,16 @@ def serve_once(warm_up: Callable[[], None]) -> list[str]:
         raise SystemExit(0)
     message = json.loads(line)
     os.environ.update(message["env"])
-    tempfile.tempdir = None  # picked from TMPDIR again: the candidate's folder, not the standby's
-    bind_mounts(message["binds"])  # in the mount namespace it was started in
+    tempfile.tempdir = None  # picked from TMPDIR again: the request's folder, not the standby's
+    return message
+
+
+def serve_once(warm_up: Callable[[], None]) -> list[str]:
+    """In the child: `await_request`, then confine as the request says (mounts in the namespace it was started in,
+    its folder, its user) and return main()'s arguments."""
+    parent = os.getppid()  # it dies with its starter (subproc.die_with_parent): here is who that is
+    message = await_request(warm_up)
+    bind_mounts(message["binds"])
     os.chdir(message["cwd"])
     if message["user"] is not None:
         drop_privileges(pwd.getpwuid(message["user"]))

@@ -1,10 +1,10 @@
-"""The run stage's candidate process: taken ready, run in the judgement's GPU turn, watched per step (standby.py).
+"""The run stage's grader: taken ready, run in the judgement's GPU turn, watched per step (standby.py).
 
 A part of pipeline.py's `_Judgement` kept in a module of its own (the pipeline's line budget): it reads and records
 the judgement's state (`j.standby`, `j.stage_s`, `j.env`, `j.limits`) as a method would.
 
-What this does not protect against: see standby.py (a candidate that ticks the progress pipe itself lives up to
-the run's total limit).
+The grader ticks after each of its steps; the candidate's process, in the grader's process group, has no pipe to
+us: a candidate call that hangs stops the ticks, and the step's limit kills both.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from cuda_agent.errors import JudgeInfraError
 from cuda_agent.judge.standby import SPARE
-from cuda_agent.subproc import ChildResult, Confinement
+from cuda_agent.subproc import ChildResult
 
 if TYPE_CHECKING:
     from cuda_agent.judge.pipeline import _Judgement
@@ -24,11 +24,9 @@ STARTUP_S = 300.0
 """Longest the candidate's process may take to start (import torch, set up CUDA) before it is our failure."""
 
 
-def run_watched(
-    j: _Judgement, args: list[str], env: dict[str, str], workdir: Path, confine: Confinement | None
-) -> tuple[ChildResult, str]:
-    """Run judgement `j`'s worker (its standby started ahead, else a new one) in its GPU turn, watched per step;
-    (how it ended, what its limit was)."""
+def run_watched(j: _Judgement, args: list[str], env: dict[str, str], workdir: Path) -> tuple[ChildResult, str]:
+    """Run judgement `j`'s grader (its standby started ahead, else a new one) in its GPU turn, watched per step;
+    (how it ended, what its limit was). The grader confines the candidate's process itself (its request says how)."""
     origin = j.standby_origin if j.standby is not None else "started for the run"
     standby = j.standby or j.start_standby()
     j.standby = None
@@ -50,7 +48,7 @@ def run_watched(
         limits = j.limits
         go_env = {k: env[k] for k in ("TORCH_EXTENSIONS_DIR", "HOME", "TMPDIR") if k in env}
         with j.gpu_turn("run"):
-            standby.go(args, workdir, go_env, confine)
+            standby.go(args, workdir, go_env, None)
             child, killed_by = standby.wait(limits.step_s, limits.total_s)
         # From the request handed over to the end: what the run's limits count (the stage also holds the
         # wait for the worker's start-up, which a busy machine stretches).

@@ -39,7 +39,7 @@ TIMED = {
     "target_phase_s": 0.05,
     "verdict_cache": False,
 }
-STANDBY = "cuda_agent.judge.child.worker"
+STANDBY = "cuda_agent.judge.child.grader"
 """In the command line of a candidate's standby worker (judge/standby.py)."""
 
 

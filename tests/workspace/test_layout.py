@@ -15,26 +15,23 @@ from cuda_agent.workspace.layout import skill_text
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Every check name the candidate process can put in a verdict's violations (child/worker.py, child/trial.py)
+# Every check name the run stage can put in a verdict's violations (child/grader.py, child/trial.py)
 # plus the workspace's own: SKILL.md must name each, so the agent learns the rule before it hits it.
 RUNTIME_CHECKS = {
     "torch_compute_at_runtime",
     "mutated_inputs",
     "late_output_write",
     "non_tensor_output",
-    "patched_harness",
     "global_state_changed",
-    "background_thread",
     "l2_persistence",
     "reduced_precision",
     "protected_file_modified",
-    "result_caching",
 }
 
 
 def _runtime_checks_in_judge() -> set[str]:
     """Check names written as literals in the judge's run-time code: Violation(check=...) and _fail(..., name)."""
-    names = {"reduced_precision"}  # chosen in child/worker.py by a conditional expression
+    names = {"reduced_precision", "subclasses_reference"}  # chosen by expressions (grader.py, shim.py)
     for path in sorted((ROOT / "cuda_agent" / "judge").rglob("*.py")):  # every module: a moved one stays read
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):

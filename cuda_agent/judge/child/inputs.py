@@ -7,7 +7,7 @@ from typing import Any
 ROTATE_BELOW_BYTES = 256 * 2**20
 """The baselines' timed phases rotate over three input sets when one set is smaller than this, so repeated calls
 do not all hit the same cached data; larger sets already exceed the cache and cost memory. (The candidate gets a
-fresh draw for every call instead: worker.py.)"""
+fresh draw for every call instead: timed_calls.py.)"""
 
 
 def make_inputs(module: Any, filename: str, seed: int, device: str, transform: str = "identity") -> list[Any]:

@@ -1,4 +1,4 @@
-"""How a candidate's run ends early: a fault of the candidate's, reported as data (worker.py, timed_calls.py)."""
+"""How a candidate's run ends early: a fault of the candidate's, reported as data (grader.py, timed_calls.py)."""
 
 from __future__ import annotations
 
@@ -6,28 +6,19 @@ from cuda_agent.judge.protocol import RunResult
 from cuda_agent.types import Violation
 
 CANDIDATE_STATUSES = ("runtime_error", "incorrect", "rejected")
-"""The only statuses a run ends with early (`stop`): a Stop claiming another was raised by the candidate's code."""
+"""The statuses a run ends with early (`stop`)."""
 
 
 class Stop(Exception):
-    """Ends the run early with a result (a candidate fault, reported as data).
-
-    Candidate code can reach this class (it shares the process): every call of the candidate's code turns whatever
-    it raises, a Stop too, into a `runtime_error` of its own, and `worker.run` refuses a Stop claiming a status
-    outside CANDIDATE_STATUSES (red-team probe 2026-12-06: `raise Stop(RunResult(status="ok", timing=...))` from
-    forward passed with reward 3).
-    """
+    """Ends the run early with a result (a candidate fault, reported as data), raised in the grader only."""
 
     def __init__(self, result: RunResult) -> None:
         super().__init__(result.message)
         self.result = result
 
 
-def stop(
-    status: str, stage: str, message: str, violations: list[Violation] | None = None, cause: Exception | None = None
-) -> Stop:
-    """A result that ends the run; `cause`: the candidate's exception, when one ended it."""
-    oom = cause is not None and out_of_memory(cause)
+def stop(status: str, stage: str, message: str, violations: list[Violation] | None = None, oom: bool = False) -> Stop:
+    """A result that ends the run; `oom`: an allocation of the candidate's failed."""
     return Stop(RunResult(status=status, stage=stage, message=message, violations=violations or [], out_of_memory=oom))
 
 

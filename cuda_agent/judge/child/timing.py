@@ -121,6 +121,70 @@ def late_check_chance(spent_s: float, min_reps: int, max_reps: int, target_phase
     return 1.0 - SKIP_PASS_CHANCE ** (1.0 / must_skip)
 
 
+CLAIM_MARGIN = 0.02
+"""How far (a share of the claimed median) the grader's outside view may exceed the candidate's claim, besides the
+noise floor, before the outside view is taken instead (`external_bound`)."""
+NOISE_FLOOR_MS = {"cuda": 0.01, "cpu": 0.05}
+"""The least difference `external_bound` acts on, whatever the overhead's measured spread."""
+
+
+def _median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def _iqr(values: Sequence[float]) -> float:
+    if len(values) < 2:
+        return 0.0
+    quartiles = statistics.quantiles(values, n=4)
+    return quartiles[2] - quartiles[0]
+
+
+def external_bound(
+    claimed_ms: list[float], external_ms: list[float], overhead_ms: list[float], device: str
+) -> dict[str, Any]:
+    """The candidate's timed phase, from its own report and the grader's view from outside.
+
+    `claimed_ms[i]`: what the candidate's process reported for call i (its clock, in its process); `external_ms[i]`:
+    what the grader saw, from its request to the answer with the outputs read; `overhead_ms`: the outside view less
+    the report for calls of a model that returns zeros, made before candidate code loaded. An honest report is the
+    outside view less the overhead, within noise. Work the candidate's process does between the request and its
+    clock's start, or after its clock stopped (its own hooks in the handling of the call, a rewritten clock), is
+    inside the outside view and not in the report. Two readings of it, either enough:
+    - every call's gap (outside less report) exceeds the least overhead by `hidden` (the least gap of the phase
+      against the calibration's; noise only adds, so the least is what load disturbs least);
+    - the outside view's median, less the overhead's, exceeds the claimed median (a majority of calls).
+    Either counts where it exceeds CLAIM_MARGIN of the claimed median plus its noise (at least NOISE_FLOOR_MS): for
+    the least gap, the calibration's low tail (its first quartile less its least); for the medians, twice the
+    overhead's interquartile range. Then the phase's times are the outside view's, and `bound_applied` says so.
+    """
+    floor = NOISE_FLOOR_MS[device]
+    claimed = _median(claimed_ms)
+    overhead = _median(overhead_ms)
+    seen = [max(0.0, e - overhead) for e in external_ms]
+    hidden = 0.0
+    if external_ms and overhead_ms:
+        gaps = [e - c for e, c in zip(external_ms, claimed_ms, strict=True)]
+        least = min(overhead_ms)
+        tail = statistics.quantiles(overhead_ms, n=4)[0] - least if len(overhead_ms) >= 2 else 0.0
+        hidden = min(gaps) - least
+        if hidden <= claimed * CLAIM_MARGIN + max(tail, floor):
+            hidden = 0.0
+    noise = max(2 * _iqr(overhead_ms), floor)
+    by_median = _median(seen) > claimed * (1 + CLAIM_MARGIN) + noise
+    applied = by_median or hidden > 0
+    times = list(claimed_ms)
+    if applied:
+        times = [max(s if by_median else 0.0, c + hidden) for s, c in zip(seen, claimed_ms, strict=True)]
+    return PhaseTiming(times_ms=times).summary() | {
+        "claimed_median_ms": claimed,
+        "external_median_ms": _median(seen),
+        "hidden_ms": hidden,
+        "overhead_median_ms": overhead,
+        "noise_ms": noise,
+        "bound_applied": applied,
+    }
+
+
 def rotate(input_sets: Sequence[Sequence[Any]]) -> Callable[[int], Sequence[Any]]:
     """`inputs_for` for `time_phase` that cycles over input sets made beforehand."""
     return lambda i: input_sets[i % len(input_sets)]
@@ -155,7 +219,7 @@ def time_phase(
         target_phase_s: stop once min_reps is reached and this much of the phase's budget is spent (`spent`).
         tick: called after every call, outside the timed window (progress for the grader's step limit).
         spent: the seconds of `target_phase_s` the timed calls have used, read after each; None: their timed
-            windows alone. The candidate's phase counts its wall time (worker.py): its fresh input draws cost as
+            windows alone. The candidate's phase counts its wall time (timed_calls.py): its fresh input draws cost as
             much as a memory-bound call, and it is the time the phase holds the GPU that the budget is for.
         _timers: the CUDA and CPU timers, bound when this module loads: a solution that replaces the module's
             functions (a red-team run did, through `torch.sys.modules`) does not reach them here.

@@ -1,7 +1,7 @@
-"""One correctness trial, after the candidate's call returned: compare with the reference.
+"""One correctness trial, after the candidate's call answered: compare with the reference.
 
-Called by `worker.py` inside the candidate's process, after the candidate's code for this
-trial has finished; the reference runs here, later than the candidate, on its own input copies.
+Called by the grader (grader.py) on the outputs the candidate's process copied into the grader's buffers; the
+reference runs here, in the grader, on the grader's own copy of the inputs.
 """
 
 from __future__ import annotations
@@ -40,10 +40,9 @@ def plain_outputs(torch: Any, value: Any) -> list[Any] | None:
     """forward's result as a new flat list, if it is a plain tensor or a list or tuple of them (nested); None
     for anything else.
 
-    Read through the builtins' own iteration, so a subclass's code never runs: red team round 9 returned a `list`
-    subclass whose `__iter__` ran the kernel, and the judge's first read after the clock stopped did the work, for
-    reward 3. A subclass yields what it really holds (torch's named tuples such as `torch.max(x, 1)` pass as they
-    are). Everything after the call reads the list made here, never the object forward returned.
+    Read through the builtins' own iteration, so a subclass's code (a `list` whose `__iter__` runs the kernel after
+    the clock stopped) never runs. A subclass yields what it really holds (torch's named tuples such as
+    `torch.max(x, 1)` pass as they are).
     """
     kind = type(value)
     if kind is torch.Tensor:
@@ -71,11 +70,8 @@ SAMPLED_POSITIONS = 2048
 def sample_outputs(run: Any, out: Any, seed: int) -> list[tuple[Any, tuple[Any, ...], Any]]:
     """What a timed call's outputs hold at `SAMPLED_POSITIONS` positions drawn from `seed`, read as it returns.
 
-    Red-team solutions (2026-12-06) returned their outputs unwritten and did the work after the clock stopped: in a
-    native thread, or when the judge let go of the previous output (a storage deleter, a generator's `finally`
-    hung on the tensor). Read again later (`changed_since`), a position that changed shows work left running. `out` is
-    the worker's plain list of tensors (`plain_outputs`), never the object forward returned. The
-    positions are chosen after the call returned; the read is synchronised, so work queued later cannot precede it.
+    Read again later (`changed_since`), a position that changed shows work the candidate's process left running on
+    the buffers after it answered. The positions are chosen after the call answered; the read is synchronised.
     """
     generator = run.torch.Generator().manual_seed(seed)
     samples = []

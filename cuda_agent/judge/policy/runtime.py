@@ -1,6 +1,6 @@
 """The runtime half of the policies: how much of forward is the candidate's own, and whether its kernels count.
 
-Runs inside the candidate's process (child/worker.py), after the correctness trials and timing, on fresh
+Runs inside the candidate's process (child/shim.py), after the correctness trials and timing, on fresh
 inputs, each on one extra untimed call of forward:
 
 - `custom_time_fraction` (every policy; `Verdict.custom_kernel_time_fraction`): the share of

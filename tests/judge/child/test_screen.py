@@ -12,7 +12,7 @@ from cuda_agent.judge.child.trial import SCREEN_POSITIONS, screen_trial
 
 
 def _run(screen_min_elems: int = 1, trials: list[dict[str, Any]] | None = None) -> SimpleNamespace:
-    """The parts of worker.CandidateRun that the screen reads (the real one runs it in tests/judge/threats)."""
+    """The parts of grader.Grader that the screen reads (the real one runs it in tests/judge/threats)."""
     req = SimpleNamespace(
         atol=1e-2,
         rtol=1e-2,

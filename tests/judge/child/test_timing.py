@@ -67,3 +67,36 @@ def test_later_outputs_are_judged_so_that_skipping_half_the_calls_passes_one_tim
 def test_slower_early_calls_raise_the_later_chance_and_too_few_later_calls_need_none() -> None:
     assert _chance(0.02) > _chance(0.01) > _chance(0.005) > 0
     assert _chance(0.05) == 0.0  # 20 calls in all: skipping 11 takes an early one, which TIMED_CHECKS judge
+
+
+def test_external_bound_takes_an_honest_report_as_it_is() -> None:
+    from cuda_agent.judge.child.timing import external_bound
+
+    overhead = [0.050, 0.052, 0.049, 0.051, 0.060, 0.050, 0.048, 0.055]
+    claimed = [1.0, 1.01, 0.99, 1.02, 1.0] * 4
+    external = [c + o for c, o in zip(claimed, overhead * 3, strict=False)]
+    phase = external_bound(claimed, external, overhead, "cuda")
+    assert not phase["bound_applied"] and phase["median_ms"] == pytest.approx(1.0, abs=0.011)
+
+
+def test_external_bound_sees_a_clock_that_reports_less_than_the_call_took() -> None:
+    from cuda_agent.judge.child.timing import external_bound
+
+    overhead = [0.050, 0.052, 0.049, 0.051, 0.060, 0.050, 0.048, 0.055]
+    real = [1.0, 1.01, 0.99, 1.02, 1.0] * 4
+    external = [r + o for r, o in zip(real, overhead * 3, strict=False)]
+    faked = [0.001] * len(real)
+    phase = external_bound(faked, external, overhead, "cuda")
+    assert phase["bound_applied"] and phase["median_ms"] == pytest.approx(1.0, abs=0.02)
+
+
+def test_external_bound_sees_work_hidden_before_the_clock_under_heavy_noise() -> None:
+    # A loaded machine: the overhead swings by milliseconds, but every call also carries 0.5 ms of work its clock
+    # left out; the least gap shows it where medians cannot.
+    from cuda_agent.judge.child.timing import external_bound
+
+    overhead = [0.2, 3.0, 0.21, 5.0, 0.2, 0.8, 2.5, 0.22]
+    claimed = [0.1] * 24
+    external = [0.1 + 0.5 + o for o in overhead * 3]
+    phase = external_bound(claimed, external, overhead, "cpu")
+    assert phase["bound_applied"] and phase["median_ms"] >= 0.59

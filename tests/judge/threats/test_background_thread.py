@@ -11,7 +11,7 @@ from cuda_agent.judge.child.trial import judge_trial
 from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.solution import SolutionSource
 from tests.judge.threats import _hacks, _static
-from tests.judge.threats._hacks import checks_of, judge_hack, judge_pool_hack, model_new
+from tests.judge.threats._hacks import judge_hack, judge_pool_hack, model_new
 from tests.judge.threats._static import checks, expect, solution
 
 
@@ -81,36 +81,33 @@ def test_accepts_openmp() -> None:
 # Runtime: the judge end to end on the CPU, sharing one build of the hack extension (see _hacks.py).
 
 
-@pytest.mark.parametrize(
-    ("function", "time"),
-    [("relu_thread_late", False), ("relu_thread_soon", True), ("relu_pool_wait", True)],
-    ids=["writes_200ms_late", "writes_after_the_clock", "waits_for_its_thread"],
-)
-def test_runtime_rejects_a_native_thread_left_running_between_calls(tmp_path: Path, function: str, time: bool) -> None:
-    """A c10::ThreadPool thread outlives the call that started it (the static policy refuses the pool; it is off).
-
-    Red team round 9 kept such a thread polling the memory the judge's next input would be drawn into, and
-    computed the result during the cache flush, before the clock started: nothing was written after forward
-    returned, so only the thread itself shows. The thread census (`guards.new_native_threads`, after every call)
-    sees it on the first trial, whatever the thread does: write 200 ms late, write as soon as the call returned
-    (round 7; the timed-output sampling is the layer behind), or nothing outside the call at all.
-    """
-    verdict = judge_pool_hack(tmp_path, "examples/relu", model_new(f"return ext.{function}(x.contiguous())"), time=time)
-    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"background_thread"}), verdict.message
-    assert "pt_thread_pool" in verdict.message and verdict.checks == []  # at the first trial, before it was judged
+@pytest.mark.parametrize("function", ["relu_thread_late", "relu_thread_soon"], ids=["200ms_late", "at_once"])
+def test_runtime_work_left_to_a_thread_after_the_call_gains_nothing(tmp_path: Path, function: str) -> None:
+    """A c10::ThreadPool thread writes the output after forward returned (the static policy refuses the pool; it is
+    off). The candidate's process copies what forward returned into the grader's buffers as soon as it returns: an
+    output written later is wrong there; one the thread finished while the copy ran was finished inside the
+    grader's view from outside, which then bounds the time reported (timing.external_bound)."""
+    verdict = judge_pool_hack(tmp_path, "examples/relu", model_new(f"return ext.{function}(x.contiguous())"), time=True)
+    if verdict.verdict == "pass":
+        solution = verdict.env["timing"]["solution"]
+        floor = (solution["external_median_ms"] - solution["noise_ms"]) / 1.02
+        assert solution["median_ms"] >= floor, solution
+    else:
+        assert (verdict.verdict, verdict.reward) == ("incorrect", -1), verdict.message
 
 
-def test_runtime_accepts_openmp_in_the_candidates_kernel(tmp_path: Path) -> None:
-    """An OpenMP team of the default size is torch's own intra-op team, started before the census: no finding."""
-    verdict = judge_pool_hack(tmp_path, "examples/relu", model_new("return ext.relu_omp(x.contiguous())"), time=True)
-    assert (verdict.verdict, verdict.correct) == ("pass", True), verdict.message
+def test_runtime_accepts_a_thread_the_call_waits_for_and_openmp(tmp_path: Path) -> None:
+    """All of the work inside the call: a pool thread it waits for, an OpenMP team: correct, and timed with it."""
+    for function in ("relu_pool_wait", "relu_omp"):
+        verdict = judge_pool_hack(tmp_path, "examples/relu", model_new(f"return ext.{function}(x.contiguous())"))
+        assert (verdict.verdict, verdict.correct) == ("pass", True), verdict.message
 
 
 def test_runtime_rejects_work_set_off_when_the_judge_lets_the_previous_output_go(tmp_path: Path) -> None:
-    """The kernel runs in a generator's `finally`, hung on the previous output: in a trial nothing else holds that
-    output, so it runs inside forward; while timed, the judge holds the last output until the next call returned
-    and lets it go after the clock stopped (a red-team solution, 2026-12-06: reward 3 under kernelbench). The
-    static policy is off, so that the runtime check is what catches it under both policies."""
+    """The kernel runs in a generator's `finally`, hung on the previous output: it runs when the candidate's code
+    lets that output go, after the call returned. The candidate's process copies each output as its call returns,
+    so what the kernel writes later is never part of one. The static policy is off, so that the runtime is what
+    catches it under both policies."""
     forward = """def job(x, out):
     try:
         yield
@@ -124,18 +121,19 @@ self.prev = out
 return out"""
     source = model_new(forward, init="self.prev = torch.empty(0)")
     verdict = judge_hack(tmp_path, "examples/relu", source, time=True, static_policy=False)
-    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"late_output_write"}), verdict.message
-    assert "after forward returned" in verdict.message
+    assert (verdict.verdict, verdict.reward) == ("incorrect", -1), verdict.message
 
 
-def test_runtime_rejects_python_thread_started_in_forward(tmp_path: Path) -> None:
+def test_runtime_a_python_thread_that_writes_the_output_late_gains_nothing(tmp_path: Path) -> None:
     forward = (
         "import threading\nimport time\n"
-        "threading.Thread(target=time.sleep, args=(2.0,), daemon=True).start()\n"
-        "return ext.relu(x.contiguous())"
+        "out = torch.empty_like(x)\n"
+        "def late():\n    time.sleep(0.2)\n    out.copy_(ext.relu(x.contiguous()))\n"
+        "threading.Thread(target=late, daemon=True).start()\n"
+        "return out"
     )
     verdict = judge_hack(tmp_path, "examples/relu", model_new(forward), static_policy=False)
-    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"background_thread"}), verdict.message
+    assert (verdict.verdict, verdict.reward) == ("incorrect", -1), verdict.message
 
 
 def test_late_write_check_sees_output_changed_after_the_call() -> None:

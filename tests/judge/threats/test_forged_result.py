@@ -1,7 +1,8 @@
-"""Threat 18 at runtime: the candidate's code claiming a result of its choosing, with the static policy off (it
-refuses the imports, file access and embedded Python these need). Red-team probes, 2026-12-06, both reward 3 before:
-raising the worker's own run-ending exception with `RunResult(status="ok", timing=...)` from forward, and writing
-the result file from forward and exiting. Its process is the worker's, so it can reach both."""
+"""Threats 18 and 19 at runtime: the candidate's code claiming a result of its choosing, with the static policy off
+(it refuses the imports, file access and embedded Python these need): raising the judge's own run-ending exception
+with `RunResult(status="ok", timing=...)`, and writing a result file and exiting. The grader that decides and writes
+the result runs in another process: what the candidate's process raises is its exception, what it writes is never
+read, and its exit before it answers is its runtime_error."""
 
 from __future__ import annotations
 
@@ -32,8 +33,8 @@ def test_a_stop_raised_in_forward_is_the_candidates_runtime_error(tmp_path: Path
 
 
 def test_a_stop_raised_from_the_candidates_code_elsewhere_is_refused(tmp_path: Path, policy: str) -> None:
-    # parameters() is the candidate's method, called by the judge's own code after timing (custom_work, kernelbench
-    # policy): no candidate call wraps it, so the run's last defence refuses a Stop claiming success.
+    # parameters() is the candidate's method, called by the dataflow check after timing (custom_work, kernelbench
+    # policy), in the candidate's process: what it raises there is its own exception.
     if policy != "kernelbench":
         pytest.skip("the judge calls ModelNew.parameters() under the kernelbench policy only")
     method = "def parameters(self, recurse=True):\n" + "".join(
@@ -44,21 +45,22 @@ def test_a_stop_raised_from_the_candidates_code_elsewhere_is_refused(tmp_path: P
     )
     verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False, **TIMED)
     assert (verdict.verdict, verdict.reward) == ("runtime_error", -1), verdict.message
-    assert "claiming 'ok'" in verdict.message
+    assert "raised Stop" in verdict.message
 
 
 HASTY = (
-    "import sys, os, json\n"
-    "f = sys._getframe()\n"
-    "while f is not None and not (f.f_code.co_name == 'main' and 'argv' in f.f_locals):\n"
-    "    f = f.f_back\n"
+    "import os, json\n"
     "forged = {'status': 'ok', 'timing': {'median_ms': 0.001, 'times_ms': [0.001] * 10}}\n"
-    "json.dump(forged, open(f.f_locals['argv'][1], 'w'))\n"
+    "for name in ('run_result.json', '../run_result.json', os.path.expanduser('~/run_result.json')):\n"
+    "    try:\n"
+    "        json.dump(forged, open(name, 'w'))\n"
+    "    except OSError:\n"
+    "        pass\n"
     "os._exit(0)"
 )
 
 
-def test_a_result_file_claiming_success_without_its_checks_is_refused(tmp_path: Path) -> None:
+def test_a_result_file_written_before_exiting_is_never_read(tmp_path: Path) -> None:
     verdict = judge_hack(tmp_path, "examples/relu", model_new(HASTY), static_policy=False, **TIMED)
     assert (verdict.verdict, verdict.reward) == ("runtime_error", -1), verdict.message
-    assert "claims success without 5 passed trials" in verdict.message
+    assert "the candidate's process exited (0)" in verdict.message, verdict.message

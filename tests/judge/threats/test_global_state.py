@@ -175,29 +175,15 @@ ext = load_inline(
 
 
 @pytest.mark.parametrize(
-    ("where", "at", "trials_judged"),
-    [
-        ("ext.install()\n", 0, 0),
-        ("", 1, 0),
-        ("", CALLS_BEFORE_TIMING + 1, 7),
-        ("", -1, None),
-    ],
-    ids=["at_import", "in_first_call", "in_first_timed_call", "never_control"],
+    ("where", "at"),
+    [("ext.install()\n", 0), ("", 1), ("", CALLS_BEFORE_TIMING + 1)],
+    ids=["at_import", "in_first_call", "in_first_timed_call"],
 )
-def test_runtime_rejects_an_allocator_of_the_solutions_own(
-    tmp_path: Path, where: str, at: int, trials_judged: int | None
-) -> None:
-    # The static policy refuses SetCPUAllocator by name (test above); with it off, the swap itself is seen, before
-    # the judge's next allocation could run the wrapper's code.
-    body = f"return ext.relu_install_at(x.contiguous(), {at})" if at >= 0 else "return ext.relu_install_at(x, -1)"
-    source = ALLOCATOR_HOOK + where + "\n\n" + model_new(body)
-    (tmp_path / "solution.py").write_text(source)
+def test_runtime_an_allocator_of_the_solutions_own_reaches_no_judge_code(tmp_path: Path, where: str, at: int) -> None:
+    # The static policy refuses SetCPUAllocator by name (test above). With it off, the wrapper runs inside every CPU
+    # allocation of the candidate's own process, and no other: the grader allocates the inputs, the reference's
+    # outputs and the comparisons in its own process. The kernel is honest, so the verdict is its honest pass.
+    source = ALLOCATOR_HOOK + where + "\n\n" + model_new(f"return ext.relu_install_at(x.contiguous(), {at})")
     config = JudgeConfig(device="cpu", static_policy=False, **TIMED)
     verdict = judge(Catalog().resolve("examples/relu"), SolutionSource(python=source), config)
-    if trials_judged is None:
-        assert verdict.verdict == "pass", verdict.message
-        assert verdict.env["allocator_guard"] == ["cpu"]
-        return
-    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"global_state_changed"}), verdict.message
-    assert "cpu allocator" in verdict.message, verdict.message
-    assert len(verdict.checks) == trials_judged  # caught where it was installed, before any later judged trial
+    assert (verdict.verdict, verdict.correct) == ("pass", True), verdict.message

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.judge.threats._hacks import CALLS_BEFORE_TIMING, TIMED, checks_of, judge_hack, model_new
+from tests.judge.threats._hacks import CALLS_BEFORE_TIMING, TIMED, judge_hack, model_new
 from tests.judge.threats._static import checks, expect, solution
 
 
@@ -290,123 +290,73 @@ def test_rejects_the_cpython_api_and_python_objects_in_cpp(launch: str) -> None:
     assert checks(solution(launch=launch)) == expect({"dynamic_code"})
 
 
-# Runtime: the judge end to end on the CPU, sharing one build of the hack extension (see _hacks.py).
-
+# Runtime: the judge end to end on the CPU, sharing one build of the hack extension (see _hacks.py). The timer, the
+# comparison, the reference, the input draw and the run's state live in the grader's process: what the candidate's
+# code patches, hooks or walks to is its own process's. So a patch either changes nothing the grader reads (a wrong
+# output stays wrong) or changes what the candidate's process reports about itself, which the grader checks against
+# its own view from outside (a faked time is bounded by what it saw).
 
 RELU = "return ext.relu(x.contiguous())"
+WRONG = "return ext.relu_copy(x.contiguous())"  # x itself: wrong wherever x < 0
+SLOW = "import time\ntime.sleep(0.02)\n"  # 20 ms a call, well above a loaded machine's overhead noise
+
+PATCHES = {
+    "synchronize": "torch.cuda.synchronize = lambda *args: None",
+    "allclose": "torch.allclose = lambda *args, **kwargs: True",
+    "judge_comparison": "trial = torch.sys.modules['cuda_agent.judge.child.trial']\ntrial.check_output = None",
+    "reference_op": "T = torch\nT.relu = lambda t: t",
+    "input_draw": "T = torch\nT.rand = torch.zeros",
+    "comparison_record": "compare = torch.sys.modules['cuda_agent.judge.child.compare']\n"
+    "compare.OutputCheck.ok = property(lambda s: True, lambda s, v: None)",
+    "inherited_tensor_method": "type(torch.zeros(1)).tolist = lambda self: [0.0]",
+    "global_hook": "torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: o)",
+}
 
 
-@pytest.mark.parametrize(
-    ("init", "forward", "patched"),
-    [
-        ("torch.cuda.synchronize = lambda *args: None", RELU, "torch.cuda.synchronize"),
-        ("", "import time\ntime.perf_counter = lambda: 0.0\n" + RELU, "time.perf_counter"),
-        ("", "torch.allclose = lambda *args, **kwargs: True\n" + RELU, "torch.allclose"),
-    ],
-    ids=["synchronize_in_init", "perf_counter_in_forward", "allclose_in_forward"],
-)
-def test_runtime_rejects_patched_harness_functions(tmp_path: Path, init: str, forward: str, patched: str) -> None:
-    verdict = judge_hack(tmp_path, "examples/relu", model_new(forward, init=init), static_policy=False)
-    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"patched_harness"}), verdict.message
-    assert patched in verdict.message
+@pytest.mark.parametrize("patch", list(PATCHES.values()), ids=list(PATCHES))
+def test_runtime_patches_in_the_candidates_process_do_not_reach_the_comparison(tmp_path: Path, patch: str) -> None:
+    source = patch + "\n\n\n" + model_new(WRONG)  # module level, run as the solution is imported
+    verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False, time=True)
+    assert (verdict.verdict, verdict.reward) == ("incorrect", -1), verdict.message
 
 
-@pytest.mark.parametrize(
-    ("init", "patched"),
-    [
-        (  # the judge's timer, reached through torch.sys.modules: a red-team solution reported 0.001 ms this way
-            "timing = torch.sys.modules['cuda_agent.judge.child.timing']\ntiming._time_cpu = lambda *a: 0.001",
-            "cuda_agent.judge.child.timing._time_cpu",
-        ),
-        (  # the comparison
-            "trial = torch.sys.modules['cuda_agent.judge.child.trial']\ntrial.check_output = None",
-            "cuda_agent.judge.child.trial.check_output",
-        ),
-        ("T = torch\nT.relu = lambda t: t", "torch.relu"),  # what the reference computes
-        ("T = torch\nT.rand = torch.zeros", "torch.rand"),  # the judge's inputs
-        (  # round 5: a property on the judge's comparison record, so every check reads ok
-            "compare = torch.sys.modules['cuda_agent.judge.child.compare']\n"
-            "compare.OutputCheck.ok = property(lambda s: True, lambda s, v: None)",
-            "OutputCheck (its names)",
-        ),
-        (
-            "timing = torch.sys.modules['cuda_agent.judge.child.timing']\ntiming.PhaseTiming.median_ms = 0.001",
-            "PhaseTiming.median_ms",
-        ),
-        ("type(torch.zeros(1)).tolist = lambda self: [0.0]", "torch.Tensor.tolist"),  # inherited, used to compare
-        (  # a global module hook makes the reference return what the hook likes
-            "torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: o)",
-            "torch.nn.modules.module._global_forward_hooks",
-        ),
-    ],
-    ids=[
-        "judge_timer",
-        "judge_comparison",
-        "reference_op",
-        "input_draw",
-        "comparison_record",
-        "phase_record",
-        "inherited_tensor_method",
-        "global_hook",
-    ],
-)
-def test_runtime_rejects_patched_judge_modules_and_torch_namespaces(tmp_path: Path, init: str, patched: str) -> None:
-    verdict = judge_hack(tmp_path, "examples/relu", model_new(RELU, init=init), static_policy=False, time=True)
-    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"patched_harness"}), verdict.message
-    assert patched in verdict.message
+CLOCKS = {
+    "perf_counter": "import time\ntime.perf_counter = lambda: 0.0",
+    "judge_timer_module": "timing = torch.sys.modules['cuda_agent.judge.child.timing']\n"
+    "timing.PhaseTiming.median_ms = 0.001",
+    "shim_timer": (
+        "shim = torch.sys.modules['cuda_agent.judge.child.shim']\n"
+        "real = shim.Shim.timed\n"
+        "shim.Shim.timed = lambda self, model, inputs, tracer: (0.001, real(self, model, inputs, tracer)[1])"
+    ),
+}
+
+
+@pytest.mark.parametrize("clock", list(CLOCKS.values()), ids=list(CLOCKS))
+def test_runtime_a_faked_clock_gains_nothing(tmp_path: Path, clock: str) -> None:
+    # An honest but slow kernel whose process reports a time of its choosing: the grader's view from outside (request
+    # to answer) holds the 20 ms of every call, and the phase's time is that view (timing.external_bound).
+    source = clock + "\n\n\n" + model_new(SLOW + RELU)
+    verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False, time=True)
+    assert verdict.verdict == "pass", verdict.message
+    assert verdict.timings_ms.solution > 15, verdict.env["timing"]["solution"]
 
 
 FRAME_WALK = """
-def _frame():
-    holder = []
-
-    def probe():
-        yield holder[0].gi_frame.f_back
-
-    holder.append(probe())
-    return next(holder[0])
-
-
-frame = _frame()
-while frame is not None and frame.f_code.co_name != "import_candidate":
+import sys
+frame = sys._getframe()
+while frame is not None and frame.f_code.co_name != "load":
     frame = frame.f_back
-run = frame.f_locals["self"]
+shim = frame.f_locals["self"]
 """
 
 
-@pytest.mark.parametrize(
-    ("init", "patched"),
-    [
-        (  # a function's code swapped (its id stays)
-            "timing = torch.sys.modules['cuda_agent.judge.child.timing']\n"
-            "timing._time_cpu.__code__ = (lambda call, inputs, clock: 0.001).__code__",
-            "cuda_agent.judge.child.timing._time_cpu",
-        ),
-        (  # the timers bound as time_phase's keyword default
-            "timing = torch.sys.modules['cuda_agent.judge.child.timing']\n"
-            "fake = lambda call, inputs, clock: 0.001\n"
-            "timing.time_phase.__kwdefaults__['_timers'] = (fake, fake)",
-            "cuda_agent.judge.child.timing.time_phase",
-        ),
-        (  # the run's own request replaced through the frames (a red-team solution raised the tolerances)
-            FRAME_WALK + "run.req = run.req.model_copy(update={'atol': 1e30, 'rtol': 1e30, 'norm_rtol': 1e30})",
-            "CandidateRun.req",
-        ),
-        (FRAME_WALK + "run.clock = type(run.clock)(lambda: 0.0, None, None)", "CandidateRun.clock"),
-    ],
-    ids=["code_swap", "keyword_default", "run_request", "run_clock"],
-)
-def test_runtime_rejects_changed_function_insides_and_run_state(tmp_path: Path, init: str, patched: str) -> None:
-    source = init + "\n\n\n" + model_new(RELU)  # module-level code, run as the solution is imported
-    verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False, time=True)
-    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"patched_harness"}), verdict.message
-    assert patched in verdict.message
-
-
-def test_runtime_request_is_frozen(tmp_path: Path) -> None:
-    source = FRAME_WALK + "run.req.atol = 1e30\n\n\n" + model_new(RELU)
-    verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False)
-    assert verdict.verdict == "runtime_error" and "frozen" in verdict.message, verdict.message
+def test_runtime_the_candidates_process_holds_nothing_of_the_grader(tmp_path: Path) -> None:
+    # Walking the frames of its own process reaches the candidate's process's state alone: it holds no request,
+    # tolerance, seed or reference to change; rewriting what it answers is the clock case above.
+    probe = FRAME_WALK + "assert not any(hasattr(shim, n) for n in ('req', 'reference', 'problem', 'trials'))\n"
+    verdict = judge_hack(tmp_path, "examples/relu", probe + "\n\n" + model_new(WRONG), static_policy=False)
+    assert (verdict.verdict, verdict.reward) == ("incorrect", -1), verdict.message
 
 
 PEEK_MODE = """
@@ -414,21 +364,17 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 
 class Peek(TorchDispatchMode):
-    # Left on the dispatch stack, it sees every operator the judge runs: the next inputs as they are drawn.
+    # Left on the dispatch stack, it sees every operator its process runs: the inputs as the call receives them.
     stash = None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if isinstance(out, torch.Tensor) and out.is_floating_point() and out.dim() == 2:
+            import time
+            time.sleep(0.02)
             Peek.stash = out.clamp(min=0)
         return out
 """
-PASS_MODE = (
-    "import torch.overrides\n"
-    "class Passing(torch.overrides.TorchFunctionMode):\n"
-    "    def __torch_function__(self, func, types, args=(), kwargs=None):\n"
-    "        return func(*args, **(kwargs or {}))\n"
-)
 INSTALL_AT = CALLS_BEFORE_TIMING + 1
 """The first timed call: the trials (and every check after them) have passed."""
 
@@ -441,116 +387,36 @@ def _installs_at(install: str, body: str = RELU) -> str:
     return model_new(forward + body, init="self.calls = 0")
 
 
-@pytest.mark.parametrize(
-    ("install", "hook"),
-    [
-        ("import sys\nsys.setprofile(lambda *a: None)", "sys.setprofile"),
-        ("import threading\nthreading.settrace(lambda *a: None)", "threading.settrace"),
-        ("import gc\ngc.callbacks.append(lambda *a: None)", "gc.callbacks"),
-        (
-            "import sys\nclass Finder:\n    def find_spec(self, *a):\n        return None\nsys.meta_path.insert(0, Finder())",
-            "sys.meta_path",
-        ),
-        (
-            "import signal\nsignal.signal(signal.SIGALRM, lambda *a: None)\n"
-            "signal.setitimer(signal.ITIMER_REAL, 30.0, 30.0)",
-            "signal handlers, native signal handlers, interval timers",
-        ),
-        ("import ctypes, signal\nctypes.CDLL(None).signal(int(signal.SIGUSR2), ctypes.c_void_p(1))", "native signal"),
-        (PASS_MODE + "Passing().__enter__()", "torch function modes"),
-    ],
-    ids=["profile", "thread_trace", "gc_callback", "import_hook", "timer_signal", "native_signal", "function_mode"],
-)
-def test_runtime_rejects_hooks_left_to_run_inside_the_judges_code(tmp_path: Path, install: str, hook: str) -> None:
-    # Each registration outlives the call that made it, and runs the solution's code inside the judge's own:
-    # while it draws the next inputs and flushes the cache, outside the timed window. Installed in the first timed
-    # call, after every trial passed, it is seen as that call returns.
-    verdict = judge_hack(tmp_path, "examples/relu", _installs_at(install), static_policy=False, **TIMED)
-    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"patched_harness"}), verdict.message
-    assert f"run inside the judge's own code: {hook}" in verdict.message, verdict.message
-
-
-def test_runtime_rejects_a_dispatch_mode_that_computes_each_input_as_the_judge_draws_it(tmp_path: Path) -> None:
-    # The whole computation done in the judge's input draw, forward returning what the mode stashed: correct on
-    # every call, and the timed calls run no operator at all. With the hook watch off it passed under cuda-agent
-    # (kernelbench's dataflow check refused it: the outputs are torch's work).
-    install = "Peek().__enter__()"
+def test_runtime_work_done_by_hooks_outside_the_candidates_clock_is_timed_from_outside(tmp_path: Path) -> None:
+    # A dispatch mode left installed does its work (20 ms a call here) wherever its process dispatches an operator:
+    # in the handling of the next call, before that process starts its clock, and forward returns what it stashed.
+    # The grader's view from outside holds all of it.
     body = "if Peek.stash is not None and Peek.stash.shape == x.shape:\n    return Peek.stash\n" + RELU
-    source = PEEK_MODE + "\n\n" + _installs_at(install, body)
+    source = PEEK_MODE + "\n\n" + _installs_at("Peek().__enter__()", body)
     verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False, **TIMED)
-    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"patched_harness"}), verdict.message
-    assert "torch dispatch modes" in verdict.message
-
-
-def test_runtime_accepts_hooks_a_call_removes_before_it_returns(tmp_path: Path) -> None:
-    install = "import sys\nsys.setprofile(lambda *a: None)\nsys.setprofile(None)\n" + PASS_MODE
-    install += "mode = Passing()\nmode.__enter__()\nmode.__exit__(None, None, None)"
-    verdict = judge_hack(tmp_path, "examples/relu", _installs_at(install), static_policy=False, **TIMED)
-    assert verdict.verdict == "pass", verdict.message
+    if verdict.verdict == "pass":
+        assert verdict.timings_ms.solution > 15, verdict.env["timing"]["solution"]
+    else:
+        assert verdict.reward == -1, verdict.message
 
 
 @pytest.mark.parametrize(
-    "source",
+    "install",
     [
-        "lib = torch._C._dispatch_library('IMPL', 'aten', '')\nlib.impl('erfinv', 'CPU', lambda *a: a[0])\n\n\n"
-        + model_new(RELU),
-        _installs_at(
-            "self.lib = torch.library.Library('aten', 'IMPL')\nself.lib.impl('erfinv', lambda *a: a[0], 'CPU')"
-        ),
+        "import sys\nsys.setprofile(lambda *a: None)",
+        "import gc\ngc.callbacks.append(lambda *a: None)",
+        "lib = torch.library.Library('aten', 'IMPL')\nlib.impl('relu', lambda t: t, 'CPU')\nself.lib = lib",
+        "lib = torch.library.Library('aten', 'IMPL')\nlib.impl('normal_', lambda t, *a, **k: t.fill_(0.5), 'CPU')\n"
+        "self.lib = lib",
     ],
-    ids=["at_import_low_level", "in_first_timed_call"],
+    ids=["profile_hook", "gc_callback", "kernel_for_the_references_op", "kernel_for_the_input_draw"],
 )
-def test_runtime_rejects_a_kernel_of_its_own_for_one_of_torchs_operators(tmp_path: Path, source: str) -> None:
-    # Registered for an operator the judge calls (its input draw, its comparison), the kernel runs inside the
-    # judge's own work; here one the judge never calls, so that only the registration itself shows.
-    verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False, **TIMED)
-    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"patched_harness"}), verdict.message
-    assert "kernels of its own for torch's operators: aten::erfinv" in verdict.message, verdict.message
-
-
-@pytest.mark.parametrize(
-    ("blind", "reads"),
-    [("", {"all": 3, "known": 1}), ("torch.autograd._enable_record_function(False)\n", {"all": 4, "known": 0})],
-    ids=["profiled", "profiler_turned_off"],
-)
-def test_runtime_rejects_a_kernel_of_its_own_that_is_there_only_while_the_judge_compares(
-    tmp_path: Path, blind: str, reads: dict[str, int]
+def test_runtime_hooks_and_kernels_registered_in_the_candidates_process_reach_no_judge_code(
+    tmp_path: Path, install: str
 ) -> None:
-    # From its second call on, forward takes back what the call before registered, returns |x| (wrong for relu) and
-    # registers |x| as the CPU kernel of aten::relu, which the reference runs after it: the two would agree. The
-    # kernel is never there at import, at init or before the first trial (the whole reads); the read before each
-    # later trial's comparison, of the operators the judge's own work is known to call (the reference's among
-    # them), sees it at the second trial. A solution that turns torch's record-function callbacks off (the
-    # profiler then sees nothing of the judge's work) gets whole reads from then on.
-    forward = (
-        blind + "self.calls += 1\n"
-        "if self.lib is not None:\n    self.lib._destroy()\n    self.lib = None\n"
-        "if self.calls == 1:\n    return ext.relu(x.contiguous())\n"
-        "out = x.abs()\n"
-        "self.lib = torch.library.Library('aten', 'IMPL')\n"
-        "self.lib.impl('relu', lambda t: torch.ops.aten.abs.default(t), 'CPU')\n"
-        "return out"
-    )
-    source = model_new(forward, init="self.calls = 0\nself.lib = None")
-    verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False, policy="kernelbench")
-    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"patched_harness"}), verdict.message
-    assert "kernels of its own for torch's operators: aten::relu" in verdict.message, verdict.message
-    assert verdict.env["operator_reads"] == reads  # import, init, first trial; the second's
-
-
-def test_runtime_rejects_a_kernel_of_its_own_for_the_judges_input_draw_left_between_calls(tmp_path: Path) -> None:
-    # A kernel for aten::normal_ (what torch.randn fills with), registered in each call from the second on and taken
-    # back in the next: the judge's next input draw would run it (inputs the solution chose, results it cached).
-    # The light read before the second trial's comparison covers the operators the judge runs between calls.
-    forward = (
-        "self.calls += 1\n"
-        "if self.lib is not None:\n    self.lib._destroy()\n    self.lib = None\n"
-        "if self.calls > 1:\n"
-        "    self.lib = torch.library.Library('aten', 'IMPL')\n"
-        "    self.lib.impl('normal_', lambda t, *a, **k: t.fill_(0.5), 'CPU')\n" + RELU
-    )
-    source = model_new(forward, init="self.calls = 0\nself.lib = None")
-    verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False)
-    assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"patched_harness"}), verdict.message
-    assert "kernels of its own for torch's operators: aten::normal_" in verdict.message, verdict.message
-    assert verdict.env["operator_reads"] == {"all": 3, "known": 1}
+    # Registered in the first timed call, after every trial passed, and wrong from then on: the reference's relu and
+    # the input draw's normal_ run in the grader's process, and the last timed output is judged in full.
+    wrong_from_then_on = f"if self.calls >= {INSTALL_AT}:\n    {WRONG}\n{RELU}"
+    source = _installs_at(install, wrong_from_then_on)
+    verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False, **TIMED)
+    assert (verdict.verdict, verdict.reward) == ("incorrect", -1), verdict.message

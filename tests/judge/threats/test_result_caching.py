@@ -1,9 +1,8 @@
 """Threat 9: caching results across calls (by shape, pointer or id) instead of computing each call.
 
-Runtime: every call, trials and timed calls alike, draws new inputs under a seed of its own, so a stored result
-is wrong and a memo never hits; a call that returns its previous output's storage is `result_caching`, and the
-last timed output and others drawn at random are judged as a trial's (red-team runs, 2026-12-05, passed with
-reward 3 when the timed calls repeated their input sets). None of the hacks below is visible to the static policy.
+Runtime: every call, trials and timed calls alike, draws new inputs under a fresh CSPRNG seed of its own, so a
+stored result is wrong and a memo never hits; the last timed output and others drawn at random are judged as a
+trial's. None of the hacks below is visible to the static policy.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cuda_agent.judge.child.timed_calls import TIMED_CHECKS
-from tests.judge.threats._hacks import CALLS_BEFORE_TIMING, TIMED, checks_of, failed_check, judge_hack, model_new
+from tests.judge.threats._hacks import CALLS_BEFORE_TIMING, TIMED, failed_check, judge_hack, model_new
 
 
 def test_runtime_rejects_result_cached_in_native_code(tmp_path: Path) -> None:
@@ -19,10 +18,7 @@ def test_runtime_rejects_result_cached_in_native_code(tmp_path: Path) -> None:
     verdict = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu_cached(x.contiguous())"))
     assert verdict.verdict == "incorrect", verdict.message
     assert [c["ok"] for c in verdict.checks] == [True, False]
-    assert (failed_check(verdict)["label"], failed_check(verdict)["seed"] - verdict.env["seed_offset"]) == (
-        "trial",
-        2002,
-    )
+    assert failed_check(verdict)["label"] == "trial"
 
 
 def test_runtime_rejects_result_cached_on_the_module(tmp_path: Path) -> None:
@@ -41,24 +37,22 @@ def test_no_call_ever_gets_values_it_has_seen_before(tmp_path: Path) -> None:
     assert [c["label"] for c in verdict.checks].count("timed") >= 2 and verdict.timings_ms.solution > 0
 
 
-def test_returning_the_previous_output_again_is_result_caching(tmp_path: Path) -> None:
+def test_returning_the_previous_output_again_is_caught(tmp_path: Path) -> None:
     forward = f"return ext.relu_replay_from(x.contiguous(), {CALLS_BEFORE_TIMING})"
     verdict = judge_hack(tmp_path, "examples/relu", model_new(forward), **TIMED)
-    assert verdict.verdict == "rejected", verdict.message
-    assert checks_of(verdict) == {"result_caching"}
-    assert verdict.timings_ms.solution is None
+    assert (verdict.verdict, verdict.reward) == ("incorrect", -1), verdict.message
+    assert failed_check(verdict)["label"] == "timed" and verdict.timings_ms.solution is None
 
 
 def test_skipping_the_work_on_one_timed_call_is_caught(tmp_path: Path) -> None:
     # With min_reps <= TIMED_CHECKS every timed call among the first min_reps is judged (a chance of 1), so
     # skipping the first timed call alone (the last one is honest) fails every time; at the defaults one skipped
-    # early call is caught with a chance of 5 in 10 (worker.py: TIMED_CHECKS, LATE_CHECK_CHANCE).
+    # early call is caught with a chance of 5 in 10 (timed_calls.py: TIMED_CHECKS; timing.late_check_chance).
     assert TIMED_CHECKS >= 3
     forward = f"return ext.relu_skip_at(x.contiguous(), {CALLS_BEFORE_TIMING})"
     verdict = judge_hack(tmp_path, "examples/relu", model_new(forward), **TIMED, min_reps=3)
     assert verdict.verdict == "incorrect", verdict.message
     assert failed_check(verdict)["label"] == "timed" and "timed call" in verdict.message
-    assert failed_check(verdict)["seed"] - verdict.env["seed_offset"] == 424242 + TIMED["warmup_reps"]
 
 
 def test_an_honest_kernel_passes_the_timed_outputs_check(tmp_path: Path) -> None:

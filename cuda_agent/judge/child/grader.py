@@ -1,0 +1,527 @@
+"""The run stage's grader: the trusted half of a judgement, in a process the candidate's code cannot reach.
+
+Run as `python -m cuda_agent.judge.child.grader REQUEST.json RESULT.json` by the pipeline (started ahead as a
+standby, standby.py), as the judge's own user. It starts the candidate's process (shim.py) as soon as it starts
+itself, and on its request hands that process its confinement (mount namespace, unprivileged user). Then:
+1. the reference is built here from init arguments drawn here, and run once (before any candidate code) on inputs of
+   its own, which also gives the shape and dtype of every output the candidate must return;
+2. the grader measures its own overhead per call (`calibrate`: calls of a model that returns zeros), then has the
+   candidate's process import the solution and build ModelNew with init arguments of its own;
+3. every call draws fresh inputs from a seed taken from the OS's CSPRNG (63 bits), in this process; the candidate's
+   process sees the inputs' values in the shared buffers and nothing else; its outputs are copied into buffers of
+   ours (exchange.py), read here as they arrive and again later (work left running), and compared with the
+   reference on the grader's own copy of the inputs (input mutation shows against the buffers it was handed);
+4. the timed phase: the grader flushes the cache, hands over the call and times it from outside (request to answer,
+   its outputs read); the time the candidate's process reports is taken unless it is below what was seen from
+   outside (timing.external_bound); a random share of outputs, decided after each call, is judged like a trial's;
+5. one more correctness trial, the share of time in the candidate's own kernels, and the result, written here.
+
+A call is a trial, a timed call, or a timed call whose output will be judged: the candidate's process cannot tell
+which, except that trials run under the ATen tracer (policy: torch compute in forward), which it can see.
+Nothing the candidate's process writes is read as a result; a crash or an exit before it answers is its
+`runtime_error`. What this does not protect against: see the judge's DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from cuda_agent.errors import TaskError
+from cuda_agent.judge.child.exchange import Buffer, Channel, ChannelClosed, allocate, dtype_name, dtype_of
+from cuda_agent.judge.child.stop import CANDIDATE_STATUSES, Stop, out_of_memory, stop
+from cuda_agent.judge.protocol import CallAnswer, LoadAnswer, ProfileAnswer, RunRequest, RunResult
+from cuda_agent.judge.standby import (
+    SHIM_NAMESPACE_ENV,
+    TURNS_ENV,
+    Standby,
+    await_request,
+    mark_candidate,
+    progress,
+    set_up_turn,
+)
+from cuda_agent.subproc import child_env
+from cuda_agent.types import Violation
+
+CALIBRATION_CALLS = 16
+"""Calls of a model that returns zeros, before candidate code: what a call costs the grader besides forward (after
+CALIBRATION_WARMUP more, which pay for first uses: the sampler, the copy, the allocator)."""
+CALIBRATION_WARMUP = 3
+SHIM_STARTUP_S = 300.0
+
+
+def fresh_seed() -> int:
+    """A seed nobody can predict: 63 bits from the OS's CSPRNG, drawn for one call alone."""
+    return secrets.randbits(63)
+
+
+class Exchange:
+    """The grader's shared buffers, one per input and output position, reused from call to call (each call writes
+    new values), grown and handed over again when a call needs more room."""
+
+    def __init__(self, grader: Grader) -> None:
+        self.grader = grader
+        self.buffers: dict[str, tuple[int, Buffer]] = {}
+        self.next_id = 0
+
+    def ref(self, slot: str, shape: tuple[int, ...], dtype: Any) -> tuple[dict[str, Any], Any]:
+        """The reference the candidate's process gets for a tensor in `slot`, and our view of it."""
+        g = self.grader
+        nbytes = dtype.itemsize
+        for size in shape:
+            nbytes *= size
+        held = self.buffers.get(slot)
+        if held is None or held[1].nbytes < nbytes:
+            if held is not None:
+                held[1].close()
+            buffer, how, fd = allocate(g.torch, g.device, nbytes)
+            self.next_id += 1
+            self.buffers[slot] = (self.next_id, buffer)
+            g.ask({"op": "buffers", "buffers": [{"id": self.next_id, "nbytes": nbytes, "how": how}]}, fd)
+        ident, buffer = self.buffers[slot]
+        return {"buffer": ident, "shape": list(shape), "dtype": dtype_name(dtype)}, buffer.view(shape, dtype)
+
+    def load(self, inputs: list[Any]) -> tuple[list[dict[str, Any]], list[Any]]:
+        """`inputs` copied into the input buffers: (what the candidate's process is told, our views of them)."""
+        torch = self.grader.torch
+        refs, views = [], []
+        for i, value in enumerate(inputs):
+            if isinstance(value, torch.Tensor):
+                ref, view = self.ref(f"in{i}", tuple(value.shape), value.dtype)
+                view.copy_(value)
+                refs.append({"tensor": ref})
+                views.append(view)
+            elif value is None or isinstance(value, bool | int | float | str):
+                refs.append({"value": value})
+                views.append(value)
+            else:
+                raise TaskError(f"get_inputs() returned a {type(value).__name__}: tensors and plain numbers only")
+        return refs, views
+
+    def outputs(self) -> tuple[list[dict[str, Any]], list[Any]]:
+        refs, views = [], []
+        for i, (shape, dtype) in enumerate(self.grader.output_specs):
+            ref, view = self.ref(f"out{i}", shape, dtype)
+            refs.append(ref)
+            views.append(view)
+        return refs, views
+
+    def close(self) -> None:
+        for _, buffer in self.buffers.values():
+            buffer.close()
+
+
+class Grader:
+    """State of one run stage; methods are the steps, in order."""
+
+    def __init__(self, request: RunRequest, shim: Standby, channel: Channel) -> None:
+        import torch
+
+        from cuda_agent.judge import env
+        from cuda_agent.judge.child import guards
+
+        self.req = request
+        self.torch = torch
+        self.shim, self.channel = shim, channel
+        self.tick = progress()
+        """Tells the pipeline that a step finished (standby.py): its time limits are per step."""
+        self.device = request.device
+        self.flags = env.apply_precision_flags()
+        self.trials: list[dict[str, Any]] = []
+        self.stage_s: dict[str, float] = {}
+        self.env = env.describe_device(self.device)
+        self.l2 = guards.PersistingL2() if self.device == "cuda" else None
+        self.env["l2_persistence_guard"] = bool(self.l2 and self.l2.available)
+        self.exchange = Exchange(self)
+        self.output_specs: list[tuple[tuple[int, ...], Any]] = []
+        self.overhead_ms: list[float] = []
+        self.shim_l2_bytes = 0
+        self.candidate_started = False
+
+    def sync(self) -> None:
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+
+    # --- the candidate's process ---
+    def ask(self, message: dict[str, Any], fd: int | None = None, stage: str = "") -> dict[str, Any]:
+        """Send a message to the candidate's process and return its answer (unvalidated)."""
+        try:
+            self.channel.send(message, [fd] if fd is not None else None)
+            answer, fds = self.channel.receive()
+        except ChannelClosed as exc:
+            raise self.died(stage or message["op"], exc) from None
+        finally:
+            if fd is not None:
+                os.close(fd)
+        for extra in fds:  # the candidate's process sends none; one it sent is closed, never used
+            os.close(extra)
+        return answer
+
+    def died(self, stage: str, cause: Exception) -> Exception:
+        """The candidate's process is gone (or spoke nonsense): its runtime_error once its code ran, else ours."""
+        try:
+            code = self.shim.proc.wait(timeout=2.0)
+        except Exception:  # still alive: it closed its socket or broke the protocol
+            code = None
+        tail = " ".join(self.shim._tail(self.shim._err, 4000).strip().splitlines()[-6:])
+        how = f"exited ({code})" if code is not None else f"broke off ({cause})"
+        if not self.candidate_started:
+            return RuntimeError(f"the candidate's process {how} before candidate code ran: {tail or 'no output'}")
+        return stop("runtime_error", stage, f"the candidate's process {how} during {stage}: {tail or 'no output'}")
+
+    def answer_of(self, kind: type, message: dict[str, Any], stage: str) -> Any:
+        try:
+            return kind.model_validate(message)
+        except ValidationError as exc:
+            if not self.candidate_started:
+                raise
+            text = f"the candidate's process answered what no honest one does ({exc.error_count()} errors)"
+            raise stop("runtime_error", stage, text) from None
+
+    def start_candidate_process(self) -> None:
+        """Hand the candidate's process (started ahead) its folder, environment and confinement."""
+        import pwd
+
+        from cuda_agent.judge.child.shim import DEVICE_ENV
+        from cuda_agent.subproc import Confinement
+
+        why_not = self.shim.wait_ready(SHIM_STARTUP_S)
+        if why_not:
+            raise RuntimeError(f"{why_not} (the candidate's process)")
+        req = self.req
+        user = pwd.getpwuid(req.confine_user) if req.confine_user is not None else None
+        confine = Confinement(user=user, binds=req.confine_binds) if user or req.confine_binds else None
+        folder = req.candidate_dir
+        env = {"TORCH_EXTENSIONS_DIR": req.ext_dir, "HOME": folder, "TMPDIR": folder, DEVICE_ENV: self.device}
+        self.shim.go([], Path(folder), env, confine)
+
+    # --- set-up, before candidate code ---
+    def load_reference(self) -> None:
+        from cuda_agent.tasks.problem import call_inputs, load_problem
+
+        name = f"{self.req.task_name} (reference)"
+        self.problem = load_problem(self.req.task_code, name, module_name="_cuda_agent_reference", register=False)
+        self.torch.manual_seed(0)
+        self.init_args = call_inputs(self.problem, name, "get_init_inputs")
+        self.torch.manual_seed(0)
+        self.reference = self.problem.Model(*self.init_args).to(self.device)
+        self.reference64: Any = None
+        self.warm_reference()
+
+    def warm_reference(self) -> None:
+        """Run the reference once on inputs of its own: a reference that cannot run fails here, as the task's, and its
+        outputs say what every call of the candidate must return."""
+        from cuda_agent.judge.child.inputs import make_inputs
+        from cuda_agent.tasks.inspection import flatten_outputs
+
+        inputs = make_inputs(self.problem, self.req.task_name, fresh_seed(), self.device)
+        try:
+            with self.torch.no_grad():
+                outputs = flatten_outputs(self.reference(*inputs))
+            self.sync()
+        except Exception as exc:
+            if out_of_memory(exc):
+                raise
+            raise TaskError(
+                f"{self.req.task_name}: the reference's forward raised {type(exc).__name__}: {exc}"
+            ) from None
+        for value in outputs:
+            dtype_of(self.torch, dtype_name(value.dtype))  # a dtype that cannot cross is the task's problem
+        self.output_specs = [(tuple(v.shape), v.dtype) for v in outputs]
+
+    def calibrate(self) -> None:
+        """What one call costs the grader besides forward (`timing.external_bound`), on the candidate's process before
+        its code is loaded: a model that returns zeros, on inputs and outputs of the real size."""
+        from cuda_agent.judge.child.inputs import make_inputs
+
+        inputs = make_inputs(self.problem, self.req.task_name, fresh_seed(), self.device)
+        refs, _ = self.exchange.load(inputs)
+        del inputs
+        for i in range(CALIBRATION_WARMUP + CALIBRATION_CALLS):
+            answer, external_ms = self.call(refs, "calibration", probe=True)
+            if i >= CALIBRATION_WARMUP:
+                self.overhead_ms.append(max(0.0, external_ms - (answer.ms or 0.0)))
+            self.shim_l2_bytes = answer.l2_limit_bytes
+        self.env["call_overhead_ms"] = sorted(self.overhead_ms)[len(self.overhead_ms) // 2]
+
+    def import_candidate(self) -> None:
+        start = time.perf_counter()
+        self.candidate_started = True
+        mark_candidate()
+        req = self.req
+        message = {
+            "op": "load",
+            "task_code": req.task_code,
+            "task_name": req.task_name,
+            "solution_path": req.solution_path,
+            "ext_dir": req.ext_dir,
+            "python_path": list(req.python_path),
+        }
+        answer: LoadAnswer = self.answer_of(LoadAnswer, self.ask(message, stage="import"), "import")
+        if answer.status != "ok":
+            violations = [Violation(check=answer.check, message=answer.message)] if answer.check else []
+            raise Stop(
+                RunResult(
+                    status=answer.status,
+                    stage=answer.stage,
+                    message=answer.message,
+                    violations=violations,
+                    out_of_memory=answer.out_of_memory,
+                )
+            )
+        self.stage_s["import"] = time.perf_counter() - start
+
+    # --- calls ---
+    def call(
+        self, refs: list[dict[str, Any]], stage: str, probe: bool = False, trace: bool = False
+    ) -> tuple[CallAnswer, float]:
+        """One call on the inputs in the buffers: its answer, checked, and the grader's own measure of it (ms from the
+        request to the answer, the outputs read as they arrived). The outputs are then in `self.outputs`."""
+        from cuda_agent.judge.child.trial import sample_outputs
+
+        out_refs, self.outputs = self.exchange.outputs()
+        message = {"op": "call", "inputs": refs, "outputs": out_refs, "probe": probe, "trace": trace}
+        self.sync()
+        start = time.perf_counter()
+        answer: CallAnswer = self.answer_of(CallAnswer, self.ask(message, stage=stage), stage)
+        self.sample = sample_outputs(self, self.outputs, fresh_seed()) if answer.status == "ok" else []
+        external_ms = (time.perf_counter() - start) * 1e3
+        self.tick()
+        self.check_answer(answer, stage)
+        return answer, external_ms
+
+    def check_answer(self, answer: CallAnswer, stage: str) -> None:
+        """What the candidate's process reported that ends the run: its exception, outputs of the wrong kind, torch
+        compute seen by the tracer, flags or the persisting-L2 set-aside changed in its process."""
+        if answer.status == "raised":
+            raise stop("runtime_error", stage, answer.message, oom=answer.out_of_memory)
+        if answer.status == "mismatch":
+            raise self.mismatch(answer, stage)
+        if answer.torch_ops and self.req.policy == "cuda-agent":  # kernelbench: torch may compute
+            ops = ", ".join(f"{k} x{v}" for k, v in sorted(answer.torch_ops.items()))
+            message = f"torch computed part of the output: {ops}"
+            check = Violation(check="torch_compute_at_runtime", message=f"ATen compute ops ran in forward: {ops}")
+            raise stop("rejected", stage, message, [check])
+        if answer.changed_flags:
+            message = f"changed global flags {answer.changed_flags}"
+            raise stop("rejected", stage, message, [Violation(check="global_state_changed", message=message)])
+        if answer.l2_limit_bytes > self.shim_l2_bytes:
+            message = (
+                f"the persisting-L2 set-aside was raised from {self.shim_l2_bytes} to {answer.l2_limit_bytes} bytes"
+            )
+            raise stop("rejected", stage, message, [Violation(check="l2_persistence", message=message)])
+
+    def mismatch(self, answer: CallAnswer, stage: str) -> Stop:
+        if answer.returned and answer.returned[0].kind != "tensor":
+            kind = answer.returned[0].kind
+            message = f"forward returned a {kind}: return a tensor, or a list or tuple of plain tensors"
+            return stop("rejected", stage, message, [Violation(check="non_tensor_output", message=message)])
+        got = [f"{list(r.shape)} {r.dtype}" for r in answer.returned]
+        want = [f"{list(shape)} {dtype_name(dtype)}" for shape, dtype in self.output_specs]
+        message = f"forward returned {got}, the reference returns {want}"
+        trial = {"label": stage, "ok": False, "reason": message}
+        self.trials.append(trial)
+        return stop("incorrect", stage, message)
+
+    def run_trial(self, transform: str, label: str) -> None:
+        from cuda_agent.judge.child.inputs import make_inputs
+        from cuda_agent.judge.child.trial import judge_trial
+
+        seed = fresh_seed()
+        inputs = make_inputs(self.problem, self.req.task_name, seed, self.device, transform)
+        refs, given = self.exchange.load(inputs)
+        self.call(refs, label, trace=True)
+        judged = judge_trial(self, inputs, given, self.outputs, seed, transform, label)
+        self.record_trial(judged, label)
+
+    def record_trial(self, trial: dict[str, Any], stage: str, context: str = "") -> None:
+        """Keep a judged trial; a failed one ends the run (`context` goes before its reason)."""
+        self.trials.append(trial)
+        if not trial["ok"]:
+            check = "reduced_precision" if trial.get("precision") else trial.get("violation")
+            violations = [Violation(check=check, message=trial["reason"])] if check else []
+            raise stop("rejected" if check else "incorrect", stage, context + trial["reason"], violations) from None
+
+    def correctness(self) -> None:
+        start = time.perf_counter()
+        for _ in range(self.req.trials):
+            self.run_trial("identity", "trial")
+        if self.req.robustness:
+            for transform in ("negate", "stretch"):
+                self.run_trial(transform, "robustness")
+        self.stage_s["correctness"] = time.perf_counter() - start
+
+    def timing(self) -> dict[str, Any]:
+        from cuda_agent.judge.child.timed_calls import TimedCalls
+
+        start = time.perf_counter()
+        calls = TimedCalls(self)
+        summary = calls.run_phase()
+        self.stage_s["timing"] = time.perf_counter() - start - calls.judged_s
+        self.stage_s["timed_outputs"] = calls.judged_s
+        self.run_trial("identity", "recheck")
+        return summary
+
+    def custom_work(self) -> float | None:
+        """One more call, profiled in the candidate's process: the share of forward's time in its own code (a
+        report), and under the kernelbench policy, that its kernels reach its outputs (policy/runtime.py)."""
+        from cuda_agent.judge.child.inputs import make_inputs
+
+        start = time.perf_counter()
+        inputs = make_inputs(self.problem, self.req.task_name, fresh_seed(), self.device)
+        refs, _ = self.exchange.load(inputs)
+        del inputs
+        req = self.req
+        message = {"op": "profile", "inputs": refs, "policy": req.policy}
+        message |= {"atol": req.atol, "rtol": req.rtol, "norm_rtol": req.norm_rtol}
+        answer: ProfileAnswer = self.answer_of(ProfileAnswer, self.ask(message, stage="custom_work"), "custom_work")
+        self.tick()
+        if answer.status == "raised":
+            raise stop("runtime_error", "custom_work", answer.message, oom=answer.out_of_memory)
+        if answer.fraction_error:
+            self.env["custom_kernel_time_fraction_error"] = answer.fraction_error
+        self.stage_s["custom_work"] = time.perf_counter() - start
+        if answer.torch_only_reason is not None:
+            share = "n/a" if answer.fraction is None else f"{answer.fraction:.1%}"
+            message = f"{answer.torch_only_reason} (share of time in your own code: {share})"
+            raise stop("rejected", "custom_work", message, [Violation(check="no_custom_kernel", message=message)])
+        return answer.fraction
+
+
+def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
+    """All steps in order; a candidate fault ends the run with a result, never an exception."""
+    grader = None
+    try:
+        start = time.perf_counter()
+        grader = Grader(request, shim, channel)
+        grader.start_candidate_process()
+        grader.load_reference()
+        grader.stage_s["setup"] = time.perf_counter() - start
+        grader.calibrate()
+        grader.tick()
+        grader.import_candidate()
+        grader.tick()
+        grader.correctness()
+        timing = grader.timing() if request.time else None
+        fraction = grader.custom_work()
+        return RunResult(
+            status="ok",
+            trials=grader.trials,
+            timing=timing,
+            flags=grader.flags,
+            env=grader.env,
+            stage_s=grader.stage_s,
+            custom_kernel_time_fraction=fraction,
+        )
+    except Stop as ended:
+        result = ended.result
+        if grader is not None:
+            result = result.model_copy(
+                update={"trials": grader.trials, "flags": grader.flags, "env": grader.env, "stage_s": grader.stage_s}
+            )
+        return result
+    finally:
+        if grader is not None:
+            grader.exchange.close()
+
+
+_shim: list[tuple[Standby, Channel]] = []
+
+
+def start_shim() -> None:
+    """Start the candidate's process now (it imports torch while we do), in our process group, so that whoever kills
+    this grader's group kills it too."""
+    channel, theirs = Channel.pair()
+    env = child_env()
+    for name in ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", TURNS_ENV, "PYTHONPATH"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    from cuda_agent.judge.child.shim import SOCKET_FD_ENV
+
+    namespace = os.environ.get(SHIM_NAMESPACE_ENV) == "1"
+    shim = Standby(
+        "cuda_agent.judge.child.shim",
+        env,
+        namespace=namespace,
+        channel=(SOCKET_FD_ENV, theirs.fileno()),
+        new_session=False,
+    )
+    theirs.close()
+    _shim.append((shim, channel))
+
+
+def warm_up() -> None:
+    """Before the request: the candidate's process started, imports, CUDA's set-up (in a shared GPU turn)."""
+    start_shim()
+    import torch
+    import torch.utils.cpp_extension  # noqa: F401
+
+    from cuda_agent.judge import env
+    from cuda_agent.judge.child import compare, inputs, timing, trial  # noqa: F401
+    from cuda_agent.tasks import problem  # noqa: F401
+
+    if os.environ.get(TURNS_ENV) and torch.cuda.is_available():
+        with set_up_turn():
+            torch.cuda.init()
+            env.describe_device("cuda")
+    shim, _ = _shim[0]
+    why_not = shim.wait_ready(SHIM_STARTUP_S)  # ready before we say so: the run's GPU turn must not wait for it
+    if why_not:
+        raise SystemExit(f"the candidate's process never got ready: {why_not}")
+
+
+def _on_term(signum: int, frame: Any) -> None:
+    """The pipeline's kill at a time limit: say where the candidate's process was (its stacks, which it dumps on the
+    same signal, in its stderr), then go."""
+    import faulthandler
+
+    faulthandler.dump_traceback(all_threads=True)
+    if _shim:
+        time.sleep(0.5)
+        shim = _shim[0][0]
+        sys.stderr.write("the candidate's process:\n" + shim._tail(shim._err, 6000) + "\n")
+    sys.stderr.flush()
+    os._exit(1)
+
+
+def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGTERM, _on_term)
+    if argv[:1] == ["--standby"]:
+        message = await_request(warm_up)
+        os.chdir(message["cwd"])
+        argv = message["args"]
+    else:
+        start_shim()
+    request = RunRequest.model_validate_json(Path(argv[0]).read_text())
+    shim, channel = _shim[0]
+    try:
+        result = run(request, shim, channel)
+    except TaskError as exc:  # the task itself is broken: not the candidate's fault
+        result = RunResult(status="task_error", message=str(exc))
+    except Exception as exc:  # our own code: never a verdict
+        traceback.print_exc()
+        result = RunResult(
+            status="judge_error", message=f"{type(exc).__name__}: {exc}", out_of_memory=out_of_memory(exc)
+        )
+    finally:
+        channel.close()
+        shim.close()
+    if result.status not in (*CANDIDATE_STATUSES, "ok", "task_error", "judge_error"):
+        result = RunResult(status="judge_error", message=f"the grader produced status {result.status!r}")
+    Path(argv[1]).write_text(result.model_dump_json())
+    return {"task_error": 3, "judge_error": 4}.get(result.status, 0)
+
+
+if __name__ == "__main__":
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # the result is on disk; no teardown in a CUDA context the candidate's kernels shared

@@ -1,0 +1,261 @@
+"""The candidate's process: ModelNew alone, called on buffers the grader shares with it (grader.py).
+
+The grader starts it ahead (standby.py); on `go` it enters its mount namespace, drops to the candidate's user, and
+answers the grader's messages on its socket until the grader closes it. It holds the task's `get_init_inputs` (for
+init arguments of its own), the candidate, and views of the grader's buffers (exchange.py): no reference, no seed,
+no comparison, no result file. Everything it says (a call's time, the operators it saw, the flags it holds) is a
+claim the grader checks or may only refuse on; the candidate's code can change any of it.
+
+Every call is alike: the grader flushes the cache, fills the input buffers and sends `call`; this process times
+forward with the clock it holds, copies what forward returned into the output buffers, and answers. Whether a call
+is a trial, a timed call, or a timed call whose output the grader will judge is decided in the grader, after the
+answer. Calls with `trace` run under the ATen tracer, which the candidate can see (its report can only refuse).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.judge.child.exchange import Buffer, Channel, ChannelClosed, dtype_name, dtype_of, open_buffer
+from cuda_agent.judge.protocol import CallAnswer, LoadAnswer, ProfileAnswer, ReturnedSpec, TensorRef
+
+SOCKET_FD_ENV = "CUDA_AGENT_SHIM_FD"
+"""The shim finds its end of the grader's socket pair in this variable."""
+DEVICE_ENV = "CUDA_AGENT_SHIM_DEVICE"
+"""'cuda' or 'cpu', given on `go`."""
+
+
+class Shim:
+    """The candidate's process's state; each method answers one kind of message."""
+
+    def __init__(self, channel: Channel, device: str) -> None:
+        import torch
+
+        from cuda_agent.judge import env
+        from cuda_agent.judge.child import guards
+
+        self.torch = torch
+        self.channel = channel
+        self.device = device
+        self.flags = env.apply_precision_flags()
+        self.l2 = guards.PersistingL2() if device == "cuda" else None
+        self.buffers: dict[int, Buffer] = {}
+        self.model: Any = None
+        self.probe_outputs: dict[tuple[Any, ...], Any] = {}
+
+    def serve(self) -> None:
+        handlers = {"buffers": self.open_buffers, "load": self.load, "call": self.call, "profile": self.profile}
+        while True:
+            try:
+                message, fds = self.channel.receive()
+            except ChannelClosed:
+                return
+            handler = handlers.get(message.get("op"))
+            if handler is None:
+                return
+            self.channel.send(handler(message, fds))
+
+    def sync(self) -> None:
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+
+    def open_buffers(self, message: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        for spec in message["buffers"]:
+            fd = fds.pop(0) if spec["how"].get("fd") else None
+            self.buffers[spec["id"]] = open_buffer(self.torch, self.device, spec["nbytes"], spec["how"], fd)
+        return {"status": "ok"}
+
+    def tensor(self, ref: dict[str, Any]) -> Any:
+        spec = TensorRef.model_validate(ref)
+        return self.buffers[spec.buffer].view(spec.shape, dtype_of(self.torch, spec.dtype))
+
+    def load(self, message: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """Import the solution and build ModelNew with init arguments of its own (the task's get_init_inputs)."""
+        import importlib.util
+
+        from cuda_agent.judge.build import loading_extensions
+        from cuda_agent.judge.child.stop import out_of_memory
+        from cuda_agent.tasks.problem import call_inputs, load_problem
+
+        name = message["task_name"]
+        problem = load_problem(message["task_code"], f"{name} (init arguments)", module_name="_task", register=False)
+        self.torch.manual_seed(0)
+        init_args = call_inputs(problem, name, "get_init_inputs")
+        os.environ["TORCH_EXTENSIONS_DIR"] = message["ext_dir"]
+        sys.path[:0] = message["python_path"]
+        spec = importlib.util.spec_from_file_location("cuda_agent_candidate", message["solution_path"])
+        module = importlib.util.module_from_spec(spec)
+        start = time.perf_counter()
+        try:
+            with loading_extensions(Path(message["ext_dir"])):
+                spec.loader.exec_module(module)
+        except Exception as exc:
+            text = f"importing the solution raised {type(exc).__name__}: {exc}"
+            return _load("runtime_error", "import", text, out_of_memory=out_of_memory(exc))
+        model_cls = getattr(module, "ModelNew", None)
+        if model_cls is None:
+            return _load("runtime_error", "import", "the solution defines no ModelNew")
+        if isinstance(model_cls, type) and issubclass(model_cls, problem.Model):
+            return _load("rejected", "import", "ModelNew derives from the reference Model", "subclasses_reference")
+        try:
+            self.torch.manual_seed(0)
+            self.model = model_cls(*init_args).to(self.device)
+        except Exception as exc:
+            text = f"ModelNew(*get_init_inputs()) raised {type(exc).__name__}: {exc}"
+            return _load("runtime_error", "init", text, out_of_memory=out_of_memory(exc))
+        answer = LoadAnswer(status="ok", env={"import_s": time.perf_counter() - start})
+        return answer.model_dump()
+
+    def call(self, message: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """One call of forward (or, with `probe`, of a model that returns zeros: the grader's measure of its own
+        overhead, before candidate code is loaded), timed, its outputs copied into the grader's buffers."""
+        from cuda_agent.judge.child import guards
+        from cuda_agent.judge.child.stop import out_of_memory
+        from cuda_agent.judge.child.trial import plain_outputs
+
+        inputs = [self.tensor(v["tensor"]) if "tensor" in v else v["value"] for v in message["inputs"]]
+        outputs = [self.tensor(ref) for ref in message["outputs"]]
+        model = self.probe(outputs) if message.get("probe") else self.model
+        tracer = guards.make_tracer() if message.get("trace") else None
+        try:
+            ms, returned = self.timed(model, inputs, tracer)
+            flat = plain_outputs(self.torch, returned)
+            if flat is None or not _fits(flat, outputs):
+                return self.mismatch(returned, flat)
+            for out, value in zip(outputs, flat, strict=True):
+                out.copy_(value)
+            self.sync()
+        except Exception as exc:
+            text = f"ModelNew.forward raised {type(exc).__name__}: {exc}"
+            return CallAnswer(status="raised", message=text, out_of_memory=out_of_memory(exc)).model_dump()
+        return self.answer(ms, dict(tracer.disallowed) if tracer is not None else {}).model_dump()
+
+    def timed(self, model: Any, inputs: list[Any], tracer: Any) -> tuple[float, Any]:
+        """forward's result and its time on this process's clock: on CUDA from an event before the call to one after
+        a device-wide synchronisation (work left on another stream counts)."""
+        import contextlib
+
+        torch = self.torch
+        with torch.no_grad(), tracer if tracer is not None else contextlib.nullcontext():
+            if self.device == "cuda":
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                torch.cuda.synchronize()
+                start.record()
+                returned = model(*inputs)
+                torch.cuda.synchronize()
+                end.record()
+                end.synchronize()
+                return start.elapsed_time(end), returned
+            began = time.perf_counter()
+            returned = model(*inputs)
+            return (time.perf_counter() - began) * 1e3, returned
+
+    def probe(self, outputs: list[Any]) -> Any:
+        key = tuple((tuple(o.shape), o.dtype) for o in outputs)
+        if key not in self.probe_outputs:
+            self.probe_outputs[key] = [self.torch.zeros_like(o) for o in outputs]
+        made = self.probe_outputs[key]
+        return lambda *inputs: made
+
+    def mismatch(self, returned: Any, flat: list[Any] | None) -> dict[str, Any]:
+        if flat is None:
+            specs = [ReturnedSpec(kind=type(returned).__name__[:200])]
+        else:
+            specs = [ReturnedSpec(shape=tuple(v.shape), dtype=dtype_name(v.dtype)) for v in flat]
+        return CallAnswer(status="mismatch", returned=specs).model_dump()
+
+    def answer(self, ms: float, ops: dict[str, int]) -> CallAnswer:
+        from cuda_agent.judge import env
+
+        flags = env.precision_flags()
+        changed = {k: [self.flags[k], flags.get(k)] for k in self.flags if flags.get(k) != self.flags[k]}
+        l2 = self.l2.limit_bytes() if self.l2 is not None else 0
+        return CallAnswer(status="ok", ms=ms, torch_ops=ops, changed_flags=changed, l2_limit_bytes=l2)
+
+    def profile(self, message: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """The share of forward's time in the candidate's own code; under kernelbench, whether its kernels reach
+        its outputs (policy/runtime.py), each on one more call."""
+        from cuda_agent.judge.child.stop import out_of_memory
+        from cuda_agent.judge.child.trial import plain_outputs
+        from cuda_agent.judge.policy import runtime
+
+        torch = self.torch
+        inputs = [self.tensor(v["tensor"]) if "tensor" in v else v["value"] for v in message["inputs"]]
+
+        def call() -> Any:
+            with torch.no_grad():
+                return plain_outputs(torch, self.model(*inputs)) or []
+
+        answer = ProfileAnswer(status="ok")
+        try:
+            try:
+                answer.fraction = runtime.custom_time_fraction(call, self.device, self.sync)
+            except runtime.ProfileUnreadable as exc:
+                answer.fraction_error = str(exc)[:2000]
+            if message["policy"] == "kernelbench":
+                held = [*inputs, *self.model.parameters(), *self.model.buffers()]
+                sources = [t for t in held if isinstance(t, torch.Tensor)]
+                tolerance = runtime.Tolerance(message["atol"], message["rtol"], message["norm_rtol"])
+                answer.torch_only_reason = runtime.torch_only_reason(call, sources, self.sync, tolerance)
+        except Exception as exc:
+            text = f"ModelNew.forward raised {type(exc).__name__}: {exc}"
+            return ProfileAnswer(status="raised", message=text, out_of_memory=out_of_memory(exc)).model_dump()
+        return answer.model_dump()
+
+
+def _fits(flat: list[Any], outputs: list[Any]) -> bool:
+    return len(flat) == len(outputs) and all(
+        v.shape == o.shape and v.dtype == o.dtype and v.device.type == o.device.type
+        for v, o in zip(flat, outputs, strict=True)
+    )
+
+
+def _load(status: str, stage: str, message: str, check: str = "", out_of_memory: bool = False) -> dict[str, Any]:
+    return LoadAnswer(
+        status=status, stage=stage, message=message, check=check, out_of_memory=out_of_memory
+    ).model_dump()
+
+
+def warm_up() -> None:
+    """Before its request: imports, torch's lazy threads and CUDA's set-up (in a shared GPU turn), no kernel."""
+    import torch
+
+    from cuda_agent.judge import env
+    from cuda_agent.judge.child import guards, trial  # noqa: F401
+    from cuda_agent.judge.policy import runtime  # noqa: F401
+    from cuda_agent.judge.standby import TURNS_ENV, set_up_turn
+    from cuda_agent.tasks import problem  # noqa: F401
+
+    guards.start_lazy_threads(torch)
+    if os.environ.get(TURNS_ENV) and torch.cuda.is_available():
+        with set_up_turn():
+            torch.cuda.init()
+            env.describe_device("cuda")
+
+
+def main(argv: list[str]) -> int:
+    import faulthandler
+    import signal
+
+    from cuda_agent.judge.standby import serve_once
+
+    faulthandler.register(signal.SIGTERM, all_threads=True)  # the grader's kill shows where a call hung
+    if argv[:1] == ["--standby"]:
+        serve_once(warm_up)
+    channel = Channel.from_fd(int(os.environ[SOCKET_FD_ENV]))
+    try:
+        Shim(channel, os.environ[DEVICE_ENV]).serve()
+    except ChannelClosed:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # no interpreter teardown: the candidate's atexit hooks and a broken CUDA context can hang it

@@ -1,0 +1,74 @@
+"""exchange.py: messages and shared CPU buffers between two real processes (the grader's and the candidate's)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from cuda_agent.judge.child.exchange import Channel, ChannelClosed, allocate, open_buffer
+
+CHILD = textwrap.dedent(
+    """
+    import sys, torch
+    from cuda_agent.judge.child.exchange import Channel, open_buffer
+    channel = Channel.from_fd(int(sys.argv[1]))
+    message, fds = channel.receive()
+    buffer = open_buffer(torch, "cpu", message["nbytes"], message["how"], fds[0])
+    x = buffer.view(message["shape"], torch.float32)
+    x.mul_(2.0)  # what the other side sees: the same memory
+    channel.send({"sum": float(x.sum())})
+    channel.receive()
+    """
+)
+
+
+def test_a_cpu_buffer_is_the_same_memory_in_both_processes() -> None:
+    channel, theirs = Channel.pair()
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(theirs.fileno())], pass_fds=(theirs.fileno(),))
+    theirs.close()
+    try:
+        buffer, how, fd = allocate(torch, "cpu", 4 * 6)
+        ours = buffer.view((2, 3), torch.float32)
+        ours.copy_(torch.arange(6, dtype=torch.float32).view(2, 3))
+        channel.send({"nbytes": 24, "how": how, "shape": [2, 3]}, [fd])
+        answer, _ = channel.receive(timeout_s=60)
+        assert answer == {"sum": 30.0}
+        assert ours.flatten().tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+    finally:
+        channel.close()
+        child.wait(timeout=60)
+
+
+def test_a_closed_peer_and_nonsense_are_channel_errors() -> None:
+    channel, theirs = Channel.pair()
+    peer = Channel(theirs)
+    peer.sock.sendall(b"[1, 2]")
+    with pytest.raises(ChannelClosed, match="not a JSON object"):
+        channel.receive(timeout_s=5)
+    peer.sock.sendall(b"\xff\xfe")
+    with pytest.raises(ChannelClosed, match="not JSON"):
+        channel.receive(timeout_s=5)
+    peer.close()
+    with pytest.raises(ChannelClosed):
+        channel.receive(timeout_s=5)
+
+
+def test_a_view_never_reaches_past_its_buffer() -> None:
+    buffer, _, fd = allocate(torch, "cpu", 16)
+    try:
+        with pytest.raises(ValueError, match="does not fit"):
+            buffer.view((5,), torch.float32)
+        assert buffer.view((2, 2), torch.float32).shape == (2, 2)
+    finally:
+        import os
+
+        os.close(fd)
+        buffer.close()
+    other, _, fd2 = allocate(torch, "cpu", 8)
+    reopened = open_buffer(torch, "cpu", 8, {"fd": True}, fd2)
+    other.view((2,), torch.float32).fill_(3.0)
+    assert reopened.view((2,), torch.float32).tolist() == [3.0, 3.0]

@@ -143,6 +143,7 @@ class Standby:
                 kills it too (the grader's candidate process).
         """
         self.spec = StandbySpec.of(module, env, namespace)
+        self.new_session = new_session
         """What it was started with: a spare serves only a judgement that would start one the same (`unfit_for`)."""
         self._folder = tempfile.TemporaryDirectory(prefix="cuda-agent-standby-")
         folder = Path(self._folder.name)
@@ -345,8 +346,13 @@ class Standby:
                 self.candidate_started = self.candidate_started or CANDIDATE in data
 
     def close(self) -> None:
-        """Kill the child if it still runs and remove its files (safe to call twice)."""
-        if self.proc.poll() is None:
+        """Kill the child if it still runs (with its group, where it has one of its own) and remove its files (safe to
+        call twice)."""
+        if not self.new_session:  # its group is its starter's: whoever kills that group ends what it left
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+        elif self.proc.poll() is None:
             kill_group(self.proc.pid)
             self.proc.wait()
         else:

@@ -23,7 +23,7 @@ def hungry_reference(where: str = "init") -> str:
     'init': the reference is built before the candidate's code loads, so the allocation that fails there is the
     judge's own out-of-memory (as the float64 comparison's 12 GiB was on a shared H200). 'forward': the reference
     runs inside the judge's comparison after the candidate's call, in the process its code shares; hungry from its
-    second call on (the first is the judge's run of it before any candidate code, `CandidateRun.warm_reference`).
+    second call on (the first is the judge's run of it before any candidate code, `Grader.warm_reference`).
     """
     line = {"init": "super().__init__()", "forward": "return torch.relu(x)"}[where]
     hungry = f"torch.empty(1 << 60, dtype=torch.uint8)\n        {line}"

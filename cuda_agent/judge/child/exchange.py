@@ -221,6 +221,7 @@ def open_buffer(torch: Any, device: str, nbytes: int, how: dict[str, Any], fd: i
     size = max(nbytes, 1)
     if device == "cuda":
         driver = _cuda()
+        torch.cuda.synchronize()  # this thread's context made current (torch makes it lazily)
         ptr = driver.open(bytes.fromhex(how["ipc"]))
         raw = torch.as_tensor(_DevicePointer(ptr, size), device="cuda")
         return Buffer(torch, raw, nbytes, lambda: driver.close(ptr))

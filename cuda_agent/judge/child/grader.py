@@ -144,7 +144,12 @@ class Grader:
         self.output_specs: list[tuple[tuple[int, ...], Any]] = []
         self.overhead_ms: list[float] = []
         self.shim_l2_bytes = 0
+        """The persisting-L2 set-aside the candidate's process held before candidate code (some machines set one)."""
         self.candidate_started = False
+        self.outputs: list[Any] = []
+        """Our views of the output buffers, as the last call left them."""
+        self.sample: list[Any] = []
+        """The last call's outputs read at random positions as its answer arrived (`trial.sample_outputs`)."""
 
     def sync(self) -> None:
         if self.device == "cuda":
@@ -172,7 +177,7 @@ class Grader:
         except Exception:  # still alive: it closed its socket or broke the protocol
             code = None
         tail = " ".join(self.shim._tail(self.shim._err, 4000).strip().splitlines()[-6:])
-        how = f"exited ({code})" if code is not None else f"broke off ({cause})"
+        how = f"died (exit {code})" if code is not None else f"broke off ({cause})"
         if not self.candidate_started:
             return RuntimeError(f"the candidate's process {how} before candidate code ran: {tail or 'no output'}")
         return stop("runtime_error", stage, f"the candidate's process {how} during {stage}: {tail or 'no output'}")
@@ -249,7 +254,6 @@ class Grader:
             answer, external_ms = self.call(refs, "calibration", probe=True)
             if i >= CALIBRATION_WARMUP:
                 self.overhead_ms.append(max(0.0, external_ms - (answer.ms or 0.0)))
-            self.shim_l2_bytes = answer.l2_limit_bytes
         self.env["call_overhead_ms"] = sorted(self.overhead_ms)[len(self.overhead_ms) // 2]
 
     def import_candidate(self) -> None:
@@ -295,6 +299,8 @@ class Grader:
         self.sample = sample_outputs(self, self.outputs, fresh_seed()) if answer.status == "ok" else []
         external_ms = (time.perf_counter() - start) * 1e3
         self.tick()
+        if probe:
+            self.shim_l2_bytes = max(self.shim_l2_bytes, answer.l2_limit_bytes)
         self.check_answer(answer, stage)
         return answer, external_ms
 

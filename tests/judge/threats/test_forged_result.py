@@ -63,4 +63,4 @@ HASTY = (
 def test_a_result_file_written_before_exiting_is_never_read(tmp_path: Path) -> None:
     verdict = judge_hack(tmp_path, "examples/relu", model_new(HASTY), static_policy=False, **TIMED)
     assert (verdict.verdict, verdict.reward) == ("runtime_error", -1), verdict.message
-    assert "the candidate's process exited (0)" in verdict.message, verdict.message
+    assert "the candidate's process died (exit 0)" in verdict.message, verdict.message

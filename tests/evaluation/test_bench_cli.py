@@ -11,7 +11,7 @@ import pytest
 from cuda_agent.cli import main
 from cuda_agent.evaluation.metrics import geometric_mean
 from cuda_agent.reward import beats
-from tests.user import cli
+from tests.user import cli, guide_text
 
 SOLUTIONS = Path(__file__).parent / "solutions"
 # Short timing phases keep the test quick; the baselines' cache key ignores them (they come from the cache).
@@ -116,10 +116,11 @@ MIXED_SUITE = "solutions/kernelbench_mixed/cpu_problems"
 
 
 def readme_argv(start: str) -> list[str]:
-    """README's one command line that starts with `start` (continued lines joined, its comment cut), split."""
+    """The guide's one command line that starts with `start` (README or docs/; continued lines joined, its comment cut),
+    split."""
     import shlex
 
-    joined = (ROOT / "README.md").read_text().replace("\\\n", " ")
+    joined = guide_text().replace("\\\n", " ")
     [line] = [line for line in joined.splitlines() if line.startswith(start)]
     return shlex.split(line.split("#")[0])
 

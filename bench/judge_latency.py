@@ -1,4 +1,4 @@
-"""Issue 20's judge targets: GPU-slot seconds, CLI wall, concurrent judges, a hang, steady pool throughput.
+"""The judge's latency and throughput: GPU-slot seconds, CLI wall, concurrent judges, a hang, steady pool throughput.
 
 Parts (each writes `<part>.json` under --out and prints one summary line; run them in this order, since
 B-D use the build and baselines that A leaves in the cache):
@@ -16,9 +16,11 @@ B-D use the build and baselines that A leaves in the cache):
      hang) through LocalPool within `--pool-s` seconds: judgements/hour, and the busy fractions of the
      GPU turn, the GPU slots and the build workers.
 
-    python bench/judge_gpu.py --parts A,B,C,D,F --device cuda --out OUT     # the H200 (bench/judge_gpu.sh)
-    python bench/judge_gpu.py --parts A,B,C,D,F --device cpu --out OUT --n 12 --pool-s 240   # CPU variant
-    python bench/judge_gpu.py --parts B --sandbox serve --device cpu --out OUT    # B: local and served
+    python bench/judge_latency.py --parts A,B,C,D,F --device cuda --out OUT     # a GPU (bench/device/judge_gpu.sh)
+    python bench/judge_latency.py --parts A,B,C,D,F --device cpu --out OUT --n 12 --pool-s 240   # CPU variant
+    python bench/judge_latency.py --parts B --sandbox serve --device cpu --out OUT    # B: local and served
+
+Writes `judge_latency_<part>.json` per part, and the summary of every part run: `judge_latency.json` and `.md`.
 
 On the CPU the task is examples/relu and its bundled solution (KernelBench sizes do not fit a CPU run).
 """
@@ -40,6 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.served import add_serve_arguments, served, stop_on_sigterm  # noqa: E402
+from bench.summary import write_summary  # noqa: E402
 
 TARGETS = {
     "cuda": ("kernelbench/L1/19", REPO / "solutions/kernelbench/L1/19.py"),
@@ -331,6 +334,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     machine = {"device": args.device, "cpus": os.cpu_count(), "host": os.uname().nodename, "date": time.ctime()}
     lone: dict = {}
+    sections: dict[str, dict] = {}
     for part in args.parts.split(","):
         start = time.monotonic()
         if part == "A":
@@ -341,7 +345,7 @@ def main() -> int:
         elif part == "B":
             result = part_b(args.device, args.out, args.repeat)
         elif part == "C":
-            saved = args.out / "judge_gpu_A.json"
+            saved = args.out / "judge_latency_A.json"
             if not lone:
                 lone = (
                     json.loads(saved.read_text())["lone"] if saved.exists() else part_a(args.device, args.out)["lone"]
@@ -354,7 +358,9 @@ def main() -> int:
         else:
             raise SystemExit(f"unknown part {part!r}: use A, B, C, D, F")
         result |= {"part_s": round(time.monotonic() - start, 1), "machine": machine, "argv": sys.argv}
-        (args.out / f"judge_gpu_{part}.json").write_text(json.dumps(result, indent=1))
+        (args.out / f"judge_latency_{part}.json").write_text(json.dumps(result, indent=1))
+        sections[part] = result
+        write_summary(args.out, "judge_latency", "Judge latency and throughput", sections, " ".join(sys.argv))
     return 0
 
 

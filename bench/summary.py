@@ -18,6 +18,11 @@ def plain(figures: dict) -> dict[str, Plain]:
     return {key: value for key, value in figures.items() if isinstance(value, Plain)}
 
 
+def shown(value: Plain) -> str:
+    """A figure as the table shows it: floats to 4 significant digits (the JSON keeps them whole)."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
 def write_summary(out: Path, name: str, title: str, sections: dict[str, dict], command: str) -> Path:
     """Write `out/NAME.json` and `out/NAME.md` (a table per section) and return the Markdown file's path."""
     out.mkdir(parents=True, exist_ok=True)
@@ -26,7 +31,7 @@ def write_summary(out: Path, name: str, title: str, sections: dict[str, dict], c
     lines = [f"# {title}", "", f"`{command}`", ""]
     for section, figures in kept.items():
         lines += [f"## {section}", "", "| figure | value |", "|---|---|"]
-        lines += [f"| {key} | {value} |" for key, value in figures.items()]
+        lines += [f"| {key} | {shown(value)} |" for key, value in figures.items()]
         lines.append("")
     path = out / f"{name}.md"
     path.write_text("\n".join(lines))

@@ -38,8 +38,8 @@ def test_every_listed_benchmark_answers_help(script: str) -> None:
 
 
 def test_a_summary_keeps_the_plain_figures_of_each_section_as_json_and_a_table(tmp_path: Path) -> None:
-    sections = {"B": {"wall_s_median": 5.3, "verdict": "pass", "rows": [{"wall_s": 5.1}]}, "C": {"equal": True}}
+    sections = {"B": {"wall_s_median": 5.312345, "verdict": "pass", "rows": [{"wall_s": 5.1}]}, "C": {"equal": True}}
     page = write_summary(tmp_path, "judge_latency", "Judge latency", sections, "python bench/judge_latency.py")
     summary = json.loads((tmp_path / "judge_latency.json").read_text())
-    assert summary["sections"] == {"B": {"wall_s_median": 5.3, "verdict": "pass"}, "C": {"equal": True}}
-    assert "| wall_s_median | 5.3 |" in page.read_text() and "rows" not in page.read_text()
+    assert summary["sections"] == {"B": {"wall_s_median": 5.312345, "verdict": "pass"}, "C": {"equal": True}}
+    assert "| wall_s_median | 5.312 |" in page.read_text() and "rows" not in page.read_text()

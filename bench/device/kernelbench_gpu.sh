@@ -17,7 +17,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 . bench/site_wheels.sh && install_wheels || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PATH=/tmp/site/bin:$PATH
 export CUDA_AGENT_DATA_DIR=$PWD/.carry CUDA_AGENT_CACHE=/tmp/ca-cache TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16
-BASELINES=${BASELINES:-bench/results/h200-2026-12-02/kernelbench_baselines.json}
+BASELINES=${BASELINES:-bench/results/h200-2026-12-03/kernelbench_baselines.json}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/nvidia_smi.txt"
 MODE=${MODE:-baselines}
 

@@ -1,4 +1,4 @@
-"""The sandbox pools across several GPUs (issue 10): throughput scaling, every job answered once, cross-GPU agreement.
+"""The sandbox pools across several GPUs: throughput scaling, every job answered once, cross-GPU agreement.
 
 On a host with N GPUs (the 2-8 H200 machines), in this order:
 
@@ -29,7 +29,7 @@ machines' rule: NVLink multicast off); a probe command in each pool records what
 for the GPUs and the bundled CPU examples (cuda_agent/tasks/examples/solutions/cpu/*.py, tasks examples/*)
 for the level-1 load. A dry run of the benchmark, not a measurement of GPUs.
 
-Usage (repository root; bench/multi_gpu.sh wraps the GPU run as one device call):
+Usage (repository root; bench/device/multi_gpu.sh wraps the GPU run as one device call):
     python bench/multi_gpu.py --baselines bench/results/h200-2026-12-03/kernelbench_baselines.json \\
         --budget-s 470 --out OUT/multi_gpu.json
     CUDA_AGENT_CACHE=/tmp/ca-multi-gpu-cpu nice -n 10 python bench/multi_gpu.py --cpu-slots 2 \\
@@ -70,6 +70,7 @@ os.environ.setdefault("CUDA_AGENT_CACHE", str(Path.home() / ".cache" / "cuda-age
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.summary import write_summary  # noqa: E402
 from cuda_agent.machine import detect_gpus  # noqa: E402
 from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, make_judge_job  # noqa: E402
 from cuda_agent.sandbox.local import LocalPool  # noqa: E402
@@ -434,6 +435,11 @@ def main() -> int:
     _shutdown_ray()
     report["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     save(report, args.out)
+    if args.out is not None:
+        runs = {f"{r.get('pool')} k={r.get('k')}": r for r in report["runs"]}
+        sections = {"agreement": report.get("agreement", {}), **runs}
+        title = "Sandbox pools across GPUs: judgements per hour, counts, agreement"
+        write_summary(args.out.parent, "multi_gpu_summary", title, sections, " ".join(sys.argv))
     print(json.dumps({"scaling": report.get("scaling"), "counts_ok_everywhere": report["counts_ok_everywhere"],
                       "agreement": {k: report["agreement"].get(k) for k in ("median_ms", "max_over_min")}},
                      indent=1), flush=True)  # fmt: skip

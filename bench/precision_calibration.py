@@ -7,6 +7,7 @@ candidate whose error exceeds max(factor x fp32 error, floor); this shows which 
 separate legit fp32 from reduced precision.
 
 Run: python bench/precision_calibration.py --out OUT_DIR kernelbench/L1/1 kernelbench/L1/23 ...
+Writes precision_calibration.json (every task's row) and the summary, precision_calibration_summary.json and .md.
 """
 
 from __future__ import annotations
@@ -14,13 +15,17 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import sys
 from pathlib import Path
 
 import torch
 
-from cuda_agent.tasks import Catalog
-from cuda_agent.tasks.inspection import flatten_outputs
-from cuda_agent.tasks.problem import call_inputs, draw_inputs, load_problem
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.summary import write_summary  # noqa: E402
+from cuda_agent.tasks import Catalog  # noqa: E402
+from cuda_agent.tasks.inspection import flatten_outputs  # noqa: E402
+from cuda_agent.tasks.problem import call_inputs, draw_inputs, load_problem  # noqa: E402
 
 
 def norm_rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -80,6 +85,9 @@ def main() -> None:
         print(json.dumps(rows[-1]), flush=True)
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "precision_calibration.json").write_text(json.dumps(rows, indent=1))
+    sections = {row["ref"]: row for row in rows}
+    title = "Normwise error against float64, per precision"
+    write_summary(args.out, "precision_calibration_summary", title, sections, " ".join(sys.argv))
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ throughput, p50/p99 latency and the verdict mix. It fails (exit 1) unless every 
 exactly once (count in = count out, by id) and every verdict is the expected one.
 
 Usage (CPU, a few minutes on 2 cores):
-    python bench/serve_load.py --jobs 40 --clients 8 --workers 2 --out bench/results/cpu-DATE/serve_load.json
+    python bench/serve_load.py --jobs 40 --clients 8 --workers 2 --out OUT/serve_load.json
 On a GPU machine add `--device cuda` (the CUDA relu example is used and jobs take the GPU's timing slot).
+Beside the report: the summary, serve_load_summary.json and .md (throughput, latency percentiles, counts).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.summary import write_summary  # noqa: E402
 from cuda_agent.sandbox.stats import percentile  # noqa: E402
 from tests.judge.helpers import example_solution, with_forward_body  # noqa: E402
 
@@ -161,6 +163,12 @@ def report(args: argparse.Namespace, jobs: list, answers: list, wall_s: float, m
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
+        counts = {"lost": len(lost), "answered_twice": len(twice), "unexpected_verdicts": len(unexpected)}
+        sections = {"load": {**result["settings"], "wall_s": result["wall_s"]}, "latency_s": result["latency_s"]}
+        sections["answers"] = {"jobs": len(jobs), "answers": len(answers), **counts}
+        sections["answers"]["throughput_jobs_per_min"] = result["throughput_jobs_per_min"]
+        title, command = "Reward service under load", " ".join(sys.argv)
+        write_summary(args.out.parent, "serve_load_summary", title, sections, command)
     ok = not lost and not twice and not mismatched_ids and not unexpected and len(answers) == len(jobs)
     print("OK: count in = count out by id" if ok else "FAILED", file=sys.stderr)
     return 0 if ok else 1

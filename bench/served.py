@@ -5,7 +5,7 @@
     service.left  # pids of its processes still alive after it stopped (none, or the benchmark says so)
 
 The service inherits this process's environment (caches, CUDA_AGENT_DATA_DIR), so it judges what the local path
-judges with the same caches. `stop_on_sigterm` turns a SIGTERM (bench/judge_gpu.sh's `timeout`) into SystemExit,
+judges with the same caches. `stop_on_sigterm` turns a SIGTERM (bench/device/judge_gpu.sh's `timeout`) into SystemExit,
 so that the `with` block's exit still stops the service.
 """
 

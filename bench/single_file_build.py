@@ -1,8 +1,7 @@
 """Single-file (load_inline) build speed: torch's plain load_inline against the judge's fast build.
 
-Issue 20 item 5: a one-kernel load_inline solution that includes <torch/extension.h> should build cold
-in <= 20 s on the H200, and an identical solution again should not build at all. Per solution, side by
-side in one run:
+The target: a one-kernel load_inline solution that includes <torch/extension.h> builds cold in <= 20 s on a
+GPU machine, and an identical solution again does not build at all. Per solution, side by side in one run:
 
 - plain: the solution imported in a fresh process with a fresh TORCH_EXTENSIONS_DIR (torch alone);
 - ours cold: `judge.build.build_solution` into a fresh build cache (the solution was never built), with
@@ -22,7 +21,7 @@ solution's two units the way torch's build file would (the CUDA unit with nvcc f
 with the host compiler), plain and ours, and reports wall and CPU seconds; where the CUDA toolkit
 lacks a library's headers (cuSPARSE, cuBLAS, cuSOLVER) or the CPU wheel lacks a configured CUDA
 header, declaration-only stand-ins are put last on the include path, the same for both variants.
-Writes single_file_build_<mode>.json and prints a table.
+Writes single_file_build_<mode>.json, prints a table, and writes the summary: single_file_build.json and .md.
 """
 
 from __future__ import annotations
@@ -42,6 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.summary import write_summary  # noqa: E402
 from cuda_agent.judge import build, fast_build, header_guard  # noqa: E402
 from cuda_agent.judge.solution import SolutionSource  # noqa: E402
 
@@ -285,6 +285,15 @@ def units(solution: Path, work: Path, fast_dir: Path) -> dict:
     return row
 
 
+def build_seconds(row: dict) -> dict:
+    """A row's seconds, one figure per way (wall; CPU too for `--units`), for the summary."""
+    figures = {}
+    for way, measured in row.items():
+        if isinstance(measured, dict):
+            figures |= {f"{way}.{key}": measured[key] for key in ("wall_s", "cpu_s", "build_s") if key in measured}
+    return figures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--solutions", nargs="+", default=DEFAULT_SOLUTIONS)
@@ -322,6 +331,8 @@ def main() -> int:
         (args.out / f"single_file_build_{mode}.json").write_text(json.dumps(report, indent=1) + "\n")
     rows = report["rows"]
     shutil.rmtree(work_root, ignore_errors=True)
+    sections = {row["solution"]: build_seconds(row) for row in rows}
+    write_summary(args.out, "single_file_build", f"Single-file build seconds ({mode})", sections, report["command"])
     for row in rows:
         if args.units:
             plain, light, lean = row["cuda_plain"], row.get("cuda_light", {}), row.get("cuda_lean", {})

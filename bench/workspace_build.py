@@ -8,7 +8,8 @@ no-op rebuild. All on the same one-kernel workspace (the template's worked examp
     python bench/workspace_build.py --device cuda --out bench/results/DIR   # on the GPU machine
     python bench/workspace_build.py --device cpu --out bench/results/DIR    # the CPU variant
 
-Writes workspace_build_<device>.json and prints a table with the ratios.
+Writes workspace_build_<device>.json, prints a table with the ratios, and writes the summary: workspace_build.json
+and .md.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.summary import write_summary  # noqa: E402
 from cuda_agent.tasks import Catalog  # noqa: E402
 from cuda_agent.workspace import build_tree, create_workspace  # noqa: E402
 from cuda_agent.workspace.layout import template_dir  # noqa: E402
@@ -114,6 +116,10 @@ def main() -> int:
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / f"workspace_build_{args.device}.json").write_text(json.dumps(result, indent=1))
+        sections = {"median_s": result["median_s"], "times faster than the released way": result["speedup_vs_released"]}
+        write_summary(
+            args.out, "workspace_build", f"Workspace build seconds ({args.device})", sections, " ".join(sys.argv)
+        )
     return 0
 
 

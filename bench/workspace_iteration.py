@@ -16,12 +16,13 @@ split, where a long-lived pool keeps the next judge runner started ahead). Compi
 Before each step the run waits until the service is idle (`<step>_settle_s`), as a model's turn between two
 tool calls would: the spares it starts after a judgement then compete with no step measured.
 
-    python bench/workspace_iteration.py --device cuda --out OUT    # the H200 (bench/judge_gpu.sh)
+    python bench/workspace_iteration.py --device cuda --out OUT    # a GPU (bench/device/judge_gpu.sh)
     python bench/workspace_iteration.py --device cpu --out OUT     # the CPU variant
     python bench/workspace_iteration.py --device cpu --sandbox serve --out OUT   # ours local, ours served, released
 
-Targets (issue 20): verification <= 4 s, profiling <= 5 s, one iteration >= 5x faster than the released one.
-Writes workspace_iteration_<device>.json (`--sandbox serve`: workspace_iteration_<device>_serve.json).
+Targets: verification <= 4 s, profiling <= 5 s, one iteration >= 5x faster than the released one.
+Writes workspace_iteration_<device>.json (`--sandbox serve`: workspace_iteration_<device>_serve.json) and the
+summary, workspace_iteration.json and .md: each way's median seconds per step.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.served import add_serve_arguments, served, stop_on_sigterm  # noqa: E402
+from bench.summary import write_summary  # noqa: E402
 from cuda_agent.sandbox.workspace_commands import SANDBOX_URL_ENV  # noqa: E402
 from cuda_agent.tasks import Catalog  # noqa: E402
 from cuda_agent.workspace import create_workspace  # noqa: E402
@@ -330,6 +332,9 @@ def main() -> int:
     if args.out:
         name = f"workspace_iteration_{args.device}{'_serve' if args.sandbox == 'serve' else ''}.json"
         (args.out / name).write_text(json.dumps(result, indent=1))
+        sections = {way: medians[way] for way in ways}
+        title = "One workspace iteration (edit, compile, verify, profile): ours against the released scripts"
+        write_summary(args.out, "workspace_iteration", title, sections, " ".join(sys.argv))
     return 0
 
 

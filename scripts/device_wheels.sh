@@ -10,7 +10,7 @@
 #       and leaves the 64 MiB of a call for Ray and verl (bench/train_gpu.sh).
 #   ray: also Ray 2.60 without its Java jar and the libraries on top of Ray core (the whole wheel would pass the
 #       64 MiB a call carries; stripped and LZMA-compressed it is ~30 MB) and jsonschema with its dependencies, which
-#       ray.init imports and the image lacks (bench/multi_gpu.sh).
+#       ray.init imports and the image lacks (bench/device/multi_gpu.sh).
 #   rl: the same, plus verl 0.9.1 and what it imports.
 set -euo pipefail
 cd "$(dirname "$0")/.."

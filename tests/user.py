@@ -20,6 +20,23 @@ import pytest
 CUDA_AGENT = Path(sys.executable).parent / "cuda-agent"
 """The console script pip installed beside this interpreter (what README's commands run)."""
 
+ROOT = Path(__file__).resolve().parents[1]
+GUIDE = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
+"""What a user reads: README.md and its pages under docs/. Tests find the commands they run as written here."""
+
+
+def guide_text() -> str:
+    """Every page of the guide, joined: a command a test runs as written may sit on any of them."""
+    return "\n".join(page.read_text() for page in GUIDE)
+
+
+def guide_block(page: str, fence: str, heading: str = "") -> str:
+    """The first ```FENCE block of PAGE (`README.md`, `docs/...`) below `heading` (a line of it), as written."""
+    text = (ROOT / page).read_text()
+    text = text[text.index(f"\n{heading}\n") :] if heading else text
+    start = text.index(f"```{fence}\n") + len(fence) + 4
+    return text[start : text.index("```\n", start)]
+
 
 def cli(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout_s: float = 300

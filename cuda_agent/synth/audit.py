@@ -75,8 +75,8 @@ def read_results(path: Path) -> list[FilterResult]:
 
 
 def ran_out_of_memory(result: FilterResult) -> bool:
-    """No verdict yet: memory ran out beside other workers. Audits before 2026-12-05 recorded this as the
-    failure of the filter that was running, with the error in `detail`."""
+    """No verdict yet: memory ran out beside other workers. Audit files written before the filters had an
+    out-of-memory reason of their own hold it as the failure of the filter that was running, error in `detail`."""
     return result.reason == OUT_OF_MEMORY or (not result.passed and "out of memory" in result.detail)
 
 

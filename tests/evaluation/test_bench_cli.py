@@ -11,7 +11,7 @@ import pytest
 from cuda_agent.cli import main
 from cuda_agent.evaluation.metrics import geometric_mean
 from cuda_agent.reward import beats
-from tests.user import cli
+from tests.user import cli, guide_text
 
 SOLUTIONS = Path(__file__).parent / "solutions"
 # Short timing phases keep the test quick; the baselines' cache key ignores them (they come from the cache).
@@ -116,16 +116,17 @@ MIXED_SUITE = "solutions/kernelbench_mixed/cpu_problems"
 
 
 def readme_argv(start: str) -> list[str]:
-    """README's one command line that starts with `start` (continued lines joined, its comment cut), split."""
+    """The guide's one command line that starts with `start` (README or docs/; continued lines joined, its comment cut),
+    split."""
     import shlex
 
-    joined = (ROOT / "README.md").read_text().replace("\\\n", " ")
+    joined = guide_text().replace("\\\n", " ")
     [line] = [line for line in joined.splitlines() if line.startswith(start)]
     return shlex.split(line.split("#")[0])
 
 
 def one_task_suite(suite: str, ref: str, levels: list[int] | None = None) -> str:
-    """`suite` cut to the slice that holds `ref` alone (the smallest input of a README command)."""
+    """`suite` cut to the slice that holds `ref` alone (the smallest input of a command the guide shows)."""
     from cuda_agent.evaluation.suites import select_tasks
 
     index = [task.ref for task in select_tasks(suite)].index(ref)
@@ -136,11 +137,11 @@ def one_task_suite(suite: str, ref: str, levels: list[int] | None = None) -> str
 
 @pytest.mark.integration
 def test_readme_bench_of_the_bundled_solutions_and_its_report_run_as_written(tmp_path: Path) -> None:
-    """README's `bench --solutions examples` and `bench report`, as written but for a slice of one task (relu)."""
+    """docs/evaluation.md's `bench --solutions examples` and `bench report`, as written but for a slice of one task (relu)."""
     argv = readme_argv("cuda-agent bench --suite examples ")
     assert argv[3] == "examples" and "--solutions" in argv and argv[-2] == "--out"
     argv[3] = one_task_suite("examples", "examples/relu")
-    done = cli(*argv[1:], cwd=tmp_path, timeout_s=900)  # the README's relative --out lands in tmp_path
+    done = cli(*argv[1:], cwd=tmp_path, timeout_s=900)  # the guide's relative --out lands in tmp_path
     assert done.returncode == 0, done.stderr
     out = tmp_path / argv[-1]
     [task] = json.loads((out / "results.json").read_text())["tasks"]
@@ -158,7 +159,7 @@ def test_readme_bench_of_the_bundled_solutions_and_its_report_run_as_written(tmp
 
 @pytest.mark.integration
 def test_readme_baselines_and_seed_cache_run_as_written(tmp_path: Path, shared_dir: Path) -> None:
-    """README's `bench baselines` on one level-1 task (L1/12, the smallest: 16 Mi elements, no matmul), then
+    """docs/evaluation.md's `bench baselines` on one level-1 task (L1/12, the smallest: 16 Mi elements, no matmul), then
     `bench seed-cache` into an empty cache: the judge then reads the file's times there instead of timing."""
     from cuda_agent.evaluation.baselines import load_file
     from cuda_agent.judge import JudgeConfig, reference_timings
@@ -193,7 +194,7 @@ def test_readme_baselines_and_seed_cache_run_as_written(tmp_path: Path, shared_d
 
 @pytest.mark.integration
 def test_readme_mixed_cpu_bench_runs_as_written_on_one_of_its_problems(tmp_path: Path) -> None:
-    """README's bench of the mixed CPU solutions under kernelbench, as written but for a slice of one problem (all 22
+    """docs/judge.md's bench of the mixed CPU solutions under kernelbench, as written but for a slice of one problem (all 22
     take over an hour on 2 cores) and --out in tmp_path. matmul_gelu_softmax: the judge's slow test builds it too."""
     from cuda_agent.evaluation.suites import select_tasks
 

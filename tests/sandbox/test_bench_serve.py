@@ -37,7 +37,7 @@ while term_at and bench.poll() is None:
         except (OSError, ValueError):
             pass
     if named:
-        bench.send_signal(signal.SIGTERM)  # as `timeout` in bench/judge_gpu.sh stops a part
+        bench.send_signal(signal.SIGTERM)  # as `timeout` in bench/device/judge_gpu.sh stops a part
         break
     time.sleep(0.2)
 code = bench.wait()
@@ -76,11 +76,11 @@ def run_left(argv: list[str], timeout_s: float, term_at: str = "") -> tuple[int,
 
 @pytest.mark.integration
 def test_judge_bench_through_a_serve_gives_the_local_verdicts_and_leaves_no_process(tmp_path: Path) -> None:
-    argv = [sys.executable, "bench/judge_gpu.py", "--parts", "B", "--sandbox", "serve", "--device", "cpu"]
+    argv = [sys.executable, "bench/judge_latency.py", "--parts", "B", "--sandbox", "serve", "--device", "cpu"]
     code, left = run_left([*argv, "--repeat", "2", "--out", str(tmp_path)], timeout_s=900)
     assert code == 0
     assert left == []  # the serve, its pool's runners and its spares all ended with the benchmark
-    result = json.loads((tmp_path / "judge_gpu_B.json").read_text())
+    result = json.loads((tmp_path / "judge_latency_B.json").read_text())
     local, served = result["local"]["rows"], result["serve"]["rows"]
     assert len(local) == len(served) == 2
     assert [r["verdict"] for r in local] == [r["verdict"] for r in served] == ["pass", "pass"]
@@ -94,11 +94,11 @@ def test_judge_bench_through_a_serve_gives_the_local_verdicts_and_leaves_no_proc
 
 @pytest.mark.integration
 def test_a_served_bench_stopped_by_sigterm_stops_its_serve_and_the_spares(tmp_path: Path) -> None:
-    argv = [sys.executable, "bench/judge_gpu.py", "--parts", "B", "--sandbox", "serve", "--device", "cpu"]
+    argv = [sys.executable, "bench/judge_latency.py", "--parts", "B", "--sandbox", "serve", "--device", "cpu"]
     # A spare runner runs once the served warm-up judgement has taken the timing slot: then the SIGTERM.
     code, left = run_left(
         [*argv, "--repeat", "3", "--out", str(tmp_path)], timeout_s=600, term_at="cuda_agent.sandbox.runner --spare"
     )
     assert code == 143  # stopped, not finished
     assert left == []
-    assert not (tmp_path / "judge_gpu_B.json").exists()
+    assert not (tmp_path / "judge_latency_B.json").exists()

@@ -18,6 +18,7 @@ from cuda_agent.errors import ConfigError, SandboxError
 from cuda_agent.sandbox.client import SandboxClient
 from cuda_agent.types import Verdict
 from tests.sandbox.helpers import FAST, RELU
+from tests.user import guide_block
 
 VERDICTS = set(Verdict.model_fields["verdict"].annotation.__args__)
 
@@ -146,15 +147,12 @@ def test_workspace_verification_is_judged_by_the_service_when_one_is_named(servi
 
 
 def readme_service_block(fence: str) -> str:
-    """The first ```bash or ```python block of README's service section, as written."""
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    section = readme[readme.index("## Sandbox and reward service") :]
-    start = section.index(f"```{fence}\n") + len(fence) + 4
-    return section[start : section.index("```\n", start)]
+    """The first ```bash or ```python block of the service's guide page (docs/sandbox-and-service.md), as written."""
+    return guide_block("docs/sandbox-and-service.md", fence)
 
 
 def readme_service_lines() -> list[str]:
-    """The shell lines of README's service example (continuations joined), as a user would paste them."""
+    """The shell lines of the guide's service example (continuations joined), as a user would paste them."""
     return [line for line in readme_service_block("bash").replace("\\\n", " ").splitlines() if line.strip()]
 
 

@@ -66,7 +66,7 @@ def test_rows_that_ran_out_of_memory_run_again_alone(tmp_path: Path) -> None:
         {"code": TEMPLATE.format(body="x * 3")},
     ]
     out = tmp_path / "audit.jsonl"
-    # Row 2 as an audit before 2026-12-05 recorded a neighbour's OOM: a failed filter with the error in detail.
+    # Row 2 as an audit file without the out-of-memory reason holds a neighbour's OOM: a failed filter, the error in detail.
     legacy = FilterResult(index=2, reason="deterministic", checks={"runs_eager": True, "deterministic": False},
                           detail="deterministic: OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB")  # fmt: skip
     out.write_text(legacy.model_dump_json() + "\n")

@@ -244,13 +244,17 @@ class Grader:
 
     def calibrate(self) -> None:
         """What one call costs the grader besides forward (`timing.external_bound`), on the candidate's process before
-        its code is loaded: a model that returns zeros, on inputs and outputs of the real size."""
+        its code is loaded: a model that returns zeros, on inputs and outputs of the real size, each call after the
+        cache flush that precedes every timed call."""
         from cuda_agent.judge.child.inputs import make_inputs
+        from cuda_agent.judge.child.timing import make_flusher
 
         inputs = make_inputs(self.problem, self.req.task_name, fresh_seed(), self.device)
         refs, _ = self.exchange.load(inputs)
         del inputs
+        self.flush = make_flusher(self.device, self.env.get("l2_bytes"), self.l2.reset if self.l2 else None)
         for i in range(CALIBRATION_WARMUP + CALIBRATION_CALLS):
+            self.flush()  # as before every timed call: what the call's overhead costs from a cold cache
             answer, external_ms = self.call(refs, "calibration", probe=True)
             if i >= CALIBRATION_WARMUP:
                 self.overhead_ms.append(max(0.0, external_ms - (answer.ms or 0.0)))

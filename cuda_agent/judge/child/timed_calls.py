@@ -34,8 +34,6 @@ class TimedCalls:
     """The timed phase's calls and the little kept between them."""
 
     def __init__(self, grader: Grader) -> None:
-        from cuda_agent.judge.child.timing import make_flusher
-
         self.grader = grader
         req = grader.req
         self.random = secrets.SystemRandom()
@@ -50,8 +48,7 @@ class TimedCalls:
         self.external_ms: list[float] = []
         self.last: tuple[int, list[Any], bool] | None = None
         """The last call's seed, the input buffers as it left them, and whether its output was judged in full."""
-        l2 = grader.l2
-        self.flush = make_flusher(grader.device, grader.env.get("l2_bytes"), l2.reset if l2 else None)
+        self.flush = grader.flush
 
     def run_phase(self) -> dict[str, Any]:
         from cuda_agent.judge.child.timing import external_bound

@@ -103,11 +103,11 @@ def test_runtime_accepts_a_thread_the_call_waits_for_and_openmp(tmp_path: Path) 
         assert (verdict.verdict, verdict.correct) == ("pass", True), verdict.message
 
 
-def test_runtime_rejects_work_set_off_when_the_judge_lets_the_previous_output_go(tmp_path: Path) -> None:
-    """The kernel runs in a generator's `finally`, hung on the previous output: it runs when the candidate's code
-    lets that output go, after the call returned. The candidate's process copies each output as its call returns,
-    so what the kernel writes later is never part of one. The static policy is off, so that the runtime is what
-    catches it under both policies."""
+def test_runtime_work_set_off_when_the_previous_output_goes_is_done_inside_the_call(tmp_path: Path) -> None:
+    """The kernel runs in a generator's `finally`, hung on the previous output: it runs when that output is let go.
+    Nothing of the judge's holds an output in the candidate's process (the grader reads copies in its own buffers),
+    so the candidate's own code lets it go, inside forward: the work is done and timed in the call that set it
+    off, and the solution is an honest, slower one. The static policy is off, so that the runtime is what decides."""
     forward = """def job(x, out):
     try:
         yield
@@ -121,7 +121,9 @@ self.prev = out
 return out"""
     source = model_new(forward, init="self.prev = torch.empty(0)")
     verdict = judge_hack(tmp_path, "examples/relu", source, time=True, static_policy=False)
-    assert (verdict.verdict, verdict.reward) == ("incorrect", -1), verdict.message
+    assert verdict.verdict in ("pass", "incorrect"), verdict.message
+    if verdict.verdict == "pass":
+        assert not verdict.env["timing"]["solution"]["bound_applied"], verdict.env["timing"]["solution"]
 
 
 def test_runtime_a_python_thread_that_writes_the_output_late_gains_nothing(tmp_path: Path) -> None:

@@ -45,6 +45,7 @@ from cuda_agent.judge.policy.facts import (
     assigned_targets,
     collect_facts,
     extension_attributes,
+    is_own_attribute,
     names_extension,
 )
 from cuda_agent.judge.solution import SolutionSource
@@ -412,7 +413,7 @@ def _node_findings(
     elif isinstance(node, ast.Name) and node.id in _NAME_RULES:
         yield _NAME_RULES[node.id], f"uses `{node.id}`"
     elif isinstance(node, ast.Attribute):
-        yield from _attribute_findings(node, strict)
+        yield from _attribute_findings(facts, node, strict)
     elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _DUNDER.fullmatch(node.value):
         if node.value not in _SAFE_DUNDERS | {"__main__"}:
             yield "dynamic_code", f"names the special attribute `{node.value}` in a string"
@@ -424,7 +425,7 @@ def _node_findings(
             yield from _chain_findings(facts, node, kernelbench)
 
 
-def _attribute_findings(node: ast.Attribute, strict: bool) -> Iterator[tuple[str, str]]:
+def _attribute_findings(facts: ModuleFacts, node: ast.Attribute, strict: bool) -> Iterator[tuple[str, str]]:
     if _LAZY_ATTRIBUTES.fullmatch(node.attr):
         yield "lazy_output_hooks", f"uses `.{node.attr}`"
     elif node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in _SAFE_DUNDERS:
@@ -437,7 +438,7 @@ def _attribute_findings(node: ast.Attribute, strict: bool) -> Iterator[tuple[str
         yield "dynamic_code", f"reaches the `{node.attr}` module through `{ast.unparse(node)[:60]}`"
     elif _FRAME_ATTRIBUTES.fullmatch(node.attr):
         yield "dynamic_code", f"reaches interpreter frames or code through `.{node.attr}`"
-    elif strict and node.attr in ("half", "bfloat16"):
+    elif strict and node.attr in ("half", "bfloat16") and not is_own_attribute(facts, node):
         yield "precision_downcast", f"converts with `.{node.attr}()`"
 
 

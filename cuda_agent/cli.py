@@ -163,6 +163,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from cuda_agent.sandbox.service import check_bind, make_workspace_root, serve
 
     check_bind(args.host, args.token)
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port {args.port}: give a port from 1 to 65535 (0: any free one)")
     if args.spares < 0:
         raise ConfigError(f"--spares {args.spares}: give 0 (none) or more")
     if args.prepare_spares is not None and args.prepare_spares < 0:
@@ -553,7 +555,12 @@ def _add_serve_command(commands: argparse._SubParsersAction) -> None:
     serve = commands.add_parser("serve", help="serve the sandbox pool over HTTP (judge, workspace commands, metrics)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (anything but loopback needs --token)")
     serve.add_argument("--port", type=int, default=8000, help="port")
-    serve.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' on every request")
+    serve.add_argument(
+        "--token",
+        default=None,
+        help="require 'Authorization: Bearer TOKEN' on every request but GET /health, which stays open for "
+        "load balancers and says only that the service is up",
+    )
     serve.add_argument("--pool", default="local", choices=["local", "ray"], help="local processes or Ray actors")
     serve.add_argument("--workers", type=int, default=None, help="build workers (local; default: CPU count)")
     serve.add_argument("--cpu-timing-slots", type=int, default=1, help="timing slots without a GPU (local)")

@@ -127,7 +127,7 @@ class Catalog:
             path = self.locate(source)
             if path.suffix == ".parquet":
                 return sources.load_parquet(path, source)
-            if source == "kernelbench":
+            if source == "kernelbench" and path.is_dir():
                 return sources.load_kernelbench_checkout(path, source)
             return [t.model_copy(update={"ref": f"{source}/{i}"}) for i, t in enumerate(sources.load_path(path))]
         path = Path(source).expanduser()

@@ -64,6 +64,23 @@ def test_serve_refuses_a_public_address_without_token(capsys: pytest.CaptureFixt
     assert "without a token" in capsys.readouterr().err
 
 
+def test_serve_help_says_health_needs_no_token(capsys: pytest.CaptureFixture) -> None:
+    """Issue 41: `--token` said every request needs it, but GET /health answers without one (by design, for load
+    balancers: the token test below checks that it does)."""
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Bearer TOKEN' on every request but GET /health, which stays open" in text
+
+
+@pytest.mark.parametrize("port", ["99999", "-1"])
+def test_serve_refuses_a_port_out_of_range_in_one_line(port: str, capsys: pytest.CaptureFixture) -> None:
+    """Issue 41: `--port 99999` printed the URL, then uvicorn's OverflowError."""
+    assert main(["serve", "--port", port]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: --port {port}: give a port from 1 to 65535 (0: any free one)\n"
+
+
 @pytest.mark.parametrize("flag", ["--spares", "--prepare-spares"])
 def test_serve_refuses_a_negative_spare_count(flag: str, capsys: pytest.CaptureFixture) -> None:
     assert main(["serve", flag, "-1"]) == 2

@@ -89,6 +89,20 @@ def test_a_data_location_given_but_missing_is_an_error(
     assert done.stderr.startswith(f"error: {named}") and len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("name", ["kernelbench", "ops6k"])
+def test_a_data_location_that_is_a_file_but_not_parquet_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """Issue 41: a text file as CUDA_AGENT_KERNELBENCH ended in NotADirectoryError (a KernelBench checkout was
+    assumed); it is a TaskError of one line, as for Ops-6K."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a data set\n")
+    monkeypatch.setenv(f"CUDA_AGENT_{name.upper()}", str(notes))
+    with pytest.raises(TaskError, match=f"^{notes}: expected a .parquet file") as raised:
+        Catalog().tasks(name)
+    assert len(str(raised.value).splitlines()) == 1
+
+
 def test_a_data_dir_without_the_set_is_an_error(shared_dir: Path, tmp_path: Path) -> None:
     done = cli("--data-dir", str(tmp_path), "tasks", "show", "kernelbench/L1/19")
     assert done.returncode == 2

@@ -269,6 +269,27 @@ def test_a_full_queue_is_a_503_naming_the_pools_own_error() -> None:
     assert error_class(body["error_type"]).__name__ == "PoolFullError"
 
 
+def test_device_cuda_on_a_pool_without_gpus_is_refused_at_once() -> None:
+    """Issue 41: it was a 503 JudgeInfraError after 36 s (ours, retryable: RL would drop it); the CLI refuses the
+    same at once. Now a 422 before anything is built."""
+    from fastapi.testclient import TestClient
+
+    from cuda_agent.sandbox.local import LocalPool
+    from cuda_agent.sandbox.service import create_app
+
+    start = time.monotonic()
+    with LocalPool(build_workers=1, gpus=[]) as pool, TestClient(create_app(pool)) as http:
+        config = {**FAST, "device": "cuda"}
+        response = http.post("/judge", json={"id": "g", "task": "examples/relu", "solution": RELU, "config": config})
+        assert pool.metrics().submitted == 0
+    assert time.monotonic() - start < 10 and response.status_code == 422
+    assert response.json() == {
+        "error": "job g asks for device cuda, but this pool has no GPU: use device cpu or auto, or a service on a "
+        "GPU machine",
+        "error_type": "ConfigError",
+    }
+
+
 def test_a_job_the_pool_refuses_as_the_callers_mistake_is_a_422_not_ours(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from cuda_agent.cli_synth import add_synth_command, catalog_from_args, checked_device
 from cuda_agent.cli_train import add_train_command
-from cuda_agent.errors import ConfigError, Error, InfraError
+from cuda_agent.errors import ConfigError, Error, InfraError, ServiceUnreachableError
 
 if TYPE_CHECKING:
     from cuda_agent.judge import JudgeConfig
@@ -64,6 +64,7 @@ def cmd_tasks_show(args: argparse.Namespace) -> int:
     task = catalog_from_args(args).resolve(args.ref)
     inspection = None
     if args.inspect:
+        checked_device(args.device)
         message = f"inspecting {task.ref}: running it once in a child process (large tasks take a minute)"
         with _working(message, quiet=args.json):
             inspection = inspect_task(task, device=args.device)
@@ -615,6 +616,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
         return args.func(args)
+    except ServiceUnreachableError as exc:  # a URL the user named (--sandbox, $CUDA_AGENT_SANDBOX_URL) and must check
+        print(f"error: {exc}".replace("\n", " "), file=sys.stderr)
+        return 2
     except InfraError as exc:  # ours, not the input's nor the candidate's: no verdict, no reward
         print(f"error (ours, not the candidate's; try again): {exc}".replace("\n", " "), file=sys.stderr)
         return EXIT_OURS

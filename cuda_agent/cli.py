@@ -39,12 +39,13 @@ def cmd_tasks_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     table = Table(title=f"{args.source}: {len(tasks)} tasks")
-    # Only Ops-6K-layout sets record their operators; an always-empty column would read as missing data.
-    with_ops = any(t.metadata.get("ops") for t in tasks)
-    for column in ("ref", "name", "level", "ops") if with_ops else ("ref", "name", "level"):
+    # Only KernelBench-layout sets have levels and only Ops-6K-layout sets record their operators; an always-empty
+    # column would read as missing data.
+    with_level, with_ops = any(t.level is not None for t in tasks), any(t.metadata.get("ops") for t in tasks)
+    for column in ("ref", "name", *(["level"] if with_level else []), *(["ops"] if with_ops else [])):
         table.add_column(column)
     for t in tasks:
-        row = [t.ref, t.name, "" if t.level is None else str(t.level)]
+        row = [t.ref, t.name, *(["" if t.level is None else str(t.level)] if with_level else [])]
         table.add_row(*row, *([", ".join(map(str, t.metadata.get("ops", [])))] if with_ops else []))
     Console().print(table)
     return 0

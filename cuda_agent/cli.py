@@ -215,10 +215,13 @@ def run_agent_episode(task, model, device: str, out: Path, max_turns: int):
     Raises:
         InfraError: the judgement failed for a reason of ours (main() prints one line and exits 3).
     """
+    from cuda_agent.agent import ReplayModel
     from cuda_agent.agent.episode import run_task_episode
     from cuda_agent.agent.loop import EpisodeConfig
     from cuda_agent.sandbox import LocalPool
 
+    if isinstance(model, ReplayModel) and model.mismatch(task.ref):
+        print(model.mismatch(task.ref), file=sys.stderr)
     with LocalPool() as pool:
         judge = _Announced(pool)
         return run_task_episode(task, model, judge, out, device, EpisodeConfig(max_turns=max_turns), on_turn=_show_turn)

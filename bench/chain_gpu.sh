@@ -37,13 +37,14 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 STEPS=${STEPS:-2} TURNS=${TURNS:-2} SFT_STEPS=${SFT_STEPS:-20} BUDGET_S=${BUDGET_S:-540} PORT=${PORT:-8766} RAY_STOP=${RAY_STOP:-1}
 DEVICE=${DEVICE:-cuda}
-OUT=${OUT:-/tmp/chain_gpu_out} WORK=${WORK:-/tmp/chain_gpu} STATE=${STATE:-}
+OUT=${OUT:-/tmp/chain_gpu_out} STATE=${STATE:-}
 START=$(date +%s)
 if [ -n "$STATE" ]; then
   [ -f "$STATE" ] || { echo "STATE=$STATE: no such file (the chain_state.tar of an earlier call)"; exit 2; }
   STATE=$(realpath "$STATE")
 fi
-rm -rf "$WORK"; mkdir -p "$OUT" "$WORK"
+. bench/work_dir.sh && WORK=$(work_dir chain_gpu) || exit 1  # WORK=DIR: there, emptied; else a new mktemp folder
+mkdir -p "$OUT"
 [ -z "$STATE" ] || tar -xf "$STATE" -C "$WORK" || exit 1  # the paths in its manifest and pipeline file are $WORK's
 exec > >(tee -a "$WORK/chain_gpu.log") 2>&1
 pack() {  # on every exit, also when the device call's limit cuts the run: what ran so far comes back

@@ -50,7 +50,8 @@
 # curriculum's verdicts are cached before PPO's first step), carry [".whl", ".carry/learn"]:
 #   export RAY_STOP=0 OUT=$OUT; R=/tmp/learning_gpu/results
 #   AFTER="$R/judge_fast.json $R/judge_slow.json $R/judge_wrong.json" BUDGET_S=555 bash bench/chain_gpu.sh \
-#     > $OUT/chain.log 2>&1 & FROM=.carry/learn BUDGET_S=570 bash bench/learning_gpu.sh > $OUT/console.log 2>&1; wait
+#     > $OUT/chain.log 2>&1 & WORK=/tmp/learning_gpu FROM=.carry/learn BUDGET_S=570 bash bench/learning_gpu.sh \
+#     > $OUT/console.log 2>&1; wait
 # H200 time (one GPU, 16 cores; 2026-12-05: 3 cold judgements 117 s, PPO start-up 90-100 s, PPO ~10-13 s a step):
 # wheels, tiny model and curriculum ~30 s; SFT (judges alongside) <= SFT_BUDGET_S (torchrun and FSDP start ~35 s,
 # then steps at a rate not yet measured on the H200 with the recipe's fixes); probe ~15 s; PPO start-up ~100 s.
@@ -84,11 +85,12 @@ if [ "$CURRICULUM" != "$DEVICE" ] && [ "$STEPS" != 0 ]; then
   echo "CURRICULUM=$CURRICULUM on DEVICE=$DEVICE trains SFT only: set STEPS=0 (its kernels cannot be judged here)" >&2; exit 2
 fi
 MAX_RESPONSE=${MAX_RESPONSE:-448}  # DEVICE=cpu only
-OUT=${OUT:-/tmp/learning_gpu_out} WORK=${WORK:-/tmp/learning_gpu}
-RES=$WORK/results
+OUT=${OUT:-/tmp/learning_gpu_out}
 START=$(date +%s)
 [ -z "$FROM" ] || FROM=$(cd "$FROM" && pwd) || { echo "== FROM=$FROM: no such folder"; exit 2; }
-rm -rf "$WORK"; mkdir -p "$OUT" "$WORK" "$RES"
+. bench/work_dir.sh && WORK=$(work_dir learning_gpu) || exit 1  # WORK=DIR: there, emptied; else a new mktemp folder
+RES=$WORK/results
+mkdir -p "$OUT" "$RES"
 exec > >(tee -a "$RES/learning_gpu.log") 2>&1
 
 elapsed() { echo $(( $(date +%s) - START )); }

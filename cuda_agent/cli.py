@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from cuda_agent.cli_synth import add_synth_command, catalog_from_args, checked_device
 from cuda_agent.cli_train import add_train_command
-from cuda_agent.errors import ConfigError, Error, InfraError
+from cuda_agent.errors import ConfigError, Error, InfraError, ServiceUnreachableError
 
 if TYPE_CHECKING:
     from cuda_agent.judge import JudgeConfig
@@ -39,12 +39,13 @@ def cmd_tasks_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     table = Table(title=f"{args.source}: {len(tasks)} tasks")
-    # Only Ops-6K-layout sets record their operators; an always-empty column would read as missing data.
-    with_ops = any(t.metadata.get("ops") for t in tasks)
-    for column in ("ref", "name", "level", "ops") if with_ops else ("ref", "name", "level"):
+    # Only KernelBench-layout sets have levels and only Ops-6K-layout sets record their operators; an always-empty
+    # column would read as missing data.
+    with_level, with_ops = any(t.level is not None for t in tasks), any(t.metadata.get("ops") for t in tasks)
+    for column in ("ref", "name", *(["level"] if with_level else []), *(["ops"] if with_ops else [])):
         table.add_column(column)
     for t in tasks:
-        row = [t.ref, t.name, "" if t.level is None else str(t.level)]
+        row = [t.ref, t.name, *(["" if t.level is None else str(t.level)] if with_level else [])]
         table.add_row(*row, *([", ".join(map(str, t.metadata.get("ops", [])))] if with_ops else []))
     Console().print(table)
     return 0
@@ -64,6 +65,7 @@ def cmd_tasks_show(args: argparse.Namespace) -> int:
     task = catalog_from_args(args).resolve(args.ref)
     inspection = None
     if args.inspect:
+        checked_device(args.device)
         message = f"inspecting {task.ref}: running it once in a child process (large tasks take a minute)"
         with _working(message, quiet=args.json):
             inspection = inspect_task(task, device=args.device)
@@ -163,6 +165,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from cuda_agent.sandbox.service import check_bind, make_workspace_root, serve
 
     check_bind(args.host, args.token)
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port {args.port}: give a port from 1 to 65535 (0: any free one)")
     if args.spares < 0:
         raise ConfigError(f"--spares {args.spares}: give 0 (none) or more")
     if args.prepare_spares is not None and args.prepare_spares < 0:
@@ -211,10 +215,13 @@ def run_agent_episode(task, model, device: str, out: Path, max_turns: int):
     Raises:
         InfraError: the judgement failed for a reason of ours (main() prints one line and exits 3).
     """
+    from cuda_agent.agent import ReplayModel
     from cuda_agent.agent.episode import run_task_episode
     from cuda_agent.agent.loop import EpisodeConfig
     from cuda_agent.sandbox import LocalPool
 
+    if isinstance(model, ReplayModel) and model.mismatch(task.ref):
+        print(model.mismatch(task.ref), file=sys.stderr)
     with LocalPool() as pool:
         judge = _Announced(pool)
         return run_task_episode(task, model, judge, out, device, EpisodeConfig(max_turns=max_turns), on_turn=_show_turn)
@@ -553,7 +560,12 @@ def _add_serve_command(commands: argparse._SubParsersAction) -> None:
     serve = commands.add_parser("serve", help="serve the sandbox pool over HTTP (judge, workspace commands, metrics)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (anything but loopback needs --token)")
     serve.add_argument("--port", type=int, default=8000, help="port")
-    serve.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' on every request")
+    serve.add_argument(
+        "--token",
+        default=None,
+        help="require 'Authorization: Bearer TOKEN' on every request but GET /health, which stays open for "
+        "load balancers and says only that the service is up",
+    )
     serve.add_argument("--pool", default="local", choices=["local", "ray"], help="local processes or Ray actors")
     serve.add_argument("--workers", type=int, default=None, help="build workers (local; default: CPU count)")
     serve.add_argument("--cpu-timing-slots", type=int, default=1, help="timing slots without a GPU (local)")
@@ -608,6 +620,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
         return args.func(args)
+    except ServiceUnreachableError as exc:  # a URL the user named (--sandbox, $CUDA_AGENT_SANDBOX_URL) and must check
+        print(f"error: {exc}".replace("\n", " "), file=sys.stderr)
+        return 2
     except InfraError as exc:  # ours, not the input's nor the candidate's: no verdict, no reward
         print(f"error (ours, not the candidate's; try again): {exc}".replace("\n", " "), file=sys.stderr)
         return EXIT_OURS

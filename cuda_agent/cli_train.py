@@ -5,7 +5,7 @@
     cuda-agent train critic-data [--rollouts DIR] [--out FILE]
     cuda-agent train curriculum [--device cuda|cpu] [--out DIR]
     cuda-agent train report RUN_DIR
-    cuda-agent train all --config PIPELINE
+    cuda-agent train all --config PIPELINE [--dry-run]
     cuda-agent train STAGE [--config FILE] [--out DIR] [--set KEY=VALUE ...] [--dry-run] [--resume]
 
 Kept beside cli.py (which adds these commands to its parser) to keep each module within its size budget.
@@ -76,7 +76,14 @@ def cmd_train_report(args: argparse.Namespace) -> int:
 def cmd_train_all(args: argparse.Namespace) -> int:
     from cuda_agent.rl.pipeline import Pipeline, load_pipeline
 
-    manifest = Pipeline(load_pipeline(Path(args.config))).run_all()
+    pipeline = Pipeline(load_pipeline(Path(args.config)))
+    if args.dry_run:
+        problems = pipeline.dry_run()
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        print(f"dry run: every stage still to run composes against verl; {len(problems)} problem(s) to fix first")
+        return 1 if problems else 0
+    manifest = pipeline.run_all()
     print(f"all stages done; artifacts: {', '.join(f'{s}={r.artifact}' for s, r in manifest.stages.items())}")
     return 0
 
@@ -147,6 +154,11 @@ def _add_report_command(sub: argparse._SubParsersAction) -> None:
 def _add_all_command(sub: argparse._SubParsersAction) -> None:
     everything = sub.add_parser("all", help="every stage in order, artifacts handed on; run again to resume")
     everything.add_argument("--config", required=True, help="a pipeline file (recipes/pipeline.yaml)")
+    everything.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="compose and check every stage still to run; launch nothing, change no manifest (no GPU)",
+    )
     everything.set_defaults(func=cmd_train_all)
 
 

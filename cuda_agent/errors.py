@@ -40,6 +40,11 @@ class SandboxError(InfraError):
     """A sandbox or worker process died, or a pool refused or dropped a job, for a reason that is not the candidate's."""
 
 
+class ServiceUnreachableError(SandboxError):
+    """No sandbox service answers at a URL (connection refused, unknown host, another server's 5xx): a trainer
+    retries or drops the sample; a user checks the URL they named."""
+
+
 class PoolFullError(SandboxError):
     """A sandbox pool's queue is full; retry after some results have come back."""
 

@@ -92,6 +92,9 @@ class BuildResult:
     unfinished: str = ""
     """How the importing child ended where it finished no build (the solution's top level failed, or the process
     was killed or exited on its own), else empty: the run stage then meets the same, or compiles what is missing."""
+    header_retries: str = ""
+    """Where the CUDA unit failed with a stand-in for torch's headers and was built again with more (the fast build's
+    retries, which a compile_error's log and a verdict's env name), else empty."""
     preparing: Preparing | None = None
     """A `prepare` started beside this build and maybe still running: it helps later builds only, so the build
     does not wait for it; the caller does (`finish_prepare`) before it times on cores the prepare shares, and
@@ -216,18 +219,27 @@ def build_solution(
             child = _import_child(args, env, timeout_s, Path(scratch), confinement, standby, device)
             keep_build(confinement, ext_dir)
     wall_s = time.monotonic() - start
+    retries = header_retries(child.stdout)
+    result = BuildResult(
+        ok=True, ext_dir=ext_dir, log="", wall_s=wall_s, preparing=preparing, stale=stale, header_retries=retries
+    )
     if child.timed_out:
-        log = f"build exceeded {timeout_s:.0f} s"
-        return BuildResult(
-            ok=False, ext_dir=ext_dir, log=log, wall_s=wall_s, timed_out=True, preparing=preparing, stale=stale
-        )
+        return dataclasses.replace(result, ok=False, log=f"build exceeded {timeout_s:.0f} s", timed_out=True)
     if child.returncode == COMPILE_FAILED:
         log = trim_compile_log(child.stdout + "\n" + child.stderr)
-        return BuildResult(ok=False, ext_dir=ext_dir, log=log, wall_s=wall_s, preparing=preparing, stale=stale)
+        log = f"({retries}; this is the error with torch's own headers)\n{log}" if retries else log
+        return dataclasses.replace(result, ok=False, log=log)
     if child.returncode == 0:
         _write_marker(ext_dir, wall_s)
-    result = BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=wall_s, preparing=preparing, stale=stale)
     return dataclasses.replace(result, unfinished=_how_it_ended(child)) if child.returncode else result
+
+
+def header_retries(stdout: str) -> str:
+    """What the build child's fast build said of its retries (fast_build.LIGHT_FAILED lines), in one line."""
+    headers = [line.split(LIGHT_FAILED, 1)[1].strip(" ()") for line in stdout.splitlines() if LIGHT_FAILED in line]
+    if not headers:
+        return ""
+    return f"the CUDA unit failed with fewer of torch's headers ({', '.join(headers)}) and was built again with more"
 
 
 def _how_it_ended(child: ChildResult) -> str:

@@ -383,6 +383,28 @@ def _lean_folder(cuda_text: str, guard: dict[str, list] | None) -> Path | None:
     return folder
 
 
+def stand_in_may_have_failed(error: str) -> bool:
+    """Whether a build tried with a stand-in header may have failed for it, so torch's own headers must be tried.
+
+    Only a failure that ninja's output pins on other objects alone (`main.o`: the stand-in is the CUDA unit's)
+    is the build's own. Anything else is tried again: the CUDA object or the link failed (ninja >= 1.13 writes
+    `FAILED: [code=1] cuda.cuda.o`, which an older pattern missed: a correct unit got compile_error, issue 38),
+    the output went to the console (`verbose=True` leaves only "Error building extension" here), or the built
+    module failed to load.
+    """
+    failed = re.findall(r"\bFAILED: (?:\[code=\d+\] )?(\S+)", error)
+    return not failed or any(not target.endswith(".o") or target.endswith(".cuda.o") for target in failed)
+
+
+def _forget_cuda_objects(build_directory: str | None, name: str) -> None:
+    """Remove a failed try's CUDA objects, so the next try compiles the unit again with its own headers (ninja
+    would keep one that compiled, since the stand-in comes through the environment, not the build file)."""
+    folder = Path(build_directory) if build_directory else Path(os.environ.get("TORCH_EXTENSIONS_DIR", "")) / name
+    if build_directory or os.environ.get("TORCH_EXTENSIONS_DIR"):
+        for path in folder.glob("*.cuda.o"):
+            path.unlink(missing_ok=True)
+
+
 @contextmanager
 def fast_load_inline(fast_dir: Path | None) -> Iterator[None]:
     """In the build child: torch's load_inline, using what `prepare` made for each call.
@@ -390,8 +412,11 @@ def fast_load_inline(fast_dir: Path | None) -> Iterator[None]:
     Per call: `CPATH` gets the precompiled header made for the call's `main.cpp` flags, when there is
     one. A CUDA unit is built with the first of these that its guard lets through and that compiles, first
     in nvcc's include path: the lean header (with the unit's operators), the light header (where the unit
-    includes `<torch/extension.h>`), torch's own headers. A try that fails in the CUDA unit is followed by
-    the next with torch's versioner as it was before the first try, so the module keeps its name.
+    includes `<torch/extension.h>`), torch's own headers. A try that fails, unless ninja pins the failure on
+    other objects alone (`stand_in_may_have_failed`), is followed by the next with torch's versioner as it was
+    before the first try, so the module keeps its name; each such retry prints LIGHT_FAILED, naming the header,
+    which the build stage reports (`BuildResult.header_retries`). The last try, with torch's own headers, is the
+    one whose failure is the candidate's compile_error.
     """
     if fast_dir is None:
         yield
@@ -429,10 +454,11 @@ def fast_load_inline(fast_dir: Path | None) -> Iterator[None]:
             try:
                 with _environ(env | {"NVCC_PREPEND_FLAGS": nvcc_flags}):
                     return original(*args, **kwargs)
-            except RuntimeError as exc:
-                if not re.search(r"FAILED: \S*\.cuda\.o", str(exc)):
+            except Exception as exc:
+                if not stand_in_may_have_failed(str(exc)):
                     raise
-            print(LIGHT_FAILED, flush=True)
+                print(f"{LIGHT_FAILED} ({'lean' if LEAN_DIR in str(folder) else 'light'} header)", flush=True)
+            _forget_cuda_objects(arguments.get("build_directory"), arguments["name"])
             cpp_ext.JIT_EXTENSION_VERSIONER.entries.clear()
             cpp_ext.JIT_EXTENSION_VERSIONER.entries.update(versions)
         with _environ(env):

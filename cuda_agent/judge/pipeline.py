@@ -228,6 +228,8 @@ class _Judgement:
             self.env["build_worker"] = SPARE
         if result.stale:
             self.env["build_stale"] = result.stale  # a cached build that was incomplete, and so built again
+        if result.header_retries:
+            self.env["build_header_retries"] = result.header_retries
         if result.unfinished:
             self.env["build_unfinished"] = result.unfinished  # the run stage's import meets it (or compiles the rest)
         self.preparing = result.preparing

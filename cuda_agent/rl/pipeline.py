@@ -169,9 +169,13 @@ class Pipeline:
         self.manifest = Manifest.load(self.manifest_path)
         self.launch = launcher or (lambda plan, resume: launch(plan, resume=resume))
         self.echo = echo
+        self.planned: dict[str, Path | str] = {}
+        """A dry run's artifacts: what each stage not done yet would hand on, where it would put it."""
 
     def artifact(self, stage: str) -> str:
         record = self.manifest.stages.get(stage)
+        if stage in self.planned and (record is None or record.status != "done"):
+            return str(self.planned[stage])
         if record is None or record.status != "done" or not record.artifact:
             raise ConfigError(f"stage {stage} has no artifact yet: run it, or name its artifact under skip:")
         return record.artifact
@@ -195,26 +199,60 @@ class Pipeline:
                 self.echo(f"== {stage}: already done, {record.artifact}")
                 continue
             resume = record is not None and record.status == "started"
-            record = StageRecord(status="started", attempts=(record.attempts if record else 0) + 1)
-            self.manifest.stages[stage] = record
-            self.manifest.save(self.manifest_path)
-            self.echo(f"== {stage}: {'resuming' if resume else 'starting'} (attempt {record.attempts})")
             started = time.monotonic()
-            record.artifact = str(self._run_stage(stage, resume))
-            record.status = "done"
+            artifact = str(
+                self._run_stage(stage, resume, lambda s=stage, r=record, again=resume: self._begin(s, r, again))
+            )
+            record = self.manifest.stages[stage]
+            record.artifact, record.status = artifact, "done"
             self.manifest.save(self.manifest_path)
             self.echo(f"== {stage}: done in {time.monotonic() - started:.0f} s, {record.artifact}")
         return self.manifest
 
-    def _run_stage(self, stage: str, resume: bool) -> Path:
+    def _begin(self, stage: str, record: StageRecord | None, resume: bool) -> None:
+        """Record a stage as started, one attempt more, as its work begins: after its checks, so that a launch they
+        stop leaves the manifest as it was (not 'started', no attempt counted)."""
+        record = StageRecord(status="started", attempts=(record.attempts if record else 0) + 1)
+        self.manifest.stages[stage] = record
+        self.manifest.save(self.manifest_path)
+        self.echo(f"== {stage}: {'resuming' if resume else 'starting'} (attempt {record.attempts})")
+
+    def dry_run(self) -> list[str]:
+        """Compose and check every stage still to run, as `run_all` would launch it, launching nothing and leaving
+        the manifest as it is; a later stage takes the artifact an earlier one would make (`planned`), so a path
+        that does not exist yet only because its stage has not run is no problem. Returns the problems found."""
+        from cuda_agent.rl.recipes import check_plan
+
+        problems: list[str] = []
+        upcoming: list[str] = []  # artifacts of stages that have not run: missing for now, by design
+        for stage in ORDER:
+            record, given = self.manifest.stages.get(stage), self.config.skip.get(stage)
+            if given is not None or (record is not None and record.status == "done"):
+                self.planned[stage] = given or self.artifact(stage)
+                self.echo(f"== {stage}: {'skipped, given' if given else 'already done,'} {self.planned[stage]}")
+                continue
+            out = self.run / stage.replace("-", "_")
+            if stage in ("rft-data", "critic-data"):
+                spec = self.config.stages.get(stage, StageSpec())
+                self.planned[stage] = out / ("rft.parquet" if stage == "rft-data" else "replay.parquet")
+                found = [f"{path} does not exist" for path in spec.extra_sft if not Path(path).exists()]
+            else:
+                plan, recipe = self._plan(stage, out, self.config.stages.get(stage, StageSpec()))
+                self.planned[stage] = Path(recipe.agent_loop.work_dir) if stage == "collect" else out / "hf"
+                found = [p for p in check_plan(plan, launching=False) if not any(a in p for a in upcoming)]
+            upcoming.append(str(self.planned[stage]))
+            self.echo(f"== {stage}: would make {self.planned[stage]}" + (f"; {len(found)} problem(s)" if found else ""))
+            problems += [f"{stage}: {problem}" for problem in found]
+        return problems
+
+    def _run_stage(self, stage: str, resume: bool, begin: Callable[[], None]) -> Path:
         out = self.run / stage.replace("-", "_")
         out.mkdir(parents=True, exist_ok=True)
         spec = self.config.stages.get(stage, StageSpec())
-        if stage == "rft-data":
-            return self._rft_data(out, spec)
-        if stage == "critic-data":
-            return self._critic_data(out)
-        return self._train(stage, out, spec, resume)
+        if stage in ("rft-data", "critic-data"):
+            begin()
+            return self._rft_data(out, spec) if stage == "rft-data" else self._critic_data(out)
+        return self._train(stage, out, spec, resume, begin)
 
     def _rft_data(self, out: Path, spec: StageSpec) -> Path:
         from cuda_agent.rl.rft import read_collected, write_rft_data
@@ -257,9 +295,10 @@ class Pipeline:
         loop = {"agent_loop": {"work_dir": out / "rollouts"}}
         return [ckpt, f"actor_rollout_ref.model.path={actor}", f"critic.model.path={critic}"], loop
 
-    def _train(self, stage: str, out: Path, spec: StageSpec, resume: bool) -> Path:
-        from cuda_agent.rl.recipes import bundled_recipe, check_plan, load_recipe, plan_training
-        from cuda_agent.rl.report import report_run
+    def _plan(self, stage: str, out: Path, spec: StageSpec) -> tuple[Any, Any]:
+        """The stage's plan (its recipe with what the earlier stages hand on, then the pipeline file's values) and
+        recipe; says what it takes from the earlier stages."""
+        from cuda_agent.rl.recipes import bundled_recipe, load_recipe, plan_training
 
         recipe = load_recipe(spec.recipe or bundled_recipe(stage))
         if recipe.stage != stage:
@@ -273,9 +312,17 @@ class Pipeline:
         mine = {item.split("=", 1)[0] for item in spec.set}  # the pipeline file's own values win: not taken
         taken = [item for item in overrides if item.split("=", 1)[0] not in mine]
         self.echo(f"   {stage}: {recipe.entrypoint} takes {' '.join(taken)}")
+        return plan, recipe
+
+    def _train(self, stage: str, out: Path, spec: StageSpec, resume: bool, begin: Callable[[], None]) -> Path:
+        from cuda_agent.rl.recipes import check_plan
+        from cuda_agent.rl.report import report_run
+
+        plan, recipe = self._plan(stage, out, spec)
         problems = check_plan(plan)
         if problems:
             raise ConfigError(f"stage {stage} cannot launch: " + "; ".join(problems))
+        begin()
         code = self.launch(plan, resume)
         if code != 0:
             raise ConfigError(f"stage {stage} exited {code}; run `cuda-agent train all` again to resume it")

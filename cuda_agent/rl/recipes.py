@@ -280,7 +280,8 @@ def check_plan(plan: TrainingPlan, launching: bool = True) -> list[str]:
     missing = sorted({p for model in models for p in _local_missing(model)})
     problems += [f"model path {p} does not exist" for p in missing]
     uncached = sorted({m for m in models if not _is_local(str(m)) and not _hub_cached(str(m))})
-    problems += [f"model {m} is not in the local Hugging Face cache: `huggingface-cli download {m}`" for m in uncached]
+    # huggingface_hub >= 1.0 has no `huggingface-cli download`; `hf` is its command line
+    problems += [f"model {m} is not in the local Hugging Face cache: `hf download {m}`" for m in uncached]
     for key in ("train_files", "val_files"):
         problems += [f"data.{key}: {p} does not exist" for p in _local_missing(cfg.data.get(key))]
     if ppo and cfg.actor_rollout_ref.actor.ppo_mini_batch_size > cfg.data.train_batch_size:

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from cuda_agent.errors import ConfigError, Error, SandboxError
+from cuda_agent.errors import ConfigError, Error, SandboxError, ServiceUnreachableError
 from cuda_agent.judge import JudgeConfig
 from cuda_agent.sandbox.jobs import CommandResult, PoolMetrics, error_class, judge_config, new_job_id, portable_config
 from cuda_agent.types import Task, Verdict
@@ -16,11 +16,11 @@ from cuda_agent.types import Task, Verdict
 
 def _error(status: int, detail: Any) -> type[Error]:
     """The class to raise for a refused or failed request: the one the service named (it names one in every
-    answer but 200); for an answer that is not the service's (a proxy, a wrong URL), by status: a 4xx is the
-    request's fault, anything else ours."""
+    answer but 200); for an answer that is not the service's (a proxy, a wrong URL or port), by status: a 4xx is
+    the request's fault, anything else means no service answers there."""
     if isinstance(detail, dict) and detail.get("error_type"):
         return error_class(detail["error_type"])
-    return ConfigError if 400 <= status < 500 else SandboxError
+    return ConfigError if 400 <= status < 500 else ServiceUnreachableError
 
 
 class SandboxClient:
@@ -85,13 +85,24 @@ class SandboxClient:
         return PoolMetrics.model_validate(self._call("GET", "/metrics")[0])
 
     def _call(self, method: str, path: str, **kwargs: Any) -> tuple[Any, httpx.Headers]:
+        url = self._http.base_url
         try:
             response = self._http.request(method, path, **kwargs)
+        except httpx.ConnectError as exc:  # nothing listens there, or no such host: what the caller named
+            raise ServiceUnreachableError(
+                f"cannot reach the sandbox service at {url} ({exc}): check the URL and port, and that "
+                "`cuda-agent serve` runs there (GET /health answers)"
+            ) from exc
         except httpx.HTTPError as exc:
-            raise SandboxError(f"cannot reach the sandbox service at {self._http.base_url}: {exc}") from exc
+            raise SandboxError(f"cannot reach the sandbox service at {url}: {exc}") from exc
         if response.status_code != 200:
             detail = response.json() if "json" in response.headers.get("content-type", "") else response.text
-            raise _error(response.status_code, detail)(f"{method} {path} answered {response.status_code}: {detail}")
+            # The service says what is wrong in one line; anything else is not the service's answer (a wrong URL).
+            if isinstance(detail, dict) and isinstance(detail.get("error"), str):
+                said = detail["error"]
+            else:
+                said = f"{' '.join(str(detail).split())[:200]} (is {url} a cuda-agent service?)"
+            raise _error(response.status_code, detail)(f"{method} {path} answered {response.status_code}: {said}")
         return response.json(), response.headers
 
     def close(self) -> None:

@@ -180,7 +180,7 @@ class LocalPool(PoolCalls):
             ConfigError: the caller's mistake: a job with this id is still in flight, or the job asks for a GPU
                 (or CPU timing slot) that this pool does not time on.
         """
-        check_gpu(job, self.slots)
+        check_gpu(job, self.slots, bool(self.gpus))
         with self._lock:
             if self._closed:
                 raise SandboxError("the pool is closed: create a new pool to submit more jobs")
@@ -359,12 +359,19 @@ class LocalPool(PoolCalls):
         self.stats.on_forget()
 
 
-def check_gpu(job: JudgeJob | CommandJob, slots: list[int]) -> None:
-    """Refuse a job pinned to a GPU (or CPU timing slot) that the pool does not have.
+def check_gpu(job: JudgeJob | CommandJob, slots: list[int], has_gpus: bool) -> None:
+    """Refuse a job pinned to a GPU (or CPU timing slot) that the pool does not have, or a judgement asked on
+    `cuda` of a pool without GPUs (at once, as the CLI does: it would fail as ours in the worker, after a build).
 
     Raises:
-        ConfigError: `job.gpu` is not one of `slots` (the caller's mistake: retrying cannot help).
+        ConfigError: `job.gpu` is not one of `slots`, or device cuda without a GPU (the caller's mistake: retrying
+            cannot help).
     """
+    if isinstance(job, JudgeJob) and job.config.device == "cuda" and not has_gpus:
+        raise ConfigError(
+            f"job {job.id} asks for device cuda, but this pool has no GPU: use device cpu or auto, or a service "
+            "on a GPU machine"
+        )
     gpu = getattr(job, "gpu", None)
     if gpu is not None and gpu not in slots:
         raise ConfigError(

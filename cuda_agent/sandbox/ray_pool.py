@@ -136,7 +136,7 @@ class RayPool(PoolCalls):
         remote = ray.remote(SandboxActor)
         # Two concurrent calls per actor: one job at a time in `run`, plus `cancel` beside it.
         options = {"max_concurrency": 2, "max_restarts": -1} | ({"num_gpus": 1} if gpus else {"num_cpus": 1})
-        device = "cuda" if gpus else "cpu"
+        device = self._device = "cuda" if gpus else "cpu"
         self._actors = [
             remote.options(**options).remote(limits_json, device, i, spares) for i in range(gpus or cpu_actors)
         ]
@@ -166,7 +166,7 @@ class RayPool(PoolCalls):
 
     def submit(self, job: JudgeJob | CommandJob) -> Future[JobResult]:
         """Queue a job; its future resolves to exactly one JobResult (raises as LocalPool.submit)."""
-        check_gpu(job, self.slots)
+        check_gpu(job, self.slots, self._device == "cuda")
         with self._lock:
             if self._closed:
                 raise SandboxError("the pool is closed: create a new pool to submit more jobs")

@@ -29,8 +29,9 @@ The audit runs such problems again alone (`audit.py`); synthesis drops them."""
 
 
 def out_of_memory(exc: BaseException) -> bool:
-    # TaskError wraps what get_inputs() raised, so the message is the only common ground.
-    return "out of memory" in str(exc) or "can't allocate memory" in str(exc)
+    # TaskError wraps what get_inputs() raised, so the message is the only common ground; Python's own
+    # MemoryError (an allocation past the worker's address-space cap) may carry no message at all.
+    return isinstance(exc, MemoryError) or "out of memory" in str(exc) or "can't allocate memory" in str(exc)
 
 
 FAR_PAST_WINDOW = 3.0
@@ -61,6 +62,10 @@ class FilterConfig(BaseModel):
     """Run the torch.compile filter; off only for quick dry runs and tests (the paper's filter needs it)."""
     turns_dir: str | None = None
     """Lock folder of the workers sharing this GPU (gpu_turns.py): timings then run alone. Set by FilterPool."""
+    memory_cap_bytes: int | None = None
+    """Address space each CPU worker may map (RLIMIT_AS; CUDA maps far more than it uses): set by FilterPool to
+    the cap of `tasks show --inspect` (free memory x HEADROOM) shared out among its workers, so that a problem
+    too big fails in its worker as out_of_memory instead of waking the kernel's OOM killer for the machine."""
 
 
 class FilterResult(BaseModel):

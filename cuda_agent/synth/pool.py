@@ -2,7 +2,10 @@
 
 Each worker runs in its own process group (like `subproc.run_module`); one that passes the per-problem
 time limit or dies is killed with its group and replaced, and its problem is recorded as 'timeout' or
-'crash' (data, not an error: the problem did it).
+'crash' (data, not an error: the problem did it), except a worker killed outright (SIGKILL) beside other
+workers: the kernel's OOM killer, most likely, for memory the workers share, so 'out_of_memory', which the
+audit runs again alone. On the CPU each worker maps at most its share of the memory `tasks show --inspect`
+may use (FilterConfig.memory_cap_bytes), so a problem too big fails in its own worker first.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -24,8 +28,9 @@ from cuda_agent.errors import SandboxError
 from cuda_agent.gpu_turns import turns_for
 from cuda_agent.machine import cache_root
 from cuda_agent.subproc import child_env, kill_group
-from cuda_agent.synth.filters import FilterConfig, FilterResult
+from cuda_agent.synth.filters import OUT_OF_MEMORY, FilterConfig, FilterResult
 from cuda_agent.synth.worker import READY_LINE, WAIT_PREFIX
+from cuda_agent.tasks.inspection import machine_memory
 
 
 class WorkerStartError(SandboxError):
@@ -59,11 +64,13 @@ class WaitClock:
 
 
 class FilterWorker:
-    """One worker process and the thread that reads its results."""
+    """One worker process and the thread that reads its results; `shared`: other workers run beside it, so the
+    machine's memory running out may be theirs as much as its problem's."""
 
-    def __init__(self, config: FilterConfig, log: IO[str] | None = None) -> None:
+    def __init__(self, config: FilterConfig, log: IO[str] | None = None, shared: bool = False) -> None:
         self.config = config
         self.log = log
+        self.shared = shared
         self.proc: subprocess.Popen[str] | None = None
         self.ended = threading.Event()
         """Set when the worker's stdout closed: it died (or was stopped)."""
@@ -138,6 +145,9 @@ class FilterWorker:
             except subprocess.TimeoutExpired:
                 code_ = None
             self.stop()
+            if code_ == -signal.SIGKILL and self.shared:  # not ours: the kernel's OOM killer, most likely
+                detail = "worker killed (SIGKILL) beside other workers: out of memory? it runs again alone"
+                return FilterResult(index=index, reason=OUT_OF_MEMORY, detail=detail)
             return FilterResult(index=index, reason="crash", detail=f"worker exited with {code_}")
         self.handled += 1
         return FilterResult.model_validate_json(line)
@@ -190,8 +200,11 @@ class FilterPool:
             # The GPU's own turns (gpu_turns.py), shared with judgements and other pools: timings run alone.
             self.turns_dir = str(turns_for(cache_root()).folder)
             config = config.model_copy(update={"turns_dir": self.turns_dir})
+        if config.device == "cpu" and config.memory_cap_bytes is None:
+            config = config.model_copy(update={"memory_cap_bytes": machine_memory().cap // max(1, workers)})
+        self.config = config
         self.idle: queue.Queue[FilterWorker] = queue.Queue()
-        self.all = [FilterWorker(config, self.log) for _ in range(workers)]
+        self.all = [FilterWorker(config, self.log, shared=workers > 1) for _ in range(workers)]
         for worker in self.all:
             self.idle.put(worker)
         self.workers = workers

@@ -43,15 +43,21 @@ def warm_up(device: str, compile_: bool) -> None:
 
 def main(argv: list[str]) -> int:
     import faulthandler
+    import resource
     import signal
+
+    from cuda_agent.synth.filters import FilterConfig, run_filters
+
+    config = FilterConfig.model_validate_json(argv[0])
+    if config.memory_cap_bytes is not None and config.device == "cpu":
+        # Before torch is imported, as `tasks show --inspect` does: every mapping counts against the cap from here.
+        resource.setrlimit(resource.RLIMIT_AS, (config.memory_cap_bytes, config.memory_cap_bytes))
 
     import torch
 
     from cuda_agent.judge import Clock, apply_precision_flags, describe_device, make_flusher
-    from cuda_agent.synth.filters import FilterConfig, run_filters
 
     faulthandler.register(signal.SIGTERM)  # a hang killed by the parent leaves its stack in the log
-    config = FilterConfig.model_validate_json(argv[0])
     # On CUDA too: a worker's CPU side (building the model, its weight init) with torch's default of one
     # thread per core, times 12 workers, oversubscribes the cores many times over.
     torch.set_num_threads(config.threads)

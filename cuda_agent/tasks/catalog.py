@@ -64,7 +64,7 @@ class Catalog:
         ref = ref.strip()
         if "::" in ref:
             path, key = ref.split("::", 1)
-            return _find(self.tasks(path), f"{path}/{key}", ref)
+            return _find(self.tasks(path), f"{path}::{key}", ref)
         head = ref.split("/", 1)[0]
         if head in SOURCES and not Path(ref).exists():
             return _find(self.tasks(head), ref, ref)
@@ -127,12 +127,18 @@ class Catalog:
             path = self.locate(source)
             if path.suffix == ".parquet":
                 return sources.load_parquet(path, source)
-            if source == "kernelbench":
+            if source == "kernelbench" and path.is_dir():
                 return sources.load_kernelbench_checkout(path, source)
             return [t.model_copy(update={"ref": f"{source}/{i}"}) for i, t in enumerate(sources.load_path(path))]
         path = Path(source).expanduser()
-        if path.exists():
-            return sources.load_path(path)
+        if path.exists():  # refs as a user passes them back: `PATH::KEY` (a lone problem file: its path)
+            prefix = f"{path}/"
+            return [
+                t.model_copy(update={"ref": f"{source}::{t.ref.removeprefix(prefix)}"})
+                if t.ref.startswith(prefix)
+                else t
+                for t in sources.load_path(path)
+            ]
         raise TaskError(f"unknown task set {source!r}: use one of {', '.join(SOURCES)} or a path")
 
 

@@ -228,3 +228,29 @@ def test_the_loop_stays_readable_in_one_sitting() -> None:
     import cuda_agent.agent.loop as loop
 
     assert len(Path(loop.__file__).read_text().splitlines()) <= 200
+
+
+def test_a_replay_recorded_on_another_task_says_so_before_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 41: a replay recorded for one task ran on another without a word."""
+    from contextlib import nullcontext
+
+    from cuda_agent.agent import TrajectoryWriter
+    from cuda_agent.types import Turn
+
+    path = tmp_path / "relu.jsonl"
+    with TrajectoryWriter(path, "examples/relu", "m", [{"role": "user", "content": "go"}]) as writer:
+        writer.append(Turn(index=0, content="Done."))
+        writer.finish(reward=0.0, exit_status="finished", terminated=True)
+    model = ReplayModel.from_file(path)
+    assert model.recorded_task == "examples/relu" and model.mismatch("examples/relu") == ""
+    ran = []
+    monkeypatch.setattr("cuda_agent.sandbox.LocalPool", nullcontext)
+    monkeypatch.setattr("cuda_agent.agent.episode.run_task_episode", lambda task, *_a, **_k: ran.append(task.ref))
+    softmax = Catalog().resolve("examples/softmax")
+    run_agent_episode(softmax, model, "cpu", tmp_path / "out", 1)
+    assert ran == ["examples/softmax"]  # a warning, not a refusal: the replay still runs
+    assert capsys.readouterr().err == (
+        f"warning: replay:{path} was recorded on examples/relu, not examples/softmax; its turns may not fit\n"
+    )

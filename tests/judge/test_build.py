@@ -173,7 +173,9 @@ def test_light_header_that_fails_is_built_again_with_the_real_one(tmp_path: Path
         tries.append(flags)
         cpp_ext.JIT_EXTENSION_VERSIONER.entries[name] = "bumped by a failed try"
         if str(light) in flags:
-            raise RuntimeError(f"Error building extension '{name}': FAILED: cuda.cuda.o\nerror: 'py' undeclared")
+            raise RuntimeError(
+                f"Error building extension '{name}': FAILED: [code=1] cuda.cuda.o\nerror: 'py' undeclared"
+            )
         return "module"
 
     monkeypatch.setattr(cpp_ext, "load_inline", torch_build)
@@ -230,6 +232,88 @@ def test_a_cuda_unit_tries_the_lean_header_then_the_light_one_then_torchs(tmp_pa
         cpp_ext.load_inline("c", "", cuda_sources="auto y = torch::empty_like(x);\n")  # <torch/types.h> only
         cpp_ext.load_inline("d", "", cuda_sources=unit + "py::object o;\n")
     assert tries == ["lean", "lean", "light", "plain", "lean", "plain", "plain"]
+
+
+@pytest.mark.parametrize(
+    ("error", "retried"),
+    [
+        ("Error building extension 'a': [1/3] nvcc ...\nFAILED: [code=1] cuda.cuda.o \nerror: no operator \"+\"", True),
+        ("Error building extension 'a': FAILED: cuda.cuda.o\nerror: no operator \"+\"", True),
+        ("Error building extension 'a'", True),  # verbose=True: ninja's output went to the console
+        ("Error building extension 'a': FAILED: [code=1] a.so \nundefined symbol", True),
+        ("ImportError: a.so: undefined symbol: _ZN2at6rsqrtERKNS_6TensorE", True),
+        ("Error building extension 'a': FAILED: [code=1] main.o \nmain.cpp:3: error: 'y' undeclared", False),
+    ],
+    ids=["cuda_object", "older_ninja", "verbose", "link", "load", "main_cpp_only"],
+)
+def test_any_failure_a_stand_in_header_may_have_caused_is_built_again(error: str, retried: bool) -> None:
+    """Issue 38: ninja >= 1.13 writes `FAILED: [code=1] cuda.cuda.o`, which the retry's pattern missed, so a
+    correct unit got compile_error from the lean header. Only a failure pinned on `main.o` alone (which the
+    stand-in never reaches) is the candidate's at once."""
+    assert fast_build.stand_in_may_have_failed(error) is retried
+
+
+def test_a_real_ninja_failure_under_the_lean_header_is_built_again_with_torchs(tmp_path: Path, monkeypatch) -> None:
+    """The retry through torch's own ninja runner and this machine's ninja (a CUDA build cannot run on a CPU torch;
+    the stood-in compiler fails where NVCC_PREPEND_FLAGS names the lean folder, as nvcc does on `tensor + 1e-5`
+    there): the lean try fails in cuda.cuda.o, the CUDA object is compiled again with torch's headers, the build
+    succeeds, and the child's output names the retry, which the build stage reports in one line."""
+    import torch.utils.cpp_extension as cpp_ext
+
+    light = tmp_path / "fast" / "light-x"
+    (light / "torch").mkdir(parents=True)
+    (light / "torch" / "extension.h").write_text(fast_build.LIGHT_HEADER)
+    (light / "guard.json").write_text(json.dumps({"macros": [], "decls": [["type", "py", "object"]]}))
+    lean = {"macros": [], "decls": [], "base": "// lean base\n"}
+    (light / "lean.json").write_text(json.dumps(lean))
+    monkeypatch.setattr(fast_build, "_light_dir", lambda _ext, _fast: (light, None))
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    compiler = (
+        'case "$$NVCC_PREPEND_FLAGS" in *$lean*) echo "cuda.cu(3): error: no operator \\"+\\" matches these'
+        ' operands"; exit 1;; *$light*) exit 1;; esac; echo "$$NVCC_PREPEND_FLAGS" > $out'
+    )
+
+    def torch_build(name, cpp_sources, cuda_sources=None, **kwargs):
+        folder = tmp_path / "ext" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "build.ninja").write_text(
+            f"lean = {fast_build.LEAN_DIR}\nlight = {light}\nrule nvcc\n  command = sh -c '{compiler}'\n"
+            "build cuda.cuda.o: nvcc\n"
+        )
+        cpp_ext._run_ninja_build(str(folder), verbose=False, error_prefix=f"Error building extension '{name}'")
+        return (folder / "cuda.cuda.o").read_text()
+
+    monkeypatch.setattr(cpp_ext, "load_inline", torch_build)
+    unit = "#include <torch/extension.h>\nauto y = (bn_running_var + bn_eps).rsqrt();\n"
+    printed = []
+    monkeypatch.setattr("builtins.print", lambda *a, **_k: printed.append(" ".join(map(str, a))))
+    with fast_load_inline(tmp_path / "fast"):
+        flags = cpp_ext.load_inline("bn", "", cuda_sources=unit)
+    assert fast_build.LEAN_DIR not in flags and str(light) not in flags  # built with torch's own headers
+    assert build.header_retries("\n".join(printed)) == (
+        "the CUDA unit failed with fewer of torch's headers (lean header, light header) and was built again with more"
+    )
+
+
+def test_a_compile_error_after_retries_says_so(tmp_path: Path, monkeypatch) -> None:
+    """When torch's own headers fail too, the compile_error's log is theirs and says the fewer headers were tried
+    first (the build stage, with the importing child stood in for)."""
+    from cuda_agent.subproc import ChildResult
+
+    said = f"{fast_build.LIGHT_FAILED} (lean header)\n"
+    child = ChildResult(
+        build.COMPILE_FAILED, said, "RuntimeError: cuda.cu(3): error: identifier y is undefined\n", False, 1.0
+    )
+    monkeypatch.setattr(build, "_import_child", lambda *a, **k: child)
+    monkeypatch.setattr(build, "start_prepare", lambda *a, **k: None)
+    monkeypatch.setattr(build, "wait_for_guards", lambda *a, **k: 0.0)
+    solution = tmp_path / "solution.py"
+    solution.write_text(RELU)
+    result = build_solution(solution, "h", "cpu", tmp_path / "cache", 60)
+    assert not result.ok and result.header_retries.endswith("(lean header) and was built again with more")
+    first, second = result.log.splitlines()[:2]
+    assert first == f"({result.header_retries}; this is the error with torch's own headers)"
+    assert second == "RuntimeError: cuda.cu(3): error: identifier y is undefined"
 
 
 def _import_in_child(solution: Path, ext_dir: Path) -> subprocess.CompletedProcess:

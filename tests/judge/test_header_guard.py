@@ -67,21 +67,32 @@ torch::Tensor forward(torch::Tensor x, double scale) {
 """
 
 
-@pytest.mark.slow
-def test_real_lean_guard_builds_typical_host_code_and_leaves_tensor_operators_to_a_fuller_build(
-    tmp_path: Path,
-) -> None:
-    """The lean guard from this machine's torch headers: KernelBench L1/19's CUDA source goes lean with its two
-    operators; a typical host unit compiles with the lean header (g++, torch's flags); one that uses a tensor
-    operator the lean header leaves out fails to compile there (the build then goes on with more of torch's
-    headers) and compiles with torch's own."""
+@pytest.fixture(scope="module")
+def real_lean() -> tuple[str, list[str], Path, dict]:
+    """This machine's compiler, torch's flags for it, torch's operator headers and the lean guard made from them."""
     import torch.utils.cpp_extension as cpp_ext
 
     compiler = os.environ.get("CXX", "c++")
     flags = ["-DTORCH_API_INCLUDE_EXTENSION_H", "-std=c++20", "-fPIC"]
     flags += [f"-isystem{p}" for p in [*cpp_ext.include_paths("cpu"), sysconfig.get_paths()["include"]]]
     ops_dir = Path(cpp_ext._TORCH_PATH) / "include" / "ATen" / "ops"
-    guard = lean_guard(compiler, flags, ops_dir)
+    return compiler, flags, ops_dir, lean_guard(compiler, flags, ops_dir)
+
+
+def _compiles(compiler: str, flags: list[str], unit: str, lean: Path | None = None) -> subprocess.CompletedProcess:
+    argv = [compiler, *([f"-I{lean}"] if lean else []), *flags, "-fsyntax-only", "-x", "c++", "-"]
+    return subprocess.run(argv, input=unit, capture_output=True, text=True, check=False)
+
+
+@pytest.mark.slow
+def test_real_lean_guard_builds_typical_host_code_and_leaves_tensor_operators_to_a_fuller_build(
+    tmp_path: Path, real_lean: tuple[str, list[str], Path, dict]
+) -> None:
+    """The lean guard from this machine's torch headers: KernelBench L1/19's CUDA source goes lean with its two
+    operators; a typical host unit compiles with the lean header (g++, torch's flags); one that uses a tensor
+    operator the lean header leaves out fails to compile there (the build then goes on with more of torch's
+    headers) and compiles with torch's own."""
+    compiler, flags, ops_dir, guard = real_lean
     with pytest.raises(RuntimeError, match="the lean header does not compile"):  # then no lean tries at all
         lean_guard(compiler, [*flags, "-DTORCH_STABLE_ONLY"], ops_dir)  # torch's headers refuse this mode
     assert lean_plan(_cuda_source(L1_19), guard) == (["empty_like", "t"], [])
@@ -95,8 +106,7 @@ def test_real_lean_guard_builds_typical_host_code_and_leaves_tensor_operators_to
             (folder / "torch").mkdir(parents=True, exist_ok=True)
             (folder / "torch" / "types.h").write_text(lean_header(guard["base"], ops))
             (folder / "torch" / "extension.h").write_text("#pragma once\n#include <torch/types.h>\n")
-        argv = [compiler, *([f"-I{folder}"] if lean else []), *flags, "-fsyntax-only", "-x", "c++", "-"]
-        return subprocess.run(argv, input=unit, capture_output=True, text=True, check=False)
+        return _compiles(compiler, flags, unit, folder if lean else None)
 
     plain_unit = HOST_UNIT.replace("y + z.sum()OPERATOR", "y")
     assert compiles(plain_unit, lean=True).returncode == 0, compiles(plain_unit, lean=True).stderr[-2000:]
@@ -123,3 +133,36 @@ def test_a_function_declared_again_as_the_light_header_declares_it_is_no_differe
         ("again.h", "func", "at", "go"),
         ("other.h", "func", "at", "launch"),
     }
+
+
+OPERATOR_FAMILIES = """
+#include <torch/extension.h>
+torch::Tensor forward(torch::Tensor bn_running_var, double bn_eps, torch::Tensor v) {
+    auto a = (bn_running_var + bn_eps).rsqrt();   // Tensor op scalar (issue 38's unit)
+    auto b = 1.0 - v * 2.0 / 3;                    // scalar op Tensor, Tensor op scalar
+    auto c = v - v * v / v;                        // Tensor op Tensor
+    auto m = (v > 0.5) & (v <= v) | (v == 1);      // comparisons and logic on their results
+    auto d = -v;                                   // unary minus
+    d += a; d *= 2.0; d -= b; d /= c;              // compound assignment
+    return d.masked_fill(m, 0.0);
+}
+"""
+
+
+@pytest.mark.slow
+def test_operator_overloads_fail_loudly_with_the_lean_header_and_compile_with_torchs(
+    tmp_path: Path, real_lean: tuple[str, list[str], Path, dict]
+) -> None:
+    """Issue 38: Tensor + double and the other free operator overloads are not in the lean header, so such a unit
+    fails there (the fast build then retries with more of torch's headers: test_build's retry tests) and compiles
+    with torch's own; none is silently taken for another overload. Two compiles (g++, syntax only)."""
+    compiler, flags, _, guard = real_lean
+    ops, refused = lean_plan(OPERATOR_FAMILIES, guard)
+    assert refused == []  # the guard lets it go lean: the retry is what keeps it from a false compile_error
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "types.h").write_text(lean_header(guard["base"], ops))
+    (tmp_path / "torch" / "extension.h").write_text("#pragma once\n#include <torch/types.h>\n")
+    lean = _compiles(compiler, flags, OPERATOR_FAMILIES, tmp_path)
+    assert lean.returncode != 0 and "operator+" in lean.stderr and "operator>" in lean.stderr
+    full = _compiles(compiler, flags, OPERATOR_FAMILIES)
+    assert full.returncode == 0, full.stderr[-2000:]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.judge import policy
-from cuda_agent.judge.policy import RULES, check_policy
+from cuda_agent.judge.policy import KERNELBENCH_DIFFERENCES, RULES, check_policy
 from cuda_agent.judge.policy import build as policy_build
 from cuda_agent.judge.policy import cpp as policy_cpp
 from cuda_agent.judge.policy import forward as policy_forward
@@ -618,6 +618,71 @@ def test_kernelbench_allows_header_only_libraries_but_not_threads_or_files() -> 
     assert _kb(mixed(headers="#include <thread>")) == {"forbidden_library"}
     assert _kb(mixed(headers="#include <fstream>")) == {"forbidden_library"}
     assert _kb(mixed(body="cblas_sgemm(101, 111, 111, 1, 1, 1, 1.f, a, 1, b, 1, 0.f, c, 1);")) == {"forbidden_library"}
+
+
+LINEAR_INIT = """
+import math
+from torch.nn.modules.utils import _pair
+KERNEL = _pair(3)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, n=8):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(n, n))
+        self.bias = nn.Parameter(torch.empty(n))
+        self.stride = torch.nn.modules.utils._pair(1)
+        fan_in, _ = nn.init._calculate_fan_in_and_fan_out(self.weight)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        fan_in, _ = torch.nn.init._calculate_fan_in_and_fan_out(self.weight)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        nn.init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, x):
+        FORWARD
+"""
+
+
+def _linear_init(forward: str = "return ext.scale_rows(F.linear(x, self.weight, self.bias))", init: str = "") -> str:
+    own = LINEAR_INIT.replace("FORWARD", forward.replace("\n", "\n        "))
+    own = own.replace("        self.reset_parameters()\n", "        self.reset_parameters()\n" + init)
+    return mixed().split("class ModelNew")[0] + own
+
+
+def test_kernelbench_allows_torchs_private_helpers_where_the_model_is_built() -> None:
+    """Issue 38 item 1: `torch.nn.init._calculate_fan_in_and_fan_out`, copied from nn.Linear's own initialisation,
+    and `_pair` at module level, in `__init__` and in a method only __init__ calls pass under kernelbench."""
+    assert check_policy(SolutionSource(python=_linear_init()), "cuda", policy="kernelbench") == []
+
+
+@pytest.mark.parametrize(
+    ("forward", "init", "rule"),
+    [
+        ("fan, _ = nn.init._calculate_fan_in_and_fan_out(x)\nreturn ext.scale_rows(x)", "", "dynamic_code"),
+        ("self.reset_parameters()\nreturn ext.scale_rows(x)", "", "dynamic_code"),  # now forward's reach
+        ("return ext.scale_rows(x)", "        nn.modules.module._global_forward_hooks.clear()\n", "dynamic_code"),
+        ("return ext.scale_rows(x)", "        self.m = torch.storage.collections._sys.modules\n", "dynamic_code"),
+        (
+            "return ext.scale_rows(self.f(x))",
+            "        self.f = lambda t: nn.init._no_grad_fill_(t, 0)\n",
+            "dynamic_code",
+        ),
+        ("return ext.scale_rows(x)", "        self.g = torch._C._DisableTorchDispatch()\n", "global_state_change"),
+        ("return ext.scale_rows(x)", "        self.h = nn.init._calculate_fan_in_and_fan_out\n", "dynamic_code"),
+    ],
+    ids=["in_forward", "method_forward_calls", "hook_table", "held_sys", "lambda", "torch_private", "not_called"],
+)
+def test_kernelbench_keeps_private_names_guarded_beyond_building_the_model(forward: str, init: str, rule: str) -> None:
+    """Forward's reach, private names that are not the called helper, and torch's own internals stay refused;
+    the message says the rule is this judge's, not KernelBench's, and why."""
+    violations = check_policy(SolutionSource(python=_linear_init(forward, init)), "cuda", policy="kernelbench")
+    [violation] = [v for v in violations if v.check == rule]
+    assert violation.message.endswith(f" Differs from KernelBench: {KERNELBENCH_DIFFERENCES[rule]}.")
+    cuda_agent = check_policy(SolutionSource(python=_linear_init(forward, init)), "cuda")
+    assert all("KernelBench" not in v.message for v in cuda_agent)
 
 
 def test_unknown_policy_is_an_error() -> None:

@@ -83,7 +83,8 @@ def cpu_recipe(stage: str, root: Path) -> Path:
     return path
 
 
-def test_train_all_hands_each_artifact_on_and_resumes(tmp_path: Path, tiny_model_dir: Path) -> None:
+def cpu_pipeline(tmp_path: Path, tiny_model_dir: Path) -> Path:
+    """A pipeline file of every stage on the CPU with a tiny model (what the launcher double can stand in for)."""
     data = write_curriculum(tmp_path / "curriculum", "cpu", copies=1)["rl"]
     model = [f"actor_rollout_ref.model.path={tiny_model_dir}", f"critic.model.path={tiny_model_dir}"]
     files = [f"data.train_files={data}", f"data.val_files={data}"]
@@ -100,7 +101,11 @@ def test_train_all_hands_each_artifact_on_and_resumes(tmp_path: Path, tiny_model
             spec["recipe"] = str(cpu_recipe(stage, tmp_path))
     config_file = tmp_path / "pipeline.yaml"
     config_file.write_text(yaml.safe_dump({"run_dir": str(tmp_path / "run"), "stages": stages}))
-    config = load_pipeline(config_file)
+    return config_file
+
+
+def test_train_all_hands_each_artifact_on_and_resumes(tmp_path: Path, tiny_model_dir: Path) -> None:
+    config = load_pipeline(cpu_pipeline(tmp_path, tiny_model_dir))
     leftovers, lines = VerlLeftovers(tiny_model_dir), []
 
     with pytest.raises(ConfigError, match="agentic-ppo exited 1"):
@@ -215,3 +220,48 @@ def test_unknown_stage_in_a_pipeline_file_is_named(tmp_path: Path) -> None:
 def test_bundled_pipeline_file_reads() -> None:
     config = load_pipeline(Path(__file__).resolve().parents[2] / "recipes" / "pipeline.yaml")
     assert set(config.stages) <= set(ORDER)
+
+
+def test_a_launch_its_checks_stop_is_not_started_nor_an_attempt(tmp_path: Path) -> None:
+    """Issue 41: the manifest said "started" after a launch its pre-launch checks stopped, and the next run said
+    "resuming (attempt 2)"."""
+    config_file = tmp_path / "pipeline.yaml"
+    single = ["actor_rollout_ref.model.path=" + str(tmp_path / "no-model"), *CPU]
+    config_file.write_text(
+        yaml.safe_dump({"run_dir": str(tmp_path / "run"), "stages": {"single-turn": {"set": single}}})
+    )
+    lines: list[str] = []
+
+    def launcher(plan: Any, resume: bool) -> int:
+        raise AssertionError("its checks should have stopped it")
+
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="stage single-turn cannot launch: .*no-model does not exist"):
+            Pipeline(load_pipeline(config_file), launcher, echo=lines.append).run_all()
+    assert not (tmp_path / "run" / "manifest.json").exists() or "single-turn" not in json.loads(
+        (tmp_path / "run" / "manifest.json").read_text()
+    ).get("stages", {})
+    assert not any("attempt" in line for line in lines)
+
+
+def test_train_all_dry_run_checks_every_stage_and_launches_nothing(
+    tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 41: `train all` had no --dry-run. Each stage is composed with what the earlier ones would hand on
+    (their artifacts do not exist yet, which is no problem); nothing is launched and no manifest is written."""
+    from cuda_agent.cli import main
+
+    config_file = cpu_pipeline(tmp_path, tiny_model_dir)
+    assert main(["train", "all", "--config", str(config_file), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    run = tmp_path / "run"
+    assert f"== rft: would make {run / 'rft' / 'hf'}" in out
+    assert "   rft: verl.trainer.sft_trainer takes" in out and f"model.path={run / 'single_turn' / 'hf'}" in out
+    assert "dry run: every stage still to run composes against verl; 0 problem(s) to fix first" in out
+    assert not (run / "manifest.json").exists()
+    # a problem of its own is named with its stage, and the exit code says there is one
+    broken = yaml.safe_load(config_file.read_text())
+    broken["stages"]["rft-data"] = {"extra_sft": [str(tmp_path / "missing.parquet")]}
+    config_file.write_text(yaml.safe_dump(broken))
+    assert main(["train", "all", "--config", str(config_file), "--dry-run"]) == 1
+    assert f"error: rft-data: {tmp_path / 'missing.parquet'} does not exist" in capsys.readouterr().err

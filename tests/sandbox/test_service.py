@@ -65,6 +65,23 @@ def test_serve_refuses_a_public_address_without_token(capsys: pytest.CaptureFixt
     assert "without a token" in capsys.readouterr().err
 
 
+def test_serve_help_says_health_needs_no_token(capsys: pytest.CaptureFixture) -> None:
+    """Issue 41: `--token` said every request needs it, but GET /health answers without one (by design, for load
+    balancers: the token test below checks that it does)."""
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Bearer TOKEN' on every request but GET /health, which stays open" in text
+
+
+@pytest.mark.parametrize("port", ["99999", "-1"])
+def test_serve_refuses_a_port_out_of_range_in_one_line(port: str, capsys: pytest.CaptureFixture) -> None:
+    """Issue 41: `--port 99999` printed the URL, then uvicorn's OverflowError."""
+    assert main(["serve", "--port", port]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: --port {port}: give a port from 1 to 65535 (0: any free one)\n"
+
+
 @pytest.mark.parametrize("flag", ["--spares", "--prepare-spares"])
 def test_serve_refuses_a_negative_spare_count(flag: str, capsys: pytest.CaptureFixture) -> None:
     assert main(["serve", flag, "-1"]) == 2
@@ -248,6 +265,27 @@ def test_a_full_queue_is_a_503_naming_the_pools_own_error() -> None:
     assert "queue is full" in body["error"]
     # What SandboxClient raises for it (test_paths.py shows the mapping end to end): the class LocalPool.submit raises.
     assert error_class(body["error_type"]).__name__ == "PoolFullError"
+
+
+def test_device_cuda_on_a_pool_without_gpus_is_refused_at_once() -> None:
+    """Issue 41: it was a 503 JudgeInfraError after 36 s (ours, retryable: RL would drop it); the CLI refuses the
+    same at once. Now a 422 before anything is built."""
+    from fastapi.testclient import TestClient
+
+    from cuda_agent.sandbox.local import LocalPool
+    from cuda_agent.sandbox.service import create_app
+
+    start = time.monotonic()
+    with LocalPool(build_workers=1, gpus=[]) as pool, TestClient(create_app(pool)) as http:
+        config = {**FAST, "device": "cuda"}
+        response = http.post("/judge", json={"id": "g", "task": "examples/relu", "solution": RELU, "config": config})
+        assert pool.metrics().submitted == 0
+    assert time.monotonic() - start < 10 and response.status_code == 422
+    assert response.json() == {
+        "error": "job g asks for device cuda, but this pool has no GPU: use device cpu or auto, or a service on a "
+        "GPU machine",
+        "error_type": "ConfigError",
+    }
 
 
 def test_a_job_the_pool_refuses_as_the_callers_mistake_is_a_422_not_ours(tmp_path: Path) -> None:

@@ -81,3 +81,40 @@ def test_waiting_for_another_workers_gpu_turn_does_not_count_against_the_time_li
         quick.stop()
     assert result.passed, result
     assert result.turn_wait_s is not None and result.turn_wait_s > 3  # it did wait past its limit, and got through
+
+
+def test_a_problem_past_the_memory_cap_is_out_of_memory_in_its_worker_not_the_machines() -> None:
+    """Issue 41: a row broadcasting to 1000x1000x1024 took 22 of the machine's 23 GB and the kernel killed its
+    worker, recorded as the row's crash. Workers now map at most their share of `tasks show --inspect`'s cap: the
+    allocation fails inside the worker (out_of_memory, run again alone by the audit) and the worker goes on."""
+    gib = 2**30
+    config = FilterConfig(timeout_s=60, compile=False, min_ms=0.0, max_ms=1e6, memory_cap_bytes=6 * gib)
+    worker = FilterWorker(config)
+    try:
+        # 8 GiB mapped, never touched: the machine would give it (no RAM is used), the worker's 6 GiB cap does not
+        huge = worker.check(1, TEMPLATE.format(body="x + torch.empty(8 * 2**30 // 4)[:64]"))
+        assert huge.reason == "out_of_memory" and not huge.passed, huge
+        assert worker.check(2, TEMPLATE.format(body="x * self.w")).passed  # the same process, still serving
+    finally:
+        worker.stop()
+
+
+def test_a_worker_killed_beside_others_is_memory_to_run_again_alone_and_alone_a_crash() -> None:
+    config = FilterConfig(timeout_s=60, compile=False, min_ms=0.0, max_ms=1e6)
+    kill = TEMPLATE.format(body="__import__('os').kill(__import__('os').getpid(), 9)")
+    for shared, reason in ((True, "out_of_memory"), (False, "crash")):
+        worker = FilterWorker(config, shared=shared)
+        try:
+            assert worker.check(1, kill).reason == reason
+        finally:
+            worker.stop()
+
+
+def test_the_pool_shares_the_inspection_cap_among_its_cpu_workers() -> None:
+    from cuda_agent.tasks.inspection import machine_memory
+
+    pool = FilterPool(FilterConfig(device="cpu"), workers=2)
+    cap = pool.config.memory_cap_bytes
+    assert cap is not None and abs(cap - machine_memory().cap // 2) < 2**30  # free memory moves a little meanwhile
+    assert all(w.config.memory_cap_bytes == cap and w.shared for w in pool.all)
+    assert FilterPool(FilterConfig(device="cuda", turns_dir="t"), workers=2).config.memory_cap_bytes is None

@@ -89,6 +89,20 @@ def test_a_data_location_given_but_missing_is_an_error(
     assert done.stderr.startswith(f"error: {named}") and len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("name", ["kernelbench", "ops6k"])
+def test_a_data_location_that_is_a_file_but_not_parquet_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """Issue 41: a text file as CUDA_AGENT_KERNELBENCH ended in NotADirectoryError (a KernelBench checkout was
+    assumed); it is a TaskError of one line, as for Ops-6K."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a data set\n")
+    monkeypatch.setenv(f"CUDA_AGENT_{name.upper()}", str(notes))
+    with pytest.raises(TaskError, match=f"^{notes}: expected a .parquet file") as raised:
+        Catalog().tasks(name)
+    assert len(str(raised.value).splitlines()) == 1
+
+
 def test_a_data_dir_without_the_set_is_an_error(shared_dir: Path, tmp_path: Path) -> None:
     done = cli("--data-dir", str(tmp_path), "tasks", "show", "kernelbench/L1/19")
     assert done.returncode == 2
@@ -127,7 +141,8 @@ def test_ops6k_layout_parquet_from_user_path(shared_dir: Path, tmp_path: Path) -
     path = tmp_path / "mine.parquet"
     pq.write_table(pa.Table.from_pylist(rows), path)
     tasks = Catalog().tasks(str(path))
-    assert len(tasks) == 5 and tasks[4].ref == f"{path}/4"
+    assert len(tasks) == 5 and tasks[4].ref == f"{path}::4"  # what a user passes back (issue 41: it was `PATH/4`)
+    assert Catalog().resolve(tasks[4].ref) == tasks[4]
 
 
 def test_parquet_with_other_columns_is_rejected(tmp_path: Path) -> None:
@@ -149,11 +164,17 @@ def test_cli_unknown_ref_is_one_line_error(capsys: pytest.CaptureFixture) -> Non
     assert err.startswith("error: ") and "Traceback" not in err
 
 
-@pytest.mark.parametrize(("source", "has_ops"), [("kernelbench", False), ("ops6k", True)])
-def test_cli_table_shows_ops_only_for_sets_that_have_them(shared_dir: Path, source: str, has_ops: bool) -> None:
+@pytest.mark.parametrize(
+    ("source", "has_ops", "has_level"),
+    [("kernelbench", False, True), ("ops6k", True, False), ("examples", False, False)],
+)
+def test_cli_table_shows_ops_and_levels_only_for_sets_that_have_them(
+    shared_dir: Path, source: str, has_ops: bool, has_level: bool
+) -> None:
     done = cli("tasks", "list", source, env={"COLUMNS": "200"})
     assert done.returncode == 0
     header = next(line for line in done.stdout.splitlines() if " ref " in line)
     assert ("ops" in header.split()) == has_ops
+    assert ("level" in header.split()) == has_level  # issue 41: a blank column for examples and Ops-6K
     if has_ops:
         assert "nn.BatchNorm3d, torch.diag" in done.stdout

@@ -107,3 +107,16 @@ def test_inspect_shows_progress_on_a_terminal_and_json_stays_clean() -> None:
     code, stdout, terminal = cli_on_terminal("tasks", "show", "examples/relu", "--inspect", "--json")
     assert code == 0 and json.loads(stdout)["inspection"]["outputs"][0]["shape"] == [128, 1024]
     assert "inspecting" not in terminal
+
+
+def test_inspect_on_cuda_without_a_gpu_says_so(capsys: pytest.CaptureFixture) -> None:
+    """Issue 41: it said the task's get_inputs() raised; the device is refused at once, as `judge` does."""
+    from cuda_agent.cli import main
+    from cuda_agent.machine import detect_device
+
+    if detect_device("auto") == "cuda":
+        pytest.skip("this machine has a GPU")
+    assert main(["tasks", "show", "examples/relu", "--inspect", "--device", "cuda"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --device cuda: no GPU is visible on this machine; use --device cpu or auto\n"
+    )

@@ -27,6 +27,7 @@ class ReplayModel:
         recorded_outputs: per turn, the tool outputs the recording got (to detect divergence); optional.
         name: shown in trajectories.
         strict: compare tool outputs exactly instead of only their error status.
+        recorded_task: the task the turns were recorded on (a trajectory's header), None if unknown.
     """
 
     def __init__(
@@ -35,10 +36,12 @@ class ReplayModel:
         recorded_outputs: Sequence[Sequence[str]] | None = None,
         name: str = "replay",
         strict: bool = False,
+        recorded_task: str | None = None,
     ) -> None:
         self.turns = list(turns)
         self.recorded_outputs = [list(o) for o in recorded_outputs] if recorded_outputs is not None else None
         self.name, self.strict = name, strict
+        self.recorded_task = recorded_task
         self.played = 0
 
     @classmethod
@@ -49,7 +52,14 @@ class ReplayModel:
             raise ModelError(f"{path} holds no turns to replay")
         turns = [_model_turn(turn) for turn in trajectory.turns]
         outputs = [[r.output for r in turn.tool_results] for turn in trajectory.turns]
-        return cls(turns, outputs, name=f"replay:{path}", strict=strict)
+        return cls(turns, outputs, name=f"replay:{path}", strict=strict, recorded_task=trajectory.task)
+
+    def mismatch(self, task_ref: str) -> str:
+        """A warning line where these turns were recorded on another task than `task_ref` (they rarely fit it: the
+        replay then stops where the conversation leaves the recording), else empty."""
+        if self.recorded_task is None or self.recorded_task == task_ref:
+            return ""
+        return f"warning: {self.name} was recorded on {self.recorded_task}, not {task_ref}; its turns may not fit"
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema]) -> ModelTurn:
         """The next recorded turn, after checking the conversation still follows the recording."""

@@ -45,6 +45,7 @@ from cuda_agent.judge.policy.facts import (
     assigned_targets,
     collect_facts,
     extension_attributes,
+    is_own_attribute,
     names_extension,
 )
 from cuda_agent.judge.solution import SolutionSource
@@ -129,6 +130,30 @@ KERNELBENCH_RELAXED = frozenset(
 """Rules of the cuda-agent policy that the kernelbench policy drops: mixing torch with one's own kernels
 (and calling CUDA libraries from C++) is how KernelBench solutions are written. Imports and C++ headers are
 widened too (`_kernelbench_module_ok`, cpp.py)."""
+KERNELBENCH_DIFFERENCES = {
+    "dynamic_code": "KernelBench runs any Python; this judge runs the candidate beside its own checks and refuses "
+    "what it cannot read first (private torch names where forward can reach them, computed names, built code), "
+    "which can rewrite those checks",
+    "global_state_change": "KernelBench does not look; process-wide torch state and torch's private internals change "
+    "what the reference and the timer see, or hide torch's work from the check that your kernels make the outputs",
+    "forbidden_library": "KernelBench builds anything; kernels from torch's compiler or a prebuilt library would count "
+    "as yours",
+    "forbidden_import": "KernelBench imports anything; modules beyond torch, math, typing and os reach the process, "
+    "files or network",
+    "file_or_network_access": "KernelBench does not look; files, processes and the network can carry a result in or "
+    "reach the judge",
+    "lazy_output_hooks": "KernelBench does not look; hooks and tensor subclasses run your code inside the judge's "
+    "reading of the outputs, after the clock stopped",
+    "background_thread": "KernelBench does not look; work left to a thread runs after the clock stopped",
+    "side_stream": "KernelBench times the current stream; work on another one escapes the timer",
+    "l2_persistence": "KernelBench does not look; a persisting L2 window carries data from one timed call to the next",
+    "forbidden_override": "KernelBench does not look; nn.Module's methods are how the judge moves, copies and calls "
+    "the model",
+    "precision_downcast": "KernelBench's 1e-2 tolerance lets reduced precision pass; this judge holds a float32 task "
+    "to float32 arithmetic",
+}
+"""Rules of the kernelbench policy that KernelBench's own evaluation does not have, and why this judge keeps them:
+a refusal under kernelbench says so (issue 38), so that a parity report can tell them from KernelBench's verdict."""
 _MODULE_METHODS = frozenset(
     "to cuda cpu float double half bfloat16 type _apply apply eval train state_dict load_state_dict "
     "_load_from_state_dict _save_to_state_dict parameters named_parameters buffers named_buffers children "
@@ -281,13 +306,13 @@ def check_policy(
     kernelbench = policy == "kernelbench"
     facts = collect_facts(tree, solution.python_name)
     strict = task_dtypes is None or not any(_REDUCED_DTYPES.fullmatch(d) for d in task_dtypes)
+    forward_found, reached = policy_forward.check_forward(facts, device) if facts.model_new else ([], [])
+    construction = _construction_code(facts, reached) if kernelbench else frozenset()
     found = _check_model_new(facts)
     found += _check_imports(facts, kernelbench)
-    found += _check_nodes(facts, strict, kernelbench)
+    found += _check_nodes(facts, strict, kernelbench, construction)
     found += policy_build.check_builds(facts, solution, strict, kernelbench=kernelbench)
-    if facts.model_new is not None:
-        forward_found, reached = policy_forward.check_forward(facts, device)
-        found += forward_found + _check_try(facts, reached)
+    found += forward_found + _check_try(facts, reached)
     headers = {path.rsplit("/", 1)[-1] for path in solution.sources} | {"binding_registry.h"}
     for path, text in solution.sources.items():
         where = _file_where(path, text)
@@ -295,9 +320,16 @@ def check_policy(
             text, where, strict_precision=strict, local_headers=headers, kernelbench=kernelbench
         )
     if kernelbench:
-        found = [v for v in found if v.check not in KERNELBENCH_RELAXED]
+        found = [_with_difference(v) for v in found if v.check not in KERNELBENCH_RELAXED]
     # One finding per rule and place is enough to act on; nested expressions would repeat it.
     return list({(v.check, v.message.split(": ", 1)[0]): v for v in reversed(found)}.values())[::-1]
+
+
+def _with_difference(violation: Violation) -> Violation:
+    why = KERNELBENCH_DIFFERENCES.get(violation.check)
+    if why is None:
+        return violation
+    return Violation(check=violation.check, message=f"{violation.message} Differs from KernelBench: {why}.")
 
 
 def _violation(rule: str, where: str, what: str, allowed: str | None = None) -> Violation:
@@ -372,13 +404,13 @@ def _check_imports(facts: ModuleFacts, kernelbench: bool) -> list[Violation]:
     return found
 
 
-def _check_nodes(facts: ModuleFacts, strict: bool, kernelbench: bool) -> list[Violation]:
-    """Rules that look at single nodes anywhere in the file."""
+def _check_nodes(facts: ModuleFacts, strict: bool, kernelbench: bool, construction: frozenset[int]) -> list[Violation]:
+    """Rules that look at single nodes anywhere in the file; `construction`: see `_construction_code`."""
     found = []
     ext_attrs = extension_attributes(facts)
     for node in ast.walk(facts.tree):
         where = facts.where(node)
-        for rule, what in _node_findings(facts, node, strict, ext_attrs, kernelbench):
+        for rule, what in _node_findings(facts, node, strict, (ext_attrs, construction), kernelbench):
             found.append(_violation(rule, where, what))
     return found
 
@@ -399,8 +431,13 @@ def _check_try(facts: ModuleFacts, reached: list[ast.FunctionDef]) -> list[Viola
 
 
 def _node_findings(
-    facts: ModuleFacts, node: ast.AST, strict: bool, ext_attrs: frozenset[str], kernelbench: bool
+    facts: ModuleFacts,
+    node: ast.AST,
+    strict: bool,
+    known: tuple[frozenset[str], frozenset[int]],
+    kernelbench: bool,
 ) -> Iterator[tuple[str, str]]:
+    ext_attrs, construction = known
     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
         yield from _definition_findings(facts, node)
     elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
@@ -412,7 +449,7 @@ def _node_findings(
     elif isinstance(node, ast.Name) and node.id in _NAME_RULES:
         yield _NAME_RULES[node.id], f"uses `{node.id}`"
     elif isinstance(node, ast.Attribute):
-        yield from _attribute_findings(node, strict)
+        yield from _attribute_findings(facts, node, strict)
     elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _DUNDER.fullmatch(node.value):
         if node.value not in _SAFE_DUNDERS | {"__main__"}:
             yield "dynamic_code", f"names the special attribute `{node.value}` in a string"
@@ -421,10 +458,10 @@ def _node_findings(
     if isinstance(node, ast.Name | ast.Attribute) and _is_outermost(facts, node):
         yield from _reference_findings(facts, node, strict, kernelbench)
         if isinstance(node, ast.Attribute):
-            yield from _chain_findings(facts, node, kernelbench)
+            yield from _chain_findings(facts, node, kernelbench, construction)
 
 
-def _attribute_findings(node: ast.Attribute, strict: bool) -> Iterator[tuple[str, str]]:
+def _attribute_findings(facts: ModuleFacts, node: ast.Attribute, strict: bool) -> Iterator[tuple[str, str]]:
     if _LAZY_ATTRIBUTES.fullmatch(node.attr):
         yield "lazy_output_hooks", f"uses `.{node.attr}`"
     elif node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in _SAFE_DUNDERS:
@@ -437,7 +474,7 @@ def _attribute_findings(node: ast.Attribute, strict: bool) -> Iterator[tuple[str
         yield "dynamic_code", f"reaches the `{node.attr}` module through `{ast.unparse(node)[:60]}`"
     elif _FRAME_ATTRIBUTES.fullmatch(node.attr):
         yield "dynamic_code", f"reaches interpreter frames or code through `.{node.attr}`"
-    elif strict and node.attr in ("half", "bfloat16"):
+    elif strict and node.attr in ("half", "bfloat16") and not is_own_attribute(facts, node):
         yield "precision_downcast", f"converts with `.{node.attr}()`"
 
 
@@ -522,7 +559,9 @@ def _call_findings(facts: ModuleFacts, call: ast.Call) -> Iterator[tuple[str, st
         yield "dynamic_code", "creates a class with type(name, bases, namespace)"
 
 
-def _chain_findings(facts: ModuleFacts, node: ast.Attribute, kernelbench: bool) -> Iterator[tuple[str, str]]:
+def _chain_findings(
+    facts: ModuleFacts, node: ast.Attribute, kernelbench: bool, construction: frozenset[int]
+) -> Iterator[tuple[str, str]]:
     """A chain through private names, standard modules held as attributes, or a `.modules` table, whatever its root
     (bar `self`): red-team solutions (2026-12-05) reached `sys` as `torch.storage.collections._sys`, `builtins` as
     `torch._tensor.enum.bltns`, torch's global module hooks as `nn.modules.module._global_forward_hooks`, and did so
@@ -541,6 +580,8 @@ def _chain_findings(facts: ModuleFacts, node: ast.Attribute, kernelbench: bool) 
     if kernelbench and re.match(r"torch\._(?!_)", dotted):
         return  # kernelbench's own rule on torch's private internals names it
     private = [s for s in segments if s.startswith("_") and not _DUNDER.fullmatch(s)]
+    if kernelbench and private == segments[-1:] and _private_helper_in_construction(facts, node, construction):
+        private = []
     if private:
         yield "dynamic_code", f"reaches the private name `{private[0]}` through `{dotted[:60]}`"
     held = [s for s in segments[:-1] if s in sys.stdlib_module_names and s not in _TORCH_NAMESAKES]
@@ -549,6 +590,38 @@ def _chain_findings(facts: ModuleFacts, node: ast.Attribute, kernelbench: bool) 
     parent = facts.parents.get(id(node))
     if segments and segments[-1] == "modules" and isinstance(parent, ast.Subscript) and parent.value is node:
         yield "dynamic_code", f"looks a module up in `{dotted[:60]}[...]`"
+
+
+def _construction_code(facts: ModuleFacts, reached: list[ast.FunctionDef]) -> frozenset[int]:
+    """ids of the functions that run only to build the model, as far as the text shows: every class's `__init__`
+    and ModelNew's methods that forward does not reach (`reset_parameters`, as nn.Linear has)."""
+    found = {
+        id(node)
+        for node in ast.walk(facts.tree)
+        if isinstance(node, ast.FunctionDef)
+        and isinstance(cls := facts.parents.get(id(node)), ast.ClassDef)
+        and (node.name == "__init__" or (cls is facts.model_new and node not in reached))
+    }
+    return frozenset(found)
+
+
+def _private_helper_in_construction(facts: ModuleFacts, node: ast.Attribute, construction: frozenset[int]) -> bool:
+    """Under kernelbench: a private function of torch.nn called for its value at module level, in a class body or in
+    `construction` code (`torch.nn.init._calculate_fan_in_and_fan_out(w)`, copied from nn.Linear; `_pair(3)`), as
+    KernelBench solutions do: data made before anything is judged. Forward's reach stays guarded, and so do
+    private names that are not the called function itself (`_sys.modules`, `_global_forward_hooks`)."""
+    parent = facts.parents.get(id(node))
+    if not ((facts.qualname(node) or "").startswith("torch.nn.") and isinstance(parent, ast.Call)):
+        return False
+    if parent.func is not node:
+        return False
+    while parent is not None:
+        if isinstance(parent, ast.Lambda | ast.AsyncFunctionDef) or (
+            isinstance(parent, ast.FunctionDef) and id(parent) not in construction
+        ):
+            return False
+        parent = facts.parents.get(id(parent))
+    return True
 
 
 def _module_argument_findings(

@@ -194,7 +194,17 @@ _PRECISION_TOKENS = re.compile(
     r"|kHalf|kBFloat16|kFloat16|Float8\w*)\b"
     r"|\b(at|c10|torch)\s*::\s*(Half|BFloat16)\b|\bScalarType\s*::\s*(Half|BFloat16)\b|\bprecision\s*::\s*tf32\b"
     r"|[<,]\s*half\s*[,>]|\bhalf\s*[*&]|\(\s*half\s*\)|\bhalf\s+[A-Za-z_]\w*\s*[=;,)\[]"
+    r"|\b(using\s+\w+\s*=|typedef)\s*(::\s*)?half\b"
 )
+# A variable named `half` (`int half = blockDim.x / 2;`, a parameter `int half`), not cuda_fp16.h's type: an
+# identifier right before it that is a type, not a keyword that takes an expression.
+_HALF_VARIABLE = re.compile(
+    r"\b(?!(?:return|case|else|goto|throw|delete|new|sizeof|alignof|typedef|using|struct|class|union|enum|typename"
+    r"|template|namespace|operator|co_return|co_yield|co_await|do|if|while|switch|for)\b)[A-Za-z_]\w*[\s*&]*\s"
+    r"(?<![:.])(?P<name>half)\s*(?=[=;,)\[{])"
+)
+_HALF_TOKEN = re.compile(r"(?<![\w:])half\b")
+_MEMBER_HALF = re.compile(r"(?:\.|->)\s*half\b")
 # Under kernelbench C++ may call torch, but not switch off the dispatcher's view of torch's work (a key guard
 # would hide torch ops from the dataflow check that proves the candidate's kernels reach its outputs).
 _KERNELBENCH_DISPATCH = re.compile(
@@ -336,7 +346,7 @@ def check_cpp(
     if strict_precision:
         found += [
             _found("precision_downcast", where(m.start()), f"uses `{m.group(0).strip()}`")
-            for m in _PRECISION_TOKENS.finditer(code)
+            for m in _PRECISION_TOKENS.finditer(mask_half_variables(code))
         ]
         found += [
             _found("precision_downcast", where(m.start()), f"uses the PTX instruction `{m.group(0)}`")
@@ -391,6 +401,81 @@ _KERNELBENCH_DENIED_HEADER = re.compile(
     r"|ATen/(CPU|CUDA|Meta|Native|Composite\w*)Functions(_inl)?\.h|ATen/ops/\w+_(cpu|cuda|meta|native|composite\w*)"
     r"(_dispatch)?\.h"
 )
+
+
+def mask_half_variables(code: str) -> str:
+    """`code` with every `half` that names a variable or member blanked, so the precision rule reads the type only.
+
+    A declared variable hides the type for the rest of its block (a parameter's or a for-header's: the body that
+    follows), where `half` can only be the variable; `::half` still names the type there and stays. A member
+    (`s.half`, `p->half`) is never the type. Offsets are kept.
+    """
+    unsure = _conditional_regions(code)
+    spans = [
+        (m.start("name"), _scope_end(code, m.start("name")))
+        for m in _HALF_VARIABLE.finditer(code)
+        if not any(start <= m.start() < end for start, end in unsure)
+    ]
+    blank = "_" * len("half")
+
+    def mask(match: re.Match[str]) -> str:
+        inside = any(start <= match.start() < end for start, end in spans)
+        return blank if inside else match.group(0)
+
+    code = _MEMBER_HALF.sub(lambda m: m.group(0)[: -len("half")] + blank, code)
+    return _HALF_TOKEN.sub(mask, code) if spans else code
+
+
+def _conditional_regions(code: str) -> list[tuple[int, int]]:
+    """Spans of text the compiler may never see, so a declaration there hides nothing: directive lines (a macro's
+    body) and what `#if`/`#ifdef`/`#ifndef` ... `#endif` enclose, bar an include guard (`#ifndef X` + `#define X`)."""
+    regions, opened = [], []
+    for m in re.finditer(r"^[ \t]*#[ \t]*(\w+)[^\n]*", code, re.M):
+        regions.append((m.start(), m.end()))
+        directive = m.group(1)
+        guard = re.match(r"[ \t]*#[ \t]*ifndef[ \t]+(\w+)\s*#[ \t]*define[ \t]+(\w+)", code[m.start() :])
+        if directive.startswith("if"):
+            opened.append(None if guard and guard.group(1) == guard.group(2) else m.start())
+        elif directive == "endif" and opened:
+            start = opened.pop()
+            regions += [] if start is None else [(start, m.end())]
+    return regions + [(start, len(code)) for start in opened if start is not None]
+
+
+def _scope_end(code: str, offset: int) -> int:
+    """Where the scope of a name declared at `offset` ends: its block's `}`; for a name declared inside `(...)`
+    (a parameter, a for-header), the end of the statement or block that follows the `)`."""
+    depth, i = 0, offset
+    while i < len(code):
+        char = code[i]
+        if char in "({[":
+            depth += 1
+        elif char in ")}]":
+            if depth == 0 and char == "}":
+                return i
+            if depth == 0 and char == ")":
+                return _statement_end(code, i + 1)
+            if depth == 0:  # a `]`: not a declaration this can place
+                return offset
+            depth -= 1
+        i += 1
+    return len(code)
+
+
+def _statement_end(code: str, offset: int) -> int:
+    """The end of the block or statement that starts at `offset` (`{...}` with nesting, else up to the `;`)."""
+    i = offset
+    while i < len(code) and code[i].isspace():
+        i += 1
+    if i < len(code) and code[i] == "{":
+        depth = 0
+        for j in range(i, len(code)):
+            depth += {"{": 1, "}": -1}.get(code[j], 0)
+            if depth == 0:
+                return j
+        return len(code)
+    end = code.find(";", i)
+    return len(code) if end < 0 else end
 
 
 def _check_includes(

@@ -28,6 +28,8 @@ _INT_RESULT_METHODS = frozenset(
     "size dim ndimension numel stride is_contiguous data_ptr element_size storage_offset get_device".split()
 )
 _INT_RESULT_BUILTINS = frozenset("len int float bool isinstance round".split())
+_ITEM_BUILTINS = frozenset("min max abs sum tuple list range enumerate zip reversed sorted".split())
+"""Builtins whose result holds numbers when every argument does (the items of a shape, counted or paired)."""
 _DTYPES = frozenset("float32 float float64 double int8 int16 int32 int int64 long uint8 bool".split())
 
 
@@ -292,6 +294,33 @@ def self_assignments(function: ast.FunctionDef) -> Iterator[tuple[str, ast.expr 
                         yield single.attr, bound
 
 
+def is_own_attribute(facts: ModuleFacts, node: ast.Attribute) -> bool:
+    """`node` is `self.X` (or `Cls.X`) inside a class of the solution that binds X itself, unconditionally, in its
+    body or at the top of `__init__` (`self.half = n // 2`): the solution's own value, whatever it shadows of
+    nn.Module's (`.half()`), and checked where it is bound. Never when called: an own number is not called, and a
+    binding that may not run (`if False: self.half = 0`) is not counted, so nn.Module's method stays seen."""
+    value = node.value
+    parent = facts.parents.get(id(node))
+    if not isinstance(value, ast.Name) or (isinstance(parent, ast.Call) and parent.func is node):
+        return False
+    while parent is not None and not isinstance(parent, ast.ClassDef):
+        parent = facts.parents.get(id(parent))
+    if parent is None or value.id not in ("self", parent.name):
+        return False
+    statements = list(parent.body)
+    for method in parent.body:
+        if isinstance(method, ast.FunctionDef) and method.name == "__init__":
+            statements += method.body
+    for stmt in statements:
+        for target, _ in assigned_targets(stmt):
+            for single, _ in _pairs(target, None):
+                if isinstance(single, ast.Name) and stmt in parent.body and single.id == node.attr:
+                    return True
+                if isinstance(single, ast.Attribute) and is_self(single.value) and single.attr == node.attr:
+                    return True
+    return False
+
+
 def extension_attributes(facts: ModuleFacts) -> frozenset[str]:
     """Attributes of ModelNew (class-level or self.X) that only ever hold the compiled extension."""
     cls = facts.model_new
@@ -319,14 +348,20 @@ def extension_attributes(facts: ModuleFacts) -> frozenset[str]:
 
 
 def int_attributes(facts: ModuleFacts, methods: dict[str, ast.FunctionDef]) -> frozenset[str]:
-    """self.X attributes assigned only Python numbers (constructor arguments count as numbers)."""
-    values: dict[str, list[bool]] = defaultdict(list)
-    for method in methods.values():
-        seed = {a.arg for a in method.args.args[1:]} if method.name == "__init__" else set()
-        rule = IntRule(facts, int_names(method, facts, frozenset(), seed), frozenset())
-        for attr, value in self_assignments(method):
-            values[attr].append(rule.check(value))
-    return frozenset(attr for attr, numbers in values.items() if all(numbers))
+    """self.X attributes assigned only Python numbers (constructor arguments count as numbers), to a fixpoint:
+    `self.half = n // 2` makes `self.quarter = self.half // 2` a number too."""
+    found = frozenset(attr for method in methods.values() for attr, _ in self_assignments(method))
+    while True:
+        values: dict[str, list[bool]] = defaultdict(list)
+        for method in methods.values():
+            seed = {a.arg for a in method.args.args[1:]} if method.name == "__init__" else set()
+            rule = IntRule(facts, int_names(method, facts, found, seed), found)
+            for attr, value in self_assignments(method):
+                values[attr].append(rule.check(value))
+        kept = frozenset(attr for attr, numbers in values.items() if all(numbers))
+        if kept == found:
+            return found
+        found = kept
 
 
 def int_names(
@@ -334,15 +369,19 @@ def int_names(
     facts: ModuleFacts,
     int_attrs: frozenset[str],
     seed: set[str] | None = None,
+    trust_defaults: bool = True,
 ) -> set[str]:
     """Names that only ever hold Python numbers (or shapes) inside `function`.
 
     `seed` names are numbers by assumption (constructor arguments, call sites that pass numbers);
     so are parameters declared as numbers, and module-level numbers the function does not rebind.
+    A default says what a parameter holds only where no call passes it: with `trust_defaults` off (every call
+    site is known and `seed` says what each passes, defaults included), a number as default counts for nothing.
     """
-    seed = (seed or set()) | _numeric_params(function)
+    seed = (seed or set()) | _numeric_params(function, trust_defaults)
     assigned = _local_bindings(function)
-    for arg in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]:
+    args = function.args
+    for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, *filter(None, (args.vararg, args.kwarg))]:
         if arg.arg not in seed:
             assigned[arg.arg].append(None)
     seed |= {name for name in facts.int_globals if name not in assigned}
@@ -357,8 +396,9 @@ def _local_bindings(function: ast.FunctionDef) -> dict[str, list[ast.expr | None
         if isinstance(node, ast.stmt):
             pairs = [p for target, value in assigned_targets(node) for p in _pairs(target, value)]
         if isinstance(node, ast.For | ast.comprehension):
-            is_range = isinstance(node.iter, ast.Call) and ast.unparse(node.iter.func) == "range"
-            pairs += list(_pairs(node.target, node.iter if is_range else None))
+            # A loop variable holds an item of what it iterates: numbers when that is a shape, a range or a
+            # tuple of numbers (`for d in x.shape`), so the iterable itself stands for the item.
+            pairs += list(_pairs(node.target, node.iter))
         elif isinstance(node, ast.NamedExpr):
             pairs.append((node.target, node.value))
         elif isinstance(node, ast.With):
@@ -369,18 +409,18 @@ def _local_bindings(function: ast.FunctionDef) -> dict[str, list[ast.expr | None
     return assigned
 
 
-def _numeric_params(function: ast.FunctionDef) -> set[str]:
-    """Parameters declared as numbers: annotated int/float/bool, or defaulting to a number."""
+def _numeric_params(function: ast.FunctionDef, trust_defaults: bool = True) -> set[str]:
+    """Parameters declared as numbers: annotated int/float/bool, or (`trust_defaults`) defaulting to a number."""
     args = function.args
     positional = [*args.posonlyargs, *args.args]
     defaults = dict(zip(reversed(positional), reversed(args.defaults), strict=False))
     defaults.update({a: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None})
     numeric = set()
-    for arg in [*positional, *args.kwonlyargs]:
+    for arg in [*positional, *args.kwonlyargs, *filter(None, (args.vararg,))]:
         annotation, default = arg.annotation, defaults.get(arg)
         if isinstance(annotation, ast.Name) and annotation.id in ("int", "float", "bool"):
             numeric.add(arg.arg)
-        elif isinstance(default, ast.Constant) and isinstance(default.value, int | float):
+        elif trust_defaults and isinstance(default, ast.Constant) and isinstance(default.value, int | float):
             numeric.add(arg.arg)
     return numeric
 
@@ -407,6 +447,33 @@ def _fixpoint_int_names(assigned: dict, seed: set[str], facts: ModuleFacts, int_
     return names
 
 
+def _number_parts(node: ast.AST) -> list[ast.AST | None] | None:
+    """The parts that must all be numbers for `node` to be one (an operator's operands, a container's items, a
+    comprehension's item and what it iterates); None for a node that is not built of parts this way."""
+    if isinstance(node, ast.Subscript):
+        return [node.value, node.slice]
+    if isinstance(node, ast.Slice):
+        return [node.lower, node.upper, node.step]
+    if isinstance(node, ast.Tuple | ast.List):
+        return list(node.elts)
+    if isinstance(node, ast.BinOp):
+        # `@` is for tensors alone: a part that is never a number stands for it
+        return [node.left, node.right] if not isinstance(node.op, ast.MatMult) else [ast.Pass()]
+    if isinstance(node, ast.UnaryOp):
+        return [node.operand]
+    if isinstance(node, ast.BoolOp):
+        return list(node.values)
+    if isinstance(node, ast.Compare):
+        return [node.left, *node.comparators]
+    if isinstance(node, ast.IfExp):
+        return [node.body, node.orelse]
+    if isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp):
+        return [node.elt, *(g.iter for g in node.generators)]
+    if isinstance(node, ast.Starred):  # `*x.shape` among a call's arguments or a tuple's items: its items
+        return [node.value]
+    return None
+
+
 @dataclass(frozen=True)
 class IntRule:
     """Decides whether an expression is plainly a Python number, shape, dtype or string."""
@@ -427,22 +494,9 @@ class IntRule:
             if qualname is not None:
                 return qualname.startswith("math.") or qualname.removeprefix("torch.") in _DTYPES
             return node.attr in _META_ATTRIBUTES or (is_self(node.value) and node.attr in self.int_attrs)
-        if isinstance(node, ast.Subscript):
-            return self.check(node.value) and self.check(node.slice)
-        if isinstance(node, ast.Slice):
-            return all(self.check(part) for part in (node.lower, node.upper, node.step))
-        if isinstance(node, ast.Tuple | ast.List):
-            return all(self.check(e.value if isinstance(e, ast.Starred) else e) for e in node.elts)
-        if isinstance(node, ast.BinOp):
-            return not isinstance(node.op, ast.MatMult) and self.check(node.left) and self.check(node.right)
-        if isinstance(node, ast.UnaryOp):
-            return self.check(node.operand)
-        if isinstance(node, ast.BoolOp):
-            return all(self.check(v) for v in node.values)
-        if isinstance(node, ast.Compare):
-            return all(self.check(v) for v in [node.left, *node.comparators])
-        if isinstance(node, ast.IfExp):
-            return self.check(node.body) and self.check(node.orelse)
+        parts = _number_parts(node)
+        if parts is not None:
+            return all(self.check(part) for part in parts)
         if isinstance(node, ast.Call):
             return self._check_call(node)
         return False
@@ -458,7 +512,7 @@ class IntRule:
             return True
         if isinstance(func, ast.Name) and func.id in self.facts.functions and self.depth < 3:
             return self._returns_number(self.facts.functions[func.id], node)
-        if isinstance(func, ast.Name) and func.id in ("min", "max", "abs", "sum", "tuple", "list", "range"):
+        if isinstance(func, ast.Name) and func.id in _ITEM_BUILTINS:
             return all(self.check(a.value if isinstance(a, ast.Starred) else a) for a in node.args)
         return False
 
@@ -466,7 +520,8 @@ class IntRule:
         """A module function given numbers returns a number (e.g. a ceil-div helper)."""
         if not all(self.check(arg) for arg in [*call.args, *(k.value for k in call.keywords)]):
             return False
-        params = {a.arg for a in function.args.args}
+        args = function.args
+        params = {a.arg for a in [*args.posonlyargs, *args.args, *filter(None, (args.vararg,))]}
         inner = IntRule(
             self.facts, int_names(function, self.facts, self.int_attrs, seed=params), self.int_attrs, self.depth + 1
         )

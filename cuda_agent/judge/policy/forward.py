@@ -94,6 +94,9 @@ class _ForwardChecker:
         """Functions forward reaches, in the order first checked."""
         self.int_params: dict[int, set[str]] = {}
         """id(function) -> parameters that every call site seen so far passes a Python number."""
+        self.referenced: set[int] = {id(self.methods["forward"])} if "forward" in self.methods else set()
+        """id(function) of those reached other than by a seen call (forward; `fn = self.helper`): their parameters
+        may receive anything, so a default that is a number stays their only evidence."""
         self.shadowed: frozenset[str] = frozenset()
         """Names the function being checked binds itself."""
 
@@ -124,7 +127,8 @@ class _ForwardChecker:
     def _check_function(self, function: ast.FunctionDef) -> list[ast.FunctionDef]:
         """Check one function's body; return the functions it reaches."""
         seed = self.int_params.get(id(function), set())
-        names = int_names(function, self.facts, self.int_attrs, seed=seed)
+        trust_defaults = id(function) in self.referenced
+        names = int_names(function, self.facts, self.int_attrs, seed=seed, trust_defaults=trust_defaults)
         intish = IntRule(self.facts, names, self.int_attrs)
         self.shadowed = _local_names(function)
         reached, called = [], set()
@@ -146,16 +150,15 @@ class _ForwardChecker:
 
     def _follow(self, function: ast.FunctionDef, call: ast.Call | None, intish: IntRule) -> list[ast.FunctionDef]:
         """Queue a called function, remembering which parameters receive Python numbers at this site."""
-        params = [a.arg for a in function.args.args]
+        params = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
         is_static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list)
         if function.name in self.methods and self.methods[function.name] is function and not is_static:
             params = params[1:]
-        numbers: set[str] = set()
-        if call is not None:  # a bare reference (fn = self.helper) may be called with anything
-            values = dict(zip(reversed(params), reversed(function.args.defaults), strict=False))
-            values.update(zip(params, call.args, strict=False))
-            values.update({k.arg: k.value for k in call.keywords if k.arg})
-            numbers = {p for p in params if p in values and intish.check(values[p])}
+        # a bare reference (fn = self.helper) may be called with anything
+        numbers = set() if call is None else _call_numbers(params, function, call, intish)
+        if call is None and id(function) not in self.referenced:
+            self.referenced.add(id(function))
+            self.seen.discard(id(function))
         old = self.int_params.get(id(function))
         new = numbers if old is None else old & numbers
         if old is not None and new != old:
@@ -227,6 +230,36 @@ class _ForwardChecker:
         else:
             return
         self.found.append(self._violation("tensor_arithmetic_in_forward", node, what))
+
+
+def _call_numbers(params: list[str], function: ast.FunctionDef, call: ast.Call, intish: IntRule) -> set[str]:
+    """Parameters (and `*args`) of `function` that this call fills with Python numbers only.
+
+    From the first `*iterable` argument on, which parameter gets which item is known only at run time
+    (`f(*x.shape[:0], x)` hands x to the first parameter; a short iterable leaves a later one to its keyword
+    or default), so those parameters hold numbers only if everything that may land in them does.
+    """
+    values = dict(zip(reversed(params), reversed(function.args.defaults), strict=False))
+    values.update({k.arg: k.value for k in call.keywords if k.arg})
+    args = call.args
+    starred = next((i for i, arg in enumerate(args) if isinstance(arg, ast.Starred)), None)
+    known = len(args) if starred is None else starred
+    values.update(zip(params[:known], args, strict=False))
+    numbers = {p for p in params[:known] if p in values and intish.check(values[p])}
+    rest = args[min(known, len(params)) :]
+    rest_is_numbers = all(intish.check(arg) for arg in rest)
+    for p in params[known:]:
+        if (starred is None or rest_is_numbers) and p in values and intish.check(values[p]):
+            numbers.add(p)
+        elif starred is not None and rest_is_numbers and p not in values:
+            numbers.add(p)
+    if function.args.vararg is not None and rest_is_numbers:
+        numbers.add(function.args.vararg.arg)
+    keyword_only = function.args.kwonlyargs
+    values = dict(zip((a.arg for a in keyword_only), function.args.kw_defaults, strict=True))
+    values.update({k.arg: k.value for k in call.keywords if k.arg in values})
+    numbers |= {name for name, value in values.items() if value is not None and intish.check(value)}
+    return numbers
 
 
 def _methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef]:

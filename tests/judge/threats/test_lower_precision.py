@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.judge.threats._hacks import ROUND10_WHEN_TIMED, TIMED, checks_of, judge_hack, model_new
-from tests.judge.threats._static import checks, expect, solution
+from tests.judge.threats._static import LAUNCH, checks, expect, solution
 
 
 def test_template_is_legit() -> None:
@@ -54,8 +54,87 @@ def test_accepts_half_in_a_half_task() -> None:
     assert checks(source, task_dtypes={"torch.float16"}) == set()
 
 
-def test_half_as_a_variable_name_is_not_precision() -> None:
-    assert checks(solution(launch="const int64_t half = n / 2; (void)half;")) == set()
+REDUCTION = """
+__device__ float block_sum(float* s, int tid) {
+    for (int half = blockDim.x / 2; half > 0; half >>= 1) {
+        if (tid < half) s[tid] += s[tid + half];
+        __syncthreads();
+    }
+    return s[0];
+}
+__global__ void halves(float* y, int64_t half) { if (threadIdx.x < half) y[threadIdx.x] *= (float)(half * 2); }
+struct Split { int half; };
+__device__ int twice(Split a, Split* b) { return a.half * 2 + b->half * 2 + max(a.half, b->half); }
+"""
+
+
+@pytest.mark.parametrize(
+    ("headers", "launch", "init"),
+    [
+        ("", "const int64_t half = n / 2; (void)half;", ""),
+        ("", "const int64_t half = n / 2;\n" + LAUNCH.replace("(n + 255)", "(half * 2 + 255)"), ""),
+        (REDUCTION, LAUNCH, ""),
+        (
+            "",
+            LAUNCH,
+            "def __init__(self):\n    super().__init__()\n    self.half = 4\n    self.bfloat16 = self.half // 2\n",
+        ),
+    ],
+    ids=["declared", "multiplied_and_passed", "loop_parameter_member", "python_attribute"],
+)
+def test_half_as_a_name_is_not_precision(headers: str, launch: str, init: str) -> None:
+    """A variable, parameter or member named `half` is what it is bound to, not cuda_fp16.h's type (issue 36)."""
+    forward = "n = self.half * self.bfloat16\nreturn ext.relu_forward(x.contiguous()).view(-1)[:n]" if init else ""
+    source = solution(headers=headers, launch=launch, init=init, forward=forward)
+    assert checks(source) == set()
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        "__device__ void g() { if (1) { int half = 1; (void)half; } half* p = nullptr; (void)p; }",
+        "__device__ void g(float* s) { for (int half = 0; half < 2; ++half) s[half] = 0; half* p = 0; (void)p; }",
+        "__device__ int g(int half) { return half; }\n__device__ void h() { half* p = nullptr; (void)p; }",
+        "__device__ void g() { int half = 1; ::half* p = nullptr; (void)p; (void)half; }",
+        "#if 0\nint half = 0;\n#endif\n__device__ void g() { half* p = nullptr; (void)p; }",
+        "#define DECLARE int half = 0;\n__device__ void g() { half* p = nullptr; (void)p; }",
+        "void f(int half);\n__device__ void g() { half* p = nullptr; (void)p; }",
+        "using H = half;",
+        "typedef half H;",
+        "__device__ void g() { auto h = (half)1.0f; (void)h; }",
+        "__device__ void g(at::Tensor t) { auto p = reinterpret_cast<half*>(t.data_ptr()); (void)p; }",
+    ],
+    ids=[
+        "after_block",
+        "after_loop",
+        "other_function",
+        "qualified",
+        "if_0",
+        "macro",
+        "prototype",
+        "using",
+        "typedef",
+        "cast",
+        "reinterpret",
+    ],
+)
+def test_half_type_beside_a_half_variable_is_precision(headers: str) -> None:
+    """Where no variable named `half` is in scope, or the type is qualified, `half` is still cuda_fp16.h's type."""
+    assert checks(solution(headers="#include <cuda_fp16.h>\n" + headers)) == expect({"precision_downcast"})
+
+
+@pytest.mark.parametrize(
+    "forward",
+    [
+        "return ext.relu_forward(x.to(torch.half))",
+        "h = x.half\nreturn ext.relu_forward(h())",
+        "self.half()\nreturn ext.relu_forward(x)",
+    ],
+    ids=["to_half", "method_reference", "module_half"],
+)
+def test_rejects_half_conversions_in_python(forward: str) -> None:
+    init = "def __init__(self):\n    super().__init__()\n    if False:\n        self.half = 0\n"
+    assert checks(solution(init=init, forward=forward)) == expect({"precision_downcast", "torch_compute_in_forward"})
 
 
 # Runtime: the judge end to end on the CPU, sharing one build of the hack extension (see _hacks.py).

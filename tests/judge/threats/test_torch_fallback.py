@@ -107,6 +107,76 @@ def test_accepts_arithmetic_on_shapes() -> None:
     assert checks(solution(forward=forward)) == set()
 
 
+SHAPE_HELPERS = """
+import math
+def count(shape):
+    total = 1
+    for d in shape:
+        total *= d
+    return total
+def halves(*dims):
+    return tuple(d // 2 for d in dims) + tuple(a * b for a, b in zip(dims, dims))
+def strides(shape):
+    out = [d * (i + 1) for i, d in enumerate(shape)]
+    return [s * 2 for s in out]
+def first(a, b=1):
+    return a * b
+"""
+
+
+@pytest.mark.parametrize(
+    "forward",
+    [
+        "n = count(x.shape) + count((x.size(0), x.size(-1)))\nreturn ext.relu_forward(x.contiguous()).view(-1)[:n]",
+        "h = halves(*x.shape)\nreturn ext.relu_forward(x.contiguous()).view(-1)[: h[0] + len(strides(x.shape))]",
+        "return self.flat(x, x.shape)[: first(*x.shape[:1], b=x.size(0))]",
+    ],
+    ids=["loop_over_a_tuple_parameter", "star_parameter_and_comprehensions", "method_and_star_argument"],
+)
+def test_accepts_shape_numbers_through_a_helpers_tuple_parameter(forward: str) -> None:
+    """Python ints from `x.shape`, passed through a helper's tuple or `*args` parameter, iterated, zipped or
+    enumerated there, are numbers wherever they go (issue 36)."""
+    init = (
+        "def flat(self, x, shape):\n    n = math.prod(shape)\n    for d in shape:\n        n = n * d\n"
+        "    return ext.relu_forward(x.contiguous()).view(-1)[:n]\n"
+    )
+    assert checks(solution(prelude=SHAPE_HELPERS, init=init, forward=forward)) == set()
+
+
+@pytest.mark.parametrize(
+    "forward",
+    [
+        "return ext.relu_forward(first(*x.shape[:0], x))",  # the starred shape is empty: `a` gets the tensor x
+        "return ext.relu_forward(first(*x.shape[:1], b=x))",
+        "return ext.relu_forward(halves(*x.shape, x)[0])",
+        "n = count(x)\nreturn ext.relu_forward(x)",  # iterating a tensor gives tensors
+        "n = count([x, x])\nreturn ext.relu_forward(x)",
+        "for i, row in enumerate(x):\n    row *= 2\nreturn ext.relu_forward(x)",
+        "for d, row in zip(x.shape, x):\n    row = row * d\nreturn ext.relu_forward(x)",
+        "ys = [d * x for d in x.shape]\nreturn ext.relu_forward(x)",
+    ],
+    ids=[
+        "empty_star",
+        "star_then_keyword",
+        "star_then_tensor",
+        "tensor",
+        "list_of_tensors",
+        "enumerate",
+        "zip",
+        "comp",
+    ],
+)
+def test_rejects_tensors_through_a_helpers_tuple_parameter(forward: str) -> None:
+    assert checks(solution(prelude=SHAPE_HELPERS, forward=forward)) == expect({"tensor_arithmetic_in_forward"}, MIXED)
+
+
+def test_rejects_torch_compute_on_a_shapes_tensor() -> None:
+    forward = "s = torch.tensor(x.shape)\nn = count(s * 2)\nreturn ext.relu_forward(x)"
+    assert checks(solution(prelude=SHAPE_HELPERS, forward=forward)) == expect(
+        {"torch_compute_in_forward", "tensor_arithmetic_in_forward"}, MIXED
+    )
+
+
 @pytest.mark.parametrize(
     "launch",
     [

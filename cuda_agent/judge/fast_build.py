@@ -388,9 +388,9 @@ def stand_in_may_have_failed(error: str) -> bool:
 
     Only a failure that ninja's output pins on other objects alone (`main.o`: the stand-in is the CUDA unit's)
     is the build's own. Anything else is tried again: the CUDA object or the link failed (ninja >= 1.13 writes
-    `FAILED: [code=1] cuda.cuda.o`, which an older pattern missed: a correct unit got compile_error, issue 38),
-    the output went to the console (`verbose=True` leaves only "Error building extension" here), or the built
-    module failed to load.
+    `FAILED: [code=1] cuda.cuda.o`, older ones `FAILED: cuda.cuda.o`), the output went to the console
+    (`verbose=True` leaves only "Error building extension" here), or the built module failed to load. A unit that
+    compiles with torch's own headers must never get compile_error from a stand-in.
     """
     failed = re.findall(r"\bFAILED: (?:\[code=\d+\] )?(\S+)", error)
     return not failed or any(not target.endswith(".o") or target.endswith(".cuda.o") for target in failed)

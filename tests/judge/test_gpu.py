@@ -222,3 +222,23 @@ def test_kernelbench_legit_solution_passes(tmp_path: Path, problem: str) -> None
     source = (ROOT / "solutions" / "kernelbench" / f"{problem}.py").read_text()
     verdict = run_judge(tmp_path, f"kernelbench/{problem}", source, device="cuda")
     assert verdict.verdict == "pass", verdict.message
+
+
+def test_a_unit_the_lean_header_cannot_compile_is_built_with_torchs_and_passes(tmp_path: Path) -> None:
+    """Issue 38 item 3: host code with Tensor + double (`(bn_running_var + bn_eps).rsqrt()`) fails against the lean
+    stand-in for torch's headers; the fast build retries with more of them and says so, never a compile_error.
+    A fresh cache, so the unit is built (and the guards made) here; kernelbench, since its C++ calls torch."""
+    source = example_solution("relu", "cuda").replace(
+        "    auto y = torch::empty_like(x);\n",
+        "    auto y = torch::empty_like(x);\n"
+        "    auto bn_running_var = x.new_ones({1});\n"
+        "    const double bn_eps = 1e-5;\n"
+        '    TORCH_CHECK((bn_running_var + bn_eps).rsqrt().item<float>() > 0.f, "rsqrt");\n',
+        1,
+    )
+    assert "bn_eps" in source
+    verdict = run_judge(
+        tmp_path, "examples/relu", source, device="cuda", policy="kernelbench", cache_dir=tmp_path / "c"
+    )
+    assert verdict.verdict == "pass", verdict.message
+    assert "lean header" in verdict.env.get("build_header_retries", ""), verdict.env

@@ -153,7 +153,7 @@ KERNELBENCH_DIFFERENCES = {
     "to float32 arithmetic",
 }
 """Rules of the kernelbench policy that KernelBench's own evaluation does not have, and why this judge keeps them:
-a refusal under kernelbench says so (issue 38), so that a parity report can tell them from KernelBench's verdict."""
+a refusal under kernelbench says so, so that a parity report can tell them from KernelBench's own verdict."""
 _MODULE_METHODS = frozenset(
     "to cuda cpu float double half bfloat16 type _apply apply eval train state_dict load_state_dict "
     "_load_from_state_dict _save_to_state_dict parameters named_parameters buffers named_buffers children "

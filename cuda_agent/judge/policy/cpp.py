@@ -200,8 +200,8 @@ _PRECISION_TOKENS = re.compile(
 # identifier right before it that is a type, not a keyword that takes an expression.
 _HALF_VARIABLE = re.compile(
     r"\b(?!(?:return|case|else|goto|throw|delete|new|sizeof|alignof|typedef|using|struct|class|union|enum|typename"
-    r"|template|namespace|operator|co_return|co_yield|co_await|do|if|while|switch|for)\b)[A-Za-z_]\w*[\s*&]*\s"
-    r"(?<![:.])(?P<name>half)\s*(?=[=;,)\[{])"
+    r"|template|namespace|operator|co_return|co_yield|co_await|do|if|while|switch|for)\b)[A-Za-z_]\w*"
+    r"(?:[\s*&]*\s|\s*[*&]+)(?<![:.])(?P<name>half)\s*(?=[=;,)\[{])"
 )
 _HALF_TOKEN = re.compile(r"(?<![\w:])half\b")
 _MEMBER_HALF = re.compile(r"(?:\.|->)\s*half\b")

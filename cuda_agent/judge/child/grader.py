@@ -89,13 +89,14 @@ class Exchange:
         ident, buffer = self.buffers[slot]
         return {"buffer": ident, "shape": list(shape), "dtype": dtype_name(dtype)}, buffer.view(shape, dtype)
 
-    def load(self, inputs: list[Any]) -> tuple[list[dict[str, Any]], list[Any]]:
-        """`inputs` copied into the input buffers: (what the candidate's process is told, our views of them)."""
+    def load(self, inputs: list[Any], slots: str = "in") -> tuple[list[dict[str, Any]], list[Any]]:
+        """`inputs` copied into the input buffers (`slots` names a set of them): (what the candidate's process is
+        told, our views of them)."""
         torch = self.grader.torch
         refs, views = [], []
         for i, value in enumerate(inputs):
             if isinstance(value, torch.Tensor):
-                ref, view = self.ref(f"in{i}", tuple(value.shape), value.dtype)
+                ref, view = self.ref(f"{slots}{i}", tuple(value.shape), value.dtype)
                 view.copy_(value)
                 refs.append({"tensor": ref})
                 views.append(view)
@@ -386,11 +387,13 @@ class Grader:
         from cuda_agent.judge.child.inputs import make_inputs
 
         start = time.perf_counter()
-        inputs = make_inputs(self.problem, self.req.task_name, fresh_seed(), self.device)
-        refs, _ = self.exchange.load(inputs)
-        del inputs
+        refs = []
+        for slots in ("in", "again"):  # each check its own inputs: a call never sees values seen before
+            inputs = make_inputs(self.problem, self.req.task_name, fresh_seed(), self.device)
+            refs.append(self.exchange.load(inputs, slots)[0])
+            del inputs
         req = self.req
-        message = {"op": "profile", "inputs": refs, "policy": req.policy}
+        message = {"op": "profile", "inputs": refs[0], "inputs_again": refs[1], "policy": req.policy}
         message |= {"atol": req.atol, "rtol": req.rtol, "norm_rtol": req.norm_rtol}
         answer: ProfileAnswer = self.answer_of(ProfileAnswer, self.ask(message, stage="custom_work"), "custom_work")
         self.tick()

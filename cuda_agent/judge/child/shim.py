@@ -185,22 +185,23 @@ class Shim:
 
         torch = self.torch
         inputs = [self.tensor(v["tensor"]) if "tensor" in v else v["value"] for v in message["inputs"]]
+        again = [self.tensor(v["tensor"]) if "tensor" in v else v["value"] for v in message["inputs_again"]]
 
-        def call() -> Any:
+        def call(on: list[Any]) -> Any:
             with torch.no_grad():
-                return plain_outputs(torch, self.model(*inputs)) or []
+                return plain_outputs(torch, self.model(*on)) or []
 
         answer = ProfileAnswer(status="ok")
         try:
             try:
-                answer.fraction = runtime.custom_time_fraction(call, self.device, self.sync)
+                answer.fraction = runtime.custom_time_fraction(lambda: call(inputs), self.device, self.sync)
             except runtime.ProfileUnreadable as exc:
                 answer.fraction_error = str(exc)[:2000]
             if message["policy"] == "kernelbench":
-                held = [*inputs, *self.model.parameters(), *self.model.buffers()]
+                held = [*again, *self.model.parameters(), *self.model.buffers()]
                 sources = [t for t in held if isinstance(t, torch.Tensor)]
                 tolerance = runtime.Tolerance(message["atol"], message["rtol"], message["norm_rtol"])
-                answer.torch_only_reason = runtime.torch_only_reason(call, sources, self.sync, tolerance)
+                answer.torch_only_reason = runtime.torch_only_reason(lambda: call(again), sources, self.sync, tolerance)
         except Exception as exc:
             text = f"ModelNew.forward raised {type(exc).__name__}: {exc}"
             return ProfileAnswer(status="raised", message=text, out_of_memory=out_of_memory(exc)).model_dump()

@@ -158,9 +158,11 @@ class Grader:
 
     # --- the candidate's process ---
     def ask(self, message: dict[str, Any], fd: int | None = None, stage: str = "") -> dict[str, Any]:
-        """Send a message to the candidate's process and return its answer (unvalidated)."""
+        """Send a message to the candidate's process and return its answer (unvalidated). Each message carries a
+        fresh random id that its answer must echo: an answer sent ahead of the question cannot be one."""
+        ident = fresh_seed()
         try:
-            self.channel.send(message, [fd] if fd is not None else None)
+            self.channel.send({**message, "id": ident}, [fd] if fd is not None else None)
             answer, fds = self.channel.receive()
         except ChannelClosed as exc:
             raise self.died(stage or message["op"], exc) from None
@@ -169,6 +171,10 @@ class Grader:
                 os.close(fd)
         for extra in fds:  # the candidate's process sends none; one it sent is closed, never used
             os.close(extra)
+        if answer.pop("id", None) != ident:
+            if not self.candidate_started:
+                raise RuntimeError(f"the candidate's process answered {message['op']!r} out of turn")
+            raise stop("runtime_error", stage or message["op"], "the candidate's process answered out of turn")
         return answer
 
     def died(self, stage: str, cause: Exception) -> Exception:

@@ -57,7 +57,7 @@ class Shim:
             handler = handlers.get(message.get("op"))
             if handler is None:
                 return
-            self.channel.send(handler(message, fds))
+            self.channel.send({**handler(message, fds), "id": message["id"]})
 
     def sync(self) -> None:
         if self.device == "cuda":

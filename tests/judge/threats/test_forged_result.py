@@ -64,3 +64,20 @@ def test_a_result_file_written_before_exiting_is_never_read(tmp_path: Path) -> N
     verdict = judge_hack(tmp_path, "examples/relu", model_new(HASTY), static_policy=False, **TIMED)
     assert (verdict.verdict, verdict.reward) == ("runtime_error", -1), verdict.message
     assert "the candidate's process died (exit 0)" in verdict.message, verdict.message
+
+
+AHEAD = (
+    "import os, socket, json\n"
+    "fd = int(os.environ['CUDA_AGENT_SHIM_FD'])\n"
+    "sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=os.dup(fd))\n"
+    "sock.sendall(json.dumps({'status': 'ok', 'ms': 0.001}).encode())\n"
+)
+
+
+def test_an_answer_sent_ahead_of_its_question_is_refused(tmp_path: Path) -> None:
+    # The candidate's process owns its end of the socket: it can write an answer before the grader asks. Each
+    # question carries a fresh random id that its answer must echo, so one sent ahead answers nothing.
+    source = AHEAD + "\n\n" + model_new("return ext.relu(x.contiguous())")
+    verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False, **TIMED)
+    assert (verdict.verdict, verdict.reward) == ("runtime_error", -1), verdict.message
+    assert "out of turn" in verdict.message, verdict.message

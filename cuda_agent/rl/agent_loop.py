@@ -29,11 +29,13 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import (
     AgentLoopBase,
     AgentLoopManager,
     AgentLoopMetrics,
     AgentLoopOutput,
+    DictConfigWrap,
     _agent_loop_registry,
     register,
 )
@@ -66,6 +68,31 @@ class CudaAgentLoop(AgentLoopBase):
         self.settings = CudaAgentLoopConfig(**settings)
         self.prompt_length = int(self.rollout_config.prompt_length)
         self.response_length = int(self.rollout_config.response_length)
+
+    @classmethod
+    def standalone(
+        cls,
+        server: Any,
+        tokenizer: Any,
+        prompt_length: int,
+        response_length: int,
+        hf_model_type: str | None = None,
+        **settings: Any,
+    ) -> CudaAgentLoop:
+        """The agent loop outside verl's trainer: on `server` (anything with verl's `generate`), for scripted
+        episodes (agentic_sft.py) and tests. `hf_model_type` is the model's config.json model_type, which picks
+        verl's token builder as the trainer would; `settings` are `CudaAgentLoopConfig` fields."""
+        rollout = {"prompt_length": prompt_length, "response_length": response_length, "multi_turn": {}}
+        return cls(
+            trainer_config=DictConfigWrap(OmegaConf.create({"actor_rollout_ref": {"rollout": rollout}})),
+            server_manager=server,
+            tokenizer=tokenizer,
+            processor=None,
+            dataset_cls=None,
+            data_config=DictConfigWrap(OmegaConf.create({})),
+            hf_model_type=hf_model_type,
+            **settings,
+        )
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         """Run one episode for the dataset row `kwargs`; the judge's reward lands on the last model token."""

@@ -79,7 +79,12 @@ def run_rollout(
         if config.sandbox_token:
             env[SANDBOX_TOKEN_ENV] = config.sandbox_token
     # The model enforces the response budget itself (ContextLengthError); no reserve is needed here.
-    limits = EpisodeConfig(max_turns=config.max_turns, max_tokens=max_context_tokens, reserve_tokens=0)
+    limits = EpisodeConfig(
+        max_turns=config.max_turns,
+        max_tokens=max_context_tokens,
+        reserve_tokens=0,
+        compact_prompt=config.compact_prompt,
+    )
     with sandbox_judge(config) as judge:
         # With a sandbox service, the agent's commands run there too (isolated, killable), not on the trainer.
         commands = judge if config.sandbox_url else None

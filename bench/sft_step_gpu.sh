@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Where verl's SFT step goes for the tiny curriculum model on one GPU (issue 37: ~7 s a step on an H100 in
+# bench/learning_gpu.sh, MFU 6e-5), and the agentic curriculum's CUDA kernels judged on the same card.
+#
+# Three SFT runs of recipes/curriculum_sft.yaml (tiny 2-layer hidden-128 model, 24 rows a step), one after the other:
+#   A  the code at BASE (default: the checkout above this one, i.e. main when run from .wt-rl), alone;
+#   B  this checkout (RFTDataset keeps rendered rows: sft_dataset.py), alone;
+#   C  this checkout again, while the agentic curriculum's CUDA kernels are judged beside it (nvcc builds on
+#      every core, timing on the same GPU), as bench/learning_gpu.sh judges the curriculum while SFT trains.
+# Per run: ticks.txt (a timestamp and the number of finished steps, every 0.5 s) and steps.txt (seconds per
+# step from the ticks); the judged kernels: judged/<device>_<task>_<kernel>.json.
+#   carry [".wt-rl"] (with .whl from scripts/device_wheels.sh rl --no-data copied into it), timeout 600:
+#   cd .wt-rl && OUT=$OUT bash bench/sft_step_gpu.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD BASE=${BASE:-$(cd .. && pwd)}
+OUT=${OUT:-/tmp/sft_step_out} WORK=${WORK:-/tmp/sft_step} STEPS=${STEPS:-20} TASKS=${TASKS:-"add_relu sigmoid row_sum row_max"}
+rm -rf "$WORK"; mkdir -p "$OUT" "$WORK"
+exec > >(tee -a "$OUT/sft_step.log") 2>&1
+. bench/site_wheels.sh && install_wheels
+export PATH=/tmp/site/bin:$PATH TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+export PYTHONPATH=/tmp/site:$ROOT
+nvidia-smi --query-gpu=name --format=csv,noheader
+python3 bench/tiny_model.py --out "$WORK/tiny" --hidden 128 --layers 2 > /dev/null || exit 1
+python3 -m cuda_agent train curriculum --device cuda --out "$WORK/cur" --copies $(( (STEPS + 1) * 24 / 3 )) > /dev/null || exit 1
+
+sft() {  # name, code root, steps: one SFT run, its finished steps sampled every 0.5 s
+  local name=$1 code=$2 steps=$3 run=$OUT/$1 pid start
+  mkdir -p "$run"
+  start=$(date +%s.%N)
+  (cd "$code" && PYTHONPATH=/tmp/site:$code exec python3 -m cuda_agent train rft --config "$ROOT/recipes/curriculum_sft.yaml" \
+    --out "$run" --set model.path="$WORK/tiny/actor" --set data.train_files="$WORK/cur/sft.parquet" \
+    --set trainer.total_training_steps="$steps" --set trainer.default_local_dir="$WORK/ckpt_$name" \
+    --set trainer.save_freq="$steps" --set +model.override_config.attn_implementation=sdpa \
+    --set model.use_remove_padding=false --set data.train_batch_size=24 --set data.micro_batch_size_per_gpu=8) \
+    > "$run/train.log" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    echo "$(date +%s.%N) $(cat "$run"/metrics.*.jsonl 2>/dev/null | grep -c '"step"')" >> "$run/ticks.txt"
+    sleep 0.5
+  done
+  wait "$pid"; echo "== $name exit $? after $(python3 -c "import time; print(round(time.time() - $start, 1))") s"
+  python3 - "$run/ticks.txt" > "$run/steps.txt" <<'PY'
+import sys
+ticks = [(float(t), int(n)) for t, n in (line.split() for line in open(sys.argv[1]))]
+first = {}
+for t, n in ticks:
+    first.setdefault(n, t)
+steps = sorted(k for k in first if k > 0)
+gaps = [first[b] - first[a] for a, b in zip(steps, steps[1:])]
+print(f"first step done {first[steps[0]] - ticks[0][0]:.1f} s after launch" if steps else "no step finished")
+if gaps:
+    gaps_sorted = sorted(gaps)
+    print(f"steps {len(steps)}; s per step: median {gaps_sorted[len(gaps) // 2]:.2f}, min {gaps_sorted[0]:.2f}, max {gaps_sorted[-1]:.2f}")
+PY
+  cat "$run/steps.txt"
+}
+
+judge_all() {  # the agentic kernels on CUDA, 4 at a time
+  python3 - "$WORK/cand" $TASKS <<'PY'
+import sys
+from pathlib import Path
+from cuda_agent.rl import agentic_curriculum as ac
+from cuda_agent.rl.single_turn import write_candidate
+out = Path(sys.argv[1])
+for name in sys.argv[2:]:
+    task = ac.task_named(name)
+    (out / name).mkdir(parents=True, exist_ok=True)
+    (out / name / "problem.py").write_text(ac.problem(task, "cuda").code)
+    for kernel in ac.KERNELS:
+        write_candidate({**ac.kernel_files(task, kernel, "cuda"), "model_new.py": ac.model_new(task)}, out / name / kernel)
+PY
+  mkdir -p "$OUT/judged"
+  for task in $TASKS; do for kernel in fast slow broken wrong; do echo "$task $kernel"; done; done |
+    OUT=$OUT xargs -P 4 -L 1 bash -c 'python3 -m cuda_agent judge --device cuda --json "$0/$1/problem.py" "$0/$1/$2" \
+      > "$OUT/judged/cuda_$1_$2.json" 2> "$OUT/judged/cuda_$1_$2.err"' "$WORK/cand"
+  python3 - "$OUT/judged" <<'PY'
+import json, sys
+from pathlib import Path
+for f in sorted(Path(sys.argv[1]).glob("*.json")):
+    try:
+        v = json.loads(f.read_text())
+    except ValueError:
+        print(f.stem, "no verdict:", (f.with_suffix(".err")).read_text()[-300:]); continue
+    t = v["timings_ms"]
+    print(f.stem, v["verdict"], v["reward"], "ms", t["solution"], "eager", t["eager"], "compile", t["compile"])
+PY
+}
+
+sft A "$BASE" "$STEPS"
+sft B "$ROOT" "$STEPS"
+judge_all > "$OUT/judged.txt" 2>&1 &
+JUDGE=$!
+sft C "$ROOT" $(( STEPS * 2 ))
+wait "$JUDGE"; cat "$OUT/judged.txt"
+tar -C "$OUT" -cf "$OUT/sft_step.tar" A B C judged 2>/dev/null

@@ -8,15 +8,18 @@
 #   C  this checkout again, while the agentic curriculum's CUDA kernels are judged beside it (nvcc builds on
 #      every core, timing on the same GPU), as bench/learning_gpu.sh judges the curriculum while SFT trains.
 # Per run: ticks.txt (a timestamp and the number of finished steps, every 0.5 s) and steps.txt (seconds per
-# step from the ticks); the judged kernels: judged/<device>_<task>_<kernel>.json.
+# step from the ticks); the judged kernels: judged/<device>_<task>_<kernel>.json; all in $OUT/sft_step.tar.
 #   carry [".wt-rl"] (with .whl from scripts/device_wheels.sh rl --no-data copied into it), timeout 600:
 #   cd .wt-rl && OUT=$OUT bash bench/sft_step_gpu.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD BASE=${BASE:-$(cd .. && pwd)}
 OUT=${OUT:-/tmp/sft_step_out} WORK=${WORK:-/tmp/sft_step} STEPS=${STEPS:-20} TASKS=${TASKS:-"add_relu sigmoid row_sum row_max"}
-rm -rf "$WORK"; mkdir -p "$OUT" "$WORK"
-exec > >(tee -a "$OUT/sft_step.log") 2>&1
+RES=$WORK/results  # packed into $OUT/sft_step.tar on exit (a call returns few files)
+rm -rf "$WORK"; mkdir -p "$OUT" "$RES"
+exec > >(tee -a "$RES/sft_step.log") 2>&1
+trap 'tar -C "$RES" -cf "$OUT/sft_step.tar" . 2>/dev/null' EXIT
+trap 'exit 143' TERM INT
 . bench/site_wheels.sh && install_wheels
 export PATH=/tmp/site/bin:$PATH TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 export PYTHONPATH=/tmp/site:$ROOT
@@ -25,7 +28,7 @@ python3 bench/tiny_model.py --out "$WORK/tiny" --hidden 128 --layers 2 > /dev/nu
 python3 -m cuda_agent train curriculum --device cuda --out "$WORK/cur" --copies $(( (STEPS + 1) * 24 / 3 )) > /dev/null || exit 1
 
 sft() {  # name, code root, steps: one SFT run, its finished steps sampled every 0.5 s
-  local name=$1 code=$2 steps=$3 run=$OUT/$1 pid start
+  local name=$1 code=$2 steps=$3 run=$RES/$1 pid start
   mkdir -p "$run"
   start=$(date +%s.%N)
   (cd "$code" && PYTHONPATH=/tmp/site:$code exec python3 -m cuda_agent train rft --config "$ROOT/recipes/curriculum_sft.yaml" \
@@ -70,11 +73,11 @@ for name in sys.argv[2:]:
     for kernel in ac.KERNELS:
         write_candidate({**ac.kernel_files(task, kernel, "cuda"), "model_new.py": ac.model_new(task)}, out / name / kernel)
 PY
-  mkdir -p "$OUT/judged"
+  mkdir -p "$RES/judged"
   for task in $TASKS; do for kernel in fast slow broken wrong; do echo "$task $kernel"; done; done |
-    OUT=$OUT xargs -P 4 -L 1 bash -c 'python3 -m cuda_agent judge --device cuda --json "$0/$1/problem.py" "$0/$1/$2" \
-      > "$OUT/judged/cuda_$1_$2.json" 2> "$OUT/judged/cuda_$1_$2.err"' "$WORK/cand"
-  python3 - "$OUT/judged" <<'PY'
+    RES=$RES xargs -P 4 -L 1 bash -c 'python3 -m cuda_agent judge --device cuda --json "$0/$1/problem.py" "$0/$1/$2" \
+      > "$RES/judged/cuda_$1_$2.json" 2> "$RES/judged/cuda_$1_$2.err"' "$WORK/cand"
+  python3 - "$RES/judged" <<'PY'
 import json, sys
 from pathlib import Path
 for f in sorted(Path(sys.argv[1]).glob("*.json")):
@@ -89,8 +92,7 @@ PY
 
 sft A "$BASE" "$STEPS"
 sft B "$ROOT" "$STEPS"
-judge_all > "$OUT/judged.txt" 2>&1 &
+judge_all > "$RES/judged.txt" 2>&1 &
 JUDGE=$!
 sft C "$ROOT" $(( STEPS * 2 ))
-wait "$JUDGE"; cat "$OUT/judged.txt"
-tar -C "$OUT" -cf "$OUT/sft_step.tar" A B C judged 2>/dev/null
+wait "$JUDGE"; cat "$RES/judged.txt"

@@ -6,7 +6,8 @@
 #   A  the code at BASE (default: the checkout above this one, i.e. main when run from .wt-rl), alone;
 #   B  this checkout (RFTDataset keeps rendered rows: sft_dataset.py), alone;
 #   C  this checkout again, while the agentic curriculum's CUDA kernels are judged beside it (nvcc builds on
-#      every core, timing on the same GPU), as bench/learning_gpu.sh judges the curriculum while SFT trains.
+#      every core, timing on the same GPU), as bench/learning_gpu.sh judges the curriculum while SFT trains;
+#      with TOKENIZER=DIR (SmolLM2's tokenizer and config.json) six scripted agentic episodes on CUDA run too.
 # Per run: ticks.txt (a timestamp and the number of finished steps, every 0.5 s) and steps.txt (seconds per
 # step from the ticks); the judged kernels: judged/<device>_<task>_<kernel>.json; all in $OUT/sft_step.tar.
 #   carry [".wt-rl"] (with .whl from scripts/device_wheels.sh rl --no-data copied into it), timeout 600:
@@ -14,7 +15,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD BASE=${BASE:-$(cd .. && pwd)}
-OUT=${OUT:-/tmp/sft_step_out} WORK=${WORK:-/tmp/sft_step} STEPS=${STEPS:-20} TASKS=${TASKS:-"add_relu sigmoid row_sum row_max"}
+OUT=${OUT:-/tmp/sft_step_out} WORK=${WORK:-/tmp/sft_step} STEPS=${STEPS:-12} TASKS=${TASKS:-"add_relu sigmoid row_max"}
 RES=$WORK/results  # packed into $OUT/sft_step.tar on exit (a call returns few files)
 rm -rf "$WORK"; mkdir -p "$OUT" "$RES"
 exec > >(tee -a "$RES/sft_step.log") 2>&1
@@ -90,9 +91,38 @@ for f in sorted(Path(sys.argv[1]).glob("*.json")):
 PY
 }
 
+agentic() {  # scripted multi-turn episodes of the agentic curriculum on CUDA, SmolLM2's tokenizer (TOKENIZER=folder)
+  [ -n "${TOKENIZER:-}" ] || return 0
+  python3 - "$TOKENIZER" "$WORK/agentic" "$RES/agentic.json" <<'PY'
+import json, sys, time
+from pathlib import Path
+import transformers
+from cuda_agent.agent.models.gguf import chat_template_for_tools
+from cuda_agent.rl import agentic_curriculum as ac
+from cuda_agent.rl.agentic_sft import check_prompt_budget, play_scripts
+tok = transformers.AutoTokenizer.from_pretrained(sys.argv[1])
+chat_template_for_tools(tok)
+print("first prompt", check_prompt_budget(tok, 2048, "cuda", True), "tokens (compact)")
+pairs = [("add_relu", "fix_compile"), ("row_sum", "fix_wrong"), ("sigmoid", "unverified"), ("mul_add", "fast"),
+         ("square", "slow"), ("relu", "give_up")]
+start = time.time()
+rows = play_scripts(tok, [(ac.task_named(t), s) for t, s in pairs], "cuda", Path(sys.argv[2]), parallel=6,
+                    hf_model_type="llama")
+out = [{k: r[k] for k in ("task", "script", "verdict", "reward", "turns")} | {"tokens": len(r["input_ids"]),
+       "model_tokens": sum(r["loss_mask"])} for r in rows]
+for row in out:
+    print(row)
+print(f"{len(rows)} episodes in {time.time() - start:.0f} s")
+json.dump(out, open(sys.argv[3], "w"), indent=1)
+PY
+}
+
 sft A "$BASE" "$STEPS"
 sft B "$ROOT" "$STEPS"
 judge_all > "$RES/judged.txt" 2>&1 &
 JUDGE=$!
+agentic > "$RES/agentic.txt" 2>&1 &
+AGENTIC=$!
 sft C "$ROOT" $(( STEPS * 2 ))
 wait "$JUDGE"; cat "$RES/judged.txt"
+wait "$AGENTIC"; cat "$RES/agentic.txt"

@@ -162,6 +162,7 @@ def scripted_row(output: Any, script: str) -> dict[str, Any]:
     )
     row = sft_row(read_trajectory(fields["trajectory"]), tokens)
     row.update(script=script, verdict=fields["verdict"], turns=fields["turns"], clipped=bool(fields["clipped"]))
+    row.update(verified=fields["verified"], valid_tool_calls=fields["valid_tool_calls"])
     return row
 
 
@@ -325,7 +326,7 @@ def write_agentic_data(
     write_rl_parquet(train, out / "rl.parquet")
     held = _agent_rows(split(held_out=True), device)
     write_rl_parquet(held, out / "heldout.parquet")
-    keys = ("task", "script", "verdict", "reward", "turns")
+    keys = ("task", "script", "verdict", "reward", "turns", "verified", "valid_tool_calls")
     manifest = {
         "device": device,
         "episodes": [{**{k: r[k] for k in keys}, "tokens": len(r["input_ids"])} for r in rows],

@@ -7,7 +7,7 @@
 #   B  this checkout (RFTDataset keeps rendered rows: sft_dataset.py), alone;
 #   C  this checkout again, while the agentic curriculum's CUDA kernels are judged beside it (nvcc builds on
 #      every core, timing on the same GPU), as bench/learning_gpu.sh judges the curriculum while SFT trains;
-#      with TOKENIZER=DIR (SmolLM2's tokenizer and config.json) six scripted agentic episodes on CUDA run too.
+#      with TOKENIZER=DIR (SmolLM2's tokenizer and config.json) scripted agentic episodes (PAIRS, task:script) run too.
 # Per run: ticks.txt (a timestamp and the number of finished steps, every 0.5 s) and steps.txt (seconds per
 # step from the ticks); the judged kernels: judged/<device>_<task>_<kernel>.json; all in $OUT/sft_step.tar.
 #   carry [".wt-rl"] (with .whl from scripts/device_wheels.sh rl --no-data copied into it), timeout 600:
@@ -16,6 +16,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD BASE=${BASE:-$(cd .. && pwd)}
 OUT=${OUT:-/tmp/sft_step_out} WORK=${WORK:-/tmp/sft_step} STEPS=${STEPS:-12} TASKS=${TASKS:-"add_relu sigmoid row_max"}
+PAIRS=${PAIRS:-"add_relu:fix_compile row_sum:fix_wrong sigmoid:unverified mul_add:fast"}
 RES=$WORK/results  # packed into $OUT/sft_step.tar on exit (a call returns few files)
 rm -rf "$WORK"; mkdir -p "$OUT" "$RES"
 exec > >(tee -a "$RES/sft_step.log") 2>&1
@@ -93,7 +94,7 @@ PY
 
 agentic() {  # scripted multi-turn episodes of the agentic curriculum on CUDA, SmolLM2's tokenizer (TOKENIZER=folder)
   [ -n "${TOKENIZER:-}" ] || return 0
-  python3 - "$TOKENIZER" "$WORK/agentic" "$RES/agentic.json" <<'PY'
+  python3 - "$TOKENIZER" "$WORK/agentic" "$RES/agentic.json" "$PAIRS" <<'PY'
 import json, sys, time
 from pathlib import Path
 import transformers
@@ -103,10 +104,9 @@ from cuda_agent.rl.agentic_sft import check_prompt_budget, play_scripts
 tok = transformers.AutoTokenizer.from_pretrained(sys.argv[1])
 chat_template_for_tools(tok)
 print("first prompt", check_prompt_budget(tok, 2048, "cuda", True), "tokens (compact)")
-pairs = [("add_relu", "fix_compile"), ("row_sum", "fix_wrong"), ("sigmoid", "unverified"), ("mul_add", "fast"),
-         ("square", "slow"), ("relu", "give_up")]
+pairs = [pair.split(":") for pair in sys.argv[4].split()]
 start = time.time()
-rows = play_scripts(tok, [(ac.task_named(t), s) for t, s in pairs], "cuda", Path(sys.argv[2]), parallel=6,
+rows = play_scripts(tok, [(ac.task_named(t), s) for t, s in pairs], "cuda", Path(sys.argv[2]), parallel=len(pairs),
                     hf_model_type="llama")
 out = [{k: r[k] for k in ("task", "script", "verdict", "reward", "turns")} | {"tokens": len(r["input_ids"]),
        "model_tokens": sum(r["loss_mask"])} for r in rows]

@@ -4,7 +4,7 @@
 #
 # Three SFT runs of recipes/curriculum_sft.yaml (tiny 2-layer hidden-128 model, 24 rows a step), one after the other:
 #   A  the code at BASE (default: the checkout above this one, i.e. main when run from .wt-rl), alone;
-#   B  this checkout (RFTDataset keeps rendered rows: sft_dataset.py), alone;
+#   B  this checkout (log-probs in blocks through model.external_lib: recipes.py; RFTDataset keeps rendered rows), alone;
 #   C  this checkout again, while the agentic curriculum's CUDA kernels are judged beside it (nvcc builds on
 #      every core, timing on the same GPU), as bench/learning_gpu.sh judges the curriculum while SFT trains;
 #      with TOKENIZER=DIR (SmolLM2's tokenizer and config.json) scripted agentic episodes (PAIRS, task:script) run too.

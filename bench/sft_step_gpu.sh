@@ -9,7 +9,7 @@
 #      every core, timing on the same GPU), as bench/learning_gpu.sh judges the curriculum while SFT trains;
 #      with TOKENIZER=DIR (SmolLM2's tokenizer and config.json) scripted agentic episodes (PAIRS, task:script) run too.
 # Per run: ticks.txt (a timestamp and the number of finished steps, every 0.5 s) and steps.txt (seconds per
-# step from the ticks); the judged kernels: judged/<device>_<task>_<kernel>.json; all in $OUT/sft_step.tar.
+# step from the ticks). C=0 skips run C (the kernels are then judged after B, alone); the judged kernels: judged/<device>_<task>_<kernel>.json; all in $OUT/sft_step.tar.
 #   carry [".wt-rl"] (with .whl from scripts/device_wheels.sh rl --no-data copied into it), timeout 600:
 #   cd .wt-rl && OUT=$OUT bash bench/sft_step_gpu.sh
 set -uo pipefail
@@ -119,6 +119,7 @@ PY
 
 sft A "$BASE" "$STEPS"
 sft B "$ROOT" "$STEPS"
+if [ "${C:-1}" = 0 ]; then judge_all; exit 0; fi  # C=0: the kernels judged alone after A and B, no run C
 judge_all > "$RES/judged.txt" 2>&1 &
 JUDGE=$!
 agentic > "$RES/agentic.txt" 2>&1 &

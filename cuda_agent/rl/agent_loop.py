@@ -46,6 +46,10 @@ from cuda_agent.rl.metrics import drop_our_failures, dropped_fields, episode_met
 from cuda_agent.rl.rft import TokenRecord
 from cuda_agent.rl.rollout import episode_fields, reward_extra_info, run_rollout, task_from_row, token_record
 from cuda_agent.rl.verl_model import VerlTokenModel
+from cuda_agent.types import EpisodeEnd
+
+OUT_OF_ROOM = (EpisodeEnd.CONTEXT_LENGTH, EpisodeEnd.TOKEN_BUDGET)
+"""Episode ends that mean the episode was cut by its length (counted as clipped)."""
 
 
 class CudaAgentLoop(AgentLoopBase):
@@ -130,7 +134,8 @@ class CudaAgentLoop(AgentLoopBase):
                 f"{task.ref}: the episode's first prompt does not fit in rollout prompt_length + response_length "
                 f"({self.prompt_length} + {self.response_length}) and the model never ran; raise data.max_prompt_length"
             )
-        capped = len(model.response_ids) > self.response_length
+        # Clipped: cut at the budget, or ended because the next turn had no room left (verl's over-long episodes).
+        capped = len(model.response_ids) > self.response_length or result.exit_status in OUT_OF_ROOM
         response_ids, response_mask, logprobs = token_record(
             model.response_ids, model.response_mask, model.response_logprobs, self.response_length
         )

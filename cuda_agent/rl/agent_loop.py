@@ -134,8 +134,9 @@ class CudaAgentLoop(AgentLoopBase):
                 f"{task.ref}: the episode's first prompt does not fit in rollout prompt_length + response_length "
                 f"({self.prompt_length} + {self.response_length}) and the model never ran; raise data.max_prompt_length"
             )
-        # Clipped: cut at the budget, or ended because the next turn had no room left (verl's over-long episodes).
-        capped = len(model.response_ids) > self.response_length or result.exit_status in OUT_OF_ROOM
+        # Clipped: the response filled its budget (a last reply cut at max_tokens reads as a finish), or the next turn
+        # had no room left: verl's over-long episodes.
+        capped = len(model.response_ids) >= self.response_length or result.exit_status in OUT_OF_ROOM
         response_ids, response_mask, logprobs = token_record(
             model.response_ids, model.response_mask, model.response_logprobs, self.response_length
         )

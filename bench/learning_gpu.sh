@@ -67,6 +67,8 @@
 #        python -m cuda_agent.rl.report --learning CALL2/ppo_seed0/steps.jsonl CALL3/ppo_seed1/steps.jsonl
 # Read call 1's probe line before calls 2-3: PPO learns only if most samples are exact copies (near-copies are
 # built by nvcc, about a minute each, and mostly fail).
+# A fresh H100 (2026-12-06, issue 37): verl's SFT step took ~7 s (16 of 200 steps in SFT_BUDGET_S=150): its
+# per-token log-prob loop, since loaded in blocks into the SFT trainer too (recipes.py, _sft_logprobs_in_blocks).
 # One call for everything (SFT, then PPO for what is left): bash bench/learning_gpu.sh
 # CURRICULUM=cuda on DEVICE=cpu (with STEPS=0) trains the CUDA curriculum's SFT on the CPU instead of call 1, unjudged,
 # and leaves the probe and learning_models.tar for FROM= on the H200 (2026-12-05: 712 s, 32 of 32 probe samples exact

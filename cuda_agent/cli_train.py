@@ -4,6 +4,7 @@
     cuda-agent train rft-data [--rollouts DIR] [--out FILE]
     cuda-agent train critic-data [--rollouts DIR] [--out FILE]
     cuda-agent train curriculum [--device cuda|cpu] [--out DIR]
+    cuda-agent train agentic --model DIR [--device cuda|cpu] [--out DIR] [--scripts a,b] [--copies N]
     cuda-agent train report RUN_DIR
     cuda-agent train all --config PIPELINE [--dry-run]
     cuda-agent train STAGE [--config FILE] [--out DIR] [--set KEY=VALUE ...] [--dry-run] [--resume]
@@ -60,6 +61,38 @@ def cmd_train_curriculum(args: argparse.Namespace) -> int:
     for name, answer in manifest["answers"].items():
         rewards = " or ".join(map(str, answer["rewards"]))
         print(f"  {name}: designed reward {rewards}; cuda-agent judge {answer['task']} {answer['folder']}")
+    return 0
+
+
+def cmd_train_agentic(args: argparse.Namespace) -> int:
+    import json
+
+    import transformers
+
+    from cuda_agent.agent.models.gguf import chat_template_for_tools
+    from cuda_agent.rl.agentic_sft import SCRIPTS, write_agentic_data
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(args.model)
+    chat_template_for_tools(tokenizer)
+    config = json.loads((Path(args.model) / "config.json").read_text())
+    scripts = tuple(args.scripts.split(",")) if args.scripts else tuple(SCRIPTS)
+    manifest = write_agentic_data(
+        Path(args.out),
+        tokenizer,
+        args.device,
+        scripts=scripts,
+        copies=args.copies,
+        context_tokens=args.context,
+        parallel=args.parallel,
+        hf_model_type=config.get("model_type"),
+        sandbox_url=args.sandbox,
+    )
+    for episode in manifest["episodes"]:
+        print(
+            f"  {episode['task']} {episode['script']}: {episode['verdict']} (reward {episode['reward']}), "
+            f"{episode['turns']} turns, {episode['tokens']} tokens"
+        )
+    print(f"wrote {args.out}/sft.parquet, rl.parquet (training tasks) and heldout.parquet")
     return 0
 
 
@@ -143,6 +176,21 @@ def _add_curriculum_command(sub: argparse._SubParsersAction) -> None:
     cur.set_defaults(func=cmd_train_curriculum)
 
 
+def _add_agentic_command(sub: argparse._SubParsersAction) -> None:
+    agentic = sub.add_parser(
+        "agentic", help="the agentic curriculum's data: scripted multi-turn SFT episodes, PPO and held-out rows"
+    )
+    agentic.add_argument("--model", required=True, help="the policy's folder (its tokenizer and chat template)")
+    agentic.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="kernel kind and judge device")
+    agentic.add_argument("--out", default="runs/agentic", help="folder for sft.parquet, rl.parquet, heldout.parquet")
+    agentic.add_argument("--scripts", default="", help="comma-separated scripts (default: all of agentic_sft.SCRIPTS)")
+    agentic.add_argument("--copies", type=int, default=1, help="SFT rows per scripted episode")
+    agentic.add_argument("--context", type=int, default=8192, help="the model's context in tokens (SmolLM2: 8192)")
+    agentic.add_argument("--parallel", type=int, default=4, help="episodes played at a time")
+    agentic.add_argument("--sandbox", default=None, help="a `cuda-agent serve` URL that judges (default: here)")
+    agentic.set_defaults(func=cmd_train_agentic)
+
+
 def _add_report_command(sub: argparse._SubParsersAction) -> None:
     report = sub.add_parser(
         "report", help="a run's per-step metrics (steps.jsonl) and report.html with the reward curve"
@@ -172,12 +220,13 @@ def add_train_command(commands: argparse._SubParsersAction) -> None:
     sub = train.add_subparsers(
         dest="stage",
         required=True,
-        metavar="{data,rft-data,critic-data,curriculum,report,all," + ",".join(STAGES) + "}",
+        metavar="{data,rft-data,critic-data,curriculum,agentic,report,all," + ",".join(STAGES) + "}",
     )
     _add_data_command(sub)
     _add_rft_data_command(sub)
     _add_critic_data_command(sub)
     _add_curriculum_command(sub)
+    _add_agentic_command(sub)
     _add_report_command(sub)
     _add_all_command(sub)
     for stage in STAGES:

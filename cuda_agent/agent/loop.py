@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.agent.context import ContextBudget
 from cuda_agent.agent.models.base import Model
-from cuda_agent.agent.prompt import system_prompt, task_prompt
+from cuda_agent.agent.prompt import opening_messages
 from cuda_agent.agent.tools import ToolsConfig, ToolSet
 from cuda_agent.agent.trajectory import TrajectoryWriter
 from cuda_agent.errors import ContextLengthError, InfraError
@@ -44,6 +44,7 @@ class EpisodeConfig(BaseModel):
     max_tokens: int = Field(default=131_072, ge=1024, description="Context budget in tokens.")
     reserve_tokens: int = Field(default=4096, ge=0, description="Tokens kept free for the model's next reply.")
     tools: ToolsConfig = Field(default_factory=ToolsConfig, description="Tool time limit and output caps.")
+    compact_prompt: bool = Field(default=False, description="The short prompt for small contexts (prompt.py).")
 
 
 class EpisodeResult(BaseModel):
@@ -116,11 +117,7 @@ def run_episode(
     config = config or EpisodeConfig()
     out_dir.mkdir(parents=True, exist_ok=True)
     schemas = tools.schemas()
-    names = [s["function"]["name"] for s in schemas]
-    prompt = [
-        {"role": "system", "content": system_prompt(root, names)},
-        {"role": "user", "content": task_prompt(task_ref)},
-    ]
+    prompt = opening_messages(root, [s["function"]["name"] for s in schemas], task_ref, config.compact_prompt)
     reader = CheckReader(checks) if checks is not None else None
     best: tuple[int, Path, str] | None = None  # (score, snapshot folder, content digest)
     exit_status, turns = EpisodeEnd.TURN_LIMIT, 0

@@ -18,11 +18,23 @@ def _render(name: str, **values: object) -> str:
     return template.render(**values).strip()
 
 
-def system_prompt(root: Path, tools: list[str]) -> str:
-    """SKILL.md of the workspace, introduced as the agent's instructions (prompts/system.md.jinja)."""
+def system_prompt(root: Path, tools: list[str], compact: bool = False) -> str:
+    """SKILL.md of the workspace, introduced as the agent's instructions (prompts/system.md.jinja); or, with
+    `compact`, the few rules a small-context model needs instead (prompts/system_compact.md.jinja, ~200 tokens
+    against SKILL.md's ~2,700: SmolLM2's 8k context holds a whole episode then)."""
+    if compact:
+        return _render("system_compact.md.jinja", tools=", ".join(tools))
     return _render("system.md.jinja", tools=", ".join(tools), skill=(root / "SKILL.md").read_text())
 
 
 def task_prompt(task_ref: str) -> str:
     """The user's message that names the task (prompts/task.md.jinja)."""
     return _render("task.md.jinja", ref=task_ref)
+
+
+def opening_messages(root: Path, tools: list[str], task_ref: str, compact: bool = False) -> list[dict[str, str]]:
+    """The episode's first two messages: the system prompt (`system_prompt`) and the task."""
+    return [
+        {"role": "system", "content": system_prompt(root, tools, compact)},
+        {"role": "user", "content": task_prompt(task_ref)},
+    ]

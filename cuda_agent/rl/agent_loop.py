@@ -29,11 +29,13 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import (
     AgentLoopBase,
     AgentLoopManager,
     AgentLoopMetrics,
     AgentLoopOutput,
+    DictConfigWrap,
     _agent_loop_registry,
     register,
 )
@@ -44,6 +46,10 @@ from cuda_agent.rl.metrics import drop_our_failures, dropped_fields, episode_met
 from cuda_agent.rl.rft import TokenRecord
 from cuda_agent.rl.rollout import episode_fields, reward_extra_info, run_rollout, task_from_row, token_record
 from cuda_agent.rl.verl_model import VerlTokenModel
+from cuda_agent.types import EpisodeEnd
+
+OUT_OF_ROOM = (EpisodeEnd.CONTEXT_LENGTH, EpisodeEnd.TOKEN_BUDGET)
+"""Episode ends that mean the episode was cut by its length (counted as clipped)."""
 
 
 class CudaAgentLoop(AgentLoopBase):
@@ -66,6 +72,31 @@ class CudaAgentLoop(AgentLoopBase):
         self.settings = CudaAgentLoopConfig(**settings)
         self.prompt_length = int(self.rollout_config.prompt_length)
         self.response_length = int(self.rollout_config.response_length)
+
+    @classmethod
+    def standalone(
+        cls,
+        server: Any,
+        tokenizer: Any,
+        prompt_length: int,
+        response_length: int,
+        hf_model_type: str | None = None,
+        **settings: Any,
+    ) -> CudaAgentLoop:
+        """The agent loop outside verl's trainer: on `server` (anything with verl's `generate`), for scripted
+        episodes (agentic_sft.py) and tests. `hf_model_type` is the model's config.json model_type, which picks
+        verl's token builder as the trainer would; `settings` are `CudaAgentLoopConfig` fields."""
+        rollout = {"prompt_length": prompt_length, "response_length": response_length, "multi_turn": {}}
+        return cls(
+            trainer_config=DictConfigWrap(OmegaConf.create({"actor_rollout_ref": {"rollout": rollout}})),
+            server_manager=server,
+            tokenizer=tokenizer,
+            processor=None,
+            dataset_cls=None,
+            data_config=DictConfigWrap(OmegaConf.create({})),
+            hf_model_type=hf_model_type,
+            **settings,
+        )
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         """Run one episode for the dataset row `kwargs`; the judge's reward lands on the last model token."""
@@ -103,7 +134,9 @@ class CudaAgentLoop(AgentLoopBase):
                 f"{task.ref}: the episode's first prompt does not fit in rollout prompt_length + response_length "
                 f"({self.prompt_length} + {self.response_length}) and the model never ran; raise data.max_prompt_length"
             )
-        capped = len(model.response_ids) > self.response_length
+        # Clipped: the response filled its budget (a last reply cut at max_tokens reads as a finish), or the next turn
+        # had no room left: verl's over-long episodes.
+        capped = len(model.response_ids) >= self.response_length or result.exit_status in OUT_OF_ROOM
         response_ids, response_mask, logprobs = token_record(
             model.response_ids, model.response_mask, model.response_logprobs, self.response_length
         )

@@ -29,6 +29,9 @@ class CudaAgentLoopConfig(JudgeSettings):
     """Settings of the `cuda_agent` agent loop (the keys beside `_target_` in verl's agent-loop YAML)."""
 
     max_turns: int = Field(default=150, ge=1, description="Model turns per episode (the paper: 150 in training).")
+    compact_prompt: bool = Field(
+        default=False, description="The short system prompt for small contexts (SmolLM2's 8k) instead of SKILL.md."
+    )
     save_tokens: bool = Field(
         default=False, description="Write tokens.json beside each trajectory (collect: RFT and the critic read it)."
     )

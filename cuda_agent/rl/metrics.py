@@ -135,7 +135,8 @@ def episode_metrics(columns: Mapping[str, Iterable[Any]], prefix: str = PREFIX) 
     Returns:
         our_failures (count), reward/{mean,min,max}, reward/share_{-1,1,2,3} (the histogram, as shares of the batch),
         pass_rate, faster_than_eager_rate, faster_than_compile_rate, verdict/<name> shares,
-        speedup_vs_compile/geomean (over passed samples), turns/{mean,min,max}, clipped_ratio and
+        speedup_vs_compile/geomean (over passed samples), turns/{mean,min,max}, response_tokens/{mean,min,max},
+        clipped_ratio, verdict_cached_rate, verified_before_finish_rate, valid_tool_call_rate and
         judge_s/{mean,max}; {} for a batch without `score`.
 
     Example:
@@ -162,6 +163,8 @@ def episode_metrics(columns: Mapping[str, Iterable[Any]], prefix: str = PREFIX) 
         ("faster_than_compile", "faster_than_compile_rate"),
         ("clipped", "clipped_ratio"),
         ("cached", "verdict_cached_rate"),
+        ("verified", "verified_before_finish_rate"),
+        ("valid_tool_calls", "valid_tool_call_rate"),
     ):
         flags = _numbers(columns.get(field))
         if flags:
@@ -172,6 +175,7 @@ def episode_metrics(columns: Mapping[str, Iterable[Any]], prefix: str = PREFIX) 
     if speedups:
         metrics["speedup_vs_compile/geomean"] = math.exp(sum(math.log(s) for s in speedups) / len(speedups))
     metrics.update(_spread("turns", _numbers(columns.get("turns"))))
+    metrics.update(_spread("response_tokens", _numbers(columns.get("response_tokens"))))
     judge_s = _numbers(columns.get("judge_s"))
     if judge_s:
         metrics.update({"judge_s/mean": sum(judge_s) / len(judge_s), "judge_s/max": max(judge_s)})

@@ -135,6 +135,8 @@ def plan_training(recipe: Recipe, out_dir: Path, user_overrides: list[str] = ())
         overrides += _reward_function_overrides(recipe.reward_function)
     overrides += list(user_overrides)
     config = _compose(recipe.verl_config, overrides)
+    if recipe.verl_config == "sft_trainer_engine":
+        overrides += _sft_logprobs_in_blocks(config)
     overrides += _absolute_model_paths(config)
     if writes_loops:
         _write_agent_loops(recipe, config, loop_file)
@@ -146,6 +148,26 @@ def plan_training(recipe: Recipe, out_dir: Path, user_overrides: list[str] = ())
             module = "cuda_agent.rl.sft_cpu"  # verl's SFT trainer with a gloo process group (see that module)
         command = ["torchrun", "--standalone", f"--nproc_per_node={gpus}", "-m", module, *overrides]
     return TrainingPlan(recipe=recipe, overrides=overrides, config=config, command=command, out_dir=out_dir)
+
+
+def _sft_logprobs_in_blocks(config: Any) -> list[str]:
+    """verl's SFT trainer takes each token's log-probability in a Python loop of one kernel a token where
+    flash-attn is missing (`cuda_agent.rl.verl_logprobs`, which PPO's workers load the same way): ~6 s a step
+    for the tiny curriculum model's 24 rows of ~2,000 tokens on an H100 (MFU 6e-5, issue 37). The model
+    config's external-library hook loads the blocked version in the trainer's process; the override goes
+    into the launch command and the composed config alike."""
+    from omegaconf import OmegaConf, open_dict
+
+    from cuda_agent.rl.launch import LOGPROBS_MODULE
+
+    libs = OmegaConf.select(config, "model.external_lib")
+    libs = [] if libs is None else list(libs) if OmegaConf.is_list(libs) else [libs]
+    if LOGPROBS_MODULE in libs:
+        return []
+    libs.append(LOGPROBS_MODULE)
+    with open_dict(config):
+        config.model.external_lib = libs
+    return [f"model.external_lib={hydra_value(libs)}"]
 
 
 MODEL_PATH_KEYS = tuple(

@@ -28,7 +28,10 @@ from cuda_agent.rl.config import CudaAgentLoopConfig, JudgeSettings
 from cuda_agent.rl.metrics import judged_fields
 from cuda_agent.sandbox.workspace_commands import SANDBOX_TOKEN_ENV, SANDBOX_URL_ENV
 from cuda_agent.tasks import Catalog
-from cuda_agent.types import Task
+from cuda_agent.types import Task, Turn
+
+EDITS = ("Write", "Edit", "MultiEdit")
+"""The tools that change files: verification counts only after the last of them."""
 
 
 def task_from_row(row: Mapping[str, Any], catalog: Catalog | None = None) -> Task:
@@ -79,7 +82,12 @@ def run_rollout(
         if config.sandbox_token:
             env[SANDBOX_TOKEN_ENV] = config.sandbox_token
     # The model enforces the response budget itself (ContextLengthError); no reserve is needed here.
-    limits = EpisodeConfig(max_turns=config.max_turns, max_tokens=max_context_tokens, reserve_tokens=0)
+    limits = EpisodeConfig(
+        max_turns=config.max_turns,
+        max_tokens=max_context_tokens,
+        reserve_tokens=0,
+        compact_prompt=config.compact_prompt,
+    )
     with sandbox_judge(config) as judge:
         # With a sandbox service, the agent's commands run there too (isolated, killable), not on the trainer.
         commands = judge if config.sandbox_url else None
@@ -105,12 +113,40 @@ def token_record(
     return response_ids[:end], response_mask[:end], logprobs
 
 
+def tool_use_fields(turns: list[Turn]) -> dict[str, float]:
+    """How the episode used its tools, the behaviour the agentic curriculum teaches (agentic_sft.py).
+
+    Returns:
+        verified: 1.0 when `python -m utils.verification` ran after the last edit of the kernels or
+            model_new.py through a file tool (so the final code was checked before finishing; an edit made
+            through Bash, such as `sed -i`, is not seen), else 0.0;
+        valid_tool_calls: the share of tool calls that parsed and named a tool with valid arguments
+            (1.0 for an episode without calls).
+    """
+    from cuda_agent.rl.rft import MALFORMED_RESULT
+
+    calls, valid, verified = 0, 0, False
+    for turn in turns:
+        results = {r.tool_call_id: r for r in turn.tool_results}
+        for call in turn.tool_calls:
+            calls += 1
+            result = results.get(call.id)
+            malformed = call.error is not None or (result is not None and MALFORMED_RESULT.match(result.output))
+            valid += not malformed
+            if call.name in EDITS:
+                verified = False
+            elif call.name == "Bash" and not malformed and "utils.verification" in call.arguments:
+                verified = True
+    return {"verified": float(verified), "valid_tool_calls": valid / calls if calls else 1.0}
+
+
 def episode_fields(result: EpisodeResult, response_ids: list[int], capped: bool) -> dict:
     """The extra_fields verl carries per sample into its metrics: flat scalars, plus the verdict as JSON text."""
     verdict = result.verdict
     turns = read_trajectory(result.trajectory).turns
     return {
         "tool_rounds": sum(1 for turn in turns if turn.tool_results),
+        **tool_use_fields(turns),
         "model_s": sum(turn.model_s for turn in turns),
         "tools_s": sum(turn.tools_s for turn in turns),
         "verdict": verdict.verdict,
@@ -135,4 +171,7 @@ def reward_extra_info(result: EpisodeResult, fields: dict) -> dict:
         "turns": fields["turns"],
         "clipped": float(fields["clipped"]),
         "judge_s": fields["judge_s"],
+        "verified": fields["verified"],
+        "valid_tool_calls": fields["valid_tool_calls"],
+        "response_tokens": float(fields["response_tokens"]),
     }

@@ -139,7 +139,7 @@ def test_response_budget_ends_the_episode_and_caps_on_a_model_token(
     code += "def get_inputs():\n    return [torch.randn(8)]\ndef get_init_inputs():\n    return []\n"
     output = asyncio.run(loop.run({}, code=code, task="inline/double"))
     fields = output.extra_fields
-    assert fields["exit_status"] == "context_length" and fields["clipped"] in (True, False)
+    assert fields["exit_status"] == "context_length" and fields["clipped"] is True  # out of room: an over-long episode
     assert len(output.response_ids) == len(output.response_mask) <= 1200
     assert output.response_mask[-1] == 1 and output.reward_score == -1 == fields["reward"]
     assert fields["verdict"] != "pass"

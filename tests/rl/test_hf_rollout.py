@@ -208,3 +208,19 @@ def test_sampling_restarts_from_the_synced_step_so_a_resumed_run_samples_alike(m
     first, second = (HFRolloutServer(config, OmegaConf.create({"path": str(model_dir)}), "cpu") for _ in range(2))
     assert asyncio.run(sample(first, 7)) == asyncio.run(sample(second, 7))
     assert asyncio.run(sample(first, 7)) != asyncio.run(sample(first, 8))
+
+
+def test_tied_embeddings_take_the_lm_head_the_actor_sends(tiny_model_dir: Path, tmp_path: Path, tiny_tokenizer) -> None:
+    """SmolLM2 ties its LM head to the embeddings: the actor's state dict names both, the rollout model one tensor."""
+    for item in tiny_model_dir.iterdir():
+        (tmp_path / item.name).write_bytes(item.read_bytes())
+    config = transformers.AutoConfig.from_pretrained(tmp_path)
+    config.tie_word_embeddings = True
+    torch.manual_seed(0)
+    transformers.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32).save_pretrained(tmp_path)
+    engine = HFEngine.from_pretrained(tmp_path, device="cpu", dtype="float32", seed=3)
+    actor = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+    sent = dict(actor.state_dict())
+    assert "lm_head.weight" in sent
+    assert engine.load_weights(sent.items()) == len(sent)
+    assert torch.equal(engine.model.get_output_embeddings().weight, actor.get_output_embeddings().weight)

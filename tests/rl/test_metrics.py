@@ -141,3 +141,34 @@ def test_verdicts_from_the_judges_cache_are_counted() -> None:
     assert [info["cached"] for info in infos] == [1.0, 0.0]
     m = episode_metrics({key: [info[key] for info in infos] for key in infos[0]})
     assert m["cuda_agent/verdict_cached_rate"] == 0.5
+
+
+def _turn(index: int, *calls: tuple[str, dict | str, str]):
+    import json as _json
+
+    from cuda_agent.types import ToolCall, ToolResult, Turn
+
+    tool_calls, results = [], []
+    for number, (name, arguments, output) in enumerate(calls):
+        call_id = f"c{index}_{number}"
+        text = arguments if isinstance(arguments, str) else _json.dumps(arguments)
+        tool_calls.append(ToolCall(id=call_id, name=name, arguments=text))
+        results.append(ToolResult(tool_call_id=call_id, name=name, output=output))
+    return Turn(index=index, tool_calls=tool_calls, tool_results=results)
+
+
+def test_tool_use_fields_count_verification_after_the_last_edit_and_malformed_calls() -> None:
+    from cuda_agent.rl.rollout import tool_use_fields
+
+    write = ("Write", {"path": "kernels/k.cpp", "content": "x"}, "Created 'kernels/k.cpp'.")
+    verify = ("Bash", {"command": "python -m utils.verification"}, "verification: PASS")
+    bad = ("Read", "{not json", "Error: the arguments of Read are not valid JSON: ...")
+    checked = [_turn(0, write), _turn(1, verify)]
+    assert tool_use_fields(checked) == {"verified": 1.0, "valid_tool_calls": 1.0}
+    edited_after = [*checked, _turn(2, write), _turn(3, bad)]
+    assert tool_use_fields(edited_after) == {"verified": 0.0, "valid_tool_calls": 0.75}
+    assert tool_use_fields([]) == {"verified": 0.0, "valid_tool_calls": 1.0}
+    m = episode_metrics({"score": [1, -1], "verified": [1.0, 0.0], "valid_tool_calls": [1.0, 0.5],
+                         "response_tokens": [100, 300]})  # fmt: skip
+    assert (m["cuda_agent/verified_before_finish_rate"], m["cuda_agent/valid_tool_call_rate"]) == (0.5, 0.75)
+    assert m["cuda_agent/response_tokens/mean"] == 200.0

@@ -329,3 +329,42 @@ def test_the_curriculum_sft_recipe_drops_what_costs_a_tiny_model_more_than_its_t
     sft = plan_training(load_recipe(recipes / "curriculum_sft.yaml"), tmp_path / "sft").config
     assert sft.data.num_workers == 0 and sft.engine.use_torch_compile is False
     assert sft.model.enable_gradient_checkpointing is False
+
+
+def test_the_agentic_curriculum_recipes_chain_and_pass_verls_validation(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """SFT on the scripted episodes hands its HF model to agentic PPO through CudaAgentLoop (compact prompt, 8k
+    context), validated on the held-out tasks only."""
+    from verl.trainer.main_ppo import need_critic, need_reference_policy, validate_config
+
+    recipes = Path(__file__).resolve().parents[2] / "recipes"
+    sft = plan_training(load_recipe(recipes / "agentic_curriculum_sft.yaml"), tmp_path / "sft").config
+    recipe = load_recipe(recipes / "agentic_curriculum_ppo.yaml")
+    ppo = plan_training(recipe, tmp_path / "ppo").config
+    last = f"{sft.trainer.default_local_dir}/global_step_{sft.trainer.total_training_steps}/huggingface"
+    assert ppo.actor_rollout_ref.model.path == last and "hf_model" in sft.checkpoint.save_contents
+    assert sft.data.custom_cls.name == "RFTDataset" and sft.data.max_length == 8192
+    assert ppo.data.max_prompt_length + ppo.data.max_response_length == 8192
+    assert recipe.agent_loop.compact_prompt and ppo.actor_rollout_ref.rollout.agent.default_agent_loop == "cuda_agent"
+    assert ppo.data.val_files.endswith("heldout.parquet") and ppo.data.train_files.endswith("/rl.parquet")
+    loops = yaml.safe_load((tmp_path / "ppo" / "agent_loop.yaml").read_text())
+    assert loops[0]["compact_prompt"] is True and loops[0]["max_turns"] == 24
+
+    models = [f"actor_rollout_ref.model.path={tiny_model_dir}", f"critic.model.path={tiny_model_dir}"]
+    config = plan_training(recipe, tmp_path / "ppo_tiny", models).config
+    validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+
+
+@pytest.mark.parametrize("recipe", ["curriculum_sft.yaml", "agentic_curriculum_sft.yaml", "rft.yaml"])
+def test_sft_recipes_take_log_probs_in_blocks_not_a_kernel_a_token(recipe: str, tmp_path: Path) -> None:
+    """verl's SFT trainer without flash-attn took each token's log-prob in a Python loop (~6 s a step for the tiny
+    curriculum model on an H100, MFU 6e-5); the plan loads the blocked version through verl's own model hook."""
+    from verl.utils import torch_functional
+    from verl.utils.import_utils import import_external_libs
+
+    from cuda_agent.rl.verl_logprobs import logprobs_in_blocks
+
+    plan = plan_training(load_recipe(Path(__file__).resolve().parents[2] / "recipes" / recipe), tmp_path)
+    assert "model.external_lib=[cuda_agent.rl.verl_logprobs]" in plan.command
+    assert list(plan.config.model.external_lib) == ["cuda_agent.rl.verl_logprobs"]
+    import_external_libs(list(plan.config.model.external_lib))  # what verl's HFModelConfig does in the trainer
+    assert torch_functional.logprobs_from_logits_v2 is logprobs_in_blocks

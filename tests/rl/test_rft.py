@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from cuda_agent.rl.rft import (
     Collected,
@@ -131,6 +132,26 @@ def test_verl_multiturn_sft_dataset_reads_the_parquet(tiny_tokenizer: Any, tmp_p
     # Loss falls on the assistant turns (their text and tool calls), not on tool output or the prompt.
     assert '<tool_call>\n{"name": "Read", "arguments": {"path": "model.py"}}\n</tool_call>' in text
     assert "step 0" in text and "Done." in text and "skill" not in text and "ok" not in text
+
+
+def test_repeated_rows_are_rendered_once_and_come_back_equal(
+    tiny_tokenizer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[rl]')")
+    from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
+
+    from cuda_agent.rl.sft_dataset import RFTDataset
+
+    path = write_sft([GOOD, GOOD, GOOD], tmp_path / "rft.parquet")
+    dataset = RFTDataset(str(path), tiny_tokenizer, {"max_length": 16384, "truncation": "right"})
+    rendered = []
+    render = MultiTurnSFTDataset.__getitem__
+    monkeypatch.setattr(MultiTurnSFTDataset, "__getitem__", lambda self, i: rendered.append(i) or render(self, i))
+    items = [dataset[i] for i in (0, 1, 2, 0)]
+    assert rendered == [0]  # verl's per-message rendering ran for the first row only
+    assert all(torch.equal(item[k], items[0][k]) for item in items for k in items[0])
+    items[0]["loss_mask"][:] = 7  # a caller's in-place change does not reach the kept row
+    assert not torch.equal(dataset[1]["loss_mask"], items[0]["loss_mask"])
 
 
 def test_rft_data_command_filters_collected_episodes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.agent.models.base import Message, ModelTurn, ToolSchema
+from cuda_agent.agent.models.gguf import chat_template_for_tools
 from cuda_agent.agent.models.tool_text import parse_tool_calls
 from cuda_agent.errors import ModelError
 
@@ -79,6 +80,7 @@ class TransformersModel:
             raise ModelError(f"cannot load a transformers model from {path}: {exc}") from exc
         if not self.tokenizer.chat_template:
             raise ModelError(f"the tokenizer in {path} has no chat_template; add one to tokenizer_config.json")
+        chat_template_for_tools(self.tokenizer)  # SmolLM2's own template drops tools and tool calls (gguf.py)
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.model.to(device).eval()

@@ -146,7 +146,8 @@ class HFEngine:
         Raises:
             KeyError: a name the model does not have (the actor and rollout models differ).
         """
-        params = dict(self.model.named_parameters())
+        # remove_duplicate=False: a model with tied embeddings (SmolLM2) lists its LM head too, which the actor sends.
+        params = dict(self.model.named_parameters(remove_duplicate=False))
         params.update(dict(self.model.named_buffers()))
         loaded = 0
         for name, tensor in named_tensors:

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Agentic PPO through CudaAgentLoop on the CPU, wiring only (issue 37): a tiny random Llama with SmolLM2's
+# tokenizer and chat template (the real model's format, 3.2M parameters), its critic (cuda_agent/rl/critic_model.py),
+# the agentic curriculum's CPU rows (`cuda-agent train agentic`), and recipes/agentic_curriculum_ppo.yaml with the
+# agent loop judging on the CPU; verl's trainer on our CPU platform, the hf rollout, STEPS steps of 2 episodes.
+# A random model writes no tool call: each episode is one turn that fills the response budget and is judged.
+#   TOKENIZER=DIR (a folder with SmolLM2's tokenizer: python -m cuda_agent.agent.models.gguf GGUF DIR) bash bench/agentic_ppo_cpu.sh
+# 2026-12-06 on the 2-core VM: 2 steps, ~30 s each after ~90 s of start-up (bench/results/cpu-2026-12-06-rl/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD WORK=${WORK:-/tmp/agentic_ppo_cpu} STEPS=${STEPS:-2} TOKENIZER=${TOKENIZER:?a folder with the SmolLM2 tokenizer}
+export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
+rm -rf "$WORK"; mkdir -p "$WORK"
+python3 - "$TOKENIZER" "$WORK/actor" <<'PY'
+import sys, torch, transformers
+from cuda_agent.agent.models.gguf import chat_template_for_tools
+tok = transformers.AutoTokenizer.from_pretrained(sys.argv[1])
+chat_template_for_tools(tok)
+config = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                  num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=8192,
+                                  tie_word_embeddings=True, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+torch.manual_seed(0)
+transformers.LlamaForCausalLM(config).save_pretrained(sys.argv[2])
+tok.save_pretrained(sys.argv[2])
+PY
+python3 -m cuda_agent.rl.critic_model "$WORK/actor" "$WORK/critic"
+python3 -m cuda_agent train agentic --model "$WORK/actor" --device cpu --out "$WORK/data" --scripts give_up \
+  --parallel 2 --context 65536
+python3 - "$WORK" <<'PY'
+import sys, yaml
+recipe = yaml.safe_load(open("recipes/agentic_curriculum_ppo.yaml"))
+recipe["agent_loop"].update(device="cpu", work_dir=f"{sys.argv[1]}/rollouts", max_turns=4, share_training_gpus=False)
+yaml.safe_dump(recipe, open(f"{sys.argv[1]}/recipe.yaml", "w"))
+PY
+python3 -m cuda_agent train agentic-ppo --config "$WORK/recipe.yaml" --out "$WORK/run" \
+  --set actor_rollout_ref.model.path="$WORK/actor" --set critic.model.path="$WORK/critic" \
+  --set data.train_files="$WORK/data/rl.parquet" --set data.val_files="$WORK/data/heldout.parquet" \
+  --set trainer.device=cpu --set data.train_batch_size=1 --set actor_rollout_ref.rollout.n=2 \
+  --set data.max_prompt_length=2048 --set data.max_response_length=1024 \
+  --set actor_rollout_ref.rollout.multi_turn.max_assistant_turns=4 --set actor_rollout_ref.actor.ppo_mini_batch_size=1 \
+  --set actor_rollout_ref.model.enable_gradient_checkpointing=false --set critic.model.enable_gradient_checkpointing=false \
+  --set actor_rollout_ref.model.use_remove_padding=false --set critic.model.use_remove_padding=false \
+  --set actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 --set critic.ppo_micro_batch_size_per_gpu=2 \
+  --set actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2 \
+  --set actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2 \
+  --set trainer.total_training_steps="$STEPS" --set trainer.val_before_train=false --set trainer.test_freq=-1 \
+  --set trainer.save_freq="$STEPS" --set trainer.default_local_dir="$WORK/ckpt" \
+  --set actor_rollout_ref.rollout.agent.num_workers=1 --set actor_rollout_ref.actor.strategy=fsdp2 --set critic.strategy=fsdp2 \
+  --set +actor_rollout_ref.model.override_config.attn_implementation=sdpa \
+  --set "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}" \
+  --set actor_rollout_ref.rollout.dtype=float32 --set actor_rollout_ref.actor.fsdp_config.use_torch_compile=false \
+  --set actor_rollout_ref.ref.fsdp_config.use_torch_compile=false --set critic.fsdp.use_torch_compile=false \
+  --set +ray_kwargs.ray_init.include_dashboard=false --set actor_rollout_ref.rollout.temperature=1.0
+python3 -m cuda_agent train report "$WORK/run"

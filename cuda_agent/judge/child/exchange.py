@@ -122,6 +122,10 @@ def dtype_name(dtype: Any) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+class _IpcHandle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
 class _CudaDriver:
     """The few CUDA driver calls the exchange needs (torch exposes no IPC of an allocation of one's own)."""
 
@@ -144,13 +148,13 @@ class _CudaDriver:
         self.call("cuMemFree_v2", ctypes.c_uint64(ptr))
 
     def handle(self, ptr: int) -> bytes:
-        handle = (ctypes.c_char * 64)()
-        self.call("cuIpcGetMemHandle", handle, ctypes.c_uint64(ptr))
-        return bytes(handle)
+        handle = _IpcHandle()
+        self.call("cuIpcGetMemHandle", ctypes.byref(handle), ctypes.c_uint64(ptr))
+        return bytes(handle)  # the raw 64 bytes (the field itself would stop at the first NUL)
 
     def open(self, handle: bytes) -> int:
         ptr = ctypes.c_uint64()
-        raw = (ctypes.c_char * 64).from_buffer_copy(handle)
+        raw = _IpcHandle.from_buffer_copy(handle)  # a struct: passed by value, as the driver takes it
         self.call("cuIpcOpenMemHandle_v2", ctypes.byref(ptr), raw, ctypes.c_uint(1))  # LAZY_ENABLE_PEER_ACCESS
         return ptr.value
 
@@ -206,6 +210,7 @@ def allocate(torch: Any, device: str, nbytes: int) -> tuple[Buffer, dict[str, An
     if device == "cuda":
         driver = _cuda()
         torch.cuda.synchronize()  # the primary context is current on this thread (the driver calls need it)
+        torch.cuda.empty_cache()  # memory torch's allocator keeps cached is not ours to allocate otherwise
         ptr = driver.alloc(size)
         raw = torch.as_tensor(_DevicePointer(ptr, size), device="cuda")
         return Buffer(torch, raw, nbytes, lambda: driver.free(ptr)), {"ipc": driver.handle(ptr).hex()}, None

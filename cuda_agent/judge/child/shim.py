@@ -81,6 +81,8 @@ class Shim:
         from cuda_agent.judge.child.stop import out_of_memory
         from cuda_agent.tasks.problem import call_inputs, load_problem
 
+        self.probe_outputs.clear()  # the calibration's zeros: no use once the candidate answers
+        self.torch.cuda.empty_cache() if self.device == "cuda" else None
         name = message["task_name"]
         problem = load_problem(message["task_code"], f"{name} (init arguments)", module_name="_task", register=False)
         self.torch.manual_seed(0)

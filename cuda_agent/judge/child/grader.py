@@ -269,6 +269,9 @@ class Grader:
 
     def import_candidate(self) -> None:
         start = time.perf_counter()
+        # The build folder's lock first (build.loading_extensions): another judgement's process loading the same
+        # build holds it, and that wait is ours, before the candidate's code runs.
+        self.ask({"op": "lock", "ext_dir": self.req.ext_dir}, stage="import")
         self.candidate_started = True
         mark_candidate()
         req = self.req
@@ -343,7 +346,7 @@ class Grader:
             return stop("rejected", stage, message, [Violation(check="non_tensor_output", message=message)])
         got = [f"{list(r.shape)} {r.dtype}" for r in answer.returned]
         want = [f"{list(shape)} {dtype_name(dtype)}" for shape, dtype in self.output_specs]
-        message = f"forward returned {got}, the reference returns {want}"
+        message = f"forward returned {len(got)} outputs {got}, the reference returns {len(want)} {want}"
         trial = {"label": stage, "ok": False, "reason": message}
         self.trials.append(trial)
         return stop("incorrect", stage, message)

@@ -14,6 +14,7 @@ answer. Calls with `trace` run under the ATen tracer, which the candidate can se
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -45,10 +46,18 @@ class Shim:
         self.l2 = guards.PersistingL2() if device == "cuda" else None
         self.buffers: dict[int, Buffer] = {}
         self.model: Any = None
+        self.held = contextlib.ExitStack()
+        """The build folder's lock from `lock` until the import ends."""
         self.probe_outputs: dict[tuple[Any, ...], Any] = {}
 
     def serve(self) -> None:
-        handlers = {"buffers": self.open_buffers, "load": self.load, "call": self.call, "profile": self.profile}
+        handlers = {
+            "buffers": self.open_buffers,
+            "lock": self.lock,
+            "load": self.load,
+            "call": self.call,
+            "profile": self.profile,
+        }
         while True:
             try:
                 message, fds = self.channel.receive()
@@ -73,11 +82,18 @@ class Shim:
         spec = TensorRef.model_validate(ref)
         return self.buffers[spec.buffer].view(spec.shape, dtype_of(self.torch, spec.dtype))
 
+    def lock(self, message: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """Take the build folder's lock (build.loading_extensions), held until the solution is imported: a wait for
+        another process's load of the same build happens here, before candidate code, and counts as the judge's."""
+        from cuda_agent.judge.build import loading_extensions
+
+        self.held.enter_context(loading_extensions(Path(message["ext_dir"])))
+        return {"status": "ok"}
+
     def load(self, message: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         """Import the solution and build ModelNew with init arguments of its own (the task's get_init_inputs)."""
         import importlib.util
 
-        from cuda_agent.judge.build import loading_extensions
         from cuda_agent.judge.child.stop import out_of_memory
         from cuda_agent.tasks.problem import call_inputs, load_problem
 
@@ -93,7 +109,7 @@ class Shim:
         module = importlib.util.module_from_spec(spec)
         start = time.perf_counter()
         try:
-            with loading_extensions(Path(message["ext_dir"])):
+            with self.held:
                 spec.loader.exec_module(module)
         except Exception as exc:
             text = f"importing the solution raised {type(exc).__name__}: {exc}"
@@ -139,8 +155,6 @@ class Shim:
     def timed(self, model: Any, inputs: list[Any], tracer: Any) -> tuple[float, Any]:
         """forward's result and its time on this process's clock: on CUDA from an event before the call to one after
         a device-wide synchronisation (work left on another stream counts)."""
-        import contextlib
-
         torch = self.torch
         with torch.no_grad(), tracer if tracer is not None else contextlib.nullcontext():
             if self.device == "cuda":

@@ -2,13 +2,15 @@
 
 Used wherever untrusted or heavy code runs (task inspection, the judge's build and run workers):
 a child that hangs, forks or crashes ends only itself and its descendants. A child may also be
-confined (`Confinement`): folders of its own mounted over shared ones, and an unprivileged user.
+confined (`Confinement`, jail.py): a PID and mount namespace of its own that die whole, folders of its own
+mounted over shared ones, and an unprivileged user.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import json
 import os
 import pwd
 import shutil
@@ -17,46 +19,66 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-CLONE_NEWNS = 0x00020000
-MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
+JAIL = Path(__file__).resolve().parent / "jail.py"
+"""The program that holds a confined child (`Confinement`): run as a file, apart from our packages."""
 
 
 @dataclass(frozen=True)
 class Confinement:
-    """What a child runs under: `binds` (source -> target folders, in a mount namespace of its own, so the
-    child sees its private copy at the shared folder's path and nobody else sees the change), then `user`."""
+    """What a child runs under (jail.py, root only): a PID and a mount namespace of its own, killed whole with its
+    process group; in it `reach` made reachable to any user, `hidden` folders covered by an empty one, `shown`
+    paths under them bound back read-only, `binds` (source -> target folders: the child sees its private copy at
+    the shared folder's path, nobody else sees the change); then `user` (None: it stays root, as a standby does
+    until its request)."""
 
     user: pwd.struct_passwd | None = None
     binds: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    reach: tuple[str, ...] = field(default_factory=tuple)
+    hidden: tuple[str, ...] = field(default_factory=tuple)
+    shown: tuple[str, ...] = field(default_factory=tuple)
 
-    def enter(self) -> None:
-        """In the child, between fork and exec (no Python threads, no locks): the mounts, then the user."""
-        if self.binds:
-            private_mount_namespace()
-            bind_mounts(self.binds)
-        if self.user is not None:
-            drop_privileges(self.user)
+    def wrap(self, argv: list[str], cwd: Path | str | None) -> list[str]:
+        """The command line that runs `argv` so confined, in `cwd` (looked up again inside its mounts)."""
+        spec = {
+            "user": [self.user.pw_uid, self.user.pw_gid] if self.user is not None else None,
+            "binds": [list(b) for b in self.binds],
+            "reach": list(self.reach),
+            "hidden": list(self.hidden),
+            "shown": list(self.shown),
+            "cwd": str(Path(cwd or os.getcwd()).absolute()),
+        }
+        # -I -S: none of the caller's Python settings or site packages, nothing imported that runs code of others.
+        return [sys.executable, "-I", "-S", str(JAIL), json.dumps(spec), *argv]
 
 
-def private_mount_namespace() -> None:
-    """Move this process into a mount namespace of its own, where nothing it mounts is seen outside (root only)."""
-    libc = _libc()
-    if libc.unshare(CLONE_NEWNS) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
-    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
-        raise OSError(ctypes.get_errno(), "making / private")
+def interpreter_paths() -> tuple[str, ...]:
+    """What a confined Python child of ours must reach: this interpreter and its installation, the virtual
+    environment, every folder on our import path (editable installs and PYTHONPATH included), torch's folder,
+    ninja (torch's extension builds run it) and the C headers of Python (the builds include them)."""
+    import importlib.util
+    import site
+    import sysconfig
 
-
-def bind_mounts(binds: Sequence[Sequence[str]]) -> None:
-    """Mount each (source, target) folder pair's source over its target (in this process's own namespace)."""
-    libc = _libc()
-    for source, target in binds:
-        if libc.mount(source.encode(), target.encode(), None, MS_BIND, None) != 0:
-            raise OSError(ctypes.get_errno(), f"bind-mounting {source} on {target}")
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, str(Path(sys.executable).parent)}
+    paths.update(p for p in sys.path if p)
+    paths.update(site.getsitepackages())
+    paths.update(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
+    paths.update(sysconfig.get_paths().values())
+    paths.add(str(Path(__file__).resolve().parent.parent))
+    torch = importlib.util.find_spec("torch")  # found, not imported: torch costs seconds
+    if torch is not None and torch.origin:
+        paths.add(str(Path(torch.origin).parent))
+    ninja = shutil.which("ninja")
+    if ninja:
+        paths.add(str(Path(ninja).parent))
+    found = {str(Path(p).absolute()) for p in paths if Path(p).exists()}
+    found |= {str(Path(p).resolve()) for p in found}  # links (a venv's python) and where they lead
+    return tuple(sorted(found))
 
 
 @functools.cache
@@ -84,25 +106,29 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def child_set_up(confine: Confinement | None, namespace_only: bool = False) -> Callable[[], None]:
-    """What a child of ours does between fork and exec: `confine`'s mounts and user, then `die_with_parent`.
-
-    Args:
-        confine: the confinement, or None.
-        namespace_only: enter a private mount namespace of its own and nothing else of `confine` (a standby,
-            which mounts and drops its user later, on its request).
-    """
+def child_set_up() -> Callable[[], None]:
+    """What a child of ours does between fork and exec: `die_with_parent` (a confined child's holder, jail.py,
+    passes the same on to what it holds)."""
     parent = os.getpid()
     _libc()  # loaded here, not in the child
 
     def set_up() -> None:  # in the child between fork and exec: no Python threads, no locks
-        if namespace_only:
-            private_mount_namespace()
-        elif confine is not None:
-            confine.enter()
-        die_with_parent(parent)  # last: a change of user clears it
+        die_with_parent(parent)
 
     return set_up
+
+
+def start_child(
+    argv: list[str], confine: Confinement | None, cwd: Path | str | None = None, **popen: Any
+) -> subprocess.Popen:
+    """Start `argv` in a new session (its own process group), dying with us; confined where `confine` is given.
+
+    Killing the process group (`kill_group(proc.pid)`) ends it and everything it started: a confined child's
+    descendants die with its PID namespace even where they left the group (jail.py). `popen`: Popen's other
+    arguments (stdin, stdout, env, pass_fds...).
+    """
+    argv = confine.wrap(argv, cwd) if confine is not None else argv
+    return subprocess.Popen(argv, cwd=cwd, start_new_session=True, preexec_fn=child_set_up(), **popen)
 
 
 def unprivileged_user(name: str | None, paths: list[Path]) -> tuple[pwd.struct_passwd | None, str | None]:
@@ -177,7 +203,8 @@ def run_command(
     grace_s: float = 2.0,
     confine: Confinement | None = None,
 ) -> ChildResult:
-    """Run `argv` in a new session; kill its whole process group at `timeout_s`.
+    """Run `argv` in a new session (`start`); kill its whole process group at `timeout_s`, and at its end whatever
+    it left there (a confined child: whatever it left in its PID namespace).
 
     Args:
         argv: the program and its arguments.
@@ -187,20 +214,19 @@ def run_command(
         stdin_text: text written to the child's stdin.
         output_cap: keep at most this many characters of each of stdout and stderr (the tail).
         grace_s: after the limit, how long the group has between SIGTERM and SIGKILL.
-        confine: mounts and user of the child (raises subprocess.SubprocessError where they fail).
+        confine: namespaces, mounts and user of the child (jail.py; where they fail, it exits jail.SETUP_FAILED).
     """
     start = time.monotonic()
-    proc = subprocess.Popen(
+    proc = start_child(
         argv,
-        cwd=cwd,
+        confine,
+        cwd,
         env=env,
         stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         errors="replace",
-        start_new_session=True,
-        preexec_fn=child_set_up(confine),
     )
     timed_out = False
     try:

@@ -11,9 +11,11 @@ candidate or the reference, a comparison, a timed repetition). `wait` kills it w
 longer than `step_s` (a hang: C++ spinning with the GIL held is caught within that time) or the
 whole run longer than `total_s`; a slow but working candidate keeps ticking and finishes.
 
-Confinement: the process is started in a mount namespace of its own (where it will confine), as
-us; on `go` it mounts the candidate's private build copy, enters the candidate's folder and drops
-to the candidate's user before it reads the request, exactly as a child started confined would.
+Confinement: the process is started in a PID and mount namespace of its own (jail.py, where it will
+confine), as us; on `go` it hides the caches, mounts the candidate's private build copy, enters the
+candidate's folder and drops to the candidate's user before it reads the request, exactly as a child
+started confined would. Closing it kills its process group, and with it the namespace's PID 1: whatever
+the candidate started dies too.
 
 The child dies with the grader (subproc.die_with_parent, set again after the change of user): a grader
 killed mid-run leaves no candidate spinning on its own. The thread that starts a standby is the one that
@@ -28,8 +30,8 @@ spec, and is alive (`unfit_for`); otherwise it is closed and a fresh one started
 What this does not protect against: a candidate that writes to the progress pipe itself (it runs
 in the same process) extends its own life up to `total_s`, the cap it had anyway; one that keeps a program named
 `ninja` running (its own load_inline in forward, or a process of its own where the static policy is off) goes on
-past its limits by up to `BUILD_GRACE_S`, holding its slot, not changing its verdict. Processes the candidate
-started itself outlive a grader that dies (while the grader lives, it kills their process group).
+past its limits by up to `BUILD_GRACE_S`, holding its slot, not changing its verdict. Unconfined (not root),
+processes the candidate started itself and moved out of its process group outlive it.
 """
 
 from __future__ import annotations
@@ -49,17 +51,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from cuda_agent.jail import bind_mounts
 from cuda_agent.subproc import (
     ChildResult,
     Confinement,
-    bind_mounts,
     child_env,
-    child_set_up,
     die_with_parent,
     drop_privileges,
     group_processes,
+    interpreter_paths,
     kill_group,
     ninja_dry_run,
+    start_child,
 )
 
 PROGRESS_FD_ENV = "CUDA_AGENT_PROGRESS_FD"
@@ -128,8 +131,8 @@ class Standby:
         Args:
             module: the child's module; its main() understands `--standby` (see `serve_once`).
             env: the child's environment (the candidate's settings are added on `go`).
-            namespace: start it in a mount namespace of its own, so that `go` can mount a confinement's
-                folders (root only).
+            namespace: start it confined (jail.py: a PID and mount namespace of its own, our interpreter
+                reachable) but as root, so that `go` can mount a confinement's folders and drop to its user.
         """
         self.spec = StandbySpec.of(module, env, namespace)
         """What it was started with: a spare serves only a judgement that would start one the same (`unfit_for`)."""
@@ -142,16 +145,15 @@ class Standby:
         self.went: float | None = None
         env = {**env, PROGRESS_FD_ENV: str(progress_w), "TMPDIR": str(folder), "HOME": str(folder)}
         try:
-            self.proc = subprocess.Popen(
+            self.proc = start_child(
                 [sys.executable, "-P", "-m", module, "--standby"],
-                cwd=folder,
+                Confinement(reach=interpreter_paths()) if namespace else None,
+                folder,
                 env=env,
                 stdin=subprocess.PIPE,
                 stdout=self._out,
                 stderr=self._err,
                 pass_fds=(progress_w,),
-                start_new_session=True,
-                preexec_fn=child_set_up(None, namespace_only=namespace),
             )
         finally:
             os.close(progress_w)
@@ -237,6 +239,8 @@ class Standby:
             "cwd": str(cwd),
             "env": env,
             "binds": [list(b) for b in confine.binds] if confine else [],
+            "hidden": list(confine.hidden) if confine else [],
+            "shown": list(confine.shown) if confine else [],
             "user": confine.user.pw_uid if confine and confine.user else None,
         }
         self.went = time.monotonic()
@@ -434,7 +438,7 @@ def serve_once(warm_up: Callable[[], None]) -> list[str]:
     message = json.loads(line)
     os.environ.update(message["env"])
     tempfile.tempdir = None  # picked from TMPDIR again: the candidate's folder, not the standby's
-    bind_mounts(message["binds"])  # in the mount namespace it was started in
+    bind_mounts(message["binds"], message["hidden"], message["shown"])  # in the namespace it was started in
     os.chdir(message["cwd"])
     if message["user"] is not None:
         drop_privileges(pwd.getpwuid(message["user"]))

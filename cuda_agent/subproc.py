@@ -56,6 +56,7 @@ class Confinement:
         return [sys.executable, "-I", "-S", str(JAIL), json.dumps(spec), *argv]
 
 
+@functools.cache
 def interpreter_paths() -> tuple[str, ...]:
     """What a confined Python child of ours must reach: this interpreter and its installation, the virtual
     environment, every folder on our import path (editable installs and PYTHONPATH included), torch's folder,
@@ -97,8 +98,8 @@ def die_with_parent(parent_pid: int) -> None:
     A grader that dies (killed, out of memory) so leaves no candidate spinning on its own. A change of user
     clears the setting: call this after `drop_privileges`. The signal follows the *thread* that started the
     child: our callers start and reap a child within one call (a pool's worker thread outlives each judgement it
-    runs). Not covered: processes the child starts itself; they lose their parent, not their life (while the
-    grader lives, it kills their whole process group).
+    runs). Processes the child starts itself lose their parent, not their life: an unconfined child's die with its
+    process group while the grader lives; a confined child's die with its PID namespace in any case (jail.py).
     """
     if _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")

@@ -18,8 +18,12 @@ on their way is closed to others (a venv under /root, mode 0700): that folder is
 which only the needed paths are bound back, read-only, so nothing else there shows; `hidden`, folders covered
 by an empty tmpfs (the shared caches: builds, baselines, verdicts, GPU turns); `shown`, paths under them bound
 back read-only (the fast-build objects a build reads); `binds`, (source, target) folders mounted over their
-targets (a candidate's private copy of its build). `expose` and `bind_mounts` are also called by a standby (root in its
-namespace until its request) for the binds of its request.
+targets (a candidate's private copy of its build). `bind_mounts` is also called by a standby (root in its
+namespace until its request) for the mounts of its request.
+
+With `pid_namespace` false (CUDA's legacy IPC handles do not open across PID namespaces), init is no PID 1 and
+the /proc stays the machine's: the target's descendants then die with its process group only, as an
+unconfined child's do.
 """
 
 from __future__ import annotations
@@ -161,7 +165,8 @@ def _init(spec: dict, argv: list[str], fd_alive: int, fd_status: int) -> None:
         _die_with(fd_alive)
         _mount("none", "/", None, MS_REC | MS_PRIVATE)
         try:
-            _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            if spec["pid_namespace"]:
+                _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
         except OSError as exc:
             print(f"jail: no private /proc ({exc}); the candidate sees the machine's processes", file=sys.stderr)
         os.umask(0o022)
@@ -192,7 +197,7 @@ def main(argv: list[str]) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     try:
-        if _libc.unshare(CLONE_NEWNS | CLONE_NEWPID) != 0:
+        if _libc.unshare(CLONE_NEWNS | (CLONE_NEWPID if spec["pid_namespace"] else 0)) != 0:
             raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS | CLONE_NEWPID)")
     except OSError as exc:
         print(f"jail: {exc}: {os.strerror(exc.errno or 0)}", file=sys.stderr)

@@ -41,6 +41,9 @@ class Confinement:
     reach: tuple[str, ...] = field(default_factory=tuple)
     hidden: tuple[str, ...] = field(default_factory=tuple)
     shown: tuple[str, ...] = field(default_factory=tuple)
+    pid_namespace: bool = True
+    """False: the mount namespace alone (a process sharing CUDA IPC handles with one outside: legacy CUDA IPC
+    fails across PID namespaces); what the child leaves behind then dies with its process group only."""
 
     def wrap(self, argv: list[str], cwd: Path | str | None) -> list[str]:
         """The command line that runs `argv` so confined, in `cwd` (looked up again inside its mounts)."""
@@ -50,6 +53,7 @@ class Confinement:
             "reach": list(self.reach),
             "hidden": list(self.hidden),
             "shown": list(self.shown),
+            "pid_namespace": self.pid_namespace,
             "cwd": str(Path(cwd or os.getcwd()).absolute()),
         }
         # -I -S: none of the caller's Python settings or site packages, nothing imported that runs code of others.

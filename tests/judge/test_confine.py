@@ -192,3 +192,12 @@ def test_a_folder_closed_to_others_shows_only_what_the_child_needs() -> None:
         child = run_command([sys.executable, "-c", write], 60, env=child_env(), confine=confine)
         assert "Read-only file system" in child.stderr and not (needed / "planted").exists()
         assert oct(Path(tmp).stat().st_mode & 0o777) == "0o700"  # outside, nothing changed
+
+
+@needs_root
+def test_a_child_confined_without_a_pid_namespace_keeps_the_machines_process_ids() -> None:
+    # For CUDA's legacy IPC, which does not open handles across PID namespaces: mounts and user alone.
+    confine = Confinement(user=pwd.getpwnam("nobody"), reach=interpreter_paths(), pid_namespace=False)
+    child = run_command(["sh", "-c", "echo $$ $PPID; id -u"], 20, confine=confine)
+    pid, parent, uid = child.stdout.split()
+    assert int(pid) > 2 and int(parent) > 1 and uid == str(pwd.getpwnam("nobody").pw_uid), child.stderr

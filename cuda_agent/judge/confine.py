@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 from cuda_agent.machine import torch_versions
-from cuda_agent.subproc import Confinement, child_env, interpreter_paths, run_command
+from cuda_agent.subproc import JAIL, Confinement, child_env, interpreter_paths, run_command
 
 
 def candidate_user(name: str | None, cache_dir: Path) -> tuple[pwd.struct_passwd | None, str | None]:
@@ -70,7 +70,10 @@ def _interpreter_refuses(user: pwd.struct_passwd, cache_dir: Path) -> str | None
     import hashlib
     import json
 
-    setup = f"jail|{user.pw_uid}|{sys.executable}|{sys.path}|{os.environ.get('PYTHONPATH')}|{torch_versions()['torch']}"
+    jail = hashlib.sha256(JAIL.read_bytes()).hexdigest()  # a changed jail is probed again
+    setup = (
+        f"{jail}|{user.pw_uid}|{sys.executable}|{sys.path}|{os.environ.get('PYTHONPATH')}|{torch_versions()['torch']}"
+    )
     record = cache_dir / "confine" / f"{hashlib.sha256(setup.encode()).hexdigest()[:20]}.json"
     if record.exists():
         return json.loads(record.read_text())["why_not"]

@@ -201,3 +201,19 @@ def test_a_child_confined_without_a_pid_namespace_keeps_the_machines_process_ids
     child = run_command(["sh", "-c", "echo $$ $PPID; id -u"], 20, confine=confine)
     pid, parent, uid = child.stdout.split()
     assert int(pid) > 2 and int(parent) > 1 and uid == str(pwd.getpwnam("nobody").pw_uid), child.stderr
+
+
+def test_the_cli_warns_once_where_the_candidate_is_not_isolated(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As root, the namespaces refused (a container without the capability); not root, the judge's own user.
+    from cuda_agent.cli import main
+    from cuda_agent.judge import confine
+
+    monkeypatch.setattr(confine, "mounts_work", lambda: False)
+    path = tmp_path / "s.py"
+    path.write_text("class ModelNew(:\n")  # refused before it runs: the warning comes with every verdict
+    assert main(["judge", "examples/relu", str(path), "--device", "cpu", "--json", "--no-verdict-cache"]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: ")]
+    expected = "stayed root: no private PID and mount namespace" if os.geteuid() == 0 else "not isolated: the judge"
+    assert len(warnings) == 1 and expected in warnings[0], warnings

@@ -70,8 +70,12 @@ def test_a_spare_whose_standby_died_is_replaced_not_used() -> None:
 
 
 def test_a_spare_waits_on_the_build_cores_and_its_candidate_runs_on_the_timing_cores() -> None:
-    seen = Path(tempfile.mkdtemp(prefix="spare-test-"), "cores.txt")  # the candidate may run as nobody: not tmp_path
-    seen.parent.chmod(0o777)
+    with tempfile.TemporaryDirectory(prefix="spare-test-") as folder:  # the candidate may run as nobody: not tmp_path
+        Path(folder).chmod(0o777)
+        _spare_cores(Path(folder, "cores.txt"))
+
+
+def _spare_cores(seen: Path) -> None:
     cores = "sorted(__import__('os').sched_getaffinity(0))"
     forward = with_forward_body(RELU, f"open({str(seen)!r}, 'w').write(repr({cores}))\nreturn relu_ext.relu_forward(x)")
     with LocalPool(build_workers=1, spares=1, pin_cpus=True, cores_per_timing=1) as pool:

@@ -53,13 +53,6 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
         raise OSError(errno, f"mount {source} on {target}: {os.strerror(errno)}")
 
 
-def private_mount_namespace() -> None:
-    """Move this process into a mount namespace of its own, where nothing it mounts is seen outside (root only)."""
-    if _libc.unshare(CLONE_NEWNS) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
-    _mount("none", "/", None, MS_REC | MS_PRIVATE)
-
-
 def bind_mounts(binds: Sequence[Sequence[str]], hidden: Sequence[str] = (), shown: Sequence[str] = ()) -> None:
     """Cover each folder of `hidden` (where it shows here) with an empty tmpfs; then bind back each path of
     `shown` read-only, and each (source, target) pair's source over its target, making their way reachable
@@ -131,7 +124,8 @@ def _exec_target(spec: dict, argv: list[str]) -> None:
     """In the target: signals as a fresh process has them, its folder (looked up again, through the mounts),
     its user, then ARGV. Nothing after the change of user may import: our own interpreter's library may be out of
     the user's reach (`reach` holds what the target needs, not what we do)."""
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    # Ours ignored (the holder's) and Python's own (SIGPIPE, SIGXFSZ), as subprocess restores them for a child.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(sig, signal.SIG_DFL)
     os.chdir(spec["cwd"])
     program = _which(argv[0])

@@ -172,6 +172,9 @@ def test_a_confined_child_ends_as_its_program_did() -> None:
         assert run_command([sys.executable, "-c", code], 60, env=child_env(), confine=confine).returncode == returncode
     hung = run_command([sys.executable, "-c", "import time; time.sleep(60)"], 1, env=child_env(), confine=confine)
     assert hung.timed_out and hung.wall_s < 10
+    # It starts with no signal ignored, as an unconfined child does (the holder ignores some; Python, SIGPIPE).
+    ignored = run_command(["grep", "SigIgn", "/proc/self/status"], 20, confine=confine)
+    assert ignored.stdout.split() == ["SigIgn:", "0000000000000000"], ignored.stderr
 
 
 @needs_root

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 JAIL = Path(__file__).resolve().parent / "jail.py"
+CLONE_NEWNS = 0x00020000
 """The program that holds a confined child (`Confinement`): run as a file, apart from our packages."""
 
 
@@ -280,19 +281,34 @@ def kill_group(pgid: int) -> None:
 
 
 def ninja_dry_run(
-    folder: str | Path, build_file: str = "build.ninja", timeout_s: float = 60.0
+    folder: str | Path, build_file: str = "build.ninja", timeout_s: float = 60.0, mounts_of: int | None = None
 ) -> tuple[bool, list[str]]:
     """Ask the `ninja` on PATH (the one torch's extension loader runs) what it would do in `folder`, doing nothing:
     (whether it has no work, its reasons: "ninja explain" and error lines, that prefix taken off). Raises OSError or
-    subprocess.TimeoutExpired where ninja could not answer."""
-    dry = subprocess.run(
-        [shutil.which("ninja") or "ninja", "-n", "-d", "explain", "-f", build_file],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-    )
+    subprocess.TimeoutExpired where ninja could not answer.
+
+    `mounts_of`: a process whose mount namespace the dry run enters first (root only), so that `folder` and the
+    build file's absolute paths are what that process sees (a confined child's private copy of its build)."""
+    namespace = os.open(f"/proc/{mounts_of}/ns/mnt", os.O_RDONLY) if mounts_of is not None else -1
+
+    def enter() -> None:  # in the child between fork and exec: setns puts it at the namespace's root, so chdir after
+        if _libc().setns(namespace, CLONE_NEWNS) != 0:
+            raise OSError(ctypes.get_errno(), "setns(CLONE_NEWNS)")
+        os.chdir(folder)
+
+    try:
+        dry = subprocess.run(
+            [shutil.which("ninja") or "ninja", "-n", "-d", "explain", "-f", build_file],
+            cwd=folder if namespace < 0 else "/",
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+            preexec_fn=enter if namespace >= 0 else None,
+        )
+    finally:
+        if namespace >= 0:
+            os.close(namespace)
     lines = (dry.stderr + dry.stdout).splitlines()
     reasons = [ln.removeprefix("ninja explain: ") for ln in lines if "explain" in ln or "error" in ln]
     return dry.returncode == 0 and "no work to do" in dry.stdout, reasons

@@ -95,7 +95,8 @@ def _why_building(pid: int) -> str:
     """Why the ninja `pid` has work, as a dry run in its folder explains it (the first reasons), or why unknown."""
     try:
         folder = os.readlink(f"/proc/{pid}/cwd")
-        _, reasons = ninja_dry_run(folder, timeout_s=10)
+        # As it sees its folder: a confined child's private copy is mounted where only it sees it.
+        _, reasons = ninja_dry_run(folder, timeout_s=10, mounts_of=pid if os.geteuid() == 0 else None)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"unknown ({exc})"
     return f"{folder}: {'; '.join(reasons[:3]) or 'no reason given'}"

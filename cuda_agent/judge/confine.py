@@ -122,7 +122,8 @@ def private_copy(ext_dir: Path, scratch: Path, user: pwd.struct_passwd, cache_di
     return Confinement(
         user=user,
         binds=((str(copy), str(ext_dir)),),
-        reach=interpreter_paths(),
+        # The cache reachable first (it may lie under a closed folder), then hidden but its fast-build objects.
+        reach=(*interpreter_paths(), str(cache_dir)),
         hidden=(str(cache_dir),),
         shown=(str(cache_dir / "fast"),),
     )

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import IO
 
 from cuda_agent.jail import bind_mounts
+from cuda_agent.machine import cache_root
 from cuda_agent.subproc import (
     ChildResult,
     Confinement,
@@ -148,7 +149,9 @@ class Standby:
         try:
             self.proc = start_child(
                 [sys.executable, "-P", "-m", module, "--standby"],
-                Confinement(reach=interpreter_paths()) if namespace else None,
+                # The default cache reachable (it may lie under a closed folder, /root): its request hides it
+                # but for the fast-build objects, which it must find first.
+                Confinement(reach=(*interpreter_paths(), str(cache_root()))) if namespace else None,
                 folder,
                 env=env,
                 stdin=subprocess.PIPE,

@@ -116,6 +116,8 @@ def cmd_judge(args: argparse.Namespace) -> int:
     else:
         with _working(f"judging {solution} on {task.ref} (a first build takes about a minute)", quiet=args.json):
             verdict = judge(task, solution, config)
+    if "candidate_isolation" in verdict.env:  # the candidate ran without the isolation it should have had
+        print(f"warning: {verdict.env['candidate_isolation']}", file=sys.stderr)
     if args.json:
         print(verdict.model_dump_json())
         return 0

@@ -2,13 +2,15 @@
 
 Used wherever untrusted or heavy code runs (task inspection, the judge's build and run workers):
 a child that hangs, forks or crashes ends only itself and its descendants. A child may also be
-confined (`Confinement`): folders of its own mounted over shared ones, and an unprivileged user.
+confined (`Confinement`, jail.py): a PID and mount namespace of its own that die whole, folders of its own
+mounted over shared ones, and an unprivileged user.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import json
 import os
 import pwd
 import shutil
@@ -17,46 +19,72 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+JAIL = Path(__file__).resolve().parent / "jail.py"
 CLONE_NEWNS = 0x00020000
-MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
+"""The program that holds a confined child (`Confinement`): run as a file, apart from our packages."""
 
 
 @dataclass(frozen=True)
 class Confinement:
-    """What a child runs under: `binds` (source -> target folders, in a mount namespace of its own, so the
-    child sees its private copy at the shared folder's path and nobody else sees the change), then `user`."""
+    """What a child runs under (jail.py, root only): a PID and a mount namespace of its own, killed whole with its
+    process group; in it `reach` made reachable to any user, `hidden` folders covered by an empty one, `shown`
+    paths under them bound back read-only, `binds` (source -> target folders: the child sees its private copy at
+    the shared folder's path, nobody else sees the change); then `user` (None: it stays root, as a standby does
+    until its request)."""
 
     user: pwd.struct_passwd | None = None
     binds: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    reach: tuple[str, ...] = field(default_factory=tuple)
+    hidden: tuple[str, ...] = field(default_factory=tuple)
+    shown: tuple[str, ...] = field(default_factory=tuple)
+    pid_namespace: bool = True
+    """False: the mount namespace alone (a process sharing CUDA IPC handles with one outside: legacy CUDA IPC
+    fails across PID namespaces); what the child leaves behind then dies with its process group only."""
 
-    def enter(self) -> None:
-        """In the child, between fork and exec (no Python threads, no locks): the mounts, then the user."""
-        if self.binds:
-            private_mount_namespace()
-            bind_mounts(self.binds)
-        if self.user is not None:
-            drop_privileges(self.user)
+    def wrap(self, argv: list[str], cwd: Path | str | None) -> list[str]:
+        """The command line that runs `argv` so confined, in `cwd` (looked up again inside its mounts)."""
+        spec = {
+            "user": [self.user.pw_uid, self.user.pw_gid] if self.user is not None else None,
+            "binds": [list(b) for b in self.binds],
+            "reach": list(self.reach),
+            "hidden": list(self.hidden),
+            "shown": list(self.shown),
+            "pid_namespace": self.pid_namespace,
+            "cwd": str(Path(cwd or os.getcwd()).absolute()),
+        }
+        # -I -S: none of the caller's Python settings or site packages, nothing imported that runs code of others.
+        return [sys.executable, "-I", "-S", str(JAIL), json.dumps(spec), *argv]
 
 
-def private_mount_namespace() -> None:
-    """Move this process into a mount namespace of its own, where nothing it mounts is seen outside (root only)."""
-    libc = _libc()
-    if libc.unshare(CLONE_NEWNS) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
-    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
-        raise OSError(ctypes.get_errno(), "making / private")
+@functools.cache
+def interpreter_paths() -> tuple[str, ...]:
+    """What a confined Python child of ours must reach: this interpreter and its installation, the virtual
+    environment, every folder on our import path (editable installs and PYTHONPATH included), torch's folder,
+    ninja (torch's extension builds run it) and the C headers of Python (the builds include them)."""
+    import importlib.util
+    import site
+    import sysconfig
 
-
-def bind_mounts(binds: Sequence[Sequence[str]]) -> None:
-    """Mount each (source, target) folder pair's source over its target (in this process's own namespace)."""
-    libc = _libc()
-    for source, target in binds:
-        if libc.mount(source.encode(), target.encode(), None, MS_BIND, None) != 0:
-            raise OSError(ctypes.get_errno(), f"bind-mounting {source} on {target}")
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, str(Path(sys.executable).parent)}
+    paths.update(p for p in sys.path if p)
+    paths.update(site.getsitepackages())
+    paths.update(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
+    paths.update(sysconfig.get_paths().values())
+    paths.add(str(Path(__file__).resolve().parent.parent))
+    torch = importlib.util.find_spec("torch")  # found, not imported: torch costs seconds
+    if torch is not None and torch.origin:
+        paths.add(str(Path(torch.origin).parent))
+    ninja = shutil.which("ninja")
+    if ninja:
+        paths.add(str(Path(ninja).parent))
+    found = {str(Path(p).absolute()) for p in paths if Path(p).exists()}
+    found |= {str(Path(p).resolve()) for p in found}  # links (a venv's python) and where they lead
+    return tuple(sorted(found))
 
 
 @functools.cache
@@ -75,8 +103,8 @@ def die_with_parent(parent_pid: int) -> None:
     A grader that dies (killed, out of memory) so leaves no candidate spinning on its own. A change of user
     clears the setting: call this after `drop_privileges`. The signal follows the *thread* that started the
     child: our callers start and reap a child within one call (a pool's worker thread outlives each judgement it
-    runs). Not covered: processes the child starts itself; they lose their parent, not their life (while the
-    grader lives, it kills their whole process group).
+    runs). Processes the child starts itself lose their parent, not their life: an unconfined child's die with its
+    process group while the grader lives; a confined child's die with its PID namespace in any case (jail.py).
     """
     if _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
@@ -84,25 +112,29 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def child_set_up(confine: Confinement | None, namespace_only: bool = False) -> Callable[[], None]:
-    """What a child of ours does between fork and exec: `confine`'s mounts and user, then `die_with_parent`.
-
-    Args:
-        confine: the confinement, or None.
-        namespace_only: enter a private mount namespace of its own and nothing else of `confine` (a standby,
-            which mounts and drops its user later, on its request).
-    """
+def child_set_up() -> Callable[[], None]:
+    """What a child of ours does between fork and exec: `die_with_parent` (a confined child's holder, jail.py,
+    passes the same on to what it holds)."""
     parent = os.getpid()
     _libc()  # loaded here, not in the child
 
     def set_up() -> None:  # in the child between fork and exec: no Python threads, no locks
-        if namespace_only:
-            private_mount_namespace()
-        elif confine is not None:
-            confine.enter()
-        die_with_parent(parent)  # last: a change of user clears it
+        die_with_parent(parent)
 
     return set_up
+
+
+def start_child(
+    argv: list[str], confine: Confinement | None, cwd: Path | str | None = None, **popen: Any
+) -> subprocess.Popen:
+    """Start `argv` in a new session (its own process group), dying with us; confined where `confine` is given.
+
+    Killing the process group (`kill_group(proc.pid)`) ends it and everything it started: a confined child's
+    descendants die with its PID namespace even where they left the group (jail.py). `popen`: Popen's other
+    arguments (stdin, stdout, env, pass_fds...).
+    """
+    argv = confine.wrap(argv, cwd) if confine is not None else argv
+    return subprocess.Popen(argv, cwd=cwd, start_new_session=True, preexec_fn=child_set_up(), **popen)
 
 
 def unprivileged_user(name: str | None, paths: list[Path]) -> tuple[pwd.struct_passwd | None, str | None]:
@@ -177,7 +209,8 @@ def run_command(
     grace_s: float = 2.0,
     confine: Confinement | None = None,
 ) -> ChildResult:
-    """Run `argv` in a new session; kill its whole process group at `timeout_s`.
+    """Run `argv` in a new session (`start`); kill its whole process group at `timeout_s`, and at its end whatever
+    it left there (a confined child: whatever it left in its PID namespace).
 
     Args:
         argv: the program and its arguments.
@@ -187,20 +220,19 @@ def run_command(
         stdin_text: text written to the child's stdin.
         output_cap: keep at most this many characters of each of stdout and stderr (the tail).
         grace_s: after the limit, how long the group has between SIGTERM and SIGKILL.
-        confine: mounts and user of the child (raises subprocess.SubprocessError where they fail).
+        confine: namespaces, mounts and user of the child (jail.py; where they fail, it exits jail.SETUP_FAILED).
     """
     start = time.monotonic()
-    proc = subprocess.Popen(
+    proc = start_child(
         argv,
-        cwd=cwd,
+        confine,
+        cwd,
         env=env,
         stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         errors="replace",
-        start_new_session=True,
-        preexec_fn=child_set_up(confine),
     )
     timed_out = False
     try:
@@ -249,26 +281,41 @@ def kill_group(pgid: int) -> None:
 
 
 def ninja_dry_run(
-    folder: str | Path, build_file: str = "build.ninja", timeout_s: float = 60.0
+    folder: str | Path, build_file: str = "build.ninja", timeout_s: float = 60.0, mounts_of: int | None = None
 ) -> tuple[bool, list[str]]:
     """Ask the `ninja` on PATH (the one torch's extension loader runs) what it would do in `folder`, doing nothing:
     (whether it has no work, its reasons: "ninja explain" and error lines, that prefix taken off). Raises OSError or
-    subprocess.TimeoutExpired where ninja could not answer."""
-    dry = subprocess.run(
-        [shutil.which("ninja") or "ninja", "-n", "-d", "explain", "-f", build_file],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-    )
+    subprocess.TimeoutExpired where ninja could not answer.
+
+    `mounts_of`: a process whose mount namespace the dry run enters first (root only), so that `folder` and the
+    build file's absolute paths are what that process sees (a confined child's private copy of its build)."""
+    namespace = os.open(f"/proc/{mounts_of}/ns/mnt", os.O_RDONLY) if mounts_of is not None else -1
+
+    def enter() -> None:  # in the child between fork and exec: setns puts it at the namespace's root, so chdir after
+        if _libc().setns(namespace, CLONE_NEWNS) != 0:
+            raise OSError(ctypes.get_errno(), "setns(CLONE_NEWNS)")
+        os.chdir(folder)
+
+    try:
+        dry = subprocess.run(
+            [shutil.which("ninja") or "ninja", "-n", "-d", "explain", "-f", build_file],
+            cwd=folder if namespace < 0 else "/",
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+            preexec_fn=enter if namespace >= 0 else None,
+        )
+    finally:
+        if namespace >= 0:
+            os.close(namespace)
     lines = (dry.stderr + dry.stdout).splitlines()
     reasons = [ln.removeprefix("ninja explain: ") for ln in lines if "explain" in ln or "error" in ln]
     return dry.returncode == 0 and "no work to do" in dry.stdout, reasons
 
 
-def group_processes(pgid: int) -> list[tuple[int, str]]:
-    """(pid, command name from /proc/PID/comm) of each process now in process group `pgid`."""
+def _processes() -> list[tuple[int, str, list[str]]]:
+    """(pid, command name from /proc/PID/comm, the fields of /proc/PID/stat after the name) of each process now."""
     found = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -279,10 +326,13 @@ def group_processes(pgid: int) -> list[tuple[int, str]]:
         except OSError:  # it ended meanwhile
             continue
         # stat: "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses, so split after the last ')'
-        fields = status[status.rfind(")") + 2 :].split()
-        if len(fields) > 2 and fields[2] == str(pgid):
-            found.append((int(entry.name), comm))
+        found.append((int(entry.name), comm, status[status.rfind(")") + 2 :].split()))
     return found
+
+
+def group_processes(pgid: int) -> list[tuple[int, str]]:
+    """(pid, command name from /proc/PID/comm) of each process now in process group `pgid`."""
+    return [(pid, comm) for pid, comm, fields in _processes() if len(fields) > 2 and fields[2] == str(pgid)]
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -293,3 +343,18 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra or {})
     return env
+
+
+def descendants(pid: int) -> list[tuple[int, str]]:
+    """(pid, command name) of every process below `pid` now, whatever group or session it is in (a grader's
+    candidate process and what that started: a build's ninja)."""
+    children: dict[int, list[tuple[int, str]]] = {}
+    for child, comm, fields in _processes():
+        if len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append((child, comm))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child[0])
+    return found

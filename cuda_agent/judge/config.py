@@ -30,8 +30,10 @@ class JudgeConfig(BaseModel):
 
     device: Literal["auto", "cuda", "cpu"] = "auto"
     """'auto' picks cuda when a GPU is visible, else cpu."""
-    candidate_user: str | None = None
-    """When the judge runs as root: run the candidate's code as this user (confine.py); the sandbox sets it."""
+    candidate_user: str | None = "nobody"
+    """When the judge runs as root: run the candidate's code as this user, in namespaces of its own (confine.py).
+    None: as the judge (root), with nothing between the candidate and the caches: for tests of the runtime
+    defences alone."""
     trials: int = Field(default=5, ge=1)
     """Correctness trials, each with fresh inputs from get_inputs() under a new seed (paper: 5)."""
     atol: float = 1e-2

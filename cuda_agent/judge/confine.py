@@ -1,17 +1,20 @@
-"""Candidate code in a judgement (its import, its load_inline build, its run) under an unprivileged user.
+"""Candidate code in a judgement (its import, its load_inline build, its run) under an unprivileged user, in a PID
+and mount namespace of its own (jail.py), whenever the judge runs as root.
 
-The judge itself stays root when the pool runs as root: it writes the shared build and baseline
-caches. The children that execute the candidate's Python drop to `JudgeConfig.candidate_user`, so a
-candidate can neither rewrite a cached baseline (and inflate its own speedup) nor another
-candidate's build. Torch's extension loader writes into the build folder even to load a finished
-build (its lock file, ninja's log), so each such child gets a private copy of its build folder,
-mounted at the shared folder's path in a mount namespace of its own: the same paths, so ninja
-finds nothing to do. After a build, what the child wrote is copied back into the cache by us. The same
-namespace shows an empty folder in place of the machine's GPU turns (gpu_turns.py), which the candidate
-could otherwise lock for good from a process it leaves behind.
+The judge itself stays root: it writes the shared build, baseline and verdict caches. The children that execute
+the candidate's Python drop to `JudgeConfig.candidate_user` ("nobody"), in namespaces where:
+- the interpreter, the virtual environment and our packages are reachable, read-only, even where they live under
+  a folder closed to others (a venv under /root, mode 0700): only those paths show there, nothing else of it;
+- the cache folder is an empty folder: no cached baseline to rewrite (and so inflate its speedup), no verdict,
+  no other candidate's build, no GPU turn to lock; the fast-build objects it reads are bound back read-only;
+- its own build folder is a private copy, owned by it, mounted at the shared folder's path (torch's extension
+  loader writes into the build folder even to load a finished build: its lock file, ninja's log), so ninja finds
+  nothing to do; after a build, what the child wrote is copied back into the cache by us;
+- whatever it starts dies with it: the namespace's PID 1 is ours, and ends with the candidate's process or with
+  its process group.
 
-Where this cannot work (not root, no such user, the interpreter or packages out of the user's
-reach, no mount namespaces), candidate code runs as ours and the verdict's env says why.
+Where this cannot work (not root, no such user, no namespaces, an interpreter the user cannot start even so),
+candidate code runs as ours and the verdict's env says why (`candidate_isolation`).
 """
 
 from __future__ import annotations
@@ -25,29 +28,28 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cuda_agent.gpu_turns import turns_root
 from cuda_agent.machine import torch_versions
-from cuda_agent.subproc import Confinement, child_env, run_command, unprivileged_user
+from cuda_agent.subproc import JAIL, Confinement, child_env, interpreter_paths, run_command
 
 
 def candidate_user(name: str | None, cache_dir: Path) -> tuple[pwd.struct_passwd | None, str | None]:
-    """The user to run candidate code as, or None and why not (None, None: not asked for, or not root)."""
-    import importlib.util
-
-    import cuda_agent
-
-    torch_dir = Path(importlib.util.find_spec("torch").origin).parent  # found, not imported: torch costs seconds
-
-    # The cache too: its build folders are where the candidate's private copies are mounted. A fresh machine
-    # has none yet; the judge makes it anyway, so make it now and probe the folder it will be.
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    needed = [Path(sys.executable), torch_dir, Path(cuda_agent.__file__).parent, cache_dir]
-    needed += [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).exists()]
-    user, why_not = unprivileged_user(name, needed)
-    if user is None:
-        return None, why_not
+    """The user to run candidate code as, or None and why not (None, None: not asked for)."""
+    if name is None:
+        return None, None
+    if os.geteuid() != 0:
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        return None, (
+            f"not isolated: the judge runs as {me}, not root, so the candidate runs as {me} too, with no namespace "
+            "of its own: it can write whatever you can (the caches included), and what it starts may outlive it"
+        )
+    try:
+        user = pwd.getpwnam(name)
+    except KeyError:
+        return None, f"stayed root: no user {name!r} on this machine"
     if not mounts_work():
-        return None, "stayed root: no private mount namespace here (unshare/mount refused)"
+        return None, "stayed root: no private PID and mount namespace here (unshare/mount refused)"
+    # A fresh machine has no cache yet; the judge makes it anyway, so make it now (the probe's record lives there).
+    cache_dir.mkdir(parents=True, exist_ok=True)
     why_not = _interpreter_refuses(user, cache_dir)
     return (None, why_not) if why_not else (user, None)
 
@@ -68,13 +70,16 @@ def _interpreter_refuses(user: pwd.struct_passwd, cache_dir: Path) -> str | None
     import hashlib
     import json
 
-    setup = f"{user.pw_uid}|{sys.executable}|{sys.path}|{os.environ.get('PYTHONPATH')}|{torch_versions()['torch']}"
+    jail = hashlib.sha256(JAIL.read_bytes()).hexdigest()  # a changed jail is probed again
+    setup = (
+        f"{jail}|{user.pw_uid}|{sys.executable}|{sys.path}|{os.environ.get('PYTHONPATH')}|{torch_versions()['torch']}"
+    )
     record = cache_dir / "confine" / f"{hashlib.sha256(setup.encode()).hexdigest()[:20]}.json"
     if record.exists():
         return json.loads(record.read_text())["why_not"]
     argv = [sys.executable, "-P", "-c", "import torch, pydantic, cuda_agent.judge.child.shim"]
     env = confined_env(child_env(), "/")
-    child = run_command(argv, 300, cwd=Path("/"), env=env, confine=Confinement(user=user))
+    child = run_command(argv, 300, cwd=Path("/"), env=env, confine=Confinement(user=user, reach=interpreter_paths()))
     why_not = None
     if child.returncode != 0:
         last = (child.stderr.strip().splitlines() or ["(no output)"])[-1]
@@ -88,7 +93,7 @@ def _interpreter_refuses(user: pwd.struct_passwd, cache_dir: Path) -> str | None
 
 @functools.cache
 def mounts_work() -> bool:
-    """Whether a child can get a mount namespace with a bind mount, as the judge will ask (probed once)."""
+    """Whether a child can get a PID and mount namespace with a bind mount, as the judge will ask (probed once)."""
     with tempfile.TemporaryDirectory() as tmp:
         source, target = Path(tmp, "a"), Path(tmp, "b")
         source.mkdir()
@@ -109,15 +114,19 @@ def hand_over(folder: Path, user: pwd.struct_passwd) -> None:
 
 def private_copy(ext_dir: Path, scratch: Path, user: pwd.struct_passwd, cache_dir: Path) -> Confinement:
     """Copy `ext_dir` under `scratch` (times kept, so ninja sees an up-to-date build) for `user`; the
-    confinement that mounts the copy over `ext_dir`, an empty folder over `cache_dir`'s GPU turns (the user
-    could otherwise lock every judgement on the machine out of its GPU), and drops to `user`."""
-    copy, no_turns = scratch / "ext", scratch / "no-gpu-turns"
+    confinement that runs as `user`, hides `cache_dir` (but its fast-build objects) and mounts the copy over
+    `ext_dir`."""
+    copy = scratch / "ext"
     shutil.copytree(ext_dir, copy, symlinks=True, dirs_exist_ok=True)
-    no_turns.mkdir()
     hand_over(scratch, user)
-    turns = turns_root(cache_dir)
-    turns.mkdir(mode=0o755, parents=True, exist_ok=True)  # made now: one made while the candidate runs would show
-    return Confinement(user=user, binds=((str(copy), str(ext_dir)), (str(no_turns), str(turns))))
+    return Confinement(
+        user=user,
+        binds=((str(copy), str(ext_dir)),),
+        # The cache reachable first (it may lie under a closed folder), then hidden but its fast-build objects.
+        reach=(*interpreter_paths(), str(cache_dir)),
+        hidden=(str(cache_dir),),
+        shown=(str(cache_dir / "fast"),),
+    )
 
 
 def keep_build(confinement: Confinement, ext_dir: Path) -> None:

@@ -350,6 +350,8 @@ class _Judgement:
             candidate_dir=str(candidate_dir),
             confine_user=confinement.user.pw_uid if confinement and confinement.user else None,
             confine_binds=confinement.binds if confinement else (),
+            confine_hidden=confinement.hidden if confinement else (),
+            confine_shown=confinement.shown if confinement else (),
         )
         payload = self.run_child(
             "cuda_agent.judge.child.grader",

@@ -45,6 +45,8 @@ class RunRequest(BaseModel):
     confine_binds: tuple[tuple[str, str], ...] = Field(
         default_factory=tuple, description="Folders mounted in the candidate's process's namespace (source, target)."
     )
+    confine_hidden: tuple[str, ...] = Field(default_factory=tuple, description="Folders it sees empty (the cache).")
+    confine_shown: tuple[str, ...] = Field(default_factory=tuple, description="Paths under those bound back read-only.")
     policy: Literal["cuda-agent", "kernelbench"] = "cuda-agent"
     """'kernelbench': torch compute in forward is allowed, but the candidate's kernels must reach its outputs."""
 

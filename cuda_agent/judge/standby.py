@@ -11,9 +11,11 @@ candidate or the reference, a comparison, a timed repetition). `wait` kills it w
 longer than `step_s` (a hang: C++ spinning with the GIL held is caught within that time) or the
 whole run longer than `total_s`; a slow but working candidate keeps ticking and finishes.
 
-Confinement: the process is started in a mount namespace of its own (where it will confine), as
-us; on `go` it mounts the candidate's private build copy, enters the candidate's folder and drops
-to the candidate's user before it reads the request, exactly as a child started confined would.
+Confinement: the process is started in a PID and mount namespace of its own (jail.py, where it will
+confine), as us; on `go` it hides the caches, mounts the candidate's private build copy, enters the
+candidate's folder and drops to the candidate's user before it reads the request, exactly as a child
+started confined would. Closing it kills its process group, and with it the namespace's PID 1: whatever
+the candidate started dies too.
 
 The child dies with the grader (subproc.die_with_parent, set again after the change of user): a grader
 killed mid-run leaves no candidate spinning on its own. The thread that starts a standby is the one that
@@ -28,8 +30,8 @@ spec, and is alive (`unfit_for`); otherwise it is closed and a fresh one started
 What this does not protect against: a candidate that writes to the progress pipe itself (it runs
 in the same process) extends its own life up to `total_s`, the cap it had anyway; one that keeps a program named
 `ninja` running (its own load_inline in forward, or a process of its own where the static policy is off) goes on
-past its limits by up to `BUILD_GRACE_S`, holding its slot, not changing its verdict. Processes the candidate
-started itself outlive a grader that dies (while the grader lives, it kills their process group).
+past its limits by up to `BUILD_GRACE_S`, holding its slot, not changing its verdict. Unconfined (not root),
+processes the candidate started itself and moved out of its process group outlive it.
 """
 
 from __future__ import annotations
@@ -49,17 +51,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from cuda_agent.jail import bind_mounts
+from cuda_agent.machine import cache_root
 from cuda_agent.subproc import (
     ChildResult,
     Confinement,
-    bind_mounts,
     child_env,
-    child_set_up,
+    descendants,
     die_with_parent,
     drop_privileges,
-    group_processes,
+    interpreter_paths,
     kill_group,
     ninja_dry_run,
+    start_child,
 )
 
 PROGRESS_FD_ENV = "CUDA_AGENT_PROGRESS_FD"
@@ -92,7 +96,8 @@ def _why_building(pid: int) -> str:
     """Why the ninja `pid` has work, as a dry run in its folder explains it (the first reasons), or why unknown."""
     try:
         folder = os.readlink(f"/proc/{pid}/cwd")
-        _, reasons = ninja_dry_run(folder, timeout_s=10)
+        # As it sees its folder: a confined child's private copy is mounted where only it sees it.
+        _, reasons = ninja_dry_run(folder, timeout_s=10, mounts_of=pid if os.geteuid() == 0 else None)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"unknown ({exc})"
     return f"{folder}: {'; '.join(reasons[:3]) or 'no reason given'}"
@@ -129,21 +134,20 @@ class Standby:
         env: dict[str, str],
         namespace: bool = False,
         channel: tuple[str, int] | None = None,
-        new_session: bool = True,
+        pid_namespace: bool = True,
     ) -> None:
         """
         Args:
             module: the child's module; its main() understands `--standby` (see `serve_once`).
             env: the child's environment (the candidate's settings are added on `go`).
-            namespace: start it in a mount namespace of its own, so that `go` can mount a confinement's
-                folders (root only).
+            namespace: start it confined (jail.py: a PID and mount namespace of its own, our interpreter
+                reachable) but as root, so that `go` can mount a confinement's folders and drop to its user.
             channel: (variable, descriptor): a descriptor the child keeps, named to it in that variable (the
                 grader's socket to the candidate's process).
-            new_session: a process group of its own; False keeps it in ours, so that whoever kills our group
-                kills it too (the grader's candidate process).
+            pid_namespace: with `namespace`, a PID namespace too (False where the child shares CUDA IPC handles with
+                its starter: legacy CUDA IPC fails across PID namespaces; it then dies with its process group).
         """
         self.spec = StandbySpec.of(module, env, namespace)
-        self.new_session = new_session
         """What it was started with: a spare serves only a judgement that would start one the same (`unfit_for`)."""
         self._folder = tempfile.TemporaryDirectory(prefix="cuda-agent-standby-")
         folder = Path(self._folder.name)
@@ -158,16 +162,19 @@ class Standby:
             env[channel[0]] = str(channel[1])
             kept += (channel[1],)
         try:
-            self.proc = subprocess.Popen(
+            self.proc = start_child(
                 [sys.executable, "-P", "-m", module, "--standby"],
-                cwd=folder,
+                # The default cache reachable (it may lie under a closed folder, /root): its request hides it
+                # but for the fast-build objects, which it must find first.
+                Confinement(reach=(*interpreter_paths(), str(cache_root())), pid_namespace=pid_namespace)
+                if namespace
+                else None,
+                folder,
                 env=env,
                 stdin=subprocess.PIPE,
                 stdout=self._out,
                 stderr=self._err,
                 pass_fds=kept,
-                start_new_session=new_session,
-                preexec_fn=child_set_up(None, namespace_only=namespace),
             )
         finally:
             os.close(progress_w)
@@ -253,6 +260,8 @@ class Standby:
             "cwd": str(cwd),
             "env": env,
             "binds": [list(b) for b in confine.binds] if confine else [],
+            "hidden": list(confine.hidden) if confine else [],
+            "shown": list(confine.shown) if confine else [],
             "user": confine.user.pw_uid if confine and confine.user else None,
         }
         self.went = time.monotonic()
@@ -326,7 +335,7 @@ class Standby:
     def _held_off(self, now: float, step_s: float) -> float | None:
         """At a limit: until when it is held off because a build runs in the child's group (a second, then look
         again, up to BUILD_GRACE_S in all) or has just ended (a step of its own for what follows it); None: it stands."""
-        builds = [pid for pid, name in group_processes(self.proc.pid) if name == BUILD_TOOL]
+        builds = [pid for pid, name in descendants(self.proc.pid) if name == BUILD_TOOL]
         if builds and self.build_grace_s < BUILD_GRACE_S:
             if not self.build_grace_s:
                 self.build_why = _why_building(builds[0])
@@ -346,13 +355,8 @@ class Standby:
                 self.candidate_started = self.candidate_started or CANDIDATE in data
 
     def close(self) -> None:
-        """Kill the child if it still runs (with its group, where it has one of its own) and remove its files (safe to
-        call twice)."""
-        if not self.new_session:  # its group is its starter's: whoever kills that group ends what it left
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-        elif self.proc.poll() is None:
+        """Kill the child if it still runs and remove its files (safe to call twice)."""
+        if self.proc.poll() is None:
             kill_group(self.proc.pid)
             self.proc.wait()
         else:
@@ -375,13 +379,13 @@ class Standby:
 
 
 SHIM_NAMESPACE_ENV = "CUDA_AGENT_SHIM_NAMESPACE"
-"""Set for a grader whose candidate's process must start in a mount namespace of its own (it will confine)."""
+"""Set for a grader whose candidate's process must start confined (jail.py), to confine itself on its request."""
 
 
 def worker_spec(device: str, cpu_threads: int, turns_folder: Path | None, namespace: bool) -> StandbySpec:
     """How a judgement starts its run stage's grader (child/grader.py), which starts the candidate's process: our
     environment, confined to the CPU (`cpu_threads` threads) or told its GPU's turn folder; `namespace`: the
-    candidate's process starts in a mount namespace of its own, where it will confine."""
+    candidate's process starts confined. The grader itself is never confined: it is ours."""
     env = child_env()
     if device != "cuda":
         env["CUDA_VISIBLE_DEVICES"] = ""
@@ -448,7 +452,7 @@ def set_up_turn() -> contextlib.AbstractContextManager:
 
 
 def await_request(warm_up: Callable[[], None]) -> dict[str, Any]:
-    """In the child: warm up, say ready and read the one request (`go`'s message), taking its environment and folder.
+    """In the child: warm up, say ready and read the one request (`go`'s message), taking its environment.
 
     Raises:
         SystemExit: stdin closed without a request (the grader discarded this standby).
@@ -469,7 +473,7 @@ def serve_once(warm_up: Callable[[], None]) -> list[str]:
     its folder, its user) and return main()'s arguments."""
     parent = os.getppid()  # it dies with its starter (subproc.die_with_parent): here is who that is
     message = await_request(warm_up)
-    bind_mounts(message["binds"])
+    bind_mounts(message["binds"], message["hidden"], message["shown"])  # in the namespace it was started in
     os.chdir(message["cwd"])
     if message["user"] is not None:
         drop_privileges(pwd.getpwuid(message["user"]))

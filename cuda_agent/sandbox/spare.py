@@ -1,4 +1,4 @@
-"""A judge stage's runner started ahead of its job, with the candidate's standby worker already started.
+"""A judge stage's runner started ahead of its job, with the candidate's standby worker already started (issue 20.4).
 
 Why the runner, not the standby alone: a pool runs every stage of a job in a fresh runner process (execution.py)
 that hardens itself (its cores, a pids cgroup, rlimits, no network) before the judge runs in it, and the judge
@@ -290,8 +290,8 @@ def serve(spare_file: str) -> int:
 
 
 def _move_to(cpus: list[int], standby: Standby | None) -> list[int]:
-    """Put this process and every thread of its standby's process group (the grader and the candidate's process it
-    started) on `cpus` (none: leave them where they are); the cores."""
+    """Put this process and every thread of its standby's process group on `cpus` (none: leave them where they
+    are); the cores. The group: a confined standby is the grandchild of the process we started (jail.py)."""
     if not cpus:
         return []
     os.sched_setaffinity(0, cpus)

@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import os
 import pwd
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 from cuda_agent.gpu_turns import turns_for
 from cuda_agent.judge import JudgeConfig, judge
-from cuda_agent.judge import pipeline as pipeline_mod
 from cuda_agent.judge.build import OK_MARKER
-from cuda_agent.judge.confine import mounts_work, private_copy
-from cuda_agent.subproc import Confinement, run_command
+from cuda_agent.judge.confine import candidate_user, mounts_work, private_copy
+from cuda_agent.subproc import Confinement, child_env, interpreter_paths, run_command
 from cuda_agent.tasks import Catalog
 
 from .helpers import example_solution
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0 or not mounts_work(), reason="needs root and mount namespaces")
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or not mounts_work(), reason="needs root and PID and mount namespaces (unshare)"
+)
 
 
 @needs_root
@@ -64,21 +67,16 @@ def _confined_child(tmp_path: Path) -> None:
 
 
 @needs_root
-def test_judge_builds_and_runs_the_candidate_on_private_copies(tmp_path: Path, monkeypatch) -> None:
-    # Dropping to nobody needs an interpreter nobody can reach (not /root/.pyenv); stand root in for it,
-    # so that the copies, mounts and copy-back run as they do for nobody.
-    monkeypatch.setattr(pipeline_mod, "candidate_user", lambda name, cache_dir: (pwd.getpwuid(0), None))
+def test_judge_builds_and_runs_the_candidate_on_private_copies(tmp_path: Path) -> None:
     task = Catalog().resolve("examples/relu")
     solution = tmp_path / "solution.py"
     solution.write_text(example_solution("relu"))
     # Judged afresh both times: the second judgement must run again on the cached build, not be answered
     # from the verdict cache.
-    config = JudgeConfig(
-        device="cpu", time=False, cache_dir=tmp_path / "cache", candidate_user="nobody", verdict_cache=False
-    )
+    config = JudgeConfig(device="cpu", time=False, cache_dir=tmp_path / "cache", verdict_cache=False)
 
     first = judge(task, solution, config)
-    assert first.verdict == "pass" and first.env["candidate_user"] == "root", first.message
+    assert first.verdict == "pass" and first.env["candidate_user"] == "nobody", first.message
     (ext_dir,) = (tmp_path / "cache" / "builds").iterdir()
     assert (ext_dir / OK_MARKER).exists() and list(ext_dir.rglob("*.so"))  # the build came back to the cache
     before = {p: p.stat().st_mtime_ns for p in [ext_dir, *ext_dir.rglob("*")]}
@@ -89,32 +87,31 @@ def test_judge_builds_and_runs_the_candidate_on_private_copies(tmp_path: Path, m
     assert after == before  # torch's loader and ninja wrote into the private copy, not the cache
 
 
-def test_without_a_reachable_user_the_verdict_says_why(tmp_path: Path) -> None:
-    task = Catalog().resolve("examples/relu")
-    solution = tmp_path / "solution.py"
-    solution.write_text(example_solution("relu"))
-    verdict = judge(task, solution, JudgeConfig(device="cpu", time=False, candidate_user="nobody"))
-    assert verdict.verdict == "pass"
+def test_the_verdict_says_whether_the_candidate_was_isolated(tmp_path: Path) -> None:
+    user, why_not = candidate_user("nobody", tmp_path / "cache")
     if os.geteuid() != 0:
-        assert "candidate_user" not in verdict.env and "candidate_isolation" not in verdict.env  # nothing to drop
+        assert user is None and why_not.startswith("not isolated: the judge runs as")
+    elif mounts_work():
+        assert user is not None and user.pw_name == "nobody" and why_not is None
     else:
-        assert verdict.env.get("candidate_user") == "nobody" or "stayed root" in verdict.env["candidate_isolation"]
+        assert user is None and "no private PID and mount namespace" in why_not
+    if os.geteuid() == 0:
+        assert candidate_user("no-such-user-here", tmp_path) == (
+            None,
+            "stayed root: no user 'no-such-user-here' on this machine",
+        )
 
 
 def test_a_cache_folder_not_made_yet_is_made_and_probed(tmp_path: Path) -> None:
     # A fresh machine: the probe ran before the judge had made its cache, and crashed the sandbox runner.
-    from cuda_agent.judge.confine import candidate_user
-
     cache = tmp_path / "not" / "yet"
     user, why_not = candidate_user("nobody", cache)
-    assert cache.is_dir()
     if os.geteuid() == 0:
+        assert cache.is_dir()
         assert user is not None or why_not.startswith("stayed root")
 
 
 def _can_drop() -> bool:
-    from cuda_agent.judge.confine import candidate_user
-
     return os.geteuid() == 0 and candidate_user("nobody", JudgeConfig().cache_dir)[0] is not None
 
 
@@ -138,5 +135,88 @@ def test_a_candidate_that_slips_past_the_policy_cannot_write_the_shared_cache(tm
     config = JudgeConfig(device="cpu", time=False, cache_dir=cache, candidate_user="nobody", static_policy=False)
     verdict = judge(Catalog().resolve("examples/relu"), solution, config)
     assert verdict.env["candidate_user"] == "nobody"
-    assert verdict.verdict == "runtime_error" and "PermissionError" in verdict.message
+    # The cache is not even there for it: an empty folder stands in its place.
+    assert verdict.verdict == "runtime_error" and "FileNotFoundError" in verdict.message, verdict.message
     assert not planted.exists()
+
+
+@needs_root
+def test_nothing_a_confined_child_starts_outlives_it() -> None:
+    # A daemon that leaves the process group (setsid, double fork) escaped the group's kill before (issue 36).
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp).chmod(0o777)
+        daemon = (
+            "import os, time\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid()\n"
+            "    if os.fork() == 0:\n"
+            f"        open('{tmp}/started', 'w').close()\n"
+            "        time.sleep(2)\n"
+            f"        open('{tmp}/late', 'w').close()\n"
+            "    os._exit(0)\n"
+            f"while not os.path.exists('{tmp}/started'): time.sleep(0.01)\n"
+            "print(os.getpid(), os.getppid())\n"
+        )
+        confine = Confinement(user=pwd.getpwnam("nobody"), reach=interpreter_paths())
+        child = run_command([sys.executable, "-c", daemon], 60, env=child_env(), confine=confine)
+        assert child.returncode == 0 and child.stdout.split() == ["2", "1"], child.stderr  # PID 1 is ours
+        time.sleep(3)
+        assert Path(tmp, "started").exists() and not Path(tmp, "late").exists()
+
+
+@needs_root
+def test_a_confined_child_ends_as_its_program_did() -> None:
+    confine = Confinement(user=pwd.getpwnam("nobody"), reach=interpreter_paths())
+    ends = {"import sys; sys.exit(7)": 7, "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)": -11}
+    for code, returncode in ends.items():
+        assert run_command([sys.executable, "-c", code], 60, env=child_env(), confine=confine).returncode == returncode
+    hung = run_command([sys.executable, "-c", "import time; time.sleep(60)"], 1, env=child_env(), confine=confine)
+    assert hung.timed_out and hung.wall_s < 10
+    # It starts with no signal ignored, as an unconfined child does (the holder ignores some; Python, SIGPIPE).
+    ignored = run_command(["grep", "SigIgn", "/proc/self/status"], 20, confine=confine)
+    assert ignored.stdout.split() == ["SigIgn:", "0000000000000000"], ignored.stderr
+
+
+@needs_root
+def test_a_folder_closed_to_others_shows_only_what_the_child_needs() -> None:
+    # A venv under /root (mode 0700): the interpreter's paths are bound back under a tmpfs over /root, alone.
+    with tempfile.TemporaryDirectory() as tmp:
+        needed, private = Path(tmp, "env", "lib"), Path(tmp, "secret")
+        needed.mkdir(parents=True)
+        private.mkdir()
+        (needed / "module.py").write_text("print('imported')\n")
+        (private / "key").write_text("root's\n")
+        assert oct(Path(tmp).stat().st_mode & 0o777) == "0o700"
+        confine = Confinement(user=pwd.getpwnam("nobody"), reach=(*interpreter_paths(), str(needed)))
+        code = f"import sys, os; sys.path.insert(0, {str(needed)!r}); import module; print(os.listdir({tmp!r}))"
+        child = run_command([sys.executable, "-c", code], 60, env=child_env(), confine=confine)
+        assert child.stdout.split("\n")[:2] == ["imported", "['env']"], child.stderr
+        write = f"open({str(needed / 'planted')!r}, 'w')"
+        child = run_command([sys.executable, "-c", write], 60, env=child_env(), confine=confine)
+        assert "Read-only file system" in child.stderr and not (needed / "planted").exists()
+        assert oct(Path(tmp).stat().st_mode & 0o777) == "0o700"  # outside, nothing changed
+
+
+@needs_root
+def test_a_child_confined_without_a_pid_namespace_keeps_the_machines_process_ids() -> None:
+    # For CUDA's legacy IPC, which does not open handles across PID namespaces: mounts and user alone.
+    confine = Confinement(user=pwd.getpwnam("nobody"), reach=interpreter_paths(), pid_namespace=False)
+    child = run_command(["sh", "-c", "echo $$ $PPID; id -u"], 20, confine=confine)
+    pid, parent, uid = child.stdout.split()
+    assert int(pid) > 2 and int(parent) > 1 and uid == str(pwd.getpwnam("nobody").pw_uid), child.stderr
+
+
+def test_the_cli_warns_once_where_the_candidate_is_not_isolated(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As root, the namespaces refused (a container without the capability); not root, the judge's own user.
+    from cuda_agent.cli import main
+    from cuda_agent.judge import confine
+
+    monkeypatch.setattr(confine, "mounts_work", lambda: False)
+    path = tmp_path / "s.py"
+    path.write_text("class ModelNew(:\n")  # refused before it runs: the warning comes with every verdict
+    assert main(["judge", "examples/relu", str(path), "--device", "cpu", "--json", "--no-verdict-cache"]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: ")]
+    expected = "stayed root: no private PID and mount namespace" if os.geteuid() == 0 else "not isolated: the judge"
+    assert len(warnings) == 1 and expected in warnings[0], warnings

@@ -92,13 +92,14 @@ def test_hanging_forward_times_out(tmp_path: Path) -> None:
 
 
 def test_a_load_that_compiles_in_the_run_stage_is_not_a_hang(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Its source differs from one process to the next, so the extension the build stage compiled is not the one
+    # Its source differs from one process to the next (not by its pid: each is 2 in its own PID namespace), so the
+    # extension the build stage compiled is not the one
     # its import in the run stage loads: torch's loader compiles there, past the 2 s step limit. That is a slow
     # import, not a hang (CI saw correct kernels killed as `timeout` so), and the verdict says where the time went.
     monkeypatch.setenv("CCACHE_DISABLE", "1")  # the compile really runs (torch wraps c++ in ccache where found)
     source = RELU.replace(
         "relu_ext = load_inline(",
-        "import os\ncpp_source += f'\\nstatic int loaded_by_{os.getpid()} = 0;\\n'\nrelu_ext = load_inline(",
+        "import os\ncpp_source += f'\\nstatic int loaded_by_{os.urandom(8).hex()} = 0;\\n'\nrelu_ext = load_inline(",
     )
     verdict = run_judge(tmp_path, "examples/relu", source, static_policy=False, step_floor_s=2.0)
     assert (verdict.verdict, verdict.reward) == ("pass", 1), verdict.message
@@ -163,7 +164,9 @@ def test_a_lock_left_by_a_killed_load_is_removed_and_the_judgement_goes_on(tmp_p
     assert builds, f"no load_inline build folder in {ext_dir}"
     for folder in builds:  # what a process killed inside torch's loader leaves: its FileBaton, forever
         (folder / "lock").write_text("")
-    again = run_judge(tmp_path, "examples/relu", RELU, run_timeout_s=120)
+    # Unconfined: a confined candidate loads from a private copy of the folder (judge/confine.py), and removes the
+    # stale lock there, not here.
+    again = run_judge(tmp_path, "examples/relu", RELU, run_timeout_s=120, candidate_user=None)
     assert again.verdict == "pass", again.message  # without the cleanup: a wait until the run limit
     assert not any((folder / "lock").exists() for folder in builds)
 
@@ -182,8 +185,10 @@ def test_a_wait_for_the_build_folder_held_by_another_process_is_our_failure_not_
     fd = os.open(ext_dir / LOADING_LOCK, os.O_RDONLY | os.O_CREAT, 0o666)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
+        # Unconfined: a confined candidate loads from a private copy of the folder (judge/confine.py), which no
+        # other process holds.
         with pytest.raises(JudgeInfraError, match="before the candidate's code ran"):
-            run_judge(tmp_path, "examples/relu", RELU, adaptive_limits=False, run_timeout_s=8)
+            run_judge(tmp_path, "examples/relu", RELU, adaptive_limits=False, run_timeout_s=8, candidate_user=None)
     finally:
         os.close(fd)
     assert run_judge(tmp_path, "examples/relu", RELU).verdict == "pass"

@@ -7,6 +7,7 @@ import time
 import psutil
 
 from cuda_agent.sandbox.jobs import JobResult, JudgeJob, make_judge_job
+from cuda_agent.subproc import JAIL
 from tests.judge.helpers import example_solution, with_forward_body
 
 RELU = example_solution("relu")
@@ -52,8 +53,15 @@ def judge_copy(pool, n: int, **config: object) -> JobResult:
 
 
 def ours(marker: str) -> list[psutil.Process]:
-    """Our descendants whose command line names `marker` (other tests on this machine have their own)."""
-    return [p for p in psutil.Process().children(recursive=True) if marker in " ".join(_cmdline(p))]
+    """Our descendants whose command line names `marker` (other tests on this machine have their own), but the
+    holders of confined processes (jail.py, whose command line names the program they hold: `held`)."""
+    found = [(p, " ".join(_cmdline(p))) for p in psutil.Process().children(recursive=True)]
+    return [p for p, line in found if marker in line and str(JAIL) not in line]
+
+
+def held() -> list[psutil.Process]:
+    """Our descendants that hold a confined process (jail.py's holder and PID 1)."""
+    return [p for p in psutil.Process().children(recursive=True) if str(JAIL) in " ".join(_cmdline(p))]
 
 
 def spare_standby() -> psutil.Process:

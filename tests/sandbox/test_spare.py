@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import tempfile
 import time
 from pathlib import Path
 from uuid import uuid4
@@ -14,7 +15,7 @@ import psutil
 from cuda_agent.sandbox.jobs import make_judge_job
 from cuda_agent.sandbox.local import LocalPool
 from tests.judge.helpers import with_forward_body
-from tests.sandbox.helpers import RELU, STANDBY, TIMED, judge_copy, ours, spare_standby
+from tests.sandbox.helpers import RELU, STANDBY, TIMED, held, judge_copy, ours, spare_standby
 
 BUILD_STANDBY = "cuda_agent.judge.build --standby"
 """In the command line of a build's importing child started ahead (judge/build.py)."""
@@ -45,7 +46,7 @@ def test_closing_the_pool_leaves_no_spare_process() -> None:
     assert len(spares) == 2  # its runner and that runner's standby
     pool.close()
     gone, alive = psutil.wait_procs(spares, timeout=5)
-    assert alive == [] and ours(STANDBY) == [] and ours("--spare") == []
+    assert alive == [] and ours(STANDBY) == [] and ours("--spare") == [] and held() == []
 
 
 def test_a_spare_started_for_another_config_is_discarded() -> None:
@@ -61,15 +62,20 @@ def test_a_spare_whose_standby_died_is_replaced_not_used() -> None:
     with LocalPool(build_workers=1, spares=1) as pool:
         judge_copy(pool, 0)
         worker = spare_standby()
-        os.killpg(worker.pid, signal.SIGKILL)  # its own process group (standby.py starts it in a new session)
+        os.killpg(os.getpgid(worker.pid), signal.SIGKILL)  # its own process group (standby.py starts a new session)
         psutil.wait_procs([worker], timeout=5)
         replaced = judge_copy(pool, 1).verdict
     assert replaced.env["standby_worker"] == "started ahead"
     assert replaced.env["standby_spare_discarded"] == "it had exited (-9)"
 
 
-def test_a_spare_waits_on_the_build_cores_and_its_candidate_runs_on_the_timing_cores(tmp_path: Path) -> None:
-    seen = tmp_path / "cores.txt"
+def test_a_spare_waits_on_the_build_cores_and_its_candidate_runs_on_the_timing_cores() -> None:
+    with tempfile.TemporaryDirectory(prefix="spare-test-") as folder:  # the candidate may run as nobody: not tmp_path
+        Path(folder).chmod(0o777)
+        _spare_cores(Path(folder, "cores.txt"))
+
+
+def _spare_cores(seen: Path) -> None:
     cores = "sorted(__import__('os').sched_getaffinity(0))"
     forward = with_forward_body(RELU, f"open({str(seen)!r}, 'w').write(repr({cores}))\nreturn relu_ext.relu_forward(x)")
     with LocalPool(build_workers=1, spares=1, pin_cpus=True, cores_per_timing=1) as pool:
@@ -106,7 +112,7 @@ def test_a_correctness_only_judgement_on_the_cpu_takes_a_build_workers_spare() -
     assert [r.verdict.env["standby_worker"] for r in (first, second)] == ["started ahead", "spare started ahead"]
     assert "run.timing" not in second.verdict.stage_s and second.worker == "build-0"  # no timing slot held
     _, alive = psutil.wait_procs(leftover, timeout=5)
-    assert alive == [] and ours(STANDBY) == []  # the pool closed its build workers' spare too
+    assert alive == [] and ours(STANDBY) == [] and held() == []  # the pool closed its build workers' spare too
 
 
 def test_a_prepare_stage_takes_a_spare_whose_build_child_builds_the_candidate() -> None:
@@ -130,7 +136,7 @@ def test_a_prepare_stage_takes_a_spare_whose_build_child_builds_the_candidate() 
     for result in (first, second):
         assert result.status == "done" and result.verdict.verdict == "pass", result.error or result.verdict.message
         assert result.verdict.env["build_cached"] is True  # the judge stage found the prepare stage's build
-    assert ours(BUILD_STANDBY) == [] and ours("--spare") == []
+    assert ours(BUILD_STANDBY) == [] and ours("--spare") == [] and held() == []
 
 
 def _one(marker: str) -> psutil.Process:

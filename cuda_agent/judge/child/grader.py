@@ -24,6 +24,7 @@ Nothing the candidate's process writes is read as a result; a crash or an exit b
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -210,7 +211,11 @@ class Grader:
             raise RuntimeError(f"{why_not} (the candidate's process)")
         req = self.req
         user = pwd.getpwuid(req.confine_user) if req.confine_user is not None else None
-        confine = Confinement(user=user, binds=req.confine_binds) if user or req.confine_binds else None
+        confine = None
+        if user or req.confine_binds:
+            confine = Confinement(
+                user=user, binds=req.confine_binds, hidden=req.confine_hidden, shown=req.confine_shown
+            )
         folder = req.candidate_dir
         env = {"TORCH_EXTENSIONS_DIR": req.ext_dir, "HOME": folder, "TMPDIR": folder, DEVICE_ENV: self.device}
         self.shim.go([], Path(folder), env, confine)
@@ -459,8 +464,8 @@ _shim: list[tuple[Standby, Channel]] = []
 
 
 def start_shim() -> None:
-    """Start the candidate's process now (it imports torch while we do), in our process group, so that whoever kills
-    this grader's group kills it too."""
+    """Start the candidate's process now (it imports torch while we do). It dies with us (its parent-death signal),
+    and on the CPU with its PID namespace (jail.py) whatever it started."""
     channel, theirs = Channel.pair()
     env = child_env()
     for name in ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", TURNS_ENV, "PYTHONPATH"):
@@ -474,7 +479,7 @@ def start_shim() -> None:
         env,
         namespace=namespace,
         channel=(SOCKET_FD_ENV, theirs.fileno()),
-        new_session=False,
+        pid_namespace=os.environ.get("CUDA_VISIBLE_DEVICES") == "",  # CUDA IPC fails across PID namespaces
     )
     theirs.close()
     _shim.append((shim, channel))
@@ -507,8 +512,10 @@ def _on_term(signum: int, frame: Any) -> None:
 
     faulthandler.dump_traceback(all_threads=True)
     if _shim:
-        time.sleep(0.5)
         shim = _shim[0][0]
+        with contextlib.suppress(OSError):
+            os.killpg(shim.proc.pid, signal.SIGTERM)  # its own group: it dumps its stacks on the signal
+        time.sleep(0.5)
         sys.stderr.write("the candidate's process:\n" + shim._tail(shim._err, 6000) + "\n")
     sys.stderr.flush()
     os._exit(1)

@@ -61,7 +61,8 @@ def test_accepts_reading_the_environment() -> None:
 
 def test_a_baseline_rewritten_during_the_run_is_not_used(tmp_path) -> None:  # noqa: ANN001
     # A red-team solution (2026-12-05) rewrote the cached baselines 50x slower while it ran, and the baselines
-    # stage read them after. With the static policy off (torch.os is refused there), the runtime defence alone:
+    # stage read them after. With the static policy off (torch.os is refused there) and the candidate as the
+    # judge's own user (as root, it would not even see the cache: test_escape.py), the runtime defence alone:
     # the stage uses the copy read before the candidate's code ran.
     from cuda_agent.judge import JudgeConfig, baseline_key
     from cuda_agent.tasks import Catalog
@@ -89,6 +90,7 @@ def test_a_baseline_rewritten_during_the_run_is_not_used(tmp_path) -> None:  # n
             time=True,
             static_policy=False,
             verdict_cache=False,  # the candidate must run (an earlier run of this test cached its verdict)
+            candidate_user=None,
         )
         assert cached.read_text() != kept  # the candidate did rewrite it
     finally:

@@ -20,6 +20,7 @@ import contextlib
 import json
 import platform
 import re
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -321,10 +322,12 @@ class _Judgement:
         self.env["run_limits"] = self.limits.model_dump()
         candidate_dir = workdir / "candidate"
         candidate_dir.mkdir()
+        solution_file = Path(shutil.copy2(solution_file, candidate_dir / solution_file.name))  # where it can read
         confinement = None
         if self.user is not None:
             confinement = private_copy(ext_dir, workdir / "private", self.user, cfg.cache_dir)
             hand_over(candidate_dir, self.user)  # the candidate's folder alone; the request and result stay ours
+            workdir.chmod(0o711)  # the way to it open to the candidate's user, not a listing, not a write
         request = RunRequest(
             python_path=self.module_path(ext_dir),
             task_code=self.task.code,

@@ -210,7 +210,7 @@ def test_readme_mixed_cpu_bench_runs_as_written_on_one_of_its_problems(tmp_path:
     [task] = report["tasks"]
     verdict = task["verdict"]
     assert (task["ref"], verdict["verdict"], verdict["policy"]) == (
-        f"{MIXED_SUITE}/matmul_gelu_softmax",
+        f"{MIXED_SUITE}::matmul_gelu_softmax",
         "pass",
         "kernelbench",
     )

@@ -107,14 +107,22 @@ def _trusted(paths: dict[str, Path]) -> dict[Path, bytes]:
 
 
 def _daemons() -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and (entry / "comm").read_text().strip() == DAEMON_NAME:
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
+    """The escaping daemons still running: a zombie (killed, its parent gone, not yet reaped by the machine's init)
+    runs nothing; the kernel's kill of a namespace's processes is itself not instant, so look for up to 2 s."""
+    deadline = time.monotonic() + 2.0
+    while True:
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and (entry / "comm").read_text().strip() == DAEMON_NAME:
+                    state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+                    if state != "Z":
+                        found.append(int(entry.name))
+            except OSError:
+                continue
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
 
 
 def test_a_candidate_leaves_nothing_running_and_writes_no_cache(machine: dict[str, Path]) -> None:

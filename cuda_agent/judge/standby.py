@@ -368,6 +368,10 @@ class Standby:
             handle.close()
         self._folder.cleanup()
 
+    def stderr_tail(self, cap: int) -> str:
+        """The last `cap` characters the child wrote to stderr (its stacks, where it was killed)."""
+        return self._tail(self._err, cap)
+
     @staticmethod
     def _tail(handle: IO[bytes], cap: int) -> str:
         if handle.closed:

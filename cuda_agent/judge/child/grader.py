@@ -28,6 +28,7 @@ import contextlib
 import os
 import secrets
 import signal
+import subprocess
 import sys
 import time
 import traceback
@@ -182,9 +183,9 @@ class Grader:
         """The candidate's process is gone (or spoke nonsense): its runtime_error once its code ran, else ours."""
         try:
             code = self.shim.proc.wait(timeout=2.0)
-        except Exception:  # still alive: it closed its socket or broke the protocol
+        except subprocess.TimeoutExpired:  # still alive: it closed its socket or broke the protocol
             code = None
-        tail = " ".join(self.shim._tail(self.shim._err, 4000).strip().splitlines()[-6:])
+        tail = " ".join(self.shim.stderr_tail(4000).strip().splitlines()[-6:])
         how = f"died (exit {code})" if code is not None else f"broke off ({cause})"
         if not self.candidate_started:
             return RuntimeError(f"the candidate's process {how} before candidate code ran: {tail or 'no output'}")
@@ -516,7 +517,7 @@ def _on_term(signum: int, frame: Any) -> None:
         with contextlib.suppress(OSError):
             os.killpg(shim.proc.pid, signal.SIGTERM)  # its own group: it dumps its stacks on the signal
         time.sleep(0.5)
-        sys.stderr.write("the candidate's process:\n" + shim._tail(shim._err, 6000) + "\n")
+        sys.stderr.write("the candidate's process:\n" + shim.stderr_tail(6000) + "\n")
     sys.stderr.flush()
     os._exit(1)
 

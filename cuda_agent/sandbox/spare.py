@@ -51,7 +51,7 @@ from cuda_agent.sandbox.execution import stage_env
 from cuda_agent.sandbox.jobs import JudgeJob, SourceSolution
 from cuda_agent.sandbox.limits import SandboxLimits, create_pids_cgroup, kill_cgroup
 from cuda_agent.sandbox.runner import RunnerOutcome, RunnerSpec, harden, run_judge_phase, stage_config
-from cuda_agent.subproc import group_processes, kill_group
+from cuda_agent.subproc import descendants, kill_group
 from cuda_agent.types import Task
 
 log = logging.getLogger(__name__)
@@ -290,13 +290,14 @@ def serve(spare_file: str) -> int:
 
 
 def _move_to(cpus: list[int], standby: Standby | None) -> list[int]:
-    """Put this process and every thread of its standby's process group on `cpus` (none: leave them where they
-    are); the cores. The group: a confined standby is the grandchild of the process we started (jail.py)."""
+    """Put this process and every thread of its standby and of everything below it (the grader's candidate process,
+    started confined through jail.py's holder, in a group of its own) on `cpus` (none: leave them where they are);
+    the cores."""
     if not cpus:
         return []
     os.sched_setaffinity(0, cpus)
     if standby is not None:
-        for pid, _ in group_processes(standby.proc.pid):
+        for pid in [standby.proc.pid, *(child for child, _ in descendants(standby.proc.pid))]:
             for thread in Path(f"/proc/{pid}/task").glob("*"):
                 with contextlib.suppress(OSError):  # a thread that ended meanwhile
                     os.sched_setaffinity(int(thread.name), cpus)

@@ -1,4 +1,4 @@
-"""bench/work_dir.sh: the GPU bench scripts delete no fixed folder under /tmp that they did not make (issue 41)."""
+"""bench/work_dir.sh: the GPU bench scripts delete no fixed folder under /tmp that they did not make."""
 
 from __future__ import annotations
 

@@ -153,7 +153,7 @@ def plan_training(recipe: Recipe, out_dir: Path, user_overrides: list[str] = ())
 def _sft_logprobs_in_blocks(config: Any) -> list[str]:
     """verl's SFT trainer takes each token's log-probability in a Python loop of one kernel a token where
     flash-attn is missing (`cuda_agent.rl.verl_logprobs`, which PPO's workers load the same way): ~6 s a step
-    for the tiny curriculum model's 24 rows of ~2,000 tokens on an H100 (MFU 6e-5, issue 37). The model
+    for the tiny curriculum model's 24 rows of ~2,000 tokens on an H100 (MFU 6e-5). The model
     config's external-library hook loads the blocked version in the trainer's process; the override goes
     into the launch command and the composed config alike."""
     from omegaconf import OmegaConf, open_dict

@@ -142,7 +142,7 @@ def test_a_candidate_that_slips_past_the_policy_cannot_write_the_shared_cache(tm
 
 @needs_root
 def test_nothing_a_confined_child_starts_outlives_it() -> None:
-    # A daemon that leaves the process group (setsid, double fork) escaped the group's kill before (issue 36).
+    # A daemon that leaves the process group (setsid, double fork) would escape a kill of the group alone.
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp).chmod(0o777)
         daemon = (

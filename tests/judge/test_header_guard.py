@@ -138,7 +138,7 @@ def test_a_function_declared_again_as_the_light_header_declares_it_is_no_differe
 OPERATOR_FAMILIES = """
 #include <torch/extension.h>
 torch::Tensor forward(torch::Tensor bn_running_var, double bn_eps, torch::Tensor v) {
-    auto a = (bn_running_var + bn_eps).rsqrt();   // Tensor op scalar (issue 38's unit)
+    auto a = (bn_running_var + bn_eps).rsqrt();   // Tensor op scalar
     auto b = 1.0 - v * 2.0 / 3;                    // scalar op Tensor, Tensor op scalar
     auto c = v - v * v / v;                        // Tensor op Tensor
     auto m = (v > 0.5) & (v <= v) | (v == 1);      // comparisons and logic on their results

@@ -376,3 +376,10 @@ def test_cuda_out_of_memory_is_ours_in_the_reference_set_up_and_the_candidates_i
     )
     verdict = judge_new_task(tmp_path, greedy, device="cuda", static_policy=False)
     assert verdict.verdict == "runtime_error" and "OutOfMemoryError" in verdict.message
+
+
+def test_an_exception_with_a_huge_message_is_the_candidates_runtime_error_cut_to_size(tmp_path: Path) -> None:
+    source = with_forward_body(RELU, "raise ValueError('x' * 100000)")
+    verdict = run_judge(tmp_path, "examples/relu", source, static_policy=False)
+    assert (verdict.verdict, verdict.reward) == ("runtime_error", -1), verdict.message[:300]
+    assert verdict.message.startswith("ModelNew.forward raised ValueError") and len(verdict.message) <= 20_000

@@ -30,7 +30,7 @@ def test_bundled_recipe_composes_and_only_lacks_its_inputs(plans: dict, stage: s
     problems = check_plan(plans[stage], launching=False)
     assert all(any(e in p for e in EXPECTED_HERE) for p in problems), problems
     assert any("n_gpus_per_node" in p for p in problems)  # the dry run checks GPUs too
-    hub = [p for p in problems if "Hugging Face cache" in p]  # the command huggingface_hub >= 1.0 has (issue 41)
+    hub = [p for p in problems if "Hugging Face cache" in p]  # the command huggingface_hub >= 1.0 has
     assert all(p.endswith(f"`hf download {p.split()[1]}`") for p in hub), problems
 
 

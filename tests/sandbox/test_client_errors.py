@@ -1,4 +1,4 @@
-"""What a user reads when the sandbox service cannot be reached or refuses a request (issue 41): one line each."""
+"""What a user reads when the sandbox service cannot be reached or refuses a request: one line each."""
 
 from __future__ import annotations
 

@@ -26,6 +26,8 @@ from cuda_agent.judge.protocol import CallAnswer, LoadAnswer, ProfileAnswer, Ret
 
 SOCKET_FD_ENV = "CUDA_AGENT_SHIM_FD"
 """The shim finds its end of the grader's socket pair in this variable."""
+MAX_TEXT = 20_000
+"""The longest message an answer carries (protocol.CallAnswer): an exception's text beyond it is cut."""
 DEVICE_ENV = "CUDA_AGENT_SHIM_DEVICE"
 """'cuda' or 'cpu', given on `go`."""
 
@@ -98,7 +100,8 @@ class Shim:
         from cuda_agent.tasks.problem import call_inputs, load_problem
 
         self.probe_outputs.clear()  # the calibration's zeros: no use once the candidate answers
-        self.torch.cuda.empty_cache() if self.device == "cuda" else None
+        if self.device == "cuda":
+            self.torch.cuda.empty_cache()
         name = message["task_name"]
         problem = load_problem(message["task_code"], f"{name} (init arguments)", module_name="_task", register=False)
         self.torch.manual_seed(0)
@@ -113,7 +116,7 @@ class Shim:
                 spec.loader.exec_module(module)
         except Exception as exc:
             text = f"importing the solution raised {type(exc).__name__}: {exc}"
-            return _load("runtime_error", "import", text, out_of_memory=out_of_memory(exc))
+            return _load("runtime_error", "import", text[:MAX_TEXT], out_of_memory=out_of_memory(exc))
         model_cls = getattr(module, "ModelNew", None)
         if model_cls is None:
             return _load("runtime_error", "import", "the solution defines no ModelNew")
@@ -124,7 +127,7 @@ class Shim:
             self.model = model_cls(*init_args).to(self.device)
         except Exception as exc:
             text = f"ModelNew(*get_init_inputs()) raised {type(exc).__name__}: {exc}"
-            return _load("runtime_error", "init", text, out_of_memory=out_of_memory(exc))
+            return _load("runtime_error", "init", text[:MAX_TEXT], out_of_memory=out_of_memory(exc))
         answer = LoadAnswer(status="ok", env={"import_s": time.perf_counter() - start})
         return answer.model_dump()
 
@@ -149,7 +152,7 @@ class Shim:
             self.sync()
         except Exception as exc:
             text = f"ModelNew.forward raised {type(exc).__name__}: {exc}"
-            return CallAnswer(status="raised", message=text, out_of_memory=out_of_memory(exc)).model_dump()
+            return CallAnswer(status="raised", message=text[:MAX_TEXT], out_of_memory=out_of_memory(exc)).model_dump()
         return self.answer(ms, dict(tracer.disallowed) if tracer is not None else {}).model_dump()
 
     def timed(self, model: Any, inputs: list[Any], tracer: Any) -> tuple[float, Any]:
@@ -220,7 +223,9 @@ class Shim:
                 answer.torch_only_reason = runtime.torch_only_reason(lambda: call(again), sources, self.sync, tolerance)
         except Exception as exc:
             text = f"ModelNew.forward raised {type(exc).__name__}: {exc}"
-            return ProfileAnswer(status="raised", message=text, out_of_memory=out_of_memory(exc)).model_dump()
+            return ProfileAnswer(
+                status="raised", message=text[:MAX_TEXT], out_of_memory=out_of_memory(exc)
+            ).model_dump()
         return answer.model_dump()
 
 

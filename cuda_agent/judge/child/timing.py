@@ -128,7 +128,7 @@ NOISE_FLOOR_MS = {"cuda": 0.01, "cpu": 0.05}
 """The least difference `external_bound` acts on, whatever the overhead's measured spread."""
 OVERHEAD_SHARE = 0.15
 """...and at least this share of the grader's median overhead per call: an honest 0.04 ms kernel on an H100 showed a
-least gap 0.11 ms above the calibration's beside a 1.1 ms overhead per call (2026-12-06). Work hidden below it is
+least gap 0.11 ms above the calibration's beside a 1.1 ms overhead per call (`bench/results/h100-2026-12-06-e/`). Work hidden below it is
 what the outside view cannot tell from our own per-call cost."""
 
 

@@ -103,7 +103,7 @@ def test_external_bound_sees_work_hidden_before_the_clock_under_heavy_noise() ->
 
 
 def test_external_bound_takes_a_tiny_honest_kernel_beside_a_large_overhead_as_it_reported() -> None:
-    # The figures of an honest 0.04 ms relu on an H100 (2026-12-06): 1.1 ms of the grader's own cost per call, and
+    # The figures of an honest 0.04 ms relu on an H100 (bench/results/h100-2026-12-06-e/): 1.1 ms of the grader's own cost per call, and
     # the phase's least gap 0.11 ms above the calibration's. Below the outside view's resolution: the report stands.
     from cuda_agent.judge.child.timing import external_bound
 

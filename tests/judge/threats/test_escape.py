@@ -1,8 +1,8 @@
 """Threat 20: a candidate that outlives its judgement, or writes the caches every later judgement trusts.
 
-A red-team candidate (2026-12) started a process with `clone` + `setsid`, which escaped the kill of the worker's
-process group, and rewrote its task's cached eager/compile baseline afterwards: reward 3 for every later
-judgement of that task. Here the candidate (static policy off, as native code would be) tries it all from its
+A candidate may start a process with `clone` + `setsid`, which would escape a kill of its process group alone,
+and rewrite its task's cached eager/compile baseline afterwards: reward 3 for every later judgement of that
+task. Here the candidate (static policy off, as native code would be) tries it all from its
 `__init__`: at once, it writes its task's cached baseline, the verdict cache and another candidate's build;
 and it leaves a `setsid` daemon behind that tries the same 3 s later. It gains nothing: its process runs as
 nobody in namespaces of its own (judge/confine.py, jail.py), where the cache is an empty folder, and the daemon

@@ -84,7 +84,7 @@ __device__ int twice(Split a, Split* b) { return a.half * 2 + b->half * 2 + max(
     ids=["declared", "multiplied_and_passed", "loop_parameter_member", "python_attribute"],
 )
 def test_half_as_a_name_is_not_precision(headers: str, launch: str, init: str) -> None:
-    """A variable, parameter or member named `half` is what it is bound to, not cuda_fp16.h's type (issue 36)."""
+    """A variable, parameter or member named `half` is what it is bound to, not cuda_fp16.h's type."""
     forward = "n = self.half * self.bfloat16\nreturn ext.relu_forward(x.contiguous()).view(-1)[:n]" if init else ""
     source = solution(headers=headers, launch=launch, init=init, forward=forward)
     assert checks(source) == set()

@@ -135,7 +135,7 @@ def first(a, b=1):
 )
 def test_accepts_shape_numbers_through_a_helpers_tuple_parameter(forward: str) -> None:
     """Python ints from `x.shape`, passed through a helper's tuple or `*args` parameter, iterated, zipped or
-    enumerated there, are numbers wherever they go (issue 36)."""
+    enumerated there, are numbers wherever they go."""
     init = (
         "def flat(self, x, shape):\n    n = math.prod(shape)\n    for d in shape:\n        n = n * d\n"
         "    return ext.relu_forward(x.contiguous()).view(-1)[:n]\n"

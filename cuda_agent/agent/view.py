@@ -60,15 +60,26 @@ def _no_verdict(judge_error: str | None) -> str:
     return f"<p>none: {escape(judge_error)} (our failure, not the candidate's)</p>" if judge_error else "<p>none</p>"
 
 
+def _number(value: Any, suffix: str = "") -> str:
+    """A figure as a reader takes it in (4 significant digits), '-' where there is none."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "-" if value is None else escape(str(value))
+    return f"{value:.4g}{suffix}"
+
+
+def _timings(timings: dict[str, Any]) -> str:
+    """The verdict's times, one `name: value ms` line each (eager, compile, solution...)."""
+    return "<br>".join(f"{escape(str(name))}: {_number(ms, ' ms')}" for name, ms in timings.items()) or "-"
+
+
 def _verdict(verdict: dict[str, Any]) -> str:
     name = str(verdict.get("verdict", "?"))
-    timings = verdict.get("timings_ms") or {}
     rows = [
         ("verdict", f'<span class="tag {"pass" if name == "pass" else "error"}">{escape(name)}</span>'),
-        ("reward", escape(str(verdict.get("reward")))),
-        ("speedup vs eager", escape(str(verdict.get("speedup_vs_eager")))),
-        ("speedup vs compile", escape(str(verdict.get("speedup_vs_compile")))),
-        ("timings (ms)", escape(json.dumps(timings))),
+        ("reward", _number(verdict.get("reward"))),
+        ("speedup vs eager", _number(verdict.get("speedup_vs_eager"), "x")),
+        ("speedup vs compile", _number(verdict.get("speedup_vs_compile"), "x")),
+        ("timings", _timings(verdict.get("timings_ms") or {})),
         ("device", escape(str(verdict.get("device", "")))),
     ]
     table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
@@ -156,9 +167,10 @@ def _call(call: ToolCall, result: ToolResult | None) -> str:
 def _turn(turn: Turn) -> str:
     results = {r.tool_call_id: r for r in turn.tool_results}
     tokens = "" if turn.completion_tokens is None else f", {turn.completion_tokens} tokens"
+    finish = "" if turn.finish_reason is None else f", finish: {escape(str(turn.finish_reason))}"
     head = (
         f'<h2>Turn {turn.index + 1}</h2><div class="meta">model {turn.model_s:.1f} s, tools {turn.tools_s:.1f} s'
-        f"{tokens}, finish: {escape(str(turn.finish_reason))}</div>"
+        f"{tokens}{finish}</div>"
     )
     body = [head, _pre(turn.content) if turn.content else ""]
     body += [_call(call, results.get(call.id)) for call in turn.tool_calls]

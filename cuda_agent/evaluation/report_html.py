@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any
 
-from cuda_agent.evaluation.metrics import group_of
+from cuda_agent.evaluation.metrics import NO_LEVEL, group_of
 from cuda_agent.evaluation.records import BenchReport, GroupMetrics, TaskResult
 from cuda_agent.evaluation.report_md import PAPER_LEVELS, PAPER_OVERALL, suite_label
 from cuda_agent.evaluation.speed_of_light import fraction
@@ -156,7 +156,8 @@ def _summary_table(report: BenchReport) -> str:
     runs = [("best", report.metrics)] + ([("final", report.final_metrics)] if report.final_metrics else [])
     for label, metrics in runs:
         rows.append(_metrics_row(f"this run ({label}), all", metrics.overall))
-    for group in report.metrics.groups:
+    groups = report.metrics.groups
+    for group in groups if list(groups) != [NO_LEVEL] else []:  # one unlevelled group repeats the "all" rows
         if group in PAPER_LEVELS:
             faster, speedup = PAPER_LEVELS[group]
             rows.append(
@@ -217,14 +218,23 @@ def markdown_to_html(markdown: str) -> str:
 
 
 def render_html(report: BenchReport, markdown: str) -> str:
-    """The whole page: the summary table, three plots, and report.md's details as HTML tables."""
+    """The whole page: the summary table, three plots, and report.md's details as HTML tables.
+
+    The speed-up distribution is drawn only where some solution is correct: with none, its boxes are empty."""
+    sped = any(_passed(r) and (r.verdict.speedup_vs_eager or r.verdict.speedup_vs_compile) for r in report.tasks)
     figures = [
-        (plot_distribution(report.tasks), "Speedup distribution per level (dashed: the 5% margin)."),
+        *(
+            [(plot_distribution(report.tasks), "Speedup distribution per level (dashed: the 5% margin).")]
+            if sped
+            else []
+        ),
         (plot_task_bars(report.tasks), "Per-task speedup over torch.compile."),
         (plot_speed_of_light(report.tasks), "Speed-of-light fraction of the solution and the baselines."),
     ]
     label = html.escape(suite_label(report.config.suite))
     body = [f"<h1>Benchmark: {label}</h1>", _summary_table(report)]
+    if not sped:
+        body.append("<p>No solution passed: there is no speed-up to draw.</p>")
     body += [f"<figure>{svg}<figcaption>{html.escape(caption)}</figcaption></figure>" for svg, caption in figures]
     details = markdown.split("\n", 1)[1] if markdown.startswith("# ") else markdown  # its title is the page's h1
     body.append(f'<section class="details">{markdown_to_html(details)}</section>')

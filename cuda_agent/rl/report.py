@@ -169,9 +169,12 @@ def _svg_reward_curve(steps: list[StepMetrics], title: str) -> str:
         points = [(s.step, getattr(s, name)) for s in steps if getattr(s, name) is not None]
         if points:
             ax.plot(*zip(*points, strict=True), style, label=name.replace("_", " "), markersize=3)
+    from matplotlib.ticker import MaxNLocator
+
     ax.set_xlabel("step")
     ax.set_ylabel("reward")
     ax.set_xlim(min(x, default=0), max(x, default=1))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers: no tick at 1.2
     passed = [(s.step, s.pass_rate) for s in steps if s.pass_rate is not None]
     if passed:
         share = ax.twinx()
@@ -190,28 +193,61 @@ def _svg_reward_curve(steps: list[StepMetrics], title: str) -> str:
 
 STYLE = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}
-th{background:#f3f3f3}svg{max-width:100%;height:auto}"""
+th{background:#f3f3f3}svg{max-width:100%;height:auto}h2{font-size:16px;margin-top:1.5em}"""
+
+# The step table in groups a reader takes in at once, each a table of a few columns (one table of every
+# field ran past a 2,000 px window); a field not in any group lands in the last.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "Outcome": (
+        "reward_mean",
+        "reward_max",
+        "pass_rate",
+        "faster_than_compile_rate",
+        "our_failures",
+        "verdict_cached_rate",
+    ),
+    "Episodes": ("turns_mean", "tokens_mean", "judge_s_mean"),
+    "Optimisation": ("actor_loss", "critic_loss", "kl", "actor_grad_norm", "critic_grad_norm", "sft_loss"),
+    "Time (s)": ("rollout_s", "reward_s", "update_s", "step_s"),
+}
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _tables(steps: list[StepMetrics]) -> str:
+    """One table per group of `GROUPS`, with the step first and only the columns some step has."""
+    logged = [
+        n
+        for n in StepMetrics.model_fields
+        if n not in ("step", "validation") and any(getattr(s, n) is not None for s in steps)
+    ]
+    grouped = {title: [n for n in names if n in logged] for title, names in GROUPS.items()}
+    rest = [n for n in logged if not any(n in names for names in GROUPS.values())]
+    if rest:
+        grouped["Other"] = rest
+    out = []
+    for title, columns in grouped.items():
+        if not columns:
+            continue
+        columns = ["step", *columns]
+        head = "".join(f"<th>{html.escape(c.replace('_', ' '))}</th>" for c in columns)
+        rows = "".join("<tr>" + "".join(f"<td>{_cell(getattr(s, c))}</td>" for c in columns) + "</tr>" for s in steps)
+        out.append(f"<h2>{html.escape(title)}</h2><table><tr>{head}</tr>{rows}</table>")
+    return "".join(out)
 
 
 def render_report(steps: list[StepMetrics], title: str) -> str:
-    """The run's HTML page: the reward curve, then every step's metrics as a table."""
-    columns = [
-        name
-        for name in StepMetrics.model_fields
-        if name != "validation" and any(getattr(s, name) is not None for s in steps)
-    ]
-
-    def cell(value: Any) -> str:
-        return "" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
-
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    rows = "".join("<tr>" + "".join(f"<td>{cell(getattr(s, c))}</td>" for c in columns) + "</tr>" for s in steps)
-    curve = _svg_reward_curve(steps, title) if any(s.reward_mean is not None for s in steps) else ""
+    """The run's HTML page: the reward curve (when the stage has rewards), then the steps' metrics in groups."""
+    rewarded = any(s.reward_mean is not None for s in steps)
+    curve = _svg_reward_curve(steps, title) if rewarded else ""
+    count = f"{len(steps)} step{'' if len(steps) == 1 else 's'}."
+    note = " Dropped samples (our failures) are not in the rewards." if rewarded else ""
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
         f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>{curve}"
-        f"<p>{len(steps)} steps. Dropped samples (our failures) are not in the rewards.</p>"
-        f"<table><tr>{head}</tr>{rows}</table>"
+        f"<p>{count}{note}</p>{_tables(steps)}"
         + "".join(f"<p>{html.escape(line)}</p>" for line in validation_lines(steps))
         + "</body></html>\n"
     )

@@ -1,4 +1,4 @@
-"""A judge stage's runner started ahead of its job, with the candidate's standby worker already started (issue 20.4).
+"""A judge stage's runner started ahead of its job, with the candidate's standby worker already started.
 
 Why the runner, not the standby alone: a pool runs every stage of a job in a fresh runner process (execution.py)
 that hardens itself (its cores, a pids cgroup, rlimits, no network) before the judge runs in it, and the judge

@@ -124,3 +124,26 @@ def test_an_episode_without_a_verdict_says_the_failure_was_ours(tmp_path: Path) 
         writer.finish(exit_status="finished", terminated=True, judge_error="JudgeInfraError: <out of memory>")
     page = render_html(read_trajectory(path))
     assert "none: JudgeInfraError: &lt;out of memory&gt; (our failure, not the candidate's)" in page
+
+
+def test_the_verdict_reads_as_figures_not_raw_values(tmp_path: Path) -> None:
+    """Speed-ups and times at 4 significant digits, one time per line, and no "finish: None" on a turn."""
+    verdict = Verdict.model_validate(
+        {
+            "task": "examples/relu",
+            "verdict": "pass",
+            "reward": 3,
+            "correct": True,
+            "speedup_vs_eager": 1.1515497782886535,
+            "timings_ms": {"solution": 0.09521234, "eager": 0.10964, "compile": None},
+        }
+    )
+    turn = Turn(index=0, content="done", verdicts=[verdict])
+    with TrajectoryWriter(tmp_path / "t.jsonl", "examples/relu", "replay", []) as writer:
+        writer.append(turn)
+        writer.finish(verdict, 3, "finished", terminated=True)
+    page = render_html(read_trajectory(tmp_path / "t.jsonl"))
+    assert "1.152x" in page and "1.1515497782886535" not in page
+    assert "solution: 0.09521 ms<br>eager: 0.1096 ms<br>compile: - ms" not in page
+    assert "solution: 0.09521 ms<br>eager: 0.1096 ms<br>compile: -" in page and "{" not in page.split("<body>")[1]
+    assert "finish: None" not in page

@@ -12,12 +12,16 @@ from tests.user import browser_page, cli
 RUN = Path(__file__).parents[2] / "bench" / "results" / "cpu-2026-12-02" / "bench_examples"
 
 
-def rendered_run(tmp_path: Path, suite: str) -> Path:
-    """The committed CPU examples run, its suite written as the given list, rendered again by the CLI."""
+def rendered_run(tmp_path: Path, suite: str, verdict: dict | None = None) -> Path:
+    """The committed CPU examples run, its suite written as the given list (and every verdict's fields as given),
+    rendered again by the CLI."""
     out = tmp_path / "run"
     out.mkdir()
     report = json.loads((RUN / "results.json").read_text())
     report["config"]["suite"] = suite
+    for task in report["tasks"] if verdict else []:
+        task["verdict"].update(verdict)
+        task["final"] = None
     (out / "results.json").write_text(json.dumps(report))
     shutil.copy(RUN / "config.json", out / "config.json")
     done = cli("bench", "report", str(out))
@@ -52,3 +56,19 @@ def test_report_page_in_a_headless_browser(tmp_path: Path) -> None:
         # Nothing runs off the page sideways: the widest element fits the viewport.
         assert page.evaluate("document.documentElement.scrollWidth") <= 1280
         page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+
+
+def test_a_run_where_nothing_passed_draws_no_empty_boxes_and_no_repeated_rows(tmp_path: Path) -> None:
+    """No correct solution: no speed-up distribution (its boxes would be empty), a line saying why; tasks without a
+    level are one group, whose rows would repeat the "all" rows."""
+    wrong = {
+        "verdict": "incorrect",
+        "correct": False,
+        "reward": -1,
+        "speedup_vs_eager": None,
+        "speedup_vs_compile": None,
+    }
+    html = (rendered_run(tmp_path, "examples", wrong) / "report.html").read_text()
+    assert html.count("<svg") == 2 and "No solution passed: there is no speed-up to draw." in html
+    summary = html.split("<table>")[1]
+    assert "this run (best), all" in summary and "no level" not in summary

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -71,7 +72,20 @@ def test_report_command_writes_steps_and_a_page_with_the_reward_curve(
     assert [r["step"] for r in records] == [1, 2, 3, 4, 5] and records[4]["reward_mean"] == 0.5
     assert records[0]["sft_loss"] is None  # every field on every line
     page = (tmp_path / "report.html").read_text()
-    assert "<svg" in page and "reward mean" in page and page.count("<tr>") == 6
+    assert "<svg" in page and "reward mean" in page and "5 steps." in page
+    tables = page.split("<table>")[1:]
+    assert len(tables) == 4 and all(t.count("<tr>") == 6 for t in tables)  # outcome, episodes, optimisation, time
+    assert max(t.split("</tr>")[0].count("<th>") for t in tables) <= 7  # no table runs off the window
+    x_axis = page.split("<svg")[1].split("<!-- step -->")[0]  # matplotlib draws the x ticks, then their label
+    assert re.findall(r"<!-- (\S+) -->", x_axis) == ["1", "2", "3", "4", "5"]  # whole steps, not 1.0, 1.5
+
+
+def test_a_stage_without_rewards_says_nothing_of_rewards(tmp_path: Path) -> None:
+    """The rft stage logs an SFT loss alone: no curve, no word of rewards; one step is "1 step"."""
+    (tmp_path / "metrics.0.jsonl").write_text(json.dumps({"step": 1, "data": {"train/loss": 0.7}}) + "\n")
+    assert main(["train", "report", str(tmp_path)]) == 0
+    body = (tmp_path / "report.html").read_text().split("</h1>")[1]
+    assert "<svg" not in body and "reward" not in body.lower() and "1 step." in body and "sft loss" in body
 
 
 def test_report_prints_validation_means_beside_their_dropped_share(

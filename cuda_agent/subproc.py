@@ -162,6 +162,15 @@ def first_blocked_dir(path: Path) -> Path | None:
     return None
 
 
+def account(uid: int) -> pwd.struct_passwd:
+    """The account of `uid`: the system's where it has one, else one of its own (group = uid, no home), as a
+    judgement's leased id has (judge/uids.py)."""
+    try:
+        return pwd.getpwuid(uid)
+    except KeyError:
+        return pwd.struct_passwd((f"uid{uid}", "x", uid, uid, "a judgement's candidate", "/nonexistent", "/bin/false"))
+
+
 def drop_privileges(user: pwd.struct_passwd) -> None:
     os.setgroups([])
     os.setgid(user.pw_gid)

@@ -30,8 +30,10 @@ class JudgeConfig(BaseModel):
 
     device: Literal["auto", "cuda", "cpu"] = "auto"
     """'auto' picks cuda when a GPU is visible, else cpu."""
-    candidate_user: str | None = "nobody"
+    candidate_user: str | None = "fresh"
     """When the judge runs as root: run the candidate's code as this user, in namespaces of its own (confine.py).
+    "fresh": a user id of its own for this judgement alone, whose processes and shared-folder files are ended
+    with the judgement (judge/uids.py); a name: that account (e.g. "nobody", shared by every candidate).
     None: as the judge (root), with nothing between the candidate and the caches: for tests of the runtime
     defences alone."""
     trials: int = Field(default=5, ge=1)

@@ -28,12 +28,17 @@ import sys
 import tempfile
 from pathlib import Path
 
+from cuda_agent.judge.uids import FIRST_UID, FRESH
 from cuda_agent.machine import torch_versions
-from cuda_agent.subproc import JAIL, Confinement, child_env, interpreter_paths, run_command
+from cuda_agent.subproc import JAIL, Confinement, account, child_env, interpreter_paths, run_command
 
 
 def candidate_user(name: str | None, cache_dir: Path) -> tuple[pwd.struct_passwd | None, str | None]:
-    """The user to run candidate code as, or None and why not (None, None: not asked for)."""
+    """The user to run candidate code as, or None and why not (None, None: not asked for).
+
+    `name` "fresh" (uids.FRESH): the account of the range's first id, standing for any id a judgement leases
+    (uids.py); they are alike to the machine, which knows none of them. Where the machine refuses that id (a
+    container that maps fewer ids), `nobody` stands in, and the reason is given with it."""
     if name is None:
         return None, None
     if os.geteuid() != 0:
@@ -42,10 +47,21 @@ def candidate_user(name: str | None, cache_dir: Path) -> tuple[pwd.struct_passwd
             f"not isolated: the judge runs as {me}, not root, so the candidate runs as {me} too, with no namespace "
             "of its own: it can write whatever you can (the caches included), and what it starts may outlive it"
         )
+    if name == FRESH:
+        user, why_not = candidate_user_of(account(FIRST_UID), cache_dir)
+        if user is None and why_not and "cannot start" in why_not:
+            fallback, _ = candidate_user("nobody", cache_dir)
+            return fallback, f"{why_not}; nobody instead" if fallback is not None else why_not
+        return user, why_not
     try:
         user = pwd.getpwnam(name)
     except KeyError:
         return None, f"stayed root: no user {name!r} on this machine"
+    return candidate_user_of(user, cache_dir)
+
+
+def candidate_user_of(user: pwd.struct_passwd, cache_dir: Path) -> tuple[pwd.struct_passwd | None, str | None]:
+    """`user`, where namespaces work and it can start our interpreter; else None and why not."""
     if not mounts_work():
         return None, "stayed root: no private PID and mount namespace here (unshare/mount refused)"
     # A fresh machine has no cache yet; the judge makes it anyway, so make it now (the probe's record lives there).

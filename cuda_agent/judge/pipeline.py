@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import platform
+import pwd
 import re
 import shutil
 import tempfile
@@ -42,6 +44,7 @@ from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.protocol import BaselineResult, RunRequest, RunResult
 from cuda_agent.judge.solution import SolutionSource, read_solution
 from cuda_agent.judge.standby import SPARE, Standby, StandbySpec, take_spare, worker_spec
+from cuda_agent.judge.uids import UidLease, leased
 from cuda_agent.judge.verdict_cache import VerdictCache, verdict_key
 from cuda_agent.judge.watched import run_watched
 from cuda_agent.machine import detect_device, driver_version, gpu_name, torch_versions
@@ -50,6 +53,8 @@ from cuda_agent.subproc import child_env, run_module
 from cuda_agent.types import Task, Timings, Verdict, Violation
 from cuda_agent.workspace.build import BUILD_DIR, build_tree, glue_hash
 from cuda_agent.workspace.layout import tampered_files
+
+log = logging.getLogger(__name__)
 
 
 def _builds_inline(python: str) -> bool:
@@ -135,10 +140,31 @@ class _Judgement:
         self.user, why_not = (
             candidate_user(config.candidate_user, config.cache_dir) if config.candidate_user else (None, None)
         )
+        """Whom the candidate's code runs as (None: as us); a leased id's stand-in until `candidate` leases one."""
+        self.lease: UidLease | None = None
         if self.user is not None:
-            self.env["candidate_user"] = self.user.pw_name
-        elif why_not:
+            self.env["candidate_user"] = "a user id of its own" if leased(self.user.pw_uid) else self.user.pw_name
+        if why_not:
             self.env["candidate_isolation"] = why_not
+
+    def candidate(self) -> pwd.struct_passwd | None:
+        """The user the candidate's code runs as now: a leased id (uids.py) on first need, held until `close`."""
+        if self.user is None or not leased(self.user.pw_uid):
+            return self.user
+        if self.lease is None:
+            try:
+                self.lease = UidLease.claim(self.cfg.cache_dir)
+            except OSError as exc:
+                raise JudgeInfraError(f"no user id for the candidate: {exc}") from exc
+            self.env["candidate_uid"] = self.lease.user.pw_uid
+        return self.lease.user
+
+    def close(self) -> None:
+        """End what the candidate left (every process and shared-folder file of its leased id) and free the id."""
+        if self.lease is not None:
+            why_not = self.lease.release()
+            if why_not:
+                log.warning("candidate user id kept: %s", why_not)
 
     def verdict(self, name: str, message: str = "", **fields: Any) -> Verdict:
         timings = fields.pop("timings_ms", Timings())
@@ -220,7 +246,7 @@ class _Judgement:
             kernels=self.build_workspace_kernels if self.solution.root is not None else None,
             import_needed=self.solution.root is None or _builds_inline(self.solution.python),
             python_path=self.module_path(ext_dir_for(build_hash, self.device, self.cfg.cache_dir)),
-            user=self.user,
+            user=self.candidate(),
             standby=spare,
         )
         self.stage_s["build"] = result.wall_s
@@ -324,9 +350,10 @@ class _Judgement:
         candidate_dir.mkdir()
         solution_file = Path(shutil.copy2(solution_file, candidate_dir / solution_file.name))  # where it can read
         confinement = None
-        if self.user is not None:
-            confinement = private_copy(ext_dir, workdir / "private", self.user, cfg.cache_dir)
-            hand_over(candidate_dir, self.user)  # the candidate's folder alone; the request and result stay ours
+        user = self.candidate()
+        if user is not None:
+            confinement = private_copy(ext_dir, workdir / "private", user, cfg.cache_dir)
+            hand_over(candidate_dir, user)  # the candidate's folder alone; the request and result stay ours
             workdir.chmod(0o711)  # the way to it open to the candidate's user, not a listing, not a write
         request = RunRequest(
             python_path=self.module_path(ext_dir),
@@ -517,6 +544,7 @@ def prepare(
             failed, _ext_dir = j.build(solution_file, build_spare)
         finally:
             j.finish_preparing()  # a pool's job ends with its cgroup killed: the prepare would go with it
+            j.close()
     return j.store(failed) if failed is not None else None
 
 
@@ -550,7 +578,10 @@ def judge(
     cached = j.cached()
     if cached is not None:
         return cached
-    return j.store(_judge_fresh(j, spare))
+    try:
+        return j.store(_judge_fresh(j, spare))
+    finally:
+        j.close()
 
 
 def start_spare(config: JudgeConfig, stage: Literal["judge", "prepare"] = "judge") -> Standby | None:

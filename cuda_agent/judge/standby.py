@@ -39,7 +39,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pwd
 import select
 import signal
 import subprocess
@@ -56,6 +55,7 @@ from cuda_agent.machine import cache_root
 from cuda_agent.subproc import (
     ChildResult,
     Confinement,
+    account,
     child_env,
     descendants,
     die_with_parent,
@@ -480,6 +480,6 @@ def serve_once(warm_up: Callable[[], None]) -> list[str]:
     bind_mounts(message["binds"], message["hidden"], message["shown"])  # in the namespace it was started in
     os.chdir(message["cwd"])
     if message["user"] is not None:
-        drop_privileges(pwd.getpwuid(message["user"]))
+        drop_privileges(account(message["user"]))
         die_with_parent(parent)  # again: the change of user cleared it
     return message["args"]

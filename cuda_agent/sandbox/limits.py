@@ -50,7 +50,8 @@ class SandboxLimits(BaseModel):
     network: bool = False
     """False: run in a new network namespace with no interfaces up."""
     user: str | None = "nobody"
-    """Commands, and the candidate processes of judge jobs, run as this user when we are root and it can."""
+    """Commands run as this user when we are root and it can; judge jobs' candidates then run as a user id of
+    their own each (JudgeConfig.candidate_user "fresh"), and as us where this is None."""
 
 
 def rlimits_for(limits: SandboxLimits, device: str) -> tuple[dict[str, int], list[str]]:

@@ -120,8 +120,8 @@ def harden(spec: RunnerSpec | SpareSpec) -> Hardening:
             report.user = user.pw_name
     elif os.geteuid() == 0:
         report.warnings.append(
-            "the judge runs as root (it writes the shared caches); the candidate's processes drop to "
-            f"{spec.limits.user} where they can: the verdict's env says so (candidate_user) or why not"
+            "the judge runs as root (it writes the shared caches); the candidate's processes drop to a user id of "
+            "their own where they can: the verdict's env says so (candidate_user) or why not"
         )
     return report
 
@@ -139,8 +139,8 @@ def stage_config(job: JudgeJob, spec: RunnerSpec | SpareSpec) -> JudgeConfig:
     """The job's config with what only the pool knows: the resolved device, the candidate's user, and no cached
     verdict for a job pinned to a GPU (the caller asked for that GPU's own judgement) unless it set one."""
     update: dict[str, object] = {"device": spec.device}
-    if "candidate_user" not in job.config.model_fields_set:
-        update["candidate_user"] = spec.limits.user
+    if "candidate_user" not in job.config.model_fields_set and spec.limits.user is None:
+        update["candidate_user"] = None  # the pool drops no one: its candidates run as it does
     if job.gpu is not None and "verdict_cache" not in job.config.model_fields_set:
         update["verdict_cache"] = False
     return job.config.model_copy(update=update)

@@ -15,6 +15,7 @@ from cuda_agent.gpu_turns import turns_for
 from cuda_agent.judge import JudgeConfig, judge
 from cuda_agent.judge.build import OK_MARKER
 from cuda_agent.judge.confine import candidate_user, mounts_work, private_copy
+from cuda_agent.judge.uids import leased
 from cuda_agent.subproc import Confinement, child_env, interpreter_paths, run_command
 from cuda_agent.tasks import Catalog
 
@@ -76,7 +77,7 @@ def test_judge_builds_and_runs_the_candidate_on_private_copies(tmp_path: Path) -
     config = JudgeConfig(device="cpu", time=False, cache_dir=tmp_path / "cache", verdict_cache=False)
 
     first = judge(task, solution, config)
-    assert first.verdict == "pass" and first.env["candidate_user"] == "nobody", first.message
+    assert first.verdict == "pass" and first.env["candidate_user"] == "a user id of its own", first.message
     (ext_dir,) = (tmp_path / "cache" / "builds").iterdir()
     assert (ext_dir / OK_MARKER).exists() and list(ext_dir.rglob("*.so"))  # the build came back to the cache
     before = {p: p.stat().st_mtime_ns for p in [ext_dir, *ext_dir.rglob("*")]}
@@ -95,6 +96,8 @@ def test_the_verdict_says_whether_the_candidate_was_isolated(tmp_path: Path) -> 
         assert user is not None and user.pw_name == "nobody" and why_not is None
     else:
         assert user is None and "no private PID and mount namespace" in why_not
+    fresh, why_not = candidate_user("fresh", tmp_path / "cache")  # the default: an id per judgement, leased later
+    assert (fresh is not None and leased(fresh.pw_uid)) == (user is not None), why_not
     if os.geteuid() == 0:
         assert candidate_user("no-such-user-here", tmp_path) == (
             None,

@@ -50,7 +50,7 @@ from cuda_agent.judge.standby import (
     progress,
     set_up_turn,
 )
-from cuda_agent.subproc import child_env
+from cuda_agent.subproc import account, child_env
 from cuda_agent.types import Violation
 
 CALIBRATION_CALLS = 16
@@ -202,8 +202,6 @@ class Grader:
 
     def start_candidate_process(self) -> None:
         """Hand the candidate's process (started ahead) its folder, environment and confinement."""
-        import pwd
-
         from cuda_agent.judge.child.shim import DEVICE_ENV
         from cuda_agent.subproc import Confinement
 
@@ -211,7 +209,7 @@ class Grader:
         if why_not:
             raise RuntimeError(f"{why_not} (the candidate's process)")
         req = self.req
-        user = pwd.getpwuid(req.confine_user) if req.confine_user is not None else None
+        user = account(req.confine_user) if req.confine_user is not None else None
         confine = None
         if user or req.confine_binds:
             confine = Confinement(

@@ -5,8 +5,9 @@ and rewrite its task's cached eager/compile baseline afterwards: reward 3 for ev
 task. Here the candidate (static policy off, as native code would be) tries it all from its
 `__init__`: at once, it writes its task's cached baseline, the verdict cache and another candidate's build;
 and it leaves a `setsid` daemon behind that tries the same 3 s later. It gains nothing: its process runs as
-nobody in namespaces of its own (judge/confine.py, jail.py), where the cache is an empty folder, and the daemon
-dies with the namespace when the judgement ends.
+a user id of its own in namespaces of its own (judge/confine.py, uids.py, jail.py), where the cache is an empty
+folder; the daemon dies with the namespace when the judgement ends, and what it left in /tmp and /dev/shm is
+removed with its id's lease.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 from cuda_agent.judge import BaselineResult, JudgeConfig, baseline_key, judge
 from cuda_agent.judge.confine import mounts_work
 from cuda_agent.judge.solution import SolutionSource
+from cuda_agent.judge.uids import leased
 from cuda_agent.tasks import Catalog
 from tests.judge import helpers
 from tests.judge.threats import _static
@@ -50,6 +52,9 @@ class ModelNew(nn.Module):
                 said.append(type(exc).__name__ + " " + target)
         with open(REPORT + "/at-once", "w") as f:
             f.write("\\n".join(said))
+        for shared in ("/tmp", "/dev/shm"):  # left for a later candidate of the same user to find
+            with open(shared + "/" + NAME.decode() + "-left", "w") as f:
+                f.write(str(os.getuid()))
         if os.fork() == 0:
             os.setsid()
             if os.fork() == 0:
@@ -136,12 +141,14 @@ def test_a_candidate_leaves_nothing_running_and_writes_no_cache(machine: dict[st
 
     verdict = judge(Catalog().resolve("examples/relu"), SolutionSource(python=_attack(machine)), config)
 
-    assert verdict.env.get("candidate_user") == "nobody", verdict.env.get("candidate_isolation")
+    assert verdict.env.get("candidate_user") == "a user id of its own", verdict.env.get("candidate_isolation")
+    assert leased(verdict.env["candidate_uid"])
     assert verdict.verdict == "pass", verdict.message  # its forward is honest: only its side effects are not
     said = (report / "at-once").read_text().splitlines()
     assert len(said) == 4 and not [line for line in said if line.startswith("wrote")], said
     assert (report / "started").exists()  # the daemon ran...
     assert _daemons() == []  # ...and is gone with its judgement
+    assert not Path("/tmp", f"{DAEMON_NAME}-left").exists() and not Path("/dev/shm", f"{DAEMON_NAME}-left").exists()
     time.sleep(4)
     assert not (report / "late").exists()  # it never woke up to try again
     assert not (machine["verdicts"] / "planted.json").exists() and not (machine["other"] / "planted").exists()

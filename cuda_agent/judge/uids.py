@@ -1,0 +1,163 @@
+"""A user id of its own for each judgement's candidate, and the sweep that ends all it left behind.
+
+When the judge runs as root, the candidate's code runs as an unprivileged user (confine.py). With one shared
+account (`nobody`) for every candidate, nothing tells one judgement's processes and files from another's: a
+process the candidate left behind where no PID namespace ends it (on CUDA, whose IPC handles do not open across
+PID namespaces, or a judge without namespaces) could outlive its judgement and wait for the next candidate, and
+concurrent candidates could signal or trace each other and read each other's files in /tmp.
+
+So by default (`JudgeConfig.candidate_user == "fresh"`) each judgement leases a user id from a range no account
+uses (`FIRST_UID` on), for itself alone: the lease is an exclusive lock on a file named for the id under the cache
+folder (released by the kernel if we die). At the judgement's end, `UidLease.release` kills every process that
+id may signal (as that id: `kill(-1, SIGKILL)` until none is left; a root process is never one of them) and
+removes what the id owns in the folders anyone may write (`/tmp`, `/var/tmp`, `/dev/shm`). Only then is the id
+free for another judgement, which so starts with nothing of anyone's.
+
+What this does not protect against: files the candidate writes in a world-writable folder below one it does
+not own are found only where that folder is itself world-writable (the sweep does not descend into others).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import stat
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cuda_agent.subproc import account
+
+FRESH = "fresh"
+"""`JudgeConfig.candidate_user`'s value for a user id of its own per judgement."""
+FIRST_UID, UID_COUNT = 1_900_000_000, 65_536
+"""The ids leased: far above any account's (the system's own end at 65,535), within what a uid may be."""
+SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")
+SWEEP_S = 5.0
+"""How long the sweep keeps killing (a fork bomb racing it) before it says it could not finish."""
+
+
+def leased(uid: int) -> bool:
+    """Whether `uid` is one of the range's (leased per judgement), not an account's."""
+    return FIRST_UID <= uid < FIRST_UID + UID_COUNT
+
+
+@dataclass
+class UidLease:
+    """A user id held for one judgement (`claim`), swept and given back by `release`."""
+
+    user: pwd.struct_passwd
+    lock: int | None = field(repr=False)
+    """The descriptor holding the id's lock file; None once released."""
+
+    @classmethod
+    def claim(cls, cache_dir: Path) -> UidLease:
+        """An id nobody else holds now, tried from a random place in the range.
+
+        Raises:
+            OSError: the lock folder cannot be made, or every id is held.
+        """
+        folder = Path(cache_dir) / "uids"
+        folder.mkdir(parents=True, exist_ok=True)
+        start = secrets.randbelow(UID_COUNT)
+        for k in range(UID_COUNT):
+            lease = cls.take(folder, FIRST_UID + (start + k) % UID_COUNT)
+            if lease is not None:
+                return lease
+        raise OSError(f"all {UID_COUNT} candidate user ids under {folder} are held")
+
+    @classmethod
+    def take(cls, folder: Path, uid: int) -> UidLease | None:
+        """`uid`'s lease where nobody holds it (its lock file in `folder`), swept first; else None."""
+        fd = os.open(folder / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        # A judge killed before its sweep leaves the id's processes and files: sweep before using it.
+        lease = cls(account(uid), fd)
+        lease.sweep()
+        return lease
+
+    def sweep(self) -> str | None:
+        """Kill every process of the id and remove its files in the shared folders; why not all, or None."""
+        killed = kill_all_of(self.user.pw_uid)
+        for folder in SHARED_FOLDERS:
+            remove_owned(Path(folder), self.user.pw_uid)
+        return None if killed else f"processes of uid {self.user.pw_uid} were still starting after {SWEEP_S:.0f} s"
+
+    def release(self) -> str | None:
+        """Sweep, then give the id back; why the sweep did not finish, or None. Safe to call twice."""
+        if self.lock is None:
+            return None
+        why_not = self.sweep()
+        if why_not is None:  # an id whose processes could not all be killed stays locked until we exit
+            os.close(self.lock)
+            self.lock = None
+        return why_not
+
+
+def kill_all_of(uid: int) -> bool:
+    """SIGKILL every process `uid` may signal, as `uid`, until none is left alive; False if some still were after
+    `SWEEP_S`. Each round's `kill(-1)` is made by a forked child that drops to `uid` (so no process of root or of
+    another id is in its reach, and the kernel, not a listing we race with, finds the processes)."""
+    deadline = time.monotonic() + SWEEP_S
+    while True:
+        pid = os.fork()
+        if pid == 0:  # system calls only: this process may have had threads
+            try:
+                os.setgroups([])
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
+                os.kill(-1, signal.SIGKILL)  # every process of uid but this one
+            except ProcessLookupError:
+                os._exit(0)  # there was none
+            except BaseException:
+                os._exit(2)
+            os._exit(1)
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if code == 0 or (code == 1 and _only_zombies(uid)):
+            return True
+        if code != 1 or time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+
+
+def _only_zombies(uid: int) -> bool:
+    """Whether every process of `uid` is dead and waits for its parent to reap it."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            # status, not the folder's owner: a process that changed its user is not dumpable, and its /proc
+            # folder is root's whatever it runs as.
+            fields = dict(line.split(":", 1) for line in Path(entry.path, "status").read_text().splitlines())
+            if int(fields["Uid"].split()[0]) == uid and not fields["State"].strip().startswith("Z"):
+                return False
+    return True
+
+
+def remove_owned(folder: Path, uid: int) -> None:
+    """Remove what `uid` owns in `folder`, looking further only into folders anyone may write (where it could
+    have made something of its own); links are removed, never followed."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        with contextlib.suppress(OSError):
+            info = entry.stat(follow_symlinks=False)
+            if info.st_uid == uid:
+                if stat.S_ISDIR(info.st_mode):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+            elif stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH:
+                remove_owned(Path(entry.path), uid)

@@ -1,0 +1,116 @@
+"""A user id of its own per judgement (judge/uids.py): held by one judgement at a time, and swept at its end."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.judge.uids import UidLease, kill_all_of, leased, remove_owned
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: only root can act as another user id")
+
+
+def _as(uid: int, argv: list[str], **kwargs) -> subprocess.Popen:
+    """`argv` as `uid`, in a session of its own (out of our process group, as a daemon would be)."""
+
+    def drop() -> None:
+        os.setsid()
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+
+    return subprocess.Popen(argv, preexec_fn=drop, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kwargs)
+
+
+def _alive(proc: subprocess.Popen, wait_s: float = 2.0) -> bool:
+    try:
+        proc.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        return True
+    return False
+
+
+def test_two_judgements_never_hold_one_id_and_a_released_id_is_free_again(tmp_path: Path) -> None:
+    first, second = UidLease.claim(tmp_path), UidLease.claim(tmp_path)
+    try:
+        assert first.user.pw_uid != second.user.pw_uid
+        assert leased(first.user.pw_uid) and leased(second.user.pw_uid)
+        assert first.user.pw_gid == first.user.pw_uid  # no account, no group of anyone's
+    finally:
+        assert first.release() is None and second.release() is None
+    assert first.release() is None  # twice is safe
+    # A released id's lock is free: it can be taken again at once.
+    import fcntl
+
+    fd = os.open(tmp_path / "uids" / f"{first.user.pw_uid}.lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.close(fd)
+
+
+def test_the_sweep_ends_the_ids_processes_and_files_and_nothing_of_anyone_else(tmp_path: Path) -> None:
+    lease = UidLease.claim(tmp_path)
+    uid = lease.user.pw_uid
+    ours = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    other = _as(uid + 1 if leased(uid + 1) else uid - 1, ["sleep", "60"])
+    # A daemon of the id that forks again and again: what the kernel finds is killed, wherever it went.
+    daemons = [_as(uid, ["sleep", "60"]), _as(uid, ["sh", "-c", "while :; do sleep 0.01 & done"])]
+    with tempfile.TemporaryDirectory(dir="/tmp") as shared:
+        Path(shared).chmod(0o1777)  # anyone may write here, as in /tmp itself
+        left = [Path("/tmp", f"cuda-agent-uids-test-{uid}"), Path(shared, "nested"), Path("/dev/shm", f"t-{uid}")]
+        for path in left:
+            path.write_text("left behind")
+            os.chown(path, uid, uid)
+        kept = Path(shared, "root's")
+        kept.write_text("ours")
+        try:
+            assert lease.release() is None
+            assert not any(_alive(d, 5.0) for d in daemons)
+            assert _alive(ours, 0.2) and _alive(other, 0.2)  # root's and another id's are out of its reach
+            assert not any(path.exists() for path in left) and kept.exists()
+        finally:
+            for proc in (ours, other, *daemons):
+                proc.kill()
+                proc.wait()
+
+
+def test_a_killed_judges_leftovers_are_swept_before_its_id_is_used_again(tmp_path: Path) -> None:
+    """A judge that died before its sweep released its lock (the kernel did) but left the id's processes: the next
+    claim of that id sweeps first."""
+    lease = UidLease.claim(tmp_path)
+    uid = lease.user.pw_uid
+    daemon = _as(uid, ["sleep", "60"])
+    try:
+        os.close(lease.lock)  # as a killed judge's would be
+        lease.lock = None
+        again = UidLease.take(tmp_path / "uids", uid)
+        assert again is not None and not _alive(daemon, 5.0)
+        again.release()
+    finally:
+        daemon.send_signal(signal.SIGKILL)
+        daemon.wait()
+
+
+def test_kill_all_of_an_id_with_no_process_returns_at_once() -> None:
+    start = time.monotonic()
+    assert kill_all_of(1_900_065_000)
+    assert time.monotonic() - start < 1.0
+
+
+def test_remove_owned_follows_no_link(tmp_path: Path) -> None:
+    """A link the candidate left towards a folder of ours is removed; what it points to stays."""
+    with tempfile.TemporaryDirectory(dir="/tmp") as shared:
+        Path(shared).chmod(0o1777)
+        target = tmp_path / "ours"
+        target.mkdir()
+        (target / "keep").write_text("ours")
+        link = Path(shared, "link")
+        link.symlink_to(target)
+        os.chown(link, 1_900_065_001, 1_900_065_001, follow_symlinks=False)
+        remove_owned(Path(shared), 1_900_065_001)
+        assert not link.is_symlink() and (target / "keep").exists()

@@ -153,7 +153,7 @@ class _Judgement:
             return self.user
         if self.lease is None:
             try:
-                self.lease = UidLease.claim(self.cfg.cache_dir)
+                self.lease = UidLease.claim()
             except OSError as exc:
                 raise JudgeInfraError(f"no user id for the candidate: {exc}") from exc
             self.env["candidate_uid"] = self.lease.user.pw_uid

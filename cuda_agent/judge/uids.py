@@ -8,7 +8,7 @@ concurrent candidates could signal or trace each other and read each other's fil
 
 So by default (`JudgeConfig.candidate_user == "fresh"`) each judgement leases a user id from a range no account
 uses (`FIRST_UID` on), for itself alone: the lease is an exclusive lock on a file named for the id under the cache
-folder (released by the kernel if we die). At the judgement's end, `UidLease.release` kills every process that
+folder of the machine's (`lock_folder`, released by the kernel if we die). At the judgement's end, `UidLease.release` kills every process that
 id may signal (as that id: `kill(-1, SIGKILL)` until none is left; a root process is never one of them) and
 removes what the id owns in the folders anyone may write (`/tmp`, `/var/tmp`, `/dev/shm`). Only then is the id
 free for another judgement, which so starts with nothing of anyone's.
@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cuda_agent.machine import cache_root
 from cuda_agent.subproc import account
 
 FRESH = "fresh"
@@ -40,6 +41,17 @@ FIRST_UID, UID_COUNT = 1_900_000_000, 65_536
 SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")
 SWEEP_S = 5.0
 """How long the sweep keeps killing (a fork bomb racing it) before it says it could not finish."""
+
+
+def lock_folder() -> Path:
+    """The machine's folder of id locks, root's alone (made so if missing): under /run, where no other user may
+    make it first (a candidate that made it would hold the locks)."""
+    folder = Path("/run/cuda-agent-uids") if Path("/run").is_dir() else cache_root() / "uids"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = folder.stat()
+    if info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        raise OSError(f"{folder} is not the judge's alone (owner {info.st_uid}, mode {oct(info.st_mode & 0o777)})")
+    return folder
 
 
 def leased(uid: int) -> bool:
@@ -56,14 +68,14 @@ class UidLease:
     """The descriptor holding the id's lock file; None once released."""
 
     @classmethod
-    def claim(cls, cache_dir: Path) -> UidLease:
-        """An id nobody else holds now, tried from a random place in the range.
+    def claim(cls, folder: Path | None = None) -> UidLease:
+        """An id nobody else holds now, tried from a random place in the range; its lock in `folder` (default
+        `lock_folder()`: one for the whole machine, so that judges with different caches never share an id).
 
         Raises:
-            OSError: the lock folder cannot be made, or every id is held.
+            OSError: the lock folder cannot be made or is not root's alone, or every id is held.
         """
-        folder = Path(cache_dir) / "uids"
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = folder or lock_folder()
         start = secrets.randbelow(UID_COUNT)
         for k in range(UID_COUNT):
             lease = cls.take(folder, FIRST_UID + (start + k) % UID_COUNT)

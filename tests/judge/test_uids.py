@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.judge.uids import UidLease, kill_all_of, leased, remove_owned
+from cuda_agent.judge.uids import UidLease, kill_all_of, leased, lock_folder, remove_owned
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: only root can act as another user id")
 
@@ -36,8 +36,8 @@ def _alive(proc: subprocess.Popen, wait_s: float = 2.0) -> bool:
     return False
 
 
-def test_two_judgements_never_hold_one_id_and_a_released_id_is_free_again(tmp_path: Path) -> None:
-    first, second = UidLease.claim(tmp_path), UidLease.claim(tmp_path)
+def test_two_judgements_never_hold_one_id_and_a_released_id_is_free_again() -> None:
+    first, second = UidLease.claim(), UidLease.claim()
     try:
         assert first.user.pw_uid != second.user.pw_uid
         assert leased(first.user.pw_uid) and leased(second.user.pw_uid)
@@ -48,13 +48,13 @@ def test_two_judgements_never_hold_one_id_and_a_released_id_is_free_again(tmp_pa
     # A released id's lock is free: it can be taken again at once.
     import fcntl
 
-    fd = os.open(tmp_path / "uids" / f"{first.user.pw_uid}.lock", os.O_RDWR)
+    fd = os.open(lock_folder() / f"{first.user.pw_uid}.lock", os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     os.close(fd)
 
 
-def test_the_sweep_ends_the_ids_processes_and_files_and_nothing_of_anyone_else(tmp_path: Path) -> None:
-    lease = UidLease.claim(tmp_path)
+def test_the_sweep_ends_the_ids_processes_and_files_and_nothing_of_anyone_else() -> None:
+    lease = UidLease.claim()
     uid = lease.user.pw_uid
     ours = subprocess.Popen(["sleep", "60"], start_new_session=True)
     other = _as(uid + 1 if leased(uid + 1) else uid - 1, ["sleep", "60"])
@@ -79,16 +79,16 @@ def test_the_sweep_ends_the_ids_processes_and_files_and_nothing_of_anyone_else(t
                 proc.wait()
 
 
-def test_a_killed_judges_leftovers_are_swept_before_its_id_is_used_again(tmp_path: Path) -> None:
+def test_a_killed_judges_leftovers_are_swept_before_its_id_is_used_again() -> None:
     """A judge that died before its sweep released its lock (the kernel did) but left the id's processes: the next
     claim of that id sweeps first."""
-    lease = UidLease.claim(tmp_path)
+    lease = UidLease.claim()
     uid = lease.user.pw_uid
     daemon = _as(uid, ["sleep", "60"])
     try:
         os.close(lease.lock)  # as a killed judge's would be
         lease.lock = None
-        again = UidLease.take(tmp_path / "uids", uid)
+        again = UidLease.take(lock_folder(), uid)
         assert again is not None and not _alive(daemon, 5.0)
         again.release()
     finally:
@@ -114,3 +114,9 @@ def test_remove_owned_follows_no_link(tmp_path: Path) -> None:
         os.chown(link, 1_900_065_001, 1_900_065_001, follow_symlinks=False)
         remove_owned(Path(shared), 1_900_065_001)
         assert not link.is_symlink() and (target / "keep").exists()
+
+
+def test_the_machine_has_one_lock_folder_and_only_root_may_write_it() -> None:
+    """Judges with different caches share the machine's ids: their locks must be in one place nobody else owns."""
+    folder = lock_folder()
+    assert folder == lock_folder() and folder.stat().st_uid == 0 and not folder.stat().st_mode & 0o077

@@ -11,6 +11,20 @@ from pydantic import BaseModel, ConfigDict, Field
 from cuda_agent.types import Violation
 
 
+class StandbyOrder(BaseModel):
+    """The one request a process started ahead (standby.py) gets on stdin: what to run, where, as whom."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    args: list[str] = Field(description="Arguments of the child module's main().")
+    cwd: str = Field(description="The folder it runs in.")
+    env: dict[str, str] = Field(description="Environment variables it takes on.")
+    binds: list[tuple[str, str]] = Field(default_factory=list, description="(source, target) folders bound in.")
+    hidden: list[str] = Field(default_factory=list, description="Folders covered by an empty one.")
+    shown: list[str] = Field(default_factory=list, description="Paths under those bound back read-only.")
+    user: int | None = Field(default=None, description="The uid it drops to; None: it stays as started.")
+
+
 class RunRequest(BaseModel):
     """What the grader must do with one candidate. Every input is drawn by the grader from seeds it takes from the
     OS's CSPRNG: no seed is in here, nor anywhere the candidate's process can read."""

@@ -37,7 +37,6 @@ processes the candidate started itself and moved out of its process group outliv
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import signal
@@ -48,9 +47,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from cuda_agent.jail import bind_mounts
+from cuda_agent.judge.protocol import StandbyOrder
 from cuda_agent.machine import cache_root
 from cuda_agent.subproc import (
     ChildResult,
@@ -255,19 +255,19 @@ class Standby:
 
     def go(self, args: list[str], cwd: Path, env: dict[str, str], confine: Confinement | None) -> None:
         """Hand the child its one request: arguments of its main(), folder, environment and confinement."""
-        message = {
-            "args": args,
-            "cwd": str(cwd),
-            "env": env,
-            "binds": [list(b) for b in confine.binds] if confine else [],
-            "hidden": list(confine.hidden) if confine else [],
-            "shown": list(confine.shown) if confine else [],
-            "user": confine.user.pw_uid if confine and confine.user else None,
-        }
+        order = StandbyOrder(
+            args=args,
+            cwd=str(cwd),
+            env=env,
+            binds=list(confine.binds) if confine else [],
+            hidden=list(confine.hidden) if confine else [],
+            shown=list(confine.shown) if confine else [],
+            user=confine.user.pw_uid if confine and confine.user else None,
+        )
         self.went = time.monotonic()
         assert self.proc.stdin is not None
         try:
-            self.proc.stdin.write((json.dumps(message) + "\n").encode())
+            self.proc.stdin.write((order.model_dump_json() + "\n").encode())
             self.proc.stdin.close()
         except BrokenPipeError:
             pass  # it died meanwhile: wait() reports how it ended
@@ -455,7 +455,7 @@ def set_up_turn() -> contextlib.AbstractContextManager:
     return GpuTurns(folder, on_wait=lambda waiting: _say(WAITING if waiting else WAITED)).shared()
 
 
-def await_request(warm_up: Callable[[], None]) -> dict[str, Any]:
+def await_request(warm_up: Callable[[], None]) -> StandbyOrder:
     """In the child: warm up, say ready and read the one request (`go`'s message), taking its environment.
 
     Raises:
@@ -466,20 +466,20 @@ def await_request(warm_up: Callable[[], None]) -> dict[str, Any]:
     line = sys.stdin.readline()
     if not line:
         raise SystemExit(0)
-    message = json.loads(line)
-    os.environ.update(message["env"])
+    order = StandbyOrder.model_validate_json(line)
+    os.environ.update(order.env)
     tempfile.tempdir = None  # picked from TMPDIR again: the request's folder, not the standby's
-    return message
+    return order
 
 
 def serve_once(warm_up: Callable[[], None]) -> list[str]:
     """In the child: `await_request`, then confine as the request says (mounts in the namespace it was started in,
     its folder, its user) and return main()'s arguments."""
     parent = os.getppid()  # it dies with its starter (subproc.die_with_parent): here is who that is
-    message = await_request(warm_up)
-    bind_mounts(message["binds"], message["hidden"], message["shown"])  # in the namespace it was started in
-    os.chdir(message["cwd"])
-    if message["user"] is not None:
-        drop_privileges(account(message["user"]))
+    order = await_request(warm_up)
+    bind_mounts(order.binds, order.hidden, order.shown)  # in the namespace it was started in
+    os.chdir(order.cwd)
+    if order.user is not None:
+        drop_privileges(account(order.user))
         die_with_parent(parent)  # again: the change of user cleared it
-    return message["args"]
+    return order.args

@@ -523,9 +523,9 @@ def _on_term(signum: int, frame: Any) -> None:
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, _on_term)
     if argv[:1] == ["--standby"]:
-        message = await_request(warm_up)
-        os.chdir(message["cwd"])
-        argv = message["args"]
+        order = await_request(warm_up)
+        os.chdir(order.cwd)
+        argv = order.args
     else:
         start_shim()
     request = RunRequest.model_validate_json(Path(argv[0]).read_text())

@@ -20,10 +20,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+CACHE_ENV = "CUDA_AGENT_CACHE"
+
 
 def cache_root() -> Path:
     """Where builds, baselines, verdicts and GPU turns are cached: $CUDA_AGENT_CACHE or ~/.cache/cuda-agent."""
-    return Path(os.environ.get("CUDA_AGENT_CACHE", Path.home() / ".cache" / "cuda-agent"))
+    return Path(os.environ.get(CACHE_ENV, Path.home() / ".cache" / "cuda-agent"))
 
 
 def _nvidia_smi(*args: str) -> str | None:

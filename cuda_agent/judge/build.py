@@ -59,7 +59,7 @@ from cuda_agent.judge.fast_build import (
     wait_for_guards,
 )
 from cuda_agent.judge.standby import Standby, StandbySpec, serve_once
-from cuda_agent.machine import cuda_arch_list, toolchain, torch_versions
+from cuda_agent.machine import CACHE_ENV, cuda_arch_list, toolchain, torch_versions
 from cuda_agent.subproc import ChildResult, Confinement, child_env, ninja_dry_run, run_module
 from cuda_agent.workspace.build import BUILD_DIR
 
@@ -209,14 +209,14 @@ def build_solution(
         standby = None
     if user is None:
         args = [str(solution_file), str(ext_dir)]
-        child = _import_child(args, env, timeout_s, solution_file.parent, None, standby, device)
+        child = _import_child(args, env, timeout_s, solution_file.parent, None, standby, device, cache_dir)
     else:
         with tempfile.TemporaryDirectory(prefix="cuda-agent-confined-build-") as scratch:
             own_file = Path(shutil.copy2(solution_file, Path(scratch) / solution_file.name))
             confinement = private_copy(ext_dir, Path(scratch), user, cache_dir)
             env = confined_env(env, scratch)
             args = [str(own_file), str(ext_dir)]
-            child = _import_child(args, env, timeout_s, Path(scratch), confinement, standby, device)
+            child = _import_child(args, env, timeout_s, Path(scratch), confinement, standby, device, cache_dir)
             keep_build(confinement, ext_dir)
     wall_s = time.monotonic() - start
     retries = header_retries(child.stdout)
@@ -254,11 +254,12 @@ STANDBY_READY_S = 120.0
 """Longest a build waits for its standby's start (importing torch) before it starts a child of its own."""
 
 
-def build_spec(device: str, namespace: bool) -> StandbySpec:
-    """How an importing child is started ahead (`--standby`): our environment, no GPU for a CPU build, in a mount
-    namespace of its own where the build will be confined. The build's own variables (TORCH_EXTENSIONS_DIR, the
-    architecture, the fast-build folder, HOME and TMPDIR) come with its request."""
-    env = child_env()
+def build_spec(device: str, namespace: bool, cache_dir: Path) -> StandbySpec:
+    """How an importing child is started ahead (`--standby`): our environment with the judgement's cache (which a
+    confined one must reach, standby.py), no GPU for a CPU build, in a mount namespace of its own where the build
+    will be confined. The build's own variables (TORCH_EXTENSIONS_DIR, the architecture, the fast-build folder,
+    HOME and TMPDIR) come with its request."""
+    env = child_env({CACHE_ENV: str(cache_dir)})
     if device != "cuda":
         env["CUDA_VISIBLE_DEVICES"] = ""
     return StandbySpec.of(__name__, env, namespace)
@@ -277,11 +278,13 @@ def _import_child(
     confine: Confinement | None,
     standby: Standby | None,
     device: str,
+    cache_dir: Path,
 ) -> ChildResult:
     """The importing child's run: in `standby` where it was started as this child would be (`build_spec`: the
     same environment but the build's own variables, which the request sets), else in a new process. The standby
     is closed after, used or not."""
-    fits = standby is not None and standby.unfit_for(build_spec(device, namespace=confine is not None)) is None
+    spec = build_spec(device, namespace=confine is not None, cache_dir=cache_dir)
+    fits = standby is not None and standby.unfit_for(spec) is None
     if fits and standby.wait_ready(STANDBY_READY_S) is None:
         started_as = dict(standby.spec.env)
         # HOME and TMPDIR always: the standby runs in a folder of its own until then (a compiler cache finds its

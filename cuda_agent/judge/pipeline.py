@@ -293,7 +293,9 @@ class _Judgement:
     def standby_spec(self) -> StandbySpec:
         """What this judgement starts its candidate's process with (a spare must match it: `take_standby`)."""
         turns = turns_for(self.cfg.cache_dir).folder if self.device == "cuda" else None
-        return worker_spec(self.device, self.cfg.cpu_threads, turns, namespace=self.user is not None)
+        return worker_spec(
+            self.device, self.cfg.cpu_threads, turns, namespace=self.user is not None, cache_dir=self.cfg.cache_dir
+        )
 
     def start_standby(self) -> Standby:
         """Start the candidate's process now; it imports torch and sets up CUDA while we build (standby.py)."""
@@ -591,7 +593,9 @@ def start_spare(config: JudgeConfig, stage: Literal["judge", "prepare"] = "judge
     if not config.standby_worker:
         return None
     j = _Judgement(Task(ref="spare", name="spare", source="spare", code=""), SolutionSource(python=""), config)
-    return j.start_standby() if stage == "judge" else Standby.start(build_spec(j.device, namespace=j.user is not None))
+    if stage == "judge":
+        return j.start_standby()
+    return Standby.start(build_spec(j.device, namespace=j.user is not None, cache_dir=config.cache_dir))
 
 
 def _judge_fresh(j: _Judgement, spare: Standby | None = None) -> Verdict:

@@ -51,7 +51,7 @@ from typing import IO
 
 from cuda_agent.jail import bind_mounts
 from cuda_agent.judge.protocol import StandbyOrder
-from cuda_agent.machine import cache_root
+from cuda_agent.machine import CACHE_ENV, cache_root
 from cuda_agent.subproc import (
     ChildResult,
     Confinement,
@@ -164,9 +164,12 @@ class Standby:
         try:
             self.proc = start_child(
                 [sys.executable, "-P", "-m", module, "--standby"],
-                # The default cache reachable (it may lie under a closed folder, /root): its request hides it
-                # but for the fast-build objects, which it must find first.
-                Confinement(reach=(*interpreter_paths(), str(cache_root())), pid_namespace=pid_namespace)
+                # The judgement's cache reachable (it may lie under a closed folder, /root): its request hides it
+                # but for the fast-build objects, which it must find first. Named by the environment: the
+                # grader's own HOME is its standby folder, so the default from HOME would be the wrong one.
+                Confinement(
+                    reach=(*interpreter_paths(), env.get(CACHE_ENV) or str(cache_root())), pid_namespace=pid_namespace
+                )
                 if namespace
                 else None,
                 folder,
@@ -386,11 +389,14 @@ SHIM_NAMESPACE_ENV = "CUDA_AGENT_SHIM_NAMESPACE"
 """Set for a grader whose candidate's process must start confined (jail.py), to confine itself on its request."""
 
 
-def worker_spec(device: str, cpu_threads: int, turns_folder: Path | None, namespace: bool) -> StandbySpec:
+def worker_spec(
+    device: str, cpu_threads: int, turns_folder: Path | None, namespace: bool, cache_dir: Path
+) -> StandbySpec:
     """How a judgement starts its run stage's grader (child/grader.py), which starts the candidate's process: our
-    environment, confined to the CPU (`cpu_threads` threads) or told its GPU's turn folder; `namespace`: the
-    candidate's process starts confined. The grader itself is never confined: it is ours."""
-    env = child_env()
+    environment with the judgement's cache (the candidate's process, confined, must reach it to be shown its
+    fast-build objects), confined to the CPU (`cpu_threads` threads) or told its GPU's turn folder; `namespace`:
+    the candidate's process starts confined. The grader itself is never confined: it is ours."""
+    env = child_env({CACHE_ENV: str(cache_dir)})
     if device != "cuda":
         env["CUDA_VISIBLE_DEVICES"] = ""
         env.update(OMP_NUM_THREADS=str(cpu_threads), MKL_NUM_THREADS=str(cpu_threads))

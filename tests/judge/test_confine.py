@@ -84,6 +84,10 @@ def test_judge_builds_and_runs_the_candidate_on_private_copies(tmp_path: Path) -
 
     again = judge(task, solution, config)
     assert again.verdict == "pass" and again.env["build_cached"]
+    # The candidate's process found the build done: its cache lies under a folder closed to others (pytest's, as
+    # root's own default under /root), and the fast-build objects the build used are shown to it there.
+    assert tmp_path.parent.stat().st_mode & 0o001 == 0
+    assert "run_stage_built" not in again.env and again.stage_s["run.import"] < 10, again.env.get("run_stage_built")
     after = {p: p.stat().st_mtime_ns for p in [ext_dir, *ext_dir.rglob("*")]}
     assert after == before  # torch's loader and ninja wrote into the private copy, not the cache
 

@@ -9,7 +9,7 @@ The child may be started ahead (`--standby`, judge/standby.py: a long-lived pool
 sandbox/spare.py): it imports torch before its request, which then brings the build's own variables, folder and
 confinement; the rest is as a child started for the build (~5 s of a cold build's 24 s on the H100).
 
-Fast builds (issue 20): the child compiles the same program faster, through the environment only, so
+Fast builds: the child compiles the same program faster, through the environment only, so
 torch's build files (and so ninja's record of the commands) are the ones the candidate's process
 writes again when it loads the build, and ninja there finds nothing to do:
 - a CUDA unit gets a stand-in for torch's headers by an `-I` folder put first through

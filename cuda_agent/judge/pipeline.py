@@ -341,8 +341,8 @@ class _Judgement:
 
     def run(self, solution_file: Path, ext_dir: Path, workdir: Path) -> RunResult | Verdict:
         cfg = self.cfg
-        # Read before any candidate code runs, and used by the baselines stage: a red-team solution rewrote the
-        # cached file during its run (2026-12-05), and the stage read it after.
+        # Read before any candidate code runs, and used by the baselines stage: a candidate that rewrote the cached
+        # file during its run would otherwise be timed against its own numbers.
         self.baseline_before, self.baseline_read = self.cached_baseline(), True
         base = self.baseline_before if cfg.adaptive_limits else None
         eager_ms = base.eager["median_ms"] if base and base.eager else None

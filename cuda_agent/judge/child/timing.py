@@ -227,7 +227,7 @@ def time_phase(
             windows alone. The candidate's phase counts its wall time (timed_calls.py): its fresh input draws cost as
             much as a memory-bound call, and it is the time the phase holds the GPU that the budget is for.
         _timers: the CUDA and CPU timers, bound when this module loads: a solution that replaces the module's
-            functions (a red-team run did, through `torch.sys.modules`) does not reach them here.
+            functions (through `torch.sys.modules`, say) does not reach them here.
     """
     for i in range(warmup_reps):
         call(inputs_for(i))

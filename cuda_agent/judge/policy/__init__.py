@@ -182,7 +182,7 @@ _QUALIFIED_RULES: list[tuple[re.Pattern[str], str, str]] = [
         ),
         (
             # An allocator of its own runs the candidate's code inside every allocation the judge makes (a wrapped
-            # CPU allocator did the work after the clock stopped, red team 2026-12-06); a profiler's callbacks run
+            # CPU allocator can do the work after the clock stopped); a profiler's callbacks run
             # inside the judge's calls.
             r"torch\.cuda\.(memory\.)?(change_current_allocator|CUDAPluggableAllocator|MemPool|use_mem_pool)(\..*)?"
             r"|torch\.(profiler|autograd\.profiler)(\..*)?",
@@ -197,7 +197,7 @@ _QUALIFIED_RULES: list[tuple[re.Pattern[str], str, str]] = [
         (
             r"torch\.(load|save|from_file|hub|utils\.(?!(cpp_extension|_python_dispatch)\b)\w+|serialization|package|jit\.load|jit\.save)(\..*)?",
             "file_or_network_access",
-            "reads or writes files (and unpickles: a red-team solution ran code through torch.serialization)",
+            "reads or writes files (and unpickles: code runs through torch.serialization)",
         ),
         (r"torch\.(overrides|utils\._python_dispatch)(\..*)?", "lazy_output_hooks", "intercepts torch calls"),
         (r"os\.environ\.(?!get$)\w+.*|os\.putenv|os\.unsetenv", "global_state_change", "changes the environment"),
@@ -228,16 +228,15 @@ _MODULE_ATTRIBUTES = frozenset(
     threading multiprocessing types tempfile pathlib io codecs atexit signal faulthandler resource mmap _ctypes
     """.split()
 )
-"""Standard-library modules that other modules hold as attributes (`torch.sys` is `sys`, `torch.os` is `os`): a
-red-team solution (2026-12-05) reached the judge's own modules through `torch.sys.modules` and rewrote its timer
-and comparison, and the baseline cache through `torch.os`. No kernel needs them as attributes."""
+"""Standard-library modules that other modules hold as attributes (`torch.sys` is `sys`, `torch.os` is `os`):
+`torch.sys.modules` reaches the modules of whatever shares the process (once the judge's timer and comparison),
+and `torch.os` the file system. No kernel needs them as attributes."""
 _FRAME_ATTRIBUTES = re.compile(
     r"(f_(back|builtins|code|globals|lasti|lineno|locals|trace\w*|generator)|(gi|cr|ag)_\w+|tb_(frame|next|lasti|lineno)"
     r"|co_\w+|func_\w+|im_\w+|_getframe\w*|currentframe|settrace|setprofile|gettrace|getprofile|exc_info)"
 )
-"""Frames, code objects and tracebacks: a red-team solution (2026-12-05) walked from a generator's frame
-(`gi_frame.f_back`) to the judge's own objects and rewrote its clock and tolerances, and took `__import__` from
-`f_builtins`."""
+"""Frames, code objects and tracebacks: a generator's frame (`gi_frame.f_back`) leads to the objects of
+whatever called it (the shim's clock and answers), and `f_builtins` to `__import__`."""
 _DUNDER = re.compile(r"__\w+__")
 _TORCH_NAMESAKES = frozenset({"random", "signal"})
 """torch's own submodules named like standard ones (`torch.random`, `torch.signal`), not modules it holds."""
@@ -247,7 +246,7 @@ _LAZY_ATTRIBUTES = re.compile(
     r"|__torch_function__|__torch_dispatch__|__del__"
 )
 # The judge reads forward's outputs; a container or number protocol of the solution's own would run its code inside
-# that read, after the clock stopped (red team round 9: a `list` subclass's `__iter__` ran the kernel). The worker
+# that read, after the clock stopped (a `list` subclass's `__iter__` can run the kernel). The worker
 # reads outputs through the builtins alone (trial.plain_outputs); this names the means.
 _PROTOCOL_METHODS = re.compile(
     r"__(iter|next|getitem|len|length_hint|reversed|contains|index|int|float|bool|complex|array\w*|dlpack\w*)__"
@@ -563,9 +562,9 @@ def _chain_findings(
     facts: ModuleFacts, node: ast.Attribute, kernelbench: bool, construction: frozenset[int]
 ) -> Iterator[tuple[str, str]]:
     """A chain through private names, standard modules held as attributes, or a `.modules` table, whatever its root
-    (bar `self`): red-team solutions (2026-12-05) reached `sys` as `torch.storage.collections._sys`, `builtins` as
-    `torch._tensor.enum.bltns`, torch's global module hooks as `nn.modules.module._global_forward_hooks`, and did so
-    again through roots no alias tracking follows (a tuple's item, a lambda's default, a class attribute)."""
+    (bar `self`): `sys` is reachable as `torch.storage.collections._sys`, `builtins` as `torch._tensor.enum.bltns`,
+    torch's global module hooks as `nn.modules.module._global_forward_hooks`, and each again through roots no alias
+    tracking follows (a tuple's item, a lambda's default, a class attribute)."""
     segments = []
     current: ast.AST = node
     while isinstance(current, ast.Attribute | ast.Subscript | ast.Call):
@@ -627,8 +626,8 @@ def _private_helper_in_construction(facts: ModuleFacts, node: ast.Attribute, con
 def _module_argument_findings(
     facts: ModuleFacts, call: ast.Call, ext_attrs: frozenset[str]
 ) -> Iterator[tuple[str, str]]:
-    """A module handed to the compiled extension, whose C++ could then rebind its functions (`m.def`): a red-team
-    solution (2026-12-05) passed torch into its extension as a Python object."""
+    """A module handed to the compiled extension, whose C++ could then rebind its functions (`m.def`): torch passed into
+    the extension as a Python object."""
     func = call.func
     if not (isinstance(func, ast.Attribute) and names_extension(facts, func.value, ext_attrs)):
         return

@@ -127,14 +127,14 @@ _TOKEN_RULES: list[tuple[str, str]] = [
         r"|(?<![\w:.])j?thread\s+\w+\s*[({]|\blaunch\s*::\s*async\b"
         r"|\bcudaLaunchHostFunc\b|\bcudaStreamAddCallback\b|\bat\s*::\s*launch\b"
         # torch's own pools: a c10::ThreadPool thread kept alive between calls precomputed the next call's result
-        # from the block glibc would hand the judge's next input, during the cache flush (red team round 9).
+        # from the block glibc would hand the judge's next input, during the cache flush.
         r"|\w*ThreadPool\w*|\bintraop_launch\w*|\blaunch_no_thread_state\b|\bget_thread_pool\b"
         r"|\bnew\s+j?thread\b|\bpthread_setname\w*",
     ),
     (
         # Process-wide hooks that run the candidate's code inside the judge's own work: a wrapped CPU allocator
         # (c10::SetCPUAllocator) ran the whole computation on the judge's first allocation after the clock stopped,
-        # or precomputed the next call's result while the judge flushed the cache (red team, 2026-12-06); a storage
+        # or precomputed the next call's result while the judge flushed the cache; a storage
         # deleter ran it when the judge let the previous output go; operator callbacks run on every torch call.
         "global_state_change",
         r"\b[Ss]et\w*Allocator\w*\b|\bREGISTER_\w*ALLOCATOR\w*\b|\bCUDACachingAllocator\s*::\s*allocator\b"
@@ -142,7 +142,7 @@ _TOKEN_RULES: list[tuple[str, str]] = [
         r"(?:(?:c10|at|torch)\s*::\s*)?\w*Allocator\b"
         r"|\b\w*DataPtr\b|\bset_data_ptr\w*\b|\bInefficientStdFunctionContext\b"
         r"|\badd\w*Callback\b|\bRecordFunction\w*\b|\bset_warning_handler\b"
-        # glibc's allocator settings: red team round 9 kept freed blocks on the heap (mallopt) to predict where the
+        # glibc's allocator settings: keeping freed blocks on the heap (mallopt) predicts where the
         # judge's next input would land.
         r"|\b(?:mallopt|malloc_trim|mallinfo2?|sbrk|brk|__malloc_\w+)\b",
     ),
@@ -159,7 +159,7 @@ _TOKEN_RULES: list[tuple[str, str]] = [
         r"|execvp|execve|unlink|mmap|syscall|ptrace|open|creat|sleep|usleep|mprotect|pkey_mprotect|mremap|madvise"
         r"|process_vm_writev|process_vm_readv|prctl|dl_iterate_phdr|dladdr|open\w*|openat\w*|pwrite\w*|pread\w*"
         r"|lseek\w*|write|read|fwrite|fread|ioctl|signal|sigaction)\s*\("
-        # Code that runs when the library loads, before any check: a red-team solution (2026-12-05) patched libc's
+        # Code that runs when the library loads, before any check: such code can patch libc's
         # clock_gettime from a constructor.
         r"|\b(constructor|destructor)\s*(\(\s*\d*\s*\))?\s*\)\s*\)|\bgnu\s*::\s*(constructor|destructor)\b"
         r"|\bsection\s*\(\s*\"?\s*\.(init|fini|preinit)"
@@ -169,19 +169,19 @@ _TOKEN_RULES: list[tuple[str, str]] = [
         "global_state_change",
         r"\b(globalContext|cudaDeviceReset|cudaSetDevice|cudaSetDeviceFlags|cudaDeviceSetCacheConfig"
         r"|cudaDeviceSetSharedMemConfig|cudaDeviceSetMemPool|cudaProfilerStart|cudaProfilerStop|omp_set_num_threads"
-        r"|num_threads(?=\s*\()"  # an OpenMP clause that takes more threads than the timing gives (red team, 2026-12-05)
+        r"|num_threads(?=\s*\()"  # an OpenMP clause that takes more threads than the timing gives
         r"|omp_set_dynamic|omp_set_max_active_levels|set_num_threads|set_num_interop_threads|TORCH_LIBRARY_IMPL"
         r"|TORCH_LIBRARY_FRAGMENT)\b",
     ),
     (
         "dynamic_code",
         r"##|\bnamespace\s+\w+\s*=\s*(::\s*)?std\s*;|\b(py|pybind11)\s*::\s*(module_?\s*::\s*import|eval\w*|exec|globals|import)\b"
-        # Any CPython C API call (PySys_GetObject, PyDict_GetItemString, PyObject_SetAttrString...): a red-team
-        # solution (2026-12-05) reached torch's Python module from C++ and replaced the op the reference calls.
-        # Named anywhere, not only where called: a red-team solution (2026-12-05) renamed them through macros.
+        # Any CPython C API call (PySys_GetObject, PyDict_GetItemString, PyObject_SetAttrString...): from C++
+        # they reach torch's Python module and can replace the op the reference calls.
+        # Named anywhere, not only where called: macros can rename them.
         r"|\b_?Py[A-Z][A-Za-z]*_\w+|\b_?Py[A-Z][A-Za-z]+\s*\(|(\.|->)\s*(attr|import|add_object|reload)\s*\("
         # pybind11 beyond binding functions: `py::getattr(torch, ...)`, `py::object` parameters that receive a
-        # module (a red-team solution, 2026-12-05, rewrote the judge's timer this way).
+        # module (a timer can be rewritten this way).
         r"|\b(py|pybind11)\s*::\s*(?!(arg|arg_v|return_value_policy|call_guard|gil_scoped_release|gil_scoped_acquire"
         r"|overload_cast|init|kw_only|pos_only|module_local|module_|module)\b)[A-Za-z_]\w*",
     ),
@@ -213,7 +213,7 @@ _KERNELBENCH_DISPATCH = re.compile(
 )
 # Under kernelbench torch may compute in C++, but through the dispatcher, which the runtime checks watch: torch's
 # per-backend kernels called directly (at::cpu::addmm_out, at::native::*) compute unseen, so the dataflow check
-# would credit torch's work to the candidate (a red-team solution of only at::cpu:: calls passed as its own).
+# would credit torch's work to the candidate (a solution of only at::cpu:: calls would pass as its own).
 _DISPATCHER_FREE = re.compile(
     r"(?<![\w:])(?:::\s*)?at\s*::\s*(?:cpu|native|meta|composite\w*)\s*::\s*\w+"
     # at::cuda's op functions (snake_case, as at::cuda::addmm_out); not its types and getters (CUDAGuard,
@@ -222,7 +222,7 @@ _DISPATCHER_FREE = re.compile(
 )
 # Names no rule can read because they are not spelled in the code: an asm label or alias attribute binds a declared
 # name to another symbol (`void f() __asm__("sgemm_")`, a mangled torch internal), and a reopened torch namespace
-# declares torch's functions under unqualified names (both passed as the candidate's own code in a red-team run).
+# declares torch's functions under unqualified names (both would pass as the candidate's own code).
 # The label is a string literal, so this reads the text with only comments removed; inline PTX has spaces or `;`.
 _SYMBOL_ALIAS = re.compile(
     r"\b(?:__asm__|__asm|asm)\s*(?:(?:volatile|__volatile__)\s*)?\(\s*\"[A-Za-z_$.][\w$.@]*\"\s*\)"
@@ -236,14 +236,14 @@ _PTX_L2 = re.compile(r"\b(evict_last|createpolicy|applypriority)\b")
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*([<\"])([^>\"\n]*)[>\"]", re.M)
 _ODD_INCLUDE = re.compile(r"^[ \t]*#[ \t]*(include_next|import)\b|^[ \t]*#[ \t]*include[ \t]*(?![ \t<\"])", re.M)
 _SYSTEM_PATH = re.compile(r"\"[^\"\n]*/(proc|dev|sys)/[^\"\n]*\"")
-"""A literal path into the kernel's files: a red-team solution (2026-12-05) rewrote libc through /proc/self/mem."""
+"""A literal path into the kernel's files: /proc/self/mem rewrites libc in place."""
 _DIGRAPHS = (("%:%:", "##"), ("%:", "#"))
 """The preprocessor's digraphs (the bracket ones would need C++'s `<::` exception and hide nothing the rules need)."""
 
 
 def _translation_phases(text: str) -> str:
     """The text as the compiler's early phases leave it: lines joined at backslash-newline, digraphs spelled out.
-    Red-team solutions (2026-12-05) split `mprotect` across a line splice and wrote `%:define` so that no rule
+    A solution can split `mprotect` across a line splice or write `%:define` so that no rule
     saw the name. (Offsets shift by the joined newlines: a message's line may be off by as many.)"""
     text = re.sub(r"\\\r?\n", "", text)
     for digraph, spelled in _DIGRAPHS:
@@ -251,11 +251,11 @@ def _translation_phases(text: str) -> str:
     return text
 
 
-# Under `using namespace std` a thread needs no `std::` (red team round 9: `new thread(job)`, never joined).
+# Under `using namespace std` a thread needs no `std::` (`new thread(job)`, never joined).
 _USING_STD = re.compile(r"\busing\s+namespace\s+(?:::\s*)?std\b")
 _BARE_THREAD = re.compile(r"(?<![\w.>:])(?:j?thread|async|packaged_task)\s*[<({]")
 _ASM_SYSCALL = re.compile(r"\b(asm|__asm__|__asm)\b[^;]*?\"[^\"]*\b(syscall|sysenter|int\s*\$?0x80|svc)\b")
-"""A system call in inline assembly, which no name rule sees: a red-team solution (2026-12-05) read the real time
+"""A system call in inline assembly, which no name rule sees: it can read the real time
 this way after patching libc's clock."""
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)(\(([^)]*)\))?(.*(?:\\\n.*)*)", re.M)
 _NAMESPACE_ALIAS = re.compile(

@@ -60,8 +60,8 @@ class ModuleFacts:
     """id(node) -> its parent node."""
     bound_aliases: dict[str, set[str]] = field(default_factory=dict)
     """Names bound by assignment to import-rooted chains, with every dotted name each may hold ('T' in
-    `T = torch`, 'M' in `M = torch.cuda.memory`): the qualified-name rules check each (a red-team check, 2026-12-06:
-    `T = torch; T.load(...)` passed)."""
+    `T = torch`, 'M' in `M = torch.cuda.memory`): the qualified-name rules check each
+    (else `T = torch; T.load(...)` would pass)."""
     passed_aliases: set[str] = field(default_factory=set)
     """Parameters of local functions that a call passes such a chain (`def f(T)` and `f(torch)`)."""
     module_names: set[str] = field(default_factory=set)
@@ -140,7 +140,7 @@ def collect_facts(tree: ast.Module, name: str) -> ModuleFacts:
 
 
 def _module_names(facts: ModuleFacts, pairs: list[tuple[ast.AST, ast.AST | None]]) -> set[str]:
-    """`ModuleFacts.module_names`, to a fixpoint (a red-team solution patched torch.softmax through `T = torch`)."""
+    """`ModuleFacts.module_names`, to a fixpoint (`T = torch` then `T.softmax = ...` patches torch.softmax)."""
     names = set(facts.aliases)
     while True:
         found = set()

@@ -20,8 +20,8 @@ inputs, each on one extra untimed call of forward:
   forward, a kernel on the side, a kernel that copies torch's result or rewrites it unchanged.
   A tensor the candidate wrote that lies within twice the correctness tolerance of one torch computed
   (same size, compared on positions drawn per judgement, elementwise and normwise) counts as torch's
-  too: its kernel changed nothing the correctness check could see. A red-team solution had torch
-  compute the whole result and a "kernel" move one element by one ulp (reward 3, 2026-12-05); a
+  too: its kernel changed nothing the correctness check could see. A forward that has torch
+  compute the whole result and a "kernel" move one element by one ulp is such a case; so is a
   kernel that scales torch's result by 1.0001 or recomputes one element of it is the same case.
 
 What this does not protect against: a kernel that does a small but visible share of the work (a

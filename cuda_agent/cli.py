@@ -221,12 +221,15 @@ def run_agent_episode(task, model, device: str, out: Path, max_turns: int):
     from cuda_agent.agent.episode import run_task_episode
     from cuda_agent.agent.loop import EpisodeConfig
     from cuda_agent.sandbox import LocalPool
+    from cuda_agent.sandbox.service import local_service
 
     if isinstance(model, ReplayModel) and model.mismatch(task.ref):
         print(model.mismatch(task.ref), file=sys.stderr)
-    with LocalPool() as pool:
+    out.mkdir(parents=True, exist_ok=True)
+    with LocalPool() as pool, local_service(pool, out.resolve()) as env:  # the workspace's tools judge on this pool
         judge = _Announced(pool)
-        return run_task_episode(task, model, judge, out, device, EpisodeConfig(max_turns=max_turns), on_turn=_show_turn)
+        config = EpisodeConfig(max_turns=max_turns)
+        return run_task_episode(task, model, judge, out, device, config, env=env, on_turn=_show_turn)
 
 
 class _Announced:

@@ -27,8 +27,12 @@ class SandboxClient:
     """Talks to one service. Thread-safe (httpx.Client is); close it, or use it as a context manager."""
 
     def __init__(self, base_url: str = "http://127.0.0.1:8000", token: str | None = None, timeout_s: float = 3600):
+        """`base_url`: http(s)://HOST:PORT, or unix:PATH for a service on a Unix socket (`service.local_service`)."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout_s)
+        transport = None
+        if base_url.startswith("unix:"):
+            transport, base_url = httpx.HTTPTransport(uds=base_url.removeprefix("unix:")), "http://local-sandbox"
+        self._http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout_s, transport=transport)
 
     def health(self) -> dict[str, Any]:
         return self._call("GET", "/health")[0]

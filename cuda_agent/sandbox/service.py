@@ -27,7 +27,13 @@ requests from naming other folders of the machine.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
+import secrets
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,7 +41,7 @@ from fastapi import Depends, FastAPI, Header, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from cuda_agent.errors import ConfigError, Error, InfraError, PoolFullError
+from cuda_agent.errors import ConfigError, Error, InfraError, PoolFullError, SandboxError
 from cuda_agent.judge import JudgeConfig
 from cuda_agent.sandbox.jobs import (
     CommandJob,
@@ -295,3 +301,43 @@ def serve(
     make_workspace_root(workspace_root)
     app = create_app(pool, token, defaults, workspace_root)
     uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+@contextlib.contextmanager
+def local_service(pool: Any, workspace_root: Path) -> Iterator[dict[str, str]]:
+    """`pool` served on a Unix socket of this machine, from a thread of ours, while the block runs: the environment
+    it yields points the workspace's tools (`python -m utils.verification`, `utils.profiling`) at it, so that they
+    reach the pool's processes started ahead instead of starting the judge cold in the tool's own process (what
+    `cuda-agent serve` gives a trainer, without one). A fresh token guards it; the socket's folder is ours.
+
+    Raises:
+        SandboxError: the server did not start within 30 s.
+    """
+    import uvicorn
+
+    from cuda_agent.sandbox.workspace_commands import SANDBOX_TOKEN_ENV, SANDBOX_URL_ENV
+
+    token = secrets.token_urlsafe(24)
+    with tempfile.TemporaryDirectory(prefix="cuda-agent-sock-") as folder:
+        socket_path = Path(folder) / "sandbox.sock"
+        config = uvicorn.Config(
+            create_app(pool, token, None, workspace_root), uds=str(socket_path), log_level="warning", lifespan="off"
+        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, name="cuda-agent-local-service", daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                server.should_exit = True
+                raise SandboxError("the local sandbox service did not start on its socket within 30 s")
+            time.sleep(0.01)
+        # The agent's commands may run as the sandbox's unprivileged user: the way to the socket is open, the
+        # token is what admits a request.
+        Path(folder).chmod(0o711)
+        socket_path.chmod(0o666)
+        try:
+            yield {SANDBOX_URL_ENV: f"unix:{socket_path}", SANDBOX_TOKEN_ENV: token}
+        finally:
+            server.should_exit = True
+            thread.join(timeout=10)

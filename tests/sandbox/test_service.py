@@ -327,3 +327,20 @@ def test_cli_judge_hands_the_candidate_to_a_named_service(service, tmp_path: Pat
     refused = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "401" in refused.stderr and "Traceback" not in refused.stderr, refused.stderr
     assert client.metrics().completed == before + 1
+
+
+def test_the_local_service_answers_on_its_socket_to_its_token_alone(tmp_path: Path) -> None:
+    """What `solve` and `demo` give the workspace's tools: the episode's pool on a Unix socket, with a fresh token
+    (the full path, verification judged there, runs in tests/agent/test_loop.py's demo)."""
+    from cuda_agent.sandbox.local import LocalPool
+    from cuda_agent.sandbox.service import local_service
+
+    with LocalPool(build_workers=1) as pool, local_service(pool, tmp_path) as env:
+        url, token = env["CUDA_AGENT_SANDBOX_URL"], env["CUDA_AGENT_SANDBOX_TOKEN"]
+        socket_path = Path(url.removeprefix("unix:"))
+        assert url.startswith("unix:") and socket_path.is_socket()
+        with SandboxClient(url, token) as client:
+            assert client.health()["status"] == "ok" and client.metrics().completed == 0
+        with SandboxClient(url) as anonymous, pytest.raises(ConfigError, match="Bearer"):
+            anonymous.metrics()
+    assert not socket_path.exists()  # gone with the episode

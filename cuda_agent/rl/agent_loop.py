@@ -72,6 +72,10 @@ class CudaAgentLoop(AgentLoopBase):
         self.settings = CudaAgentLoopConfig(**settings)
         self.prompt_length = int(self.rollout_config.prompt_length)
         self.response_length = int(self.rollout_config.response_length)
+        # verl's servers take the model's positions when this is unset; `cuda_agent.rl.launch` sets it, so the
+        # episode and the server agree on where the context ends.
+        max_model_len = self.rollout_config.get("max_model_len")
+        self.max_model_len = int(max_model_len) if max_model_len else None
 
     @classmethod
     def standalone(
@@ -81,12 +85,19 @@ class CudaAgentLoop(AgentLoopBase):
         prompt_length: int,
         response_length: int,
         hf_model_type: str | None = None,
+        max_model_len: int | None = None,
         **settings: Any,
     ) -> CudaAgentLoop:
         """The agent loop outside verl's trainer: on `server` (anything with verl's `generate`), for scripted
         episodes (agentic_sft.py) and tests. `hf_model_type` is the model's config.json model_type, which picks
-        verl's token builder as the trainer would; `settings` are `CudaAgentLoopConfig` fields."""
-        rollout = {"prompt_length": prompt_length, "response_length": response_length, "multi_turn": {}}
+        verl's token builder as the trainer would; `max_model_len` is the server's context (rollout.max_model_len);
+        `settings` are `CudaAgentLoopConfig` fields."""
+        rollout = {
+            "prompt_length": prompt_length,
+            "response_length": response_length,
+            "max_model_len": max_model_len,
+            "multi_turn": {},
+        }
         return cls(
             trainer_config=DictConfigWrap(OmegaConf.create({"actor_rollout_ref": {"rollout": rollout}})),
             server_manager=server,
@@ -109,6 +120,7 @@ class CudaAgentLoop(AgentLoopBase):
             sampling_params,
             self.response_length,
             request_id=request_id,
+            max_model_len=self.max_model_len,
         )
         task = task_from_row(kwargs)
         episode_dir = self.settings.work_dir / f"{task.ref.replace('/', '_')}-{request_id[:12]}"
@@ -123,7 +135,7 @@ class CudaAgentLoop(AgentLoopBase):
                     task,
                     self.settings,
                     episode_dir,
-                    self.prompt_length + self.response_length,
+                    min(self.prompt_length + self.response_length, self.max_model_len or 1 << 62),
                 )
         except Exception as exc:
             if not is_our_failure(exc):

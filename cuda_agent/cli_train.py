@@ -115,7 +115,7 @@ def cmd_train_all(args: argparse.Namespace) -> int:
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
         print(f"dry run: every stage still to run composes against verl; {len(problems)} problem(s) to fix first")
-        return 1 if problems else 0
+        return 2 if problems else 0  # as a bad command line: nothing ran, and it would fail
     manifest = pipeline.run_all()
     print(f"all stages done; artifacts: {', '.join(f'{s}={r.artifact}' for s, r in manifest.stages.items())}")
     return 0
@@ -136,7 +136,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"error: {problem}", file=sys.stderr)
     if args.dry_run:
         print(f"dry run: the config composes against verl; {len(problems)} problem(s) to fix before launching")
-        return 1 if problems else 0
+        return 2 if problems else 0  # as a bad command line: nothing ran, and it would fail
     if problems:
         raise ConfigError(f"{len(problems)} problem(s) stop the launch (listed above)")
     return launch(plan, resume=args.resume)

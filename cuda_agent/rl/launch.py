@@ -86,6 +86,8 @@ def prepare_config(config: Any, resume: bool = False) -> dict[str, str]:
     Args:
         resume: continue from the latest checkpoint in `trainer.default_local_dir` (if there is one).
 
+    An unset `rollout.max_model_len` becomes the context the episodes have (`preflight.resolved_max_model_len`).
+
     Raises:
         ConfigError: the `hf` rollout with tensor parallelism, the v1 trainer (not supported here), or
             checkpoints in the folder of a run that was not asked to resume.
@@ -103,6 +105,11 @@ def prepare_config(config: Any, resume: bool = False) -> dict[str, str]:
         libs = [] if libs is None else list(libs) if OmegaConf.is_list(libs) else [libs]
         wanted = [LOGPROBS_MODULE] + ([HF_ROLLOUT_MODULE] if rollout.name == "hf" else [])
         config.actor_rollout_ref.model.external_lib = [*libs, *(m for m in wanted if m not in libs)]
+        if not rollout.get("max_model_len"):
+            from cuda_agent.rl.preflight import resolved_max_model_len
+
+            # Said once, for verl's server and our episodes alike: they stop at the same token (CudaAgentLoop).
+            rollout.max_model_len = resolved_max_model_len(config)
         if rollout.name == "hf":
             if rollout.tensor_model_parallel_size != 1:
                 raise ConfigError(

@@ -263,5 +263,5 @@ def test_train_all_dry_run_checks_every_stage_and_launches_nothing(
     broken = yaml.safe_load(config_file.read_text())
     broken["stages"]["rft-data"] = {"extra_sft": [str(tmp_path / "missing.parquet")]}
     config_file.write_text(yaml.safe_dump(broken))
-    assert main(["train", "all", "--config", str(config_file), "--dry-run"]) == 1
+    assert main(["train", "all", "--config", str(config_file), "--dry-run"]) == 2
     assert f"error: rft-data: {tmp_path / 'missing.parquet'} does not exist" in capsys.readouterr().err

@@ -585,7 +585,9 @@ def _add_serve_command(commands: argparse._SubParsersAction) -> None:
         help="prepare stages (a build's child with torch "
         "imported) the build workers keep started ahead (local; default: --spares with GPUs, else 0)",
     )
-    serve.add_argument("--max-pending", type=int, default=256, help="queue size; beyond it requests get 503")
+    serve.add_argument(
+        "--max-pending", type=int, default=None, help="queue size (default: 64 a worker, at least 256); then 503"
+    )
     serve.add_argument("--max-pids", type=int, default=512, help="processes per job")
     serve.add_argument("--address-space-gb", type=float, default=16, help="address space per process (not on CUDA)")
     serve.add_argument(

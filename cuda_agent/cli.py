@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cuda_agent.cli_synth import add_synth_command, catalog_from_args, checked_device
-from cuda_agent.cli_train import add_train_command
+from cuda_agent.cli_train import add_plan_command, add_train_command
 from cuda_agent.errors import ConfigError, Error, InfraError, ServiceUnreachableError
 
 if TYPE_CHECKING:
@@ -555,6 +555,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench_commands(commands)
     add_synth_command(commands)
     add_train_command(commands)
+    add_plan_command(commands)
     return parser
 
 

@@ -19,7 +19,9 @@ from typing import Any
 
 import pytest
 
+from cuda_agent.cli import main
 from cuda_agent.errors import PoolFullError, ServiceUnreachableError
+from cuda_agent.rl.preflight import fetch_stats
 from cuda_agent.sandbox.client import SandboxClient
 from cuda_agent.sandbox.jobs import JobResult, JudgeJob
 from cuda_agent.sandbox.service import create_app
@@ -93,7 +95,9 @@ def serving(pool: Any, port: int) -> Iterator[str]:
     ("episodes", "max_pending"),
     [(64, 8), pytest.param(1024, 32, marks=pytest.mark.slow)],  # 1,024: the paper's batch, ~45 s on 2 cores
 )
-def test_concurrent_episodes_against_a_small_queue_lose_no_judgement(episodes: int, max_pending: int) -> None:
+def test_concurrent_episodes_against_a_small_queue_lose_no_judgement(
+    episodes: int, max_pending: int, capsys: pytest.CaptureFixture[str]
+) -> None:
     pool = PacedPool(workers=8, max_pending=max_pending)
     checks = 2
 
@@ -107,8 +111,11 @@ def test_concurrent_episodes_against_a_small_queue_lose_no_judgement(episodes: i
 
     with serving(pool, _free_port()) as url, ThreadPoolExecutor(max_workers=episodes) as threads:
         results = list(threads.map(lambda n: episode(url, n), range(episodes)))
-        with SandboxClient(url) as client:
-            stats = client._call("GET", "/stats")[0]
+        stats = fetch_stats(url)
+        assert main(["plan", "--episodes", "1024", "--checks", "8", "--seconds", "60", "--sandbox", url]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith(f"judge: {8 * 3600 / 0.002:.0f} judgements an hour a GPU, measured at {url}")
+    assert printed[1:] == ["a step: 1024 episodes x 8 checks = 8192 judgements within 60 s", "judge GPUs needed: 1"]
     assert sum(passed for passed, _ in results) == episodes * checks  # every judgement answered
     assert sum(retries for _, retries in results) > 0  # the queue did fill: back-pressure, not loss
     assert len(pool.ids) == len(set(pool.ids)) == episodes * checks  # each job ran once (a retry is never a double)

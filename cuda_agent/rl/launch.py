@@ -96,8 +96,11 @@ def prepare_config(config: Any, resume: bool = False) -> dict[str, str]:
 
     env: dict[str, str] = {}
     rollout = config.actor_rollout_ref.rollout
+    from cuda_agent.rl.verl_compat import check_version, config_problems
+
+    check_version()
     if config.trainer.get("use_v1", False):
-        raise ConfigError("cuda-agent launches verl's legacy trainer: set trainer.use_v1=false")
+        raise ConfigError(config_problems(config)[-1])
     with open_dict(config):
         _absolute_paths(config)
         config.trainer.resume_mode = resume_mode(config, resume)

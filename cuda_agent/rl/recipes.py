@@ -375,7 +375,7 @@ def _judging_problems(recipe: Recipe) -> list[str]:
 
 
 AGENT_LOOP_MANAGER = "cuda_agent.rl.agent_loop.CudaAgentLoopManager"
-"""The agent-loop manager that masks dropped single-turn samples out of the batch (`metrics.drop_our_failures`)."""
+"""The agent-loop manager whose workers mask dropped single-turn samples out of the batch (`metrics.mask_our_failure`)."""
 
 
 def _manager_problems(cfg: Any) -> list[str]:
@@ -460,13 +460,14 @@ def _verl_validation_problems(cfg: Any) -> list[str]:
 
 
 def _scale_problems(cfg: Any, recipe: Recipe) -> list[str]:
-    from cuda_agent.rl import preflight
+    from cuda_agent.rl import preflight, verl_compat
 
     configs = preflight.model_configs(cfg, recipe.hf_config)
     problems = preflight.context_problems(cfg, configs) if configs else []
     critic = _needs_critic(cfg) and not cfg.trainer.get("val_only")
     problems += preflight.split_problems(cfg, configs[1] if configs else None, recipe.cluster, critic)
-    return problems + preflight.long_run_problems(cfg, recipe.stage, recipe.agent_loop is not None)
+    problems += preflight.long_run_problems(cfg, recipe.stage, recipe.agent_loop is not None)
+    return problems + verl_compat.config_problems(cfg)
 
 
 def _sandbox_problems(url: str, token: str | None, cfg: Any, cluster: ClusterSettings | None) -> list[str]:

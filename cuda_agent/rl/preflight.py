@@ -86,8 +86,10 @@ def resolved_max_model_len(cfg: Any, fallback: Path | None = None) -> int | None
         return int(rollout.max_model_len)
     configs = model_configs(cfg, fallback)
     limit = positions(configs[1]) if configs else None
-    need = int(cfg.data.max_prompt_length) + int(cfg.data.max_response_length)
-    return min(need, limit) if limit else None
+    if not limit:
+        return None
+    prompt, response = cfg.data.get("max_prompt_length"), cfg.data.get("max_response_length")
+    return min(int(prompt) + int(response), limit) if prompt and response else limit
 
 
 def context_problems(cfg: Any, configs: tuple[dict, dict]) -> list[str]:

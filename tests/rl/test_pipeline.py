@@ -24,7 +24,7 @@ from cuda_agent.rl.curriculum import write_curriculum  # noqa: E402
 from cuda_agent.rl.pipeline import ORDER, Pipeline, hf_folder, load_pipeline  # noqa: E402
 from cuda_agent.rl.recipes import bundled_recipe, metrics_file  # noqa: E402
 
-CPU = ["trainer.device=cpu", "trainer.n_gpus_per_node=1"]
+CPU = ["trainer.device=cpu", "trainer.n_gpus_per_node=1", "actor_rollout_ref.rollout.tensor_model_parallel_size=1"]
 SMALL = [
     "data.train_batch_size=4",
     "actor_rollout_ref.actor.ppo_mini_batch_size=4",

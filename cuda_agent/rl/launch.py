@@ -25,7 +25,9 @@ step N+1 with the batch it had and goes on. Without it a fresh run refuses a fol
 checkpoints, instead of silently continuing an older run.
 
 The legacy trainer (`trainer.use_v1=false`, `main_ppo_v0.TaskRunner`) is the one the recipes use:
-it needs no TransferQueue and logs our agent-loop manager's metrics.
+it needs no TransferQueue and logs our agent-loop manager's metrics (`cuda_agent.rl.verl_compat` says more).
+An unset `rollout.max_model_len` is written here, so verl's rollout server and our episodes stop at the same
+token (`cuda_agent.rl.preflight`).
 """
 
 from __future__ import annotations
@@ -94,11 +96,11 @@ def prepare_config(config: Any, resume: bool = False) -> dict[str, str]:
     """
     from omegaconf import OmegaConf, open_dict
 
-    env: dict[str, str] = {}
-    rollout = config.actor_rollout_ref.rollout
     from cuda_agent.rl.verl_compat import check_version, config_problems
 
     check_version()
+    env: dict[str, str] = {}
+    rollout = config.actor_rollout_ref.rollout
     if config.trainer.get("use_v1", False):
         raise ConfigError(config_problems(config)[-1])
     with open_dict(config):

@@ -150,7 +150,8 @@ class RayPool(PoolCalls):
                 f"the Ray sandbox actors did not start within {ACTOR_START_S:.0f} s: check `ray status` for "
                 f"{len(self._actors)} free {'GPUs' if gpus else 'CPUs'} and the workers' logs"
             ) from exc
-        self.stats = PoolStats(workers={"gpu" if gpus else "cpu": len(self._actors)})
+        self._kind = "gpu" if gpus else "cpu"  # the actors' kind in the pool's counters
+        self.stats = PoolStats(workers={self._kind: len(self._actors)})
         self.max_pending = queue_size(self.stats.workers) if max_pending is None else max_pending
         self._queue = SlotQueue()
         self._futures: dict[str, Future[JobResult]] = {}
@@ -247,6 +248,7 @@ class RayPool(PoolCalls):
             result = JobResult(
                 job_id=job.id, kind=job.kind, queued_s=started - submitted, run_s=time.monotonic() - started, **fields
             )
+            self.stats.on_busy(self._kind, result.run_s)  # the actor's time, for the capacity GET /stats reports
             self._finish(job.id, result, time.monotonic() - submitted)
 
     def _finish(self, job_id: str, result: JobResult, latency_s: float) -> None:

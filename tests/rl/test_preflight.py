@@ -121,3 +121,20 @@ def test_judge_far_below_the_rollout_rate_is_refused_and_the_plan_says_how_many_
     assert preflight.capacity_problems(cfg, cluster, fast, "http://judge:8000") == []
     assert preflight.capacity_problems(cfg, cluster, {"judgements_per_hour": None}, "http://judge:8000") == []
     assert preflight.judge_gpus_needed(1024, 8, 3600, 600.0) == 14
+
+
+@pytest.mark.slow  # composes all five stages (~10 s on 2 cores)
+def test_the_node_pipeline_only_lacks_what_a_ci_machine_has_not(tmp_path: Path) -> None:
+    import yaml
+
+    from cuda_agent.rl.pipeline import Pipeline, load_pipeline
+
+    pipeline = yaml.safe_load((NODE / "pipeline.yaml").read_text())
+    pipeline["run_dir"] = str(tmp_path / "run")
+    for spec in pipeline["stages"].values():  # the file names its recipes from the checkout, as README runs it
+        if "recipe" in spec:
+            spec["recipe"] = str(RECIPES_DIR.parent / spec["recipe"])
+    (tmp_path / "pipeline.yaml").write_text(yaml.safe_dump(pipeline))
+    problems = Pipeline(load_pipeline(tmp_path / "pipeline.yaml"), echo=lambda line: None).dry_run()
+    here = ("does not exist", "Hugging Face cache", "no sandbox_url", "this node has 0 GPU(s)")
+    assert problems and all(any(h in p for h in here) for p in problems), problems

@@ -108,9 +108,11 @@ def context_problems(cfg: Any, configs: tuple[dict, dict]) -> list[str]:
     context = int(rollout.get("max_model_len") or limit)
     need = int(cfg.data.max_prompt_length) + int(cfg.data.max_response_length)
     if context > limit:
+        # verl's vLLM and SGLang servers refuse it; ours (hf) would run the model past the positions it knows.
+        fails = "our hf rollout would run the model past them" if rollout.name == "hf" else "verl's server refuses it"
         problems.append(
             f"actor_rollout_ref.rollout.max_model_len={context} is over the model's max_position_embeddings={limit}: "
-            f"verl's {rollout.name} server refuses to start; lower it, or raise the positions with rope scaling"
+            f"{fails}; lower it, or raise the positions with rope scaling"
         )
     elif need > context:
         problems.append(

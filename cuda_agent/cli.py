@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cuda_agent.cli_synth import add_synth_command, catalog_from_args, checked_device
-from cuda_agent.cli_train import add_train_command
+from cuda_agent.cli_train import add_plan_command, add_train_command
 from cuda_agent.errors import ConfigError, Error, InfraError, ServiceUnreachableError
 
 if TYPE_CHECKING:
@@ -558,6 +558,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench_commands(commands)
     add_synth_command(commands)
     add_train_command(commands)
+    add_plan_command(commands)
     return parser
 
 
@@ -588,7 +589,9 @@ def _add_serve_command(commands: argparse._SubParsersAction) -> None:
         help="prepare stages (a build's child with torch "
         "imported) the build workers keep started ahead (local; default: --spares with GPUs, else 0)",
     )
-    serve.add_argument("--max-pending", type=int, default=256, help="queue size; beyond it requests get 503")
+    serve.add_argument(
+        "--max-pending", type=int, default=None, help="queue size (default: 64 a worker, at least 256); then 503"
+    )
     serve.add_argument("--max-pids", type=int, default=512, help="processes per job")
     serve.add_argument("--address-space-gb", type=float, default=16, help="address space per process (not on CUDA)")
     serve.add_argument(

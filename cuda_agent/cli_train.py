@@ -8,6 +8,7 @@
     cuda-agent train report RUN_DIR
     cuda-agent train all --config PIPELINE [--dry-run]
     cuda-agent train STAGE [--config FILE] [--out DIR] [--set KEY=VALUE ...] [--dry-run] [--resume]
+    cuda-agent plan --episodes B --checks T --seconds S [--rate R | --sandbox URL]
 
 Kept beside cli.py (which adds these commands to its parser) to keep each module within its size budget.
 """
@@ -115,7 +116,7 @@ def cmd_train_all(args: argparse.Namespace) -> int:
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
         print(f"dry run: every stage still to run composes against verl; {len(problems)} problem(s) to fix first")
-        return 1 if problems else 0
+        return 2 if problems else 0  # as a bad command line: nothing ran, and it would fail
     manifest = pipeline.run_all()
     print(f"all stages done; artifacts: {', '.join(f'{s}={r.artifact}' for s, r in manifest.stages.items())}")
     return 0
@@ -136,10 +137,55 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"error: {problem}", file=sys.stderr)
     if args.dry_run:
         print(f"dry run: the config composes against verl; {len(problems)} problem(s) to fix before launching")
-        return 1 if problems else 0
+        return 2 if problems else 0  # as a bad command line: nothing ran, and it would fail
     if problems:
         raise ConfigError(f"{len(problems)} problem(s) stop the launch (listed above)")
     return launch(plan, resume=args.resume)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    import os
+
+    from cuda_agent.errors import ConfigError
+    from cuda_agent.rl.preflight import fetch_stats, judge_gpus_needed
+    from cuda_agent.sandbox.workspace_commands import SANDBOX_TOKEN_ENV, SANDBOX_URL_ENV
+
+    if min(args.episodes, args.checks, args.seconds) <= 0:
+        raise ConfigError("--episodes, --checks and --seconds must be above 0")
+    rate, url = args.rate, args.sandbox or os.environ.get(SANDBOX_URL_ENV)
+    if rate is None:
+        if not url:
+            raise ConfigError("give --rate (judgements an hour a GPU) or --sandbox URL of a `cuda-agent serve` to ask")
+        stats = fetch_stats(url, args.token or os.environ.get(SANDBOX_TOKEN_ENV))
+        if stats is None:
+            raise ConfigError(f"the sandbox service {url} does not answer GET /stats; start it with `cuda-agent serve`")
+        rate = stats.get("judgements_per_hour_per_gpu")
+        if not rate:
+            raise ConfigError(f"{url} has judged nothing yet: judge a warm-up batch there first (or give --rate)")
+        print(
+            f"judge: {rate:.0f} judgements an hour a GPU, measured at {url} over {stats['judgements']} judgements "
+            f"(bound by its {stats['bottleneck']} workers)"
+        )
+    asked = args.episodes * args.checks
+    print(
+        f"a step: {args.episodes} episodes x {args.checks:g} checks = {asked:.0f} judgements within {args.seconds:g} s"
+    )
+    print(f"judge GPUs needed: {judge_gpus_needed(args.episodes, args.checks, args.seconds, rate)}")
+    return 0
+
+
+def add_plan_command(commands: argparse._SubParsersAction) -> None:
+    """Add `plan`: how many judge GPUs a training step needs, from the judge's measured rate."""
+    plan = commands.add_parser("plan", help="judge GPUs a training step needs, from measured judgements per GPU-hour")
+    plan.add_argument("--episodes", type=int, required=True, help="episodes a step rolls out (batch x rollout.n)")
+    plan.add_argument("--checks", type=float, required=True, help="judgements an episode asks for (verifications + 1)")
+    plan.add_argument("--seconds", type=float, required=True, help="time a step may spend judging, in seconds")
+    plan.add_argument("--rate", type=float, default=None, help="judgements an hour a GPU (default: ask --sandbox)")
+    plan.add_argument(
+        "--sandbox", default=None, metavar="URL", help="a `cuda-agent serve` (default $CUDA_AGENT_SANDBOX_URL)"
+    )
+    plan.add_argument("--token", default=None, help="the service's token (default $CUDA_AGENT_SANDBOX_TOKEN)")
+    plan.set_defaults(func=cmd_plan)
 
 
 def _add_data_command(sub: argparse._SubParsersAction) -> None:

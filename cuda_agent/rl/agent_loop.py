@@ -5,9 +5,9 @@ per dataset row. This class only adapts: it builds a `VerlTokenModel` on verl's 
 and Continuous Token builder, runs our synchronous `run_rollout` in a worker thread (the model
 hands generation back to this event loop), and packs the token record and the judge's reward.
 
-This is the only module that imports verl's agent loop; it is imported by verl (through the
-registry, `_target_: cuda_agent.rl.agent_loop.CudaAgentLoop`, and as the agent-loop manager class
-`cuda_agent.rl.agent_loop.CudaAgentLoopManager`), never by the rest of cuda_agent.
+It is imported by verl (through the registry, `_target_: cuda_agent.rl.agent_loop.CudaAgentLoop`, and as the
+agent-loop manager class `cuda_agent.rl.agent_loop.CudaAgentLoopManager`, built in `verl_compat` with the rest
+of what touches verl's internals), never by the rest of cuda_agent.
 Enable it with an agent-loop YAML (verl's `actor_rollout_ref.rollout.agent.agent_loop_config_path`):
 
     - name: cuda_agent
@@ -30,21 +30,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from omegaconf import OmegaConf
-from verl.experimental.agent_loop.agent_loop import (
-    AgentLoopBase,
-    AgentLoopManager,
-    AgentLoopMetrics,
-    AgentLoopOutput,
-    DictConfigWrap,
-    _agent_loop_registry,
-    register,
-)
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, DictConfigWrap
 
 from cuda_agent.errors import ConfigError
 from cuda_agent.rl.config import CudaAgentLoopConfig
-from cuda_agent.rl.metrics import drop_our_failures, dropped_fields, episode_metrics, is_our_failure
+from cuda_agent.rl.metrics import dropped_fields, is_our_failure
 from cuda_agent.rl.rft import TokenRecord
 from cuda_agent.rl.rollout import episode_fields, reward_extra_info, run_rollout, task_from_row, token_record
+from cuda_agent.rl.verl_compat import agent_loop_classes, keep_agent_loop
 from cuda_agent.rl.verl_model import VerlTokenModel
 from cuda_agent.types import EpisodeEnd
 
@@ -72,6 +65,10 @@ class CudaAgentLoop(AgentLoopBase):
         self.settings = CudaAgentLoopConfig(**settings)
         self.prompt_length = int(self.rollout_config.prompt_length)
         self.response_length = int(self.rollout_config.response_length)
+        # verl's servers take the model's positions when this is unset; `cuda_agent.rl.launch` sets it, so the
+        # episode and the server agree on where the context ends.
+        max_model_len = self.rollout_config.get("max_model_len")
+        self.max_model_len = int(max_model_len) if max_model_len else None
 
     @classmethod
     def standalone(
@@ -81,12 +78,19 @@ class CudaAgentLoop(AgentLoopBase):
         prompt_length: int,
         response_length: int,
         hf_model_type: str | None = None,
+        max_model_len: int | None = None,
         **settings: Any,
     ) -> CudaAgentLoop:
         """The agent loop outside verl's trainer: on `server` (anything with verl's `generate`), for scripted
         episodes (agentic_sft.py) and tests. `hf_model_type` is the model's config.json model_type, which picks
-        verl's token builder as the trainer would; `settings` are `CudaAgentLoopConfig` fields."""
-        rollout = {"prompt_length": prompt_length, "response_length": response_length, "multi_turn": {}}
+        verl's token builder as the trainer would; `max_model_len` is the server's context (rollout.max_model_len);
+        `settings` are `CudaAgentLoopConfig` fields."""
+        rollout = {
+            "prompt_length": prompt_length,
+            "response_length": response_length,
+            "max_model_len": max_model_len,
+            "multi_turn": {},
+        }
         return cls(
             trainer_config=DictConfigWrap(OmegaConf.create({"actor_rollout_ref": {"rollout": rollout}})),
             server_manager=server,
@@ -109,6 +113,7 @@ class CudaAgentLoop(AgentLoopBase):
             sampling_params,
             self.response_length,
             request_id=request_id,
+            max_model_len=self.max_model_len,
         )
         task = task_from_row(kwargs)
         episode_dir = self.settings.work_dir / f"{task.ref.replace('/', '_')}-{request_id[:12]}"
@@ -123,7 +128,7 @@ class CudaAgentLoop(AgentLoopBase):
                     task,
                     self.settings,
                     episode_dir,
-                    self.prompt_length + self.response_length,
+                    min(self.prompt_length + self.response_length, self.max_model_len or 1 << 62),
                 )
         except Exception as exc:
             if not is_our_failure(exc):
@@ -179,25 +184,9 @@ class CudaAgentLoop(AgentLoopBase):
         )
 
 
-class CudaAgentLoopManager(AgentLoopManager):
-    """verl's agent-loop manager, plus our episode metrics in every training step's log.
+CudaAgentLoopWorker, CudaAgentLoopManager = agent_loop_classes()
+"""verl's agent-loop worker and manager plus our dropped samples and episode metrics (`verl_compat`). Enable with
+`+actor_rollout_ref.rollout.agent.agent_loop_manager_class=cuda_agent.rl.agent_loop.CudaAgentLoopManager` (the
+bundled recipes do); it serves verl's legacy trainer (`trainer.use_v1=false`)."""
 
-    verl 0.9.1's trainer logs its own batch metrics only; what it does log from a rollout is the
-    manager's timing dict, under `timing_s/`. So the batch's `cuda_agent/*` metrics (pass rate,
-    reward histogram, ...) are added there and appear as `timing_s/cuda_agent/...`. Enable with
-    `+actor_rollout_ref.rollout.agent.agent_loop_manager_class=cuda_agent.rl.agent_loop.CudaAgentLoopManager`
-    (the bundled recipes do); it serves verl's legacy trainer (`trainer.use_v1=false`).
-    """
-
-    def _performance_metrics(self, metrics: list[list[dict[str, Any]]], output: Any) -> dict[str, float]:
-        # The one hook verl 0.9.1 calls on the assembled batch before the trainer sees it: mask our failures there.
-        drop_our_failures(output)
-        timing = super()._performance_metrics(metrics, output)
-        timing.update(episode_metrics(output.non_tensor_batch))
-        return timing
-
-
-# verl's `register` overwrites the registry entry, and hydra first imports this module when it builds the
-# first episode, after verl loaded the agent-loop YAML (with our settings) into the registry: keep that entry.
-if "cuda_agent" not in _agent_loop_registry:
-    register("cuda_agent")(CudaAgentLoop)
+keep_agent_loop("cuda_agent", CudaAgentLoop)

@@ -35,3 +35,23 @@ class CudaAgentLoopConfig(JudgeSettings):
     save_tokens: bool = Field(
         default=False, description="Write tokens.json beside each trajectory (collect: RFT and the critic read it)."
     )
+
+
+class ClusterSettings(BaseModel):
+    """How a recipe splits one node between training and the judge, and what it asks of the judge per step.
+
+    The training GPUs are verl's `trainer.n_gpus_per_node`; the judge's run `cuda-agent serve` beside them
+    (`CUDA_VISIBLE_DEVICES` set apart, README). The dry run checks the split and, from the service's measured
+    rate (`GET /stats`), that the judge keeps up with the rollout.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    gpus_per_node: int = Field(default=8, ge=1, description="GPUs on the node, training's and the judge's together.")
+    judge_gpus: int = Field(default=0, ge=0, description="GPUs of the node kept for `cuda-agent serve` (0: elsewhere).")
+    checks_per_episode: float = Field(
+        default=8.0, gt=0, description="Judgements an episode asks for (its verification runs and the final one)."
+    )
+    judging_s_per_step: float = Field(
+        default=3600.0, gt=0, description="Seconds a step's rollout may spend waiting for the judge in all."
+    )

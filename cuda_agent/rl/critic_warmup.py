@@ -110,9 +110,10 @@ def frozen_actor_task_runner() -> Any:
     @ray.remote(num_cpus=1)
     class FrozenActorTaskRunner:
         def run(self, config: Any) -> None:
-            import verl.trainer.main_ppo_v0 as v0
+            from cuda_agent.rl.verl_compat import replace_legacy_trainer
 
-            v0.RayPPOTrainer = _verl_classes()[1]  # in the task runner's own process, where verl builds the trainer
+            # In the task runner's own process, where verl builds the trainer.
+            v0 = replace_legacy_trainer(_verl_classes()[1])
             # The TaskRunner of the module imported here: one this class held would travel with it (cloudpickle, by
             # value), its `run` with a copy of the module's globals that still names verl's own trainer.
             v0.TaskRunner.__ray_metadata__.modified_class().run(config)

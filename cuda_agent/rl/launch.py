@@ -25,7 +25,9 @@ step N+1 with the batch it had and goes on. Without it a fresh run refuses a fol
 checkpoints, instead of silently continuing an older run.
 
 The legacy trainer (`trainer.use_v1=false`, `main_ppo_v0.TaskRunner`) is the one the recipes use:
-it needs no TransferQueue and logs our agent-loop manager's metrics.
+it needs no TransferQueue and logs our agent-loop manager's metrics (`cuda_agent.rl.verl_compat` says more).
+An unset `rollout.max_model_len` is written here, so verl's rollout server and our episodes stop at the same
+token (`cuda_agent.rl.preflight`).
 """
 
 from __future__ import annotations
@@ -86,16 +88,21 @@ def prepare_config(config: Any, resume: bool = False) -> dict[str, str]:
     Args:
         resume: continue from the latest checkpoint in `trainer.default_local_dir` (if there is one).
 
+    An unset `rollout.max_model_len` becomes the context the episodes have (`preflight.resolved_max_model_len`).
+
     Raises:
         ConfigError: the `hf` rollout with tensor parallelism, the v1 trainer (not supported here), or
             checkpoints in the folder of a run that was not asked to resume.
     """
     from omegaconf import OmegaConf, open_dict
 
+    from cuda_agent.rl.verl_compat import check_version, config_problems
+
+    check_version()
     env: dict[str, str] = {}
     rollout = config.actor_rollout_ref.rollout
     if config.trainer.get("use_v1", False):
-        raise ConfigError("cuda-agent launches verl's legacy trainer: set trainer.use_v1=false")
+        raise ConfigError(config_problems(config)[-1])
     with open_dict(config):
         _absolute_paths(config)
         config.trainer.resume_mode = resume_mode(config, resume)
@@ -103,6 +110,11 @@ def prepare_config(config: Any, resume: bool = False) -> dict[str, str]:
         libs = [] if libs is None else list(libs) if OmegaConf.is_list(libs) else [libs]
         wanted = [LOGPROBS_MODULE] + ([HF_ROLLOUT_MODULE] if rollout.name == "hf" else [])
         config.actor_rollout_ref.model.external_lib = [*libs, *(m for m in wanted if m not in libs)]
+        if not rollout.get("max_model_len"):
+            from cuda_agent.rl.preflight import resolved_max_model_len
+
+            # Said once, for verl's server and our episodes alike: they stop at the same token (CudaAgentLoop).
+            rollout.max_model_len = resolved_max_model_len(config)
         if rollout.name == "hf":
             if rollout.tensor_model_parallel_size != 1:
                 raise ConfigError(

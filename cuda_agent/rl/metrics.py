@@ -13,10 +13,10 @@ them from `compute_score`. verl 0.9.1 then carries them as follows:
 Never name a field `reward`: verl's validation keeps its own `reward` list and checks lengths.
 
 Our failures (the sandbox or the model server broke; DESIGN 3 "whose failure is it") are never
-scored: the sample gets `our_failure` 1.0 and verdict "dropped" (`dropped_fields`), and
-`drop_our_failures` zeroes its response mask before the trainer sees the batch, so it adds nothing
-to the actor's or the critic's loss (verl's `seq-mean-token-mean` skips fully masked sequences) and
-nothing to the advantages. The reward statistics here leave dropped samples out and count them
+scored: the sample gets `our_failure` 1.0 and verdict "dropped" (`dropped_fields`), and its response
+mask is zeroed before it joins the batch (the agent loop's own drop, or `mask_our_failure` in our
+agent-loop worker for a reward function's), so it adds nothing to the actor's or the critic's loss
+(verl's `seq-mean-token-mean` skips fully masked sequences) and nothing to the advantages. The reward statistics here leave dropped samples out and count them
 (`our_failures`).
 """
 
@@ -77,23 +77,22 @@ def dropped_fields(reason: str) -> dict[str, Any]:
     return judged_fields({"verdict": "dropped", "message": reason}, 0.0, our_failure=True)
 
 
-def drop_our_failures(batch: Any) -> int:
-    """Zero the response mask (and token rewards) of every sample flagged `our_failure` in a verl batch.
+def mask_our_failure(outputs: list[Any]) -> bool:
+    """Zero the response mask of a trajectory's samples when its reward says our judge failed (`our_failure`).
 
     Args:
-        batch: verl's `DataProto` from the agent-loop manager (`non_tensor_batch["our_failure"]`).
+        outputs: verl's `AgentLoopOutput`s of one trajectory, the last one carrying the reward's
+            `extra_fields["reward_extra_info"]` (the single-turn reward function's `judged_fields`).
 
     Returns:
-        How many samples were dropped.
+        Whether the trajectory was dropped.
     """
-    flags = batch.non_tensor_batch.get("our_failure")
-    if flags is None:
-        return 0
-    rows = [i for i, flag in enumerate(flags) if flag is not None and float(flag) > 0]
-    for key in ("response_mask", "rm_scores"):
-        if rows and key in batch.batch.keys():
-            batch.batch[key][rows] = 0
-    return len(rows)
+    info = (outputs[-1].extra_fields or {}).get("reward_extra_info") or {} if outputs else {}
+    if not float(info.get("our_failure") or 0.0) > 0:
+        return False
+    for output in outputs:
+        output.response_mask = [0] * len(output.response_mask)
+    return True
 
 
 def _numbers(values: Iterable[Any] | None) -> list[float]:

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.errors import ConfigError
 from cuda_agent.rl import STAGES
-from cuda_agent.rl.config import CudaAgentLoopConfig, JudgeSettings
+from cuda_agent.rl.config import ClusterSettings, CudaAgentLoopConfig, JudgeSettings
 from cuda_agent.rl.report import launch_number, metrics_files
 from cuda_agent.sandbox.workspace_commands import SANDBOX_URL_ENV
 
@@ -55,6 +55,14 @@ class Recipe(BaseModel):
         default=None, description="Judge the one response with cuda_agent.rl.single_turn.compute_score, so set up."
     )
     overrides: dict[str, Any] = Field(default_factory=dict, description="verl config keys (dotted) and values.")
+    cluster: ClusterSettings | None = Field(
+        default=None, description="The node's split between training and the judge, checked by the dry run."
+    )
+    hf_config: Path | None = Field(
+        default=None,
+        description="The config.json of the model the recipe is shaped for (shipped beside it, relative to the "
+        "recipe): the dry run checks context and GPU split against it while the model folder does not exist yet.",
+    )
 
 
 class TrainingPlan(BaseModel):
@@ -92,9 +100,12 @@ def load_recipe(path: Path) -> Recipe:
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot read the recipe {path}: {exc}") from exc
     try:
-        return Recipe.model_validate(data)
+        recipe = Recipe.model_validate(data)
     except ValueError as exc:
         raise ConfigError(f"recipe {path} is invalid:\n{exc}") from exc
+    if recipe.hf_config is not None:
+        recipe.hf_config = (Path(path).parent / recipe.hf_config).resolve()
+    return recipe
 
 
 def hydra_value(value: Any) -> str:
@@ -322,11 +333,12 @@ def check_plan(plan: TrainingPlan, launching: bool = True) -> list[str]:
     if ppo:
         problems += _turn_problems(cfg)
         problems += prompt_length_problems(cfg, models[0])
+        problems += _scale_problems(cfg, recipe)
         if not missing and not uncached:  # verl's validation reads the models' configs
             problems += _verl_validation_problems(cfg)
     for judged in (recipe.agent_loop, recipe.reward_function):
         if judged is not None and judged.sandbox_url:
-            problems += _sandbox_problems(judged.sandbox_url)
+            problems += _sandbox_problems(judged.sandbox_url, judged.sandbox_token, cfg, recipe.cluster)
     if cfg.trainer.get("device") != "cpu":  # trainer.device=cpu: verl on the CPU (cuda_agent.rl.verl_cpu)
         problems += _gpu_problems(int(cfg.trainer.n_gpus_per_node) * int(cfg.trainer.get("nnodes", 1) or 1))
     # PPO stages and the critic warm-up run in this process (launch()); only the others' commands must be on PATH.
@@ -363,7 +375,7 @@ def _judging_problems(recipe: Recipe) -> list[str]:
 
 
 AGENT_LOOP_MANAGER = "cuda_agent.rl.agent_loop.CudaAgentLoopManager"
-"""The agent-loop manager that masks dropped single-turn samples out of the batch (`metrics.drop_our_failures`)."""
+"""The agent-loop manager whose workers mask dropped single-turn samples out of the batch (`metrics.mask_our_failure`)."""
 
 
 def _manager_problems(cfg: Any) -> list[str]:
@@ -447,14 +459,28 @@ def _verl_validation_problems(cfg: Any) -> list[str]:
     return []
 
 
-def _sandbox_problems(url: str) -> list[str]:
+def _scale_problems(cfg: Any, recipe: Recipe) -> list[str]:
+    from cuda_agent.rl import preflight, verl_compat
+
+    configs = preflight.model_configs(cfg, recipe.hf_config)
+    problems = preflight.context_problems(cfg, configs) if configs else []
+    critic = _needs_critic(cfg) and not cfg.trainer.get("val_only")
+    problems += preflight.split_problems(cfg, configs[1] if configs else None, recipe.cluster, critic)
+    problems += preflight.long_run_problems(cfg, recipe.stage, recipe.agent_loop is not None)
+    return problems + verl_compat.config_problems(cfg)
+
+
+def _sandbox_problems(url: str, token: str | None, cfg: Any, cluster: ClusterSettings | None) -> list[str]:
     import httpx
+
+    from cuda_agent.rl import preflight
 
     try:
         httpx.get(f"{url.rstrip('/')}/health", timeout=5.0).raise_for_status()
     except httpx.HTTPError as exc:
         return [f"the sandbox service {url} does not answer /health ({exc}); start it with `cuda-agent serve`"]
-    return []
+    stats = preflight.fetch_stats(url, token) if cluster is not None else None
+    return preflight.capacity_problems(cfg, cluster, stats, url) if stats and cluster else []
 
 
 def _gpu_problems(wanted: int) -> list[str]:

@@ -25,10 +25,9 @@ def main() -> None:
     from cuda_agent.rl.verl_cpu import use_cpu_platform
 
     use_cpu_platform()
-    import verl.utils.distributed
+    from cuda_agent.rl.verl_compat import replace_process_group_init
 
-    # run_sft imports the function from the module when it runs, so it gets this one.
-    verl.utils.distributed.initialize_global_process_group = _join_gloo
+    replace_process_group_init(_join_gloo)
     from verl.trainer.sft_trainer import main as verl_sft_main
 
     verl_sft_main()

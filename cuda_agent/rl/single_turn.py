@@ -17,7 +17,7 @@ An answer that cannot be read (no code block, no model_new.py, cut off inside a 
 model's failure: reward -1, verdict "malformed" and the reason, never an exception. A failure of
 ours while judging (the service unreachable, a worker that died: `metrics.OUR_FAILURES`) is never
 taught as a -1 nor fatal to the step: the sample comes back with `our_failure` 1.0 and score 0, and
-the agent-loop manager masks it out of the batch (`metrics.drop_our_failures`). A row without a
+our agent-loop worker masks it out of the batch (`metrics.mask_our_failure`). A row without a
 task is a broken data set and raises.
 
 What this does not protect against: without a service, every call judges in a pool of its own,

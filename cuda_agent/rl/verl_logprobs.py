@@ -50,10 +50,10 @@ def logprobs_in_blocks(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tens
 
 
 def install() -> None:
-    """Put `logprobs_in_blocks` in the place of verl's row-by-row function (idempotent)."""
-    from verl.utils import torch_functional
+    """Put `logprobs_in_blocks` in the place of verl's row-by-row function (idempotent; `verl_compat`)."""
+    from cuda_agent.rl.verl_compat import replace_logprobs
 
-    torch_functional.logprobs_from_logits_v2 = logprobs_in_blocks
+    replace_logprobs(logprobs_in_blocks)
 
 
 install()

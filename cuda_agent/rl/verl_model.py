@@ -74,6 +74,10 @@ class VerlTokenModel:
         stop_token_ids: ids that end a reply (removed before parsing); the tokenizer's EOS when None.
         request_id: sticky-session id for the server's prefix cache; a fresh one when None.
         timeout_s: longest wait for one generation.
+        max_model_len: the server's context (rollout.max_model_len): prompt and response together never pass it.
+            Our first prompt is not the data row's, so it can be longer than data.max_prompt_length; without this
+            cap the server would refuse the next call past its context, and the episode would be lost as our
+            failure instead of ending as clipped. None: only `response_length` bounds the episode.
 
     Attributes:
         prompt_ids: the rendered first prompt.
@@ -92,6 +96,7 @@ class VerlTokenModel:
         stop_token_ids: Sequence[int] | None = None,
         request_id: str | None = None,
         timeout_s: float = 3600.0,
+        max_model_len: int | None = None,
     ) -> None:
         self.server, self.builder, self.loop = server, builder, loop
         self.sampling_params = dict(sampling_params)
@@ -100,6 +105,7 @@ class VerlTokenModel:
         self.stop_token_ids = set(stop_token_ids if stop_token_ids is not None else [] if eos is None else [eos])
         self.request_id = request_id or uuid.uuid4().hex
         self.timeout_s = timeout_s
+        self.max_model_len = max_model_len
         self.name = f"verl:{type(server).__name__}"
         self.prompt_ids: list[int] = []
         self._runtime: list[int] = []  # prompt_ids + response_ids, the sequence the server continues
@@ -127,7 +133,8 @@ class VerlTokenModel:
         """Generate the next reply on verl's server; see `Model.complete`.
 
         Raises:
-            ContextLengthError: the response budget (rollout.response_length) is spent.
+            ContextLengthError: the response budget (rollout.response_length) is spent, or the server's context
+                (`max_model_len`) has no room for one more token: the episode ends as clipped.
             ModelError: the history was edited (this backend is append-only), the server failed,
                 or this was called on the event loop's own thread.
         """
@@ -135,6 +142,10 @@ class VerlTokenModel:
         room = self.response_length - len(self.response_mask)
         if room <= 0:
             raise ContextLengthError(f"the response budget of {self.response_length} tokens is spent")
+        if self.max_model_len is not None:
+            room = min(room, self.max_model_len - len(self._runtime))
+            if room <= 0:
+                raise ContextLengthError(f"the model's context of {self.max_model_len} tokens is full")
         params = dict(self.sampling_params)
         params["max_tokens"] = min(int(params.get("max_tokens") or room), room)
         output = self._generate(params)

@@ -263,3 +263,17 @@ class PoolMetrics(_Record):
     busy_s: dict[str, float] = Field(
         default_factory=dict, description="Seconds the workers of each kind spent running stages (busy fractions)."
     )
+
+
+class Capacity(_Record):
+    """What a pool can answer, measured (`GET /stats`): the figures `cuda-agent plan` sizes a judge from."""
+
+    judgements: int = Field(description="Judge jobs answered with a verdict so far (the measurement's size).")
+    timing_slots: int = Field(description="GPUs the pool times on (CPU timing slots on a machine without GPUs).")
+    worker_s_per_judgement: dict[str, float] = Field(
+        description="Worker seconds per judgement, per kind of worker ('build', 'timing'), commands included."
+    )
+    judgements_per_hour: float | None = Field(description="The pool's capacity: its slower kind of worker's rate.")
+    judgements_per_hour_per_gpu: float | None = Field(description="judgements_per_hour / timing_slots.")
+    bottleneck: str | None = Field(description="The kind of worker that bounds the rate; None before a judgement.")
+    max_pending: int = Field(description="Jobs the queue holds before it answers 503 PoolFullError.")

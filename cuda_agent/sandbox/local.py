@@ -44,7 +44,7 @@ from cuda_agent.sandbox.jobs import CommandJob, CommandResult, JobResult, JudgeJ
 from cuda_agent.sandbox.limits import SandboxLimits
 from cuda_agent.sandbox.slots import SlotQueue
 from cuda_agent.sandbox.spare import SpareRunner, Spares
-from cuda_agent.sandbox.stats import PoolStats
+from cuda_agent.sandbox.stats import PoolStats, queue_size
 from cuda_agent.types import Task, Verdict
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ class LocalPool(PoolCalls):
         build_workers: int | None = None,
         gpus: list[int] | None = None,
         cpu_timing_slots: int = 1,
-        max_pending: int = 256,
+        max_pending: int | None = None,
         limits: SandboxLimits | None = None,
         pin_cpus: bool | None = None,
         cores_per_timing: int = 2,
@@ -117,7 +117,8 @@ class LocalPool(PoolCalls):
             build_workers: parallel build/CPU workers (default: the CPU count).
             gpus: GPU indices to time on, one exclusive worker each (default: all visible GPUs).
             cpu_timing_slots: timing workers when there is no GPU (they never overlap each other).
-            max_pending: most jobs waiting to start; `submit` raises PoolFullError past it.
+            max_pending: most jobs waiting to start; `submit` raises PoolFullError past it (default:
+                `stats.queue_size` of the workers).
             limits: resource limits of every job's processes.
             pin_cpus: keep `cores_per_timing` cores for each timing worker, away from builds: None (default)
                 when builds still keep half of the cores, True whenever one core is left for builds, False never.
@@ -135,7 +136,6 @@ class LocalPool(PoolCalls):
 
         self.limits = limits or SandboxLimits()
         self.gpus = detect_gpus() if gpus is None else gpus
-        self.max_pending = max_pending
         self.spares = spares
         n_build = build_workers or os.cpu_count() or 1
         n_timing = len(self.gpus) or cpu_timing_slots
@@ -154,6 +154,7 @@ class LocalPool(PoolCalls):
         self.stats = PoolStats(
             workers={"build": n_build, "timing": n_timing * per_slot}, cpus=self.cpu_plan.as_metrics()
         )
+        self.max_pending = queue_size(self.stats.workers) if max_pending is None else max_pending
         # A judgement that needs no timing slot (correctness only, on the CPU: `utils.verification`) runs its judge
         # stage on a build worker; the build workers share spares of their own, started at the first such job.
         self._build_spares = Spares(spares, self.limits, {}, self.cpu_plan.build, self.cpu_plan.build)

@@ -35,7 +35,7 @@ from cuda_agent.sandbox.limits import SandboxLimits
 from cuda_agent.sandbox.local import PoolCalls, PoolFullError, check_gpu
 from cuda_agent.sandbox.slots import SlotQueue
 from cuda_agent.sandbox.spare import CLOSE_S, Spares
-from cuda_agent.sandbox.stats import PoolStats
+from cuda_agent.sandbox.stats import PoolStats, queue_size
 
 log = logging.getLogger(__name__)
 ACTOR_START_S = 300.0
@@ -110,7 +110,7 @@ class RayPool(PoolCalls):
         self,
         address: str | None = None,
         cpu_actors: int = 2,
-        max_pending: int = 256,
+        max_pending: int | None = None,
         limits: SandboxLimits | None = None,
         init_kwargs: dict[str, Any] | None = None,
         spares: int = 1,
@@ -119,7 +119,8 @@ class RayPool(PoolCalls):
         Args:
             address: a Ray cluster address ('auto' joins a running cluster); None starts a local Ray.
             cpu_actors: actors when the cluster has no GPUs.
-            max_pending: most jobs waiting to start; `submit` raises PoolFullError past it.
+            max_pending: most jobs waiting to start; `submit` raises PoolFullError past it (default:
+                `stats.queue_size` of the actors).
             limits: resource limits of every job's processes.
             init_kwargs: more arguments for `ray.init` (e.g. num_cpus=2, include_dashboard=False).
             spares: judge stages' runners each actor keeps started ahead of its next jobs (spare.py, as
@@ -149,8 +150,9 @@ class RayPool(PoolCalls):
                 f"the Ray sandbox actors did not start within {ACTOR_START_S:.0f} s: check `ray status` for "
                 f"{len(self._actors)} free {'GPUs' if gpus else 'CPUs'} and the workers' logs"
             ) from exc
-        self.max_pending = max_pending
-        self.stats = PoolStats(workers={"gpu" if gpus else "cpu": len(self._actors)})
+        self._kind = "gpu" if gpus else "cpu"  # the actors' kind in the pool's counters
+        self.stats = PoolStats(workers={self._kind: len(self._actors)})
+        self.max_pending = queue_size(self.stats.workers) if max_pending is None else max_pending
         self._queue = SlotQueue()
         self._futures: dict[str, Future[JobResult]] = {}
         self._running: dict[str, Any] = {}
@@ -246,6 +248,7 @@ class RayPool(PoolCalls):
             result = JobResult(
                 job_id=job.id, kind=job.kind, queued_s=started - submitted, run_s=time.monotonic() - started, **fields
             )
+            self.stats.on_busy(self._kind, result.run_s)  # the actor's time, for the capacity GET /stats reports
             self._finish(job.id, result, time.monotonic() - submitted)
 
     def _finish(self, job_id: str, result: JobResult, latency_s: float) -> None:

@@ -13,6 +13,8 @@ Endpoints:
 - `POST /workspace/command` {"argv", "cwd", "timeout_s"?, ...}: a CommandResult as JSON; `cwd` below the
   workspace root as well.
 - `GET /metrics`: the pool's PoolMetrics.
+- `GET /stats`: the pool's measured Capacity: judgements per hour (per GPU too) and the queue's size, which
+  `cuda-agent plan` and the training dry run read.
 A client's mistake (no JSON, a missing or unknown field, both or neither of solution and workspace, an
 unknown task, a bad config field, a path outside the root, a missing token) gets a 4xx answer whose body is
 {"error": "<one line>", "error_type": "ConfigError"}; the body is read as JSON whatever its Content-Type says
@@ -53,6 +55,7 @@ from cuda_agent.sandbox.jobs import (
     new_job_id,
     task_of,
 )
+from cuda_agent.sandbox.stats import capacity
 from cuda_agent.tasks import Catalog
 from cuda_agent.tasks.catalog import SOURCES
 
@@ -282,6 +285,10 @@ def create_app(
     @app.get("/metrics", dependencies=[Depends(authorize)])
     async def metrics() -> dict[str, Any]:
         return pool.metrics().model_dump()
+
+    @app.get("/stats", dependencies=[Depends(authorize)])
+    async def stats() -> dict[str, Any]:
+        return capacity(pool.metrics(), len(pool.slots), pool.max_pending).model_dump()
 
     return app
 

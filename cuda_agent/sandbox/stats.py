@@ -1,13 +1,46 @@
-"""Counters of a pool (queue depth, jobs by status and verdict, latency percentiles) and GPU discovery."""
+"""Counters of a pool (queue depth, jobs by status and verdict, latency percentiles), its measured capacity and
+the queue size that follows from it."""
 
 from __future__ import annotations
 
 import threading
 from collections import Counter, deque
 
-from cuda_agent.sandbox.jobs import JobResult, PoolMetrics
+from cuda_agent.sandbox.jobs import Capacity, JobResult, PoolMetrics
 
 LATENCY_WINDOW = 10_000
+QUEUE_PER_WORKER = 64
+"""Jobs a pool lets wait per job it runs at once: a trainer's burst (1,024 episodes judging together) waits in the
+queue rather than bouncing off it, while the wait stays bounded (64 judgements of a worker, not an unbounded pile)."""
+
+
+def queue_size(workers: dict[str, int]) -> int:
+    """The pool's queue limit sized from what it runs at once (`QUEUE_PER_WORKER` each), at least 256."""
+    return max(256, QUEUE_PER_WORKER * sum(workers.values()))
+
+
+def capacity(metrics: PoolMetrics, timing_slots: int, max_pending: int) -> Capacity:
+    """Judgements an hour the pool can answer, measured from the worker time its judgements took so far.
+
+    Each kind of worker (builds on CPUs, judge stages on GPUs) answers `workers x 3600 / seconds per judgement`
+    an hour; the slower kind bounds the pool. Worker seconds include the workspace commands episodes run there,
+    so the figure is per judgement of a real episode mix. Measured under light load it errs high (a judge stage
+    that shares its GPU waits less than at saturation); a warm-up under the training load gives the real figure.
+    """
+    judged = sum(metrics.by_verdict.values())
+    per_judgement = {kind: busy / judged for kind, busy in metrics.busy_s.items() if judged and busy > 0}
+    rates = {kind: metrics.workers[kind] * 3600 / s for kind, s in per_judgement.items() if metrics.workers.get(kind)}
+    bottleneck = min(rates, key=rates.__getitem__) if rates else None
+    rate = rates[bottleneck] if bottleneck else None
+    return Capacity(
+        judgements=judged,
+        timing_slots=timing_slots,
+        worker_s_per_judgement=per_judgement,
+        judgements_per_hour=rate,
+        judgements_per_hour_per_gpu=rate / timing_slots if rate and timing_slots else None,
+        bottleneck=bottleneck,
+        max_pending=max_pending,
+    )
 
 
 def percentile(values: list[float], q: float) -> float:

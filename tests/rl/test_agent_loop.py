@@ -38,13 +38,15 @@ def hermes_text(turn: ModelTurn) -> str:
 class ScriptedTokenServer:
     """Stands in for verl's LLMServerClient: replies with the token ids of scripted turns, and fake log-probs."""
 
-    def __init__(self, tokenizer: Any, script: list[ModelTurn]) -> None:
-        self.tokenizer, self.script = tokenizer, list(script)
+    def __init__(self, tokenizer: Any, script: list[ModelTurn], max_model_len: int | None = None) -> None:
+        self.tokenizer, self.script, self.max_model_len = tokenizer, list(script), max_model_len
         self.prompts: list[list[int]] = []
         self.replies: list[tuple[list[int], list[float]]] = []
 
     async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict, **kwargs: Any):
         assert sampling_params["max_tokens"] >= 1
+        if self.max_model_len is not None and len(prompt_ids) + sampling_params["max_tokens"] > self.max_model_len:
+            raise ValueError(f"prompt + max_tokens over max_model_len={self.max_model_len}")  # as vLLM refuses it
         self.prompts.append(list(prompt_ids))
         ids = self.tokenizer.encode(hermes_text(self.script[len(self.replies)]), add_special_tokens=False)
         logprobs = [-0.01 - 0.1 * (i % 7) for i in range(len(ids))]
@@ -52,8 +54,11 @@ class ScriptedTokenServer:
         return SimpleNamespace(token_ids=ids, log_probs=logprobs)
 
 
-def make_loop(tokenizer: Any, server: ScriptedTokenServer, work_dir: Path, response_length: int) -> CudaAgentLoop:
+def make_loop(
+    tokenizer: Any, server: ScriptedTokenServer, work_dir: Path, response_length: int, max_model_len: int | None = None
+) -> CudaAgentLoop:
     rollout = {"prompt_length": 16384, "response_length": response_length, "multi_turn": {"max_assistant_turns": 50}}
+    rollout["max_model_len"] = max_model_len
     config = OmegaConf.create({"actor_rollout_ref": {"rollout": rollout}})
     return CudaAgentLoop(
         trainer_config=DictConfigWrap(config),
@@ -145,6 +150,32 @@ def test_response_budget_ends_the_episode_and_caps_on_a_model_token(
     assert fields["verdict"] != "pass"
     saved = TokenRecord.model_validate_json((Path(fields["trajectory"]).parent / "tokens.json").read_text())
     assert (saved.prompt_ids, saved.response_ids, saved.reward) == (output.prompt_ids, output.response_ids, -1.0)
+
+
+def test_episode_that_outgrows_the_servers_context_is_clipped_scored_and_kept(
+    tiny_tokenizer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rollout.max_model_len below prompt + response (our first prompt is not the row's, so it can be longer than
+    data.max_prompt_length): the server would refuse the call past its context and the episode would be dropped as
+    our failure; it ends as clipped instead, judged and rewarded as the paper scores clipped episodes."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    read = ModelTurn(
+        content="Reading.",
+        tool_calls=[{"id": "c", "name": "Read", "arguments": json.dumps({"path": "model.py"})}],
+    )
+    code = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+    code += "def get_inputs():\n    return [torch.randn(8)]\ndef get_init_inputs():\n    return []\n"
+    probe = ScriptedTokenServer(tiny_tokenizer, [])  # records the first prompt, then fails (a dropped sample)
+    asyncio.run(make_loop(tiny_tokenizer, probe, tmp_path / "probe", 60_000).run({}, code=code, task="inline/double"))
+    context = len(probe.prompts[0]) + 1500  # room for a few turns, far below prompt_length + response_length
+    server = ScriptedTokenServer(tiny_tokenizer, [read] * 40, max_model_len=context)
+    loop = make_loop(tiny_tokenizer, server, tmp_path / "rollouts", response_length=60_000, max_model_len=context)
+    output = asyncio.run(loop.run({}, code=code, task="inline/double"))
+    fields = output.extra_fields
+    assert fields["exit_status"] in ("context_length", "token_budget") and fields["clipped"] is True
+    assert fields["reward_extra_info"]["our_failure"] == 0.0 and fields["reward_extra_info"]["clipped"] == 1.0
+    assert output.reward_score == -1 == fields["reward"] and sum(output.response_mask) > 0  # kept, trained on
+    assert len(output.prompt_ids) + len(output.response_ids) <= context
 
 
 def test_import_keeps_the_settings_verl_loaded_from_the_agent_loop_yaml() -> None:

@@ -104,18 +104,33 @@ def test_verls_validation_metrics_average_our_fields_per_data_source() -> None:
 
 
 def test_our_failures_are_masked_out_of_the_batch_and_counted_not_scored() -> None:
-    from cuda_agent.rl.metrics import dropped_fields
+    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
+
+    from cuda_agent.rl.metrics import dropped_fields, mask_our_failure
 
     infos = [judged_fields(passing(0.5, 1.0, 1.0), 3), dropped_fields("sandbox unreachable")]
     assert set(infos[0]) == set(infos[1])  # verl takes the keys from the first sample: every sample has all
-    mask = torch.ones(2, 5, dtype=torch.long)
+    samples = [
+        AgentLoopOutput(
+            prompt_ids=[1],
+            response_ids=[2] * 5,
+            response_mask=[1] * 5,
+            reward_score=info["score"],
+            num_turns=2,
+            metrics=AgentLoopMetrics(),
+            extra_fields={"reward_extra_info": info},
+        )
+        for info in infos
+    ]
+    # The data step (our agent-loop worker, right after the reward): the dropped sample's mask is zeroed.
+    assert [mask_our_failure([sample]) for sample in samples] == [False, True]
     rm_scores = torch.zeros(2, 5)
     rm_scores[:, -1] = torch.tensor([3.0, 0.0])
     output = DataProto.from_dict(
         tensors={
             "prompts": torch.zeros(2, 4, dtype=torch.long),
             "attention_mask": torch.ones(2, 9, dtype=torch.long),
-            "response_mask": mask,
+            "response_mask": torch.tensor([sample.response_mask for sample in samples]),
             "rm_scores": rm_scores,
         },
         non_tensors={key: np.array([info[key] for info in infos], dtype=object) for key in infos[0]},
@@ -172,3 +187,13 @@ def test_tool_use_fields_count_verification_after_the_last_edit_and_malformed_ca
                          "response_tokens": [100, 300]})  # fmt: skip
     assert (m["cuda_agent/verified_before_finish_rate"], m["cuda_agent/valid_tool_call_rate"]) == (0.5, 0.75)
     assert m["cuda_agent/response_tokens/mean"] == 200.0
+
+
+def test_the_manager_runs_our_worker_which_drops_our_failures_after_the_reward() -> None:
+    from omegaconf import OmegaConf
+
+    from cuda_agent.rl.agent_loop import CudaAgentLoopWorker
+
+    config = OmegaConf.create({"actor_rollout_ref": {"rollout": {}, "model": {}}})
+    manager = CudaAgentLoopManager(config, llm_client=None)
+    assert manager.agent_loop_workers_class.__ray_metadata__.modified_class.__mro__[1] is CudaAgentLoopWorker

@@ -24,7 +24,7 @@ from cuda_agent.rl.curriculum import write_curriculum  # noqa: E402
 from cuda_agent.rl.pipeline import ORDER, Pipeline, hf_folder, load_pipeline  # noqa: E402
 from cuda_agent.rl.recipes import bundled_recipe, metrics_file  # noqa: E402
 
-CPU = ["trainer.device=cpu", "trainer.n_gpus_per_node=1"]
+CPU = ["trainer.device=cpu", "trainer.n_gpus_per_node=1", "actor_rollout_ref.rollout.tensor_model_parallel_size=1"]
 SMALL = [
     "data.train_batch_size=4",
     "actor_rollout_ref.actor.ppo_mini_batch_size=4",
@@ -263,5 +263,5 @@ def test_train_all_dry_run_checks_every_stage_and_launches_nothing(
     broken = yaml.safe_load(config_file.read_text())
     broken["stages"]["rft-data"] = {"extra_sft": [str(tmp_path / "missing.parquet")]}
     config_file.write_text(yaml.safe_dump(broken))
-    assert main(["train", "all", "--config", str(config_file), "--dry-run"]) == 1
+    assert main(["train", "all", "--config", str(config_file), "--dry-run"]) == 2
     assert f"error: rft-data: {tmp_path / 'missing.parquet'} does not exist" in capsys.readouterr().err

@@ -219,7 +219,7 @@ def test_train_dry_run_prints_and_exits_non_zero_on_problems(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["train", "rft", "--dry-run", "--out", str(tmp_path), "--set", "trainer.n_gpus_per_node=2"]
-    assert main(argv) == 1  # this machine has no GPU, and no single-turn checkpoint
+    assert main(argv) == 2  # this machine has no GPU, and no single-turn checkpoint
     captured = capsys.readouterr()
     assert "torchrun --standalone --nproc_per_node=2 -m verl.trainer.sft_trainer" in captured.out
     assert "dry run: the config composes against verl" in captured.out

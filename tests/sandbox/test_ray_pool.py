@@ -9,6 +9,7 @@ import pytest
 
 from cuda_agent.errors import ConfigError
 from cuda_agent.sandbox.jobs import CommandJob
+from cuda_agent.sandbox.stats import capacity, queue_size
 from tests.sandbox.helpers import good_job
 
 ray = pytest.importorskip("ray")
@@ -39,6 +40,9 @@ def test_ray_pool_runs_commands_and_judges(pool, tmp_path: Path) -> None:
     assert pool.slots == [0, 1] and judged.worker.endswith("/cpu-1")
     metrics = pool.metrics()
     assert (metrics.completed, metrics.by_verdict, metrics.workers) == (2, {"pass": 1}, {"cpu": 2})
+    measured = capacity(metrics, len(pool.slots), pool.max_pending)  # what GET /stats reports for it
+    assert measured.judgements == 1 and measured.judgements_per_hour > 0 and measured.bottleneck == "cpu"
+    assert pool.max_pending == queue_size({"cpu": 2})
 
 
 def test_ray_pool_answers_a_dead_actor_and_recovers(pool, tmp_path: Path) -> None:

@@ -5,8 +5,9 @@ better and verl drives them unchanged. This backend is for machines that have ne
 image, a CPU box, CI) and for small models: it generates with the policy's own transformers
 model, one replica per trainer rank (tensor parallel 1), beside the FSDP actor on the same GPU.
 
-How it plugs into verl 0.9.1 without changing verl: importing this package registers
-- the worker-side rollout class in `verl.workers.rollout.base._ROLLOUT_REGISTRY[("hf", "async")]`
+How it plugs into verl 0.9.1 without changing verl: importing this package registers, through
+`cuda_agent.rl.verl_compat.register_rollout` (verl's rollout registry is private),
+- the worker-side rollout class under ("hf", "async")
   (`adapter.HFServerAdapter`: receives the actor's weights after every update), and
 - the replica in `verl.workers.rollout.replica.RolloutReplicaRegistry` under "hf"
   (`replica.HFReplica`: starts an `HFRolloutServer` Ray actor that serves `generate` to the
@@ -31,12 +32,10 @@ def _load_replica() -> type:
 
 
 def register() -> None:
-    """Add the `hf` rollout to verl's registries (idempotent)."""
-    from verl.workers.rollout.base import _ROLLOUT_REGISTRY
-    from verl.workers.rollout.replica import RolloutReplicaRegistry
+    """Add the `hf` rollout to verl's registries (idempotent; `verl_compat.register_rollout`)."""
+    from cuda_agent.rl.verl_compat import register_rollout
 
-    _ROLLOUT_REGISTRY[(NAME, "async")] = "cuda_agent.rl.hf_rollout.adapter.HFServerAdapter"
-    RolloutReplicaRegistry.register(NAME, _load_replica)
+    register_rollout(NAME, "cuda_agent.rl.hf_rollout.adapter.HFServerAdapter", _load_replica)
 
 
 register()

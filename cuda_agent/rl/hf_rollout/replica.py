@@ -32,6 +32,10 @@ def _where(worker: Any) -> tuple[str, str | None, str]:
 class HFReplica(RolloutReplica):
     """A rollout replica whose server generates with transformers (see `cuda_agent.rl.hf_rollout`)."""
 
+    server_class: type = HFRolloutServer
+    """The Ray actor class started as the server; a subclass serves `generate` another way (a scripted policy in the
+    CPU wiring test of agentic PPO, tests/rl/scripted_rollout.py) and keeps weight sync and verl's controls."""
+
     async def launch_servers(self) -> None:
         if self.rollout_mode != RolloutMode.HYBRID:
             raise ValueError(
@@ -42,7 +46,7 @@ class HFReplica(RolloutReplica):
         node_id, gpu, device = await self.workers[0].__ray_call__.remote(_where)
         env = {var: "1" for var in get_platform().ray_noset_envvars()}  # keep the GPU id we set
         server = (
-            ray.remote(HFRolloutServer)
+            ray.remote(self.server_class)
             .options(
                 name=SERVER_NAME.format(replica_rank=self.replica_rank),
                 num_cpus=0,

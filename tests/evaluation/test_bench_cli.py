@@ -27,6 +27,7 @@ EXPECTED = {
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_bench_judges_solutions_and_writes_three_reports(tmp_path: Path) -> None:
     out = tmp_path / "run"
     argv = ["bench", "--suite", "examples", "--solutions", str(SOLUTIONS), "--device", "cpu", "--out", str(out)]
@@ -66,6 +67,7 @@ def test_bench_judges_solutions_and_writes_three_reports(tmp_path: Path) -> None
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_bench_with_a_model_scores_best_and_final(tmp_path: Path) -> None:
     """A replayed agent (the bundled CPU demo episode) solves relu; both of its verdicts are scored and reported."""
     from cuda_agent.agent.demo import recording_path
@@ -158,6 +160,7 @@ def test_readme_bench_of_the_bundled_solutions_and_its_report_run_as_written(tmp
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_readme_baselines_and_seed_cache_run_as_written(tmp_path: Path, shared_dir: Path) -> None:
     """docs/evaluation.md's `bench baselines` on one level-1 task (L1/12, the smallest: 16 Mi elements, no matmul), then
     `bench seed-cache` into an empty cache: the judge then reads the file's times there instead of timing."""
@@ -193,6 +196,7 @@ def test_readme_baselines_and_seed_cache_run_as_written(tmp_path: Path, shared_d
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_readme_mixed_cpu_bench_runs_as_written_on_one_of_its_problems(tmp_path: Path) -> None:
     """docs/judge.md's bench of the mixed CPU solutions under kernelbench, as written but for a slice of one problem (all 22
     take over an hour on 2 cores) and --out in tmp_path. matmul_gelu_softmax: the judge's slow test builds it too."""

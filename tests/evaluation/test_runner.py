@@ -84,6 +84,7 @@ def test_only_an_infra_error_is_ours(error_type: str | None, status: str) -> Non
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_an_unreadable_solution_counts_as_failed_not_as_ours(tmp_path: Path) -> None:
     relu = Task(ref="inline/relu", name="relu", source="inline", code=(EXAMPLES / "problems" / "relu.py").read_text())
     tanh = relu.model_copy(update={"ref": "inline/tanh", "name": "tanh"})

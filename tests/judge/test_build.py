@@ -511,6 +511,7 @@ def test_the_build_hands_a_prepare_still_running_to_its_caller_without_waiting(t
         fast_build.finish_prepare(started[0], 0.1)
 
 
+@pytest.mark.slow
 def test_a_judgement_waits_for_the_prepare_its_build_started_before_it_returns(tmp_path: Path, monkeypatch) -> None:
     # A pool's job ends with its cgroup killed: a prepare still running then would never finish, on any job.
     started: list = []
@@ -556,6 +557,7 @@ def test_a_first_cuda_build_waits_for_the_guards_only_while_a_prepare_makes_them
     assert 0.9 < fast_build.wait_for_guards(running(0), "cuda", fast, limit_s=20) < 10
 
 
+@pytest.mark.slow
 def test_prepare_settles_the_guards_for_a_cuda_solution(tmp_path: Path) -> None:
     """The guards marker after a CUDA prepare (on a CPU torch: no guards can be made, and it says so by existing)."""
     solution = tmp_path / "solution.py"
@@ -579,6 +581,7 @@ def test_start_prepare_runs_the_prepare_it_names(tmp_path: Path) -> None:
     assert fast_build.start_prepare(solution, "cpu", tmp_path / "fast") is None  # prepared once per machine
 
 
+@pytest.mark.slow
 def test_a_build_spare_builds_the_candidate_and_a_cached_build_leaves_it_unused(tmp_path: Path) -> None:
     # The build's importing child started ahead (torch imported): a pool's prepare stage keeps one (sandbox/spare.py).
     from cuda_agent.judge import prepare as prepare_judgement

@@ -68,6 +68,7 @@ def _confined_child(tmp_path: Path) -> None:
 
 
 @needs_root
+@pytest.mark.slow
 def test_judge_builds_and_runs_the_candidate_on_private_copies(tmp_path: Path) -> None:
     task = Catalog().resolve("examples/relu")
     solution = tmp_path / "solution.py"
@@ -123,6 +124,7 @@ def _can_drop() -> bool:
 
 
 @pytest.mark.skipif(not _can_drop(), reason="needs root, and an interpreter and packages that nobody can reach")
+@pytest.mark.slow
 def test_a_candidate_that_slips_past_the_policy_cannot_write_the_shared_cache(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     (cache / "baselines").mkdir(parents=True)

@@ -91,6 +91,7 @@ def test_hanging_forward_times_out(tmp_path: Path) -> None:
     assert verdict.verdict == "timeout" and verdict.reward == -1
 
 
+@pytest.mark.slow
 def test_a_load_that_compiles_in_the_run_stage_is_not_a_hang(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Its source differs from one process to the next (not by its pid: each is 2 in its own PID namespace), so the
     # extension the build stage compiled is not the one

@@ -231,6 +231,7 @@ class ModelNew(nn.Module):
 '''
 
 
+@pytest.mark.slow
 def test_a_spinning_cpp_kernel_times_out_within_the_adaptive_limit(tmp_path: Path) -> None:
     # The extension's function holds the GIL while it spins: only a limit kept outside the process can end it.
     verdict = run_judge(tmp_path, "examples/relu", SPIN)
@@ -259,6 +260,7 @@ judge(Catalog().resolve("examples/relu"), Path(sys.argv[1]), config)
 """
 
 
+@pytest.mark.slow
 def test_a_candidate_dies_with_a_grader_that_is_killed(tmp_path: Path) -> None:
     # Seen on the H200: a spinning C++ candidate ran on for 80 minutes after its grader died. The candidate may
     # run as nobody in namespaces of its own: it names itself, for us to find it, and marks where nobody can write.
@@ -377,6 +379,7 @@ def test_a_spare_that_died_is_replaced_not_used() -> None:
         standby.close()
 
 
+@pytest.mark.slow
 def test_a_spare_that_dies_after_it_was_taken_is_replaced_before_the_run(tmp_path: Path) -> None:
     # Taken alive at the judgement's start, it dies while it still imports torch (seconds; the judgement reaches
     # its run in well under one): its death is no one's verdict, and the run gets a process of its own.

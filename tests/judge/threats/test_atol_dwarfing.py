@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.judge.threats._hacks import WIDE_SOFTMAX, failed_check, judge_hack, model_new, task_file
 
 
+@pytest.mark.slow
 def test_runtime_rejects_zeros_for_a_wide_softmax(tmp_path: Path) -> None:
     task = task_file(tmp_path, "wide_softmax", WIDE_SOFTMAX)
     verdict = judge_hack(tmp_path, task, model_new("return ext.softmax_zeros(x.contiguous())"))

@@ -130,6 +130,7 @@ def _daemons() -> list[int]:
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_a_candidate_leaves_nothing_running_and_writes_no_cache(machine: dict[str, Path]) -> None:
     report = machine["report"]
     for leftover in report.iterdir():

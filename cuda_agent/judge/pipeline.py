@@ -17,6 +17,7 @@ the sandbox's job (sandbox/runner.py).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import platform
 import re
@@ -99,6 +100,16 @@ def require_gpu(device: str) -> None:
         raise JudgeInfraError("device 'cuda' was asked for, but no GPU is visible here (nvidia-smi lists none)")
 
 
+def require_language(language: str) -> None:
+    """Raise at once when a Triton solution meets a judge without triton, rather than fail in the candidate's process.
+
+    Raises:
+        JudgeInfraError: triton is not importable here.
+    """
+    if language == "triton" and importlib.util.find_spec("triton") is None:
+        raise JudgeInfraError("a Triton solution needs triton where the judge runs: pip install -e '.[triton]'")
+
+
 def _task_dtypes(task: Task) -> set[str] | None:
     """Reduced-precision dtypes a task names in its source (read, not run: the grader runs no task code).
 
@@ -155,6 +166,7 @@ class _Judgement:
             stage_s=self.stage_s,
             env=self.env,
             policy=self.cfg.policy,
+            language=self.solution.language,
             **fields,
         )
 
@@ -218,7 +230,9 @@ class _Judgement:
             self.cfg.cache_dir,
             self.cfg.build_timeout_s,
             kernels=self.build_workspace_kernels if self.solution.root is not None else None,
-            import_needed=self.solution.root is None or _builds_inline(self.solution.python),
+            # A Triton file compiles its kernels at their first launch (the run stage's first, untimed call).
+            import_needed=(self.solution.root is None and self.solution.language == "cuda")
+            or _builds_inline(self.solution.python),
             python_path=self.module_path(ext_dir_for(build_hash, self.device, self.cfg.cache_dir)),
             user=self.user,
             standby=spare,
@@ -350,6 +364,7 @@ class _Judgement:
             target_phase_s=cfg.target_phase_s,
             screen_min_elems=cfg.screen_min_elems,
             policy=cfg.policy,
+            language=self.solution.language,
             candidate_dir=str(candidate_dir),
             confine_user=confinement.user.pw_uid if confinement and confinement.user else None,
             confine_binds=confinement.binds if confinement else (),
@@ -543,6 +558,7 @@ def judge(
     config = config or JudgeConfig()
     require_gpu(config.device)
     source = solution if isinstance(solution, SolutionSource) else read_solution(Path(solution))
+    require_language(source.language)
     j = _Judgement(task, source, config)
     rejected = j.protected_files()
     if rejected is not None:

@@ -237,8 +237,9 @@ _FRAME_ATTRIBUTES = re.compile(
 (`gi_frame.f_back`) to the judge's own objects and rewrote its clock and tolerances, and took `__import__` from
 `f_builtins`."""
 _DUNDER = re.compile(r"__\w+__")
-_TORCH_NAMESAKES = frozenset({"random", "signal"})
-"""torch's own submodules named like standard ones (`torch.random`, `torch.signal`), not modules it holds."""
+_TORCH_NAMESAKES = frozenset({"random", "signal", "math"})
+"""torch's own submodules named like standard ones (`torch.random`, `torch.signal`), not modules it holds, and
+`triton.language.math` (the standard `math` may be imported anyway)."""
 _BUILTIN_KEYS = frozenset("getattr setattr delattr hasattr eval exec compile open vars globals locals".split())
 _LAZY_ATTRIBUTES = re.compile(
     r"register_\w*hook|_make_subclass|_make_wrapper_subclass|as_subclass"

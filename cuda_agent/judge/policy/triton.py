@@ -161,7 +161,7 @@ def _decorator_findings(facts: ModuleFacts, decorator: ast.expr) -> Iterator[str
                     f"passes `{k.arg}=` to triton.Config" for k in node.keywords if k.arg not in _CONFIG_KEYWORDS
                 )
     elif name == "triton.heuristics":
-        for node in ast.walk(decorator):
+        for node in (n for arg in [*decorator.args, *decorator.keywords] for n in ast.walk(arg)):
             if isinstance(node, ast.Call) and not _number_call(facts, node):
                 yield f"calls `{ast.unparse(node.func)[:40]}` in a heuristic (numbers only)"
             elif isinstance(node, ast.Attribute) and facts.qualname(node) is None:

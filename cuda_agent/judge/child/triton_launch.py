@@ -7,7 +7,7 @@ imported:
   `TRITON_HOME`) lie in the candidate's own folder, which is fresh for each judgement and read by nothing of ours:
   a kernel compiled for one candidate is never loaded for another, and nothing the candidate leaves there is read
   back. Whatever our environment named (a shared `~/.triton`) is replaced.
-- On the CPU, `TRITON_INTERPRET=1`: `@triton.jit` makes an interpreted function whose launches run the kernel's
+- On the CPU, `TRITON_INTERPRET=1` (set when the process starts, standby.worker_spec): `@triton.jit` makes an interpreted function whose launches run the kernel's
   body with numpy, so the CPU judge runs Triton kernels for real. Autotune's benchmarker needs a GPU driver; under
   the interpreter it is replaced by a wall-clock one (the pick still happens, on the first call, untimed).
 - Every launch of a `@triton.jit` function (through `kernel[grid](...)`, autotune and heuristics alike) is counted;
@@ -54,6 +54,8 @@ class TritonLaunches:
         os.environ["TRITON_HOME"] = str(root)
         for name, sub in _FOLDERS.items():
             os.environ[name] = str(root / sub)
+        # Again for a process started without it (a triton imported before now made triton.language's own
+        # functions for the other mode).
         interpret = device != "cuda"
         if interpret:
             os.environ["TRITON_INTERPRET"] = "1"

@@ -229,7 +229,7 @@ class _Judgement:
             self.device,
             self.cfg.cache_dir,
             self.cfg.build_timeout_s,
-            kernels=self.build_workspace_kernels if self.solution.root is not None else None,
+            kernels=self.build_workspace_kernels if self.builds_workspace else None,
             # A Triton file compiles its kernels at their first launch (the run stage's first, untimed call).
             import_needed=(self.solution.root is None and self.solution.language == "cuda")
             or _builds_inline(self.solution.python),
@@ -260,9 +260,15 @@ class _Judgement:
         finish_prepare(self.preparing, self.cfg.build_timeout_s)
         self.preparing = None
 
+    @property
+    def builds_workspace(self) -> bool:
+        """A workspace whose kernels/ are built into `cuda_extension` (a Triton workspace's kernels are in its
+        model_new.py)."""
+        return self.solution.root is not None and self.solution.language == "cuda"
+
     def module_path(self, ext_dir: Path) -> list[str]:
-        """Where a workspace solution's `cuda_extension` is built (none for a single file)."""
-        return [str(ext_dir / "src" / BUILD_DIR)] if self.solution.root is not None else []
+        """Where a workspace solution's `cuda_extension` is built (none for a single file or a Triton workspace)."""
+        return [str(ext_dir / "src" / BUILD_DIR)] if self.builds_workspace else []
 
     def build_workspace_kernels(self, ext_dir: Path) -> tuple[bool, str]:
         """Compile a workspace's kernels/ (the judged bytes, copied) with the package's fixed glue."""

@@ -122,7 +122,7 @@ class _ForwardChecker:
                 self._violation(
                     "forward_calls_no_kernel",
                     forward,
-                    f"forward never calls the compiled extension, so none of your kernels runs on {self.device}",
+                    f"forward never calls the compiled extension nor launches a Triton kernel, so none of your kernels runs on {self.device}",
                 )
             )
         return self.found

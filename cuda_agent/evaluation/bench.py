@@ -83,7 +83,7 @@ def run_bench(
 
             def solve(task: Task) -> TaskResult:
                 model = model_factory()
-                return solve_task(task, model, pool, device, out_dir, config.max_turns, config.judge)
+                return solve_task(task, model, pool, device, out_dir, config.max_turns, config.judge, config.language)
 
             run_episodes(todo, solve, config.workers, store, advance)
         else:

@@ -9,7 +9,10 @@ import pytest
 from cuda_agent.judge.policy import POLICIES, check_policy
 from cuda_agent.judge.solution import SolutionSource, detect_language, read_solution
 
-TRITON_SOLUTIONS = Path(__file__).resolve().parents[2] / "cuda_agent" / "tasks" / "examples" / "solutions" / "triton"
+ROOT = Path(__file__).resolve().parents[2]
+TRITON_SOLUTIONS = sorted((ROOT / "cuda_agent" / "tasks" / "examples" / "solutions" / "triton").glob("*.py")) + sorted(
+    (ROOT / "solutions" / "kernelbench_triton").glob("L*/*.py")
+)
 
 TEMPLATE = """
 import torch
@@ -56,7 +59,7 @@ def checks(source: str, policy: str = "cuda-agent", task_dtypes: set[str] | None
 
 
 @pytest.mark.parametrize("policy", POLICIES)
-@pytest.mark.parametrize("path", sorted(TRITON_SOLUTIONS.glob("*.py")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", TRITON_SOLUTIONS, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_bundled_triton_solutions_pass_the_static_policy(path: Path, policy: str) -> None:
     solution = read_solution(path)
     assert solution.language == "triton"

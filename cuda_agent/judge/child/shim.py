@@ -225,7 +225,8 @@ class Shim:
         answer = ProfileAnswer(status="ok")
         try:
             try:
-                answer.fraction = runtime.custom_time_fraction(lambda: call(inputs), self.device, self.sync)
+                own_clock = (lambda: self.triton.interpreted_s) if self.triton is not None else None
+                answer.fraction = runtime.custom_time_fraction(lambda: call(inputs), self.device, self.sync, own_clock)
             except runtime.ProfileUnreadable as exc:
                 answer.fraction_error = str(exc)[:2000]
             if message["policy"] == "kernelbench":

@@ -25,6 +25,7 @@ it can only refuse. What a kernel computes is judged from its outputs alone.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +41,9 @@ class TritonLaunches:
 
     def __init__(self) -> None:
         self.count = 0
+        self.interpreted_s = 0.0
+        """Seconds spent in interpreted launches so far: the CPU's own-time share counts them as the candidate's
+        (policy/runtime.custom_time_fraction), as it counts time inside a compiled extension's calls."""
         self.env: dict[str, Any] = {}
         """What the verdict records: Triton's version, whether it interprets, where its cache was."""
 
@@ -86,8 +90,15 @@ class TritonLaunches:
             import torch
             from torch.utils._python_dispatch import _disable_current_modes
 
-            with _disable_current_modes(), torch.autograd.profiler.record_function(_RANGE):
-                return run(kernel, *args, **kwargs)
+            # The CPU share's profile hook is off inside: the interpreter's own pybind11 calls are not an extension's.
+            hook, start = sys.getprofile(), time.perf_counter()
+            sys.setprofile(None)
+            try:
+                with _disable_current_modes(), torch.autograd.profiler.record_function(_RANGE):
+                    return run(kernel, *args, **kwargs)
+            finally:
+                sys.setprofile(hook)
+                self.interpreted_s += time.perf_counter() - start
 
         return counted_run
 

@@ -475,7 +475,9 @@ def _add_bench_commands(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--resume", action="store_true", help="carry on a run in --out, skipping finished tasks")
     bench.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"], help="CUDA or CPU kernels")
     bench.add_argument("--max-turns", type=int, default=200, help="turn limit per episode (paper: 200 in evaluation)")
-    bench.add_argument("--lang", default="cuda", choices=LANGUAGES, help=_LANG_HELP + " (with --model)")
+    bench.add_argument(
+        "--lang", default="cuda", choices=LANGUAGES, help=_LANG_HELP + " (with --model; or which --solutions examples)"
+    )
     bench.add_argument("--judge", action="append", default=[], metavar="KEY=VALUE", help="JudgeConfig field override")
     bench.add_argument("--policy", default=None, choices=POLICY_CHOICES, help=_POLICY_HELP)
     bench.add_argument("--baselines", type=Path, default=None, help="seed the baseline cache from this file first")

@@ -17,6 +17,7 @@ the sandbox's job (sandbox/runner.py).
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import importlib.util
 import json
 import platform
@@ -100,6 +101,14 @@ def require_gpu(device: str) -> None:
         raise JudgeInfraError("device 'cuda' was asked for, but no GPU is visible here (nvidia-smi lists none)")
 
 
+def _triton_version() -> str | None:
+    """The installed triton's version, read from its metadata (no import); None where it is not installed."""
+    try:
+        return importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def require_language(language: str) -> None:
     """Raise at once when a Triton solution meets a judge without triton, rather than fail in the candidate's process.
 
@@ -176,6 +185,8 @@ class _Judgement:
             machine["driver"] = driver_version()
         else:  # CPU timings belong to this machine's cores
             machine["host"] = platform.node()
+        if self.solution.language == "triton":  # its compiler (and on the CPU its interpreter) made the kernels
+            machine["triton"] = _triton_version()
         confined_as = self.user.pw_name if self.user is not None else None
         return verdict_key(self.task.code, self.solution.content_hash, self.cfg, self.device, machine, confined_as)
 

@@ -89,6 +89,8 @@ def test_language_is_decided_from_the_imports(source: str, language: str) -> Non
         ("import os", "triton_kernel"),
         ("f = lambda v: v", "triton_kernel"),
         ("x = tl.math.exp(x) - tl.exp(x) + x", None),  # the language and its submodules are the kernel's own
+        ("n2 = triton.cdiv(BLOCK, 2)", None),
+        ("n2 = triton.knobs.cache.dir", "triton_internals"),
     ],
 )
 def test_kernel_body_reaches_only_the_language(body: str, rule: str | None) -> None:
@@ -159,6 +161,7 @@ def test_forward_computes_only_under_kernelbench() -> None:
         ("z = tl.dot(x, x)", True),  # Triton's default for float32 operands is TF32 on the GPU
         ("z = tl.dot(x, x, input_precision='tf32')", True),
         ("z = tl.dot(x, x, input_precision='ieee')", False),
+        ("z = tl.dot(x, x, allow_tf32=False)", False),
         ("x = x.to(tl.float16)", True),
         ("x = x.to(tl.bfloat16)", True),
     ],

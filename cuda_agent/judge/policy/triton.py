@@ -93,7 +93,11 @@ def check_triton(facts: ModuleFacts, strict: bool) -> list[Violation]:
         if strict and dotted and _REDUCED.fullmatch(dotted):
             found.append(("precision_downcast", node, f"uses `{dotted}` in a float32 task"))
         if strict and isinstance(node, ast.Call) and facts.qualname(node.func) == "triton.language.dot":
-            ieee = any(k.arg == "input_precision" and _constant(k.value) == "ieee" for k in node.keywords)
+            ieee = any(
+                (k.arg == "input_precision" and _constant(k.value) == "ieee")
+                or (k.arg == "allow_tf32" and _constant(k.value) is False)
+                for k in node.keywords
+            )
             if not ieee:
                 found.append(("precision_downcast", node, "calls tl.dot without input_precision='ieee' (TF32)"))
         if isinstance(node, ast.Name) and node.id in kernels and id(node) not in inside:
@@ -141,7 +145,7 @@ def _kernel_findings(facts: ModuleFacts, kernel: ast.FunctionDef) -> Iterator[tu
             what = type(node).__name__.lower()
             yield "triton_kernel", node, f"uses a `{what}` statement inside the kernel {kernel.name}"
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in allowed:
-            if not (facts.qualname(node) or "").startswith("triton.language"):
+            if not (facts.qualname(node) or "").startswith("triton"):  # triton's own names: `triton_internals`
                 yield "triton_kernel", node, f"reaches `{node.id}` from the kernel {kernel.name}"
 
 

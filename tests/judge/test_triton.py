@@ -92,3 +92,12 @@ def test_triton_example_passes_on_the_gpu(name: str) -> None:
     verdict = judge(Catalog().resolve(f"examples/{name}"), TRITON_SOLUTIONS / f"{name}.py", JudgeConfig(device="cuda"))
     assert (verdict.verdict, verdict.language) == ("pass", "triton"), verdict.message
     assert verdict.env["triton_interpret"] is False and verdict.reward >= 1
+
+
+@pytest.mark.slow
+def test_cpu_compile_baseline_works_with_triton_importable(tmp_path: Path) -> None:
+    # torch's compiler looks for triton; on a machine without a GPU it must still take its C++ backend.
+    from cuda_agent.judge import reference_timings
+
+    base = reference_timings(Catalog().resolve("examples/softmax"), JudgeConfig(device="cpu", cache_dir=tmp_path))
+    assert base.compile_error is None and base.compile is not None and base.compile["median_ms"] > 0

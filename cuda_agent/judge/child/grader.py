@@ -303,7 +303,10 @@ class Grader:
                     out_of_memory=answer.out_of_memory,
                 )
             )
-        self.env.update({k: v for k, v in answer.env.items() if k.startswith("triton")})
+        # What the candidate's process set Triton up with, before the candidate's code ran (a claim, recorded only).
+        self.env.update(
+            {k: v for k, v in answer.env.items() if k in ("triton", "triton_interpret", "triton_cache_dir")}
+        )
         self.stage_s["import"] = time.perf_counter() - start
 
     # --- calls ---

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from cuda_agent.cli_synth import add_synth_command, catalog_from_args, checked_device
 from cuda_agent.cli_train import add_plan_command, add_train_command
 from cuda_agent.errors import ConfigError, Error, InfraError, ServiceUnreachableError
+from cuda_agent.types import LANGUAGES
 
 if TYPE_CHECKING:
     from cuda_agent.judge import JudgeConfig
@@ -148,8 +149,8 @@ def cmd_workspace_create(args: argparse.Namespace) -> int:
 
     task = catalog_from_args(args).resolve(args.task)
     device = detect_device(args.device)
-    root = create_workspace(task, Path(args.dir), device=device, force=args.force)
-    print(f"workspace for {task.ref} ({device}) at {root}")
+    root = create_workspace(task, Path(args.dir), device=device, force=args.force, language=args.lang)
+    print(f"workspace for {task.ref} ({device}, {args.lang}) at {root}")
     print(f"next: cd {root} && cat SKILL.md; bash utils/compile.sh; python -m utils.verification")
     return 0
 
@@ -211,7 +212,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_agent_episode(task, model, device: str, out: Path, max_turns: int):
+def run_agent_episode(task, model, device: str, out: Path, max_turns: int, language: str = "cuda"):
     """One episode as `solve` and `demo` run it: the one episode runner, judged by a local sandbox pool.
 
     Raises:
@@ -229,7 +230,7 @@ def run_agent_episode(task, model, device: str, out: Path, max_turns: int):
     with LocalPool() as pool, local_service(pool, out.resolve()) as env:  # the workspace's tools judge on this pool
         judge = _Announced(pool)
         config = EpisodeConfig(max_turns=max_turns)
-        return run_task_episode(task, model, judge, out, device, config, env=env, on_turn=_show_turn)
+        return run_task_episode(task, model, judge, out, device, config, env=env, on_turn=_show_turn, language=language)
 
 
 class _Announced:
@@ -284,7 +285,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     device = checked_device(args.device)
     task = catalog_from_args(args).resolve(args.task)
     out = Path(args.out or Path("runs") / task.ref.replace("/", "_"))
-    result = run_agent_episode(task, get_model(args.model), device, out, args.max_turns)
+    result = run_agent_episode(task, get_model(args.model), device, out, args.max_turns, args.lang)
     _report_episode(result, out)
     return 0
 
@@ -342,6 +343,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         device=args.device,
         workers=args.workers,
         max_turns=args.max_turns,
+        language=args.lang,
         judge=_parse_judge_overrides(args.judge) | ({"policy": args.policy} if args.policy else {}),
         speed_of_light=not args.no_speed_of_light,
     )
@@ -440,6 +442,7 @@ def _add_episode_commands(commands: argparse._SubParsersAction) -> None:
     solve.add_argument("--out", default=None, help="folder for the workspace, trajectory and view (default runs/TASK)")
     solve.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"], help="CUDA or CPU kernels")
     solve.add_argument("--max-turns", type=int, default=200, help="turn limit (paper: 150 training, 200 evaluation)")
+    solve.add_argument("--lang", default="cuda", choices=LANGUAGES, help=_LANG_HELP)
     solve.set_defaults(func=cmd_solve)
 
     demo = commands.add_parser("demo", help="replay a recorded episode through the real workspace and judge")
@@ -453,6 +456,7 @@ def _add_episode_commands(commands: argparse._SubParsersAction) -> None:
 
 POLICY_CHOICES = ("cuda-agent", "kernelbench")
 _POLICY_HELP = "rules: cuda-agent (SKILL.md's, the default) or kernelbench (torch may mix with your own kernels)"
+_LANG_HELP = "kernel language the agent writes: cuda (C++/CUDA in kernels/) or triton (@triton.jit in model_new.py)"
 _SUITE_HELP = "kernelbench, kernelbench/L2, ops6k[0:100] (a slice of the rows), examples, or a folder of problems"
 
 
@@ -473,6 +477,9 @@ def _add_bench_commands(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--resume", action="store_true", help="carry on a run in --out, skipping finished tasks")
     bench.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"], help="CUDA or CPU kernels")
     bench.add_argument("--max-turns", type=int, default=200, help="turn limit per episode (paper: 200 in evaluation)")
+    bench.add_argument(
+        "--lang", default="cuda", choices=LANGUAGES, help=_LANG_HELP + " (with --model; or which --solutions examples)"
+    )
     bench.add_argument("--judge", action="append", default=[], metavar="KEY=VALUE", help="JudgeConfig field override")
     bench.add_argument("--policy", default=None, choices=POLICY_CHOICES, help=_POLICY_HELP)
     bench.add_argument("--baselines", type=Path, default=None, help="seed the baseline cache from this file first")
@@ -552,6 +559,7 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("dir", help="folder to create")
     create.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"], help="CUDA or CPU kernels")
     create.add_argument("--force", action="store_true", help="replace the folder's contents")
+    create.add_argument("--lang", default="cuda", choices=LANGUAGES, help=_LANG_HELP)
     create.set_defaults(func=cmd_workspace_create)
 
     _add_episode_commands(commands)

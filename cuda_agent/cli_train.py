@@ -28,7 +28,7 @@ def cmd_train_data(args: argparse.Namespace) -> int:
     levels = [int(level) for level in args.levels.split(",")] if args.levels else None
     tasks = select_tasks(args.suite, levels, Catalog(data_dir=args.data_dir))
     out = Path(args.out) if args.out else default_out(args.suite, args.single_turn, levels)
-    write_rl_parquet(rl_rows(tasks, single_turn=args.single_turn, device=args.device), out)
+    write_rl_parquet(rl_rows(tasks, single_turn=args.single_turn, device=args.device, language=args.lang), out)
     kind = "single-turn (single_turn_agent)" if args.single_turn else "agent-loop (cuda_agent)"
     print(f"wrote {len(tasks)} {kind} rows for {args.device} to {out}")
     return 0
@@ -194,6 +194,12 @@ def _add_data_command(sub: argparse._SubParsersAction) -> None:
     data.add_argument("--levels", default=None, help="comma-separated KernelBench levels, e.g. 1,2,3")
     data.add_argument("--single-turn", action="store_true", help="rows for stage 1 (single_turn_agent and its prompt)")
     data.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="kernel kind the prompt asks for")
+    data.add_argument(
+        "--lang",
+        choices=("cuda", "triton"),
+        default="cuda",
+        help="kernel language the prompt asks for (the agent loop's `language` setting must match)",
+    )
     data.add_argument(
         "--out", default=None, help="parquet path (default runs/data/<suite>[_L<levels>][_single_turn].parquet)"
     )

@@ -12,6 +12,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+Language = Literal["cuda", "triton"]
+"""What a solution's kernels are written in: 'cuda' (C++/CUDA built with load_inline or a workspace's kernels/, the
+CPU's C++ variant included) or 'triton' (`@triton.jit` functions launched from forward)."""
+LANGUAGES: tuple[Language, ...] = ("cuda", "triton")
+
 
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -94,6 +99,9 @@ class Verdict(_Record):
     stage_s: dict[str, float] = Field(default_factory=dict, description="Wall time per judge stage, in seconds.")
     env: dict[str, Any] = Field(default_factory=dict, description="torch, CUDA, driver, flags, protocol version.")
     policy: str = Field(default="cuda-agent", description="The rule set judged under: 'cuda-agent' or 'kernelbench'.")
+    language: Language = Field(
+        default="cuda", description="What the solution's kernels are written in (the judge's call)."
+    )
     custom_kernel_time_fraction: float | None = Field(
         default=None,
         description="Share of forward's GPU (CPU) time spent in the candidate's own code rather than torch's "

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from cuda_agent.agent.loop import EpisodeConfig, EpisodeResult, run_episode
 from cuda_agent.agent.models.base import Model
 from cuda_agent.agent.tools import CommandRunner, build_toolset
-from cuda_agent.types import Task, Turn, Verdict
+from cuda_agent.types import Language, Task, Turn, Verdict
 from cuda_agent.workspace import create_workspace, is_editable
 from cuda_agent.workspace.checks import CHECKS_FILE_ENV
 
@@ -56,6 +56,7 @@ def run_task_episode(
     env: Mapping[str, str] | None = None,
     on_turn: Callable[[Turn], None] | None = None,
     commands: CommandRunner | None = None,
+    language: Language = "cuda",
 ) -> EpisodeResult:
     """Run one episode of `task` in a fresh workspace under `out_dir` and judge it.
 
@@ -71,11 +72,13 @@ def run_task_episode(
         on_turn: called with each finished turn.
         commands: run the agent's Bash commands as sandbox jobs through this pool or service client (the
             workspace must be where it can read it); None: in a persistent shell on this machine.
+        language: the kernel language the agent writes, 'cuda' (C++/CUDA in kernels/) or 'triton' (`@triton.jit`
+            kernels in model_new.py): the workspace's layout and SKILL.md, and the prompt, follow it.
 
     Raises:
         InfraError: the judgement failed for a reason of ours; the trajectory records it as `judge_error`.
     """
-    root = create_workspace(task, out_dir / "workspace", device=device, force=True)
+    root = create_workspace(task, out_dir / "workspace", device=device, force=True, language=language)
     settings = {**(judge_config or {}), "device": device}
 
     def score(folder: Path) -> Verdict:

@@ -29,6 +29,7 @@ from cuda_agent.agent.tools import ToolsConfig, ToolSet
 from cuda_agent.agent.trajectory import TrajectoryWriter
 from cuda_agent.errors import ContextLengthError, InfraError
 from cuda_agent.types import EpisodeEnd, Turn, Verdict
+from cuda_agent.workspace import workspace_language
 from cuda_agent.workspace.checks import CheckReader, editable_digest
 
 Score = Callable[[Path], Verdict]
@@ -117,7 +118,8 @@ def run_episode(
     config = config or EpisodeConfig()
     out_dir.mkdir(parents=True, exist_ok=True)
     schemas = tools.schemas()
-    prompt = opening_messages(root, [s["function"]["name"] for s in schemas], task_ref, config.compact_prompt)
+    language = workspace_language(root)  # the setting the workspace was made with, its one record
+    prompt = opening_messages(root, [s["function"]["name"] for s in schemas], task_ref, config.compact_prompt, language)
     reader = CheckReader(checks) if checks is not None else None
     best: tuple[int, Path, str] | None = None  # (score, snapshot folder, content digest)
     exit_status, turns = EpisodeEnd.TURN_LIMIT, 0

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cuda_agent.types import Language
+
 PROMPTS = Path(__file__).parent / "prompts"
 
 
@@ -18,23 +20,27 @@ def _render(name: str, **values: object) -> str:
     return template.render(**values).strip()
 
 
-def system_prompt(root: Path, tools: list[str], compact: bool = False) -> str:
+def system_prompt(root: Path, tools: list[str], compact: bool = False, language: Language = "cuda") -> str:
     """SKILL.md of the workspace, introduced as the agent's instructions (prompts/system.md.jinja); or, with
     `compact`, the few rules a small-context model needs instead (prompts/system_compact.md.jinja, ~200 tokens
-    against SKILL.md's ~2,700: SmolLM2's 8k context holds a whole episode then)."""
+    against SKILL.md's ~2,700: SmolLM2's 8k context holds a whole episode then). `language`: the workspace's kernel
+    language ('cuda' or 'triton'), which the text names."""
     if compact:
-        return _render("system_compact.md.jinja", tools=", ".join(tools))
-    return _render("system.md.jinja", tools=", ".join(tools), skill=(root / "SKILL.md").read_text())
+        return _render("system_compact.md.jinja", tools=", ".join(tools), language=language)
+    skill = (root / "SKILL.md").read_text()
+    return _render("system.md.jinja", tools=", ".join(tools), skill=skill, language=language)
 
 
-def task_prompt(task_ref: str) -> str:
+def task_prompt(task_ref: str, language: Language = "cuda") -> str:
     """The user's message that names the task (prompts/task.md.jinja)."""
-    return _render("task.md.jinja", ref=task_ref)
+    return _render("task.md.jinja", ref=task_ref, language=language)
 
 
-def opening_messages(root: Path, tools: list[str], task_ref: str, compact: bool = False) -> list[dict[str, str]]:
+def opening_messages(
+    root: Path, tools: list[str], task_ref: str, compact: bool = False, language: Language = "cuda"
+) -> list[dict[str, str]]:
     """The episode's first two messages: the system prompt (`system_prompt`) and the task."""
     return [
-        {"role": "system", "content": system_prompt(root, tools, compact)},
-        {"role": "user", "content": task_prompt(task_ref)},
+        {"role": "system", "content": system_prompt(root, tools, compact, language)},
+        {"role": "user", "content": task_prompt(task_ref, language)},
     ]

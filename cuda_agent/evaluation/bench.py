@@ -70,7 +70,7 @@ def run_bench(
     device = detect_device(config.device)
     tasks = select_tasks(config.suite, config.levels, catalog)
     # Bad input is refused before the run folder, its config.json or a progress bar exist.
-    folder = solutions_dir(config.solutions, device) if config.solutions is not None else None
+    folder = solutions_dir(config.solutions, device, config.language) if config.solutions is not None else None
     out_dir.mkdir(parents=True, exist_ok=True)
     _check_resume(config, out_dir, resume)
     store = ResultStore(out_dir / RESULTS)
@@ -83,7 +83,7 @@ def run_bench(
 
             def solve(task: Task) -> TaskResult:
                 model = model_factory()
-                return solve_task(task, model, pool, device, out_dir, config.max_turns, config.judge)
+                return solve_task(task, model, pool, device, out_dir, config.max_turns, config.judge, config.language)
 
             run_episodes(todo, solve, config.workers, store, advance)
         else:

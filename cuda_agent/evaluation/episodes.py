@@ -18,11 +18,18 @@ from cuda_agent.agent.loop import EpisodeConfig
 from cuda_agent.agent.models import Model
 from cuda_agent.evaluation.records import TaskResult
 from cuda_agent.evaluation.runner import Pool
-from cuda_agent.types import Task
+from cuda_agent.types import Language, Task
 
 
 def solve_task(
-    task: Task, model: Model, pool: Pool, device: str, out_dir: Path, max_turns: int, judge_config: dict[str, Any]
+    task: Task,
+    model: Model,
+    pool: Pool,
+    device: str,
+    out_dir: Path,
+    max_turns: int,
+    judge_config: dict[str, Any],
+    language: Language = "cuda",
 ) -> TaskResult:
     """Run one episode on `task` in `out_dir/episodes/<task>` and score it; the best verdict and the final one.
 
@@ -32,7 +39,7 @@ def solve_task(
     start = time.monotonic()
     episode_dir = out_dir / "episodes" / task.ref.replace("/", "_")
     config = EpisodeConfig(max_turns=max_turns)
-    outcome = run_task_episode(task, model, pool, episode_dir, device, config, judge_config)
+    outcome = run_task_episode(task, model, pool, episode_dir, device, config, judge_config, language=language)
     return TaskResult(
         ref=task.ref,
         name=task.name,

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cuda_agent.types import Verdict
+from cuda_agent.types import Language, Verdict
 
 
 class _Record(BaseModel):
@@ -27,6 +27,9 @@ class BenchConfig(_Record):
     device: Literal["auto", "cuda", "cpu"] = Field(default="auto", description="Where candidates run.")
     workers: int = Field(default=1, ge=1, description="Parallel build workers (timing is always exclusive).")
     max_turns: int = Field(default=200, ge=1, description="Turn limit per episode (paper: 200 in evaluation).")
+    language: Language = Field(
+        default="cuda", description="Kernel language the agent writes (a model), or of `--solutions examples`."
+    )
     judge: dict[str, Any] = Field(default_factory=dict, description="JudgeConfig overrides, e.g. target_phase_s.")
     speed_of_light: bool = Field(default=True, description="Estimate each task's speed-of-light bound.")
 

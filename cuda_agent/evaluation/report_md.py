@@ -106,7 +106,7 @@ def _task_line(result: TaskResult) -> str:
     bound = sol.bound_ms if sol else None
     outcome = v.verdict if v else result.status
     return (
-        f"| {result.ref} | {outcome} | {_ms(t and t.solution)} | {_ms(t and t.eager)} | {_ms(t and t.compile)} "
+        f"| {result.ref} | {outcome} | {v.language if v else '-'} | {_ms(t and t.solution)} | {_ms(t and t.eager)} | {_ms(t and t.compile)} "
         f"| {_x(v and v.speedup_vs_eager)} | {_x(v and v.speedup_vs_compile)} | {_ms(bound)} "
         f"| {_pct(fraction(bound, t and t.solution))} | {_pct(fraction(bound, t and t.eager))} "
         f"| {_pct(fraction(bound, t and t.compile))} | {_pct(v and v.custom_kernel_time_fraction)} |"
@@ -117,15 +117,16 @@ def _tasks(report: BenchReport) -> list[str]:
     lines = [
         "## Tasks",
         "",
-        "Times in ms (medians). SOL: speed-of-light bound; % SOL: bound / time (100% = at it). Own: the share of "
+        "Language: the solution's kernels, cuda (C++/CUDA) or triton. Times in ms (medians). SOL: speed-of-light "
+        "bound; % SOL: bound / time (100% = at it). Own: the share of "
         "the solution's time spent in its own kernels rather than torch's operators (custom_kernel_time_fraction, "
         "from a profiled call; GPU time on CUDA, CPU time on the CPU).",
         "",
     ]
     lines += [
-        "| task | verdict | solution | eager | compile | vs eager | vs compile | SOL | % SOL solution "
+        "| task | verdict | language | solution | eager | compile | vs eager | vs compile | SOL | % SOL solution "
         "| % SOL eager | % SOL compile | own |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     return lines + [_task_line(r) for r in report.tasks]
 

@@ -13,7 +13,8 @@ Solution names in a `--solutions` folder, first match wins (sorted):
   for a workspace folder (`L{L}/{P}/` holding model_new.py and kernels/);
 - other tasks: `{name}.py` (e.g. `relu.py` for examples/relu), `{problem_id}.py` for Ops-6K rows, or a
   workspace folder of the same name.
-`--solutions examples` means the bundled solutions for the device (solutions/cpu or solutions/cuda).
+`--solutions examples` means the bundled solutions for the device (solutions/cpu or solutions/cuda), or with
+`--lang triton` the Triton ones (solutions/triton).
 A task with no matching file is reported as missing and counts as failed.
 """
 
@@ -64,14 +65,14 @@ def _suite_tasks(suite: str, catalog: Catalog) -> list[Task]:
     return catalog.tasks(suite)
 
 
-def solutions_dir(solutions: str, device: str) -> Path:
-    """The folder `--solutions` names; 'examples' is the bundled solutions for the device.
+def solutions_dir(solutions: str, device: str, language: str = "cuda") -> Path:
+    """The folder `--solutions` names; 'examples' is the bundled solutions for the device (or Triton's, for both).
 
     Raises:
         ConfigError: the folder does not exist.
     """
     if solutions == "examples":
-        return EXAMPLE_SOLUTIONS / ("cuda" if device == "cuda" else "cpu")
+        return EXAMPLE_SOLUTIONS / ("triton" if language == "triton" else "cuda" if device == "cuda" else "cpu")
     path = Path(solutions).expanduser()
     if not path.is_dir():
         raise ConfigError(f"--solutions {solutions}: no such folder (give a folder of solution files, or 'examples')")

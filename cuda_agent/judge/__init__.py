@@ -12,18 +12,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from cuda_agent.judge.baseline_stage import baseline_key, baseline_key_env
     from cuda_agent.judge.build import trim_compile_log
     from cuda_agent.judge.child.timing import Clock, make_flusher, rotate, time_phase
     from cuda_agent.judge.config import JudgeConfig
     from cuda_agent.judge.env import PROTOCOL_VERSION, apply_precision_flags, describe_device
-    from cuda_agent.judge.pipeline import (
-        baseline_key,
-        baseline_key_env,
-        judge,
-        prepare,
-        reference_timings,
-        start_spare,
-    )
+    from cuda_agent.judge.pipeline import judge, prepare, reference_timings, start_spare
     from cuda_agent.judge.protocol import BaselineResult
     from cuda_agent.judge.standby import Standby
 
@@ -34,8 +28,8 @@ _HOMES = {
     "reference_timings": "pipeline",
     "start_spare": "pipeline",
     "Standby": "standby",
-    "baseline_key": "pipeline",
-    "baseline_key_env": "pipeline",
+    "baseline_key": "baseline_stage",
+    "baseline_key_env": "baseline_stage",
     "BaselineResult": "protocol",
     "trim_compile_log": "build",
     "PROTOCOL_VERSION": "env",

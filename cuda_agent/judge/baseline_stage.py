@@ -7,13 +7,17 @@ for the run stage: it reads and records the judgement's state (`j.cfg`, `j.env`,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from cuda_agent.errors import JudgeInfraError
 from cuda_agent.gpu_turns import turns_for
+from cuda_agent.judge.child import baseline as baseline_mod
+from cuda_agent.judge.config import JudgeConfig
+from cuda_agent.judge.env import PROTOCOL_VERSION
 from cuda_agent.judge.protocol import BaselineRequest, BaselineResult
+from cuda_agent.machine import gpu_name, torch_versions
 from cuda_agent.types import Verdict
 
 if TYPE_CHECKING:
@@ -78,3 +82,35 @@ def measure_baselines(j: _Judgement, workdir: Path) -> BaselineResult:
     tmp.write_text(result.model_dump_json())
     tmp.replace(cache_file)  # atomic, so a concurrent reader never sees half a file
     return result
+
+
+def baseline_key_env(device: str, config: JudgeConfig) -> tuple[str, dict[str, Any]]:
+    """The device name and the facts a task's baseline cache key holds besides the task (its one definition).
+
+    Args:
+        device: the resolved device, 'cuda' or 'cpu'.
+        config: the judge settings (the CPU threads a CPU timing runs on).
+
+    Returns:
+        The device name ('cpu' on the CPU) and {torch, cuda, protocol_version, cpu_threads}.
+    """
+    versions = torch_versions()  # read from torch's files: importing torch here would cost seconds
+    key_env = {
+        "torch": versions["torch"],
+        "cuda": versions["cuda"] if device == "cuda" else None,
+        "protocol_version": PROTOCOL_VERSION,
+        "cpu_threads": config.cpu_threads if device != "cuda" else None,
+    }
+    return (gpu_name() if device == "cuda" else "cpu"), key_env
+
+
+def baseline_key(task_code: str, device: str, config: JudgeConfig) -> str:
+    """The key under which a task's eager and compile timings are cached on this machine (`cache_dir/baselines/`).
+
+    Args:
+        task_code: the task's source.
+        device: the resolved device, 'cuda' or 'cpu'.
+        config: the judge settings (the compile mode, the CPU threads a CPU timing runs on).
+    """
+    name, key_env = baseline_key_env(device, config)
+    return baseline_mod.cache_key(task_code, name, key_env, {"tf32": False}, config.compile_mode)

@@ -17,6 +17,8 @@ the sandbox's job (sandbox/runner.py).
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
+import importlib.util
 import json
 import logging
 import platform
@@ -33,9 +35,8 @@ from pydantic import ValidationError
 
 from cuda_agent.errors import JudgeInfraError, TaskError
 from cuda_agent.gpu_turns import turns_for
-from cuda_agent.judge.baseline_stage import measure_baselines
+from cuda_agent.judge.baseline_stage import baseline_key, measure_baselines
 from cuda_agent.judge.build import build_solution, build_spec, ext_dir_for
-from cuda_agent.judge.child import baseline as baseline_mod
 from cuda_agent.judge.config import JudgeConfig
 from cuda_agent.judge.confine import candidate_user, hand_over, private_copy
 from cuda_agent.judge.env import PROTOCOL_VERSION
@@ -47,7 +48,7 @@ from cuda_agent.judge.standby import SPARE, Standby, StandbySpec, take_spare, wo
 from cuda_agent.judge.uids import UidLease, leased
 from cuda_agent.judge.verdict_cache import VerdictCache, verdict_key
 from cuda_agent.judge.watched import run_watched
-from cuda_agent.machine import detect_device, driver_version, gpu_name, torch_versions
+from cuda_agent.machine import detect_device, driver_version, gpu_name
 from cuda_agent.reward import compute_reward
 from cuda_agent.subproc import child_env, run_module
 from cuda_agent.types import Task, Timings, Verdict, Violation
@@ -62,38 +63,6 @@ def _builds_inline(python: str) -> bool:
     return re.search(r"\bload(_inline)?\s*\(", python) is not None
 
 
-def baseline_key_env(device: str, config: JudgeConfig) -> tuple[str, dict[str, Any]]:
-    """The device name and the facts a task's baseline cache key holds besides the task (its one definition).
-
-    Args:
-        device: the resolved device, 'cuda' or 'cpu'.
-        config: the judge settings (the CPU threads a CPU timing runs on).
-
-    Returns:
-        The device name ('cpu' on the CPU) and {torch, cuda, protocol_version, cpu_threads}.
-    """
-    versions = torch_versions()  # read from torch's files: importing torch here would cost seconds
-    key_env = {
-        "torch": versions["torch"],
-        "cuda": versions["cuda"] if device == "cuda" else None,
-        "protocol_version": PROTOCOL_VERSION,
-        "cpu_threads": config.cpu_threads if device != "cuda" else None,
-    }
-    return (gpu_name() if device == "cuda" else "cpu"), key_env
-
-
-def baseline_key(task_code: str, device: str, config: JudgeConfig) -> str:
-    """The key under which a task's eager and compile timings are cached on this machine (`cache_dir/baselines/`).
-
-    Args:
-        task_code: the task's source.
-        device: the resolved device, 'cuda' or 'cpu'.
-        config: the judge settings (the compile mode, the CPU threads a CPU timing runs on).
-    """
-    name, key_env = baseline_key_env(device, config)
-    return baseline_mod.cache_key(task_code, name, key_env, {"tf32": False}, config.compile_mode)
-
-
 def require_gpu(device: str) -> None:
     """Raise at once when `device` is 'cuda' and no GPU is visible, rather than fail every stage later.
 
@@ -102,6 +71,24 @@ def require_gpu(device: str) -> None:
     """
     if device == "cuda" and detect_device("auto") != "cuda":
         raise JudgeInfraError("device 'cuda' was asked for, but no GPU is visible here (nvidia-smi lists none)")
+
+
+def _triton_version() -> str | None:
+    """The installed triton's version, read from its metadata (no import); None where it is not installed."""
+    try:
+        return importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def require_language(language: str) -> None:
+    """Raise at once when a Triton solution meets a judge without triton, rather than fail in the candidate's process.
+
+    Raises:
+        JudgeInfraError: triton is not importable here.
+    """
+    if language == "triton" and importlib.util.find_spec("triton") is None:
+        raise JudgeInfraError("a Triton solution needs triton where the judge runs: pip install -e '.[triton]'")
 
 
 def _task_dtypes(task: Task) -> set[str] | None:
@@ -181,6 +168,7 @@ class _Judgement:
             stage_s=self.stage_s,
             env=self.env,
             policy=self.cfg.policy,
+            language=self.solution.language,
             **fields,
         )
 
@@ -190,6 +178,8 @@ class _Judgement:
             machine["driver"] = driver_version()
         else:  # CPU timings belong to this machine's cores
             machine["host"] = platform.node()
+        if self.solution.language == "triton":  # its compiler (and on the CPU its interpreter) made the kernels
+            machine["triton"] = _triton_version()
         confined_as = self.user.pw_name if self.user is not None else None
         return verdict_key(self.task.code, self.solution.content_hash, self.cfg, self.device, machine, confined_as)
 
@@ -243,8 +233,10 @@ class _Judgement:
             self.device,
             self.cfg.cache_dir,
             self.cfg.build_timeout_s,
-            kernels=self.build_workspace_kernels if self.solution.root is not None else None,
-            import_needed=self.solution.root is None or _builds_inline(self.solution.python),
+            kernels=self.build_workspace_kernels if self.builds_workspace else None,
+            # A Triton file compiles its kernels at their first launch (the run stage's first, untimed call).
+            import_needed=(self.solution.root is None and self.solution.language == "cuda")
+            or _builds_inline(self.solution.python),
             python_path=self.module_path(ext_dir_for(build_hash, self.device, self.cfg.cache_dir)),
             user=self.candidate(),
             standby=spare,
@@ -272,9 +264,15 @@ class _Judgement:
         finish_prepare(self.preparing, self.cfg.build_timeout_s)
         self.preparing = None
 
+    @property
+    def builds_workspace(self) -> bool:
+        """A workspace whose kernels/ are built into `cuda_extension` (a Triton workspace's kernels are in its
+        model_new.py)."""
+        return self.solution.root is not None and self.solution.language == "cuda"
+
     def module_path(self, ext_dir: Path) -> list[str]:
-        """Where a workspace solution's `cuda_extension` is built (none for a single file)."""
-        return [str(ext_dir / "src" / BUILD_DIR)] if self.solution.root is not None else []
+        """Where a workspace solution's `cuda_extension` is built (none for a single file or a Triton workspace)."""
+        return [str(ext_dir / "src" / BUILD_DIR)] if self.builds_workspace else []
 
     def build_workspace_kernels(self, ext_dir: Path) -> tuple[bool, str]:
         """Compile a workspace's kernels/ (the judged bytes, copied) with the package's fixed glue."""
@@ -379,6 +377,7 @@ class _Judgement:
             target_phase_s=cfg.target_phase_s,
             screen_min_elems=cfg.screen_min_elems,
             policy=cfg.policy,
+            language=self.solution.language,
             candidate_dir=str(candidate_dir),
             confine_user=confinement.user.pw_uid if confinement and confinement.user else None,
             confine_binds=confinement.binds if confinement else (),
@@ -573,6 +572,7 @@ def judge(
     config = config or JudgeConfig()
     require_gpu(config.device)
     source = solution if isinstance(solution, SolutionSource) else read_solution(Path(solution))
+    require_language(source.language)
     j = _Judgement(task, source, config)
     rejected = j.protected_files()
     if rejected is not None:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cuda_agent.types import Violation
+from cuda_agent.types import Language, Violation
 
 
 class StandbyOrder(BaseModel):
@@ -63,6 +63,9 @@ class RunRequest(BaseModel):
     confine_shown: tuple[str, ...] = Field(default_factory=tuple, description="Paths under those bound back read-only.")
     policy: Literal["cuda-agent", "kernelbench"] = "cuda-agent"
     """'kernelbench': torch compute in forward is allowed, but the candidate's kernels must reach its outputs."""
+    language: Language = "cuda"
+    """What the solution's kernels are written in (SolutionSource.language): 'triton' sets Triton up in the candidate's
+    process and refuses a call of forward that launches no Triton kernel."""
 
 
 Status = Literal["ok", "runtime_error", "incorrect", "rejected", "task_error", "judge_error"]
@@ -126,6 +129,9 @@ class CallAnswer(BaseModel):
     torch_ops: dict[str, int] = Field(default_factory=dict, description="ATen compute operators seen while traced.")
     changed_flags: dict[str, list[Any]] = Field(default_factory=dict)
     l2_limit_bytes: int = 0
+    launches: int | None = Field(
+        default=None, ge=0, description="Triton kernel launches in the call (None: not Triton)."
+    )
 
 
 class LoadAnswer(BaseModel):

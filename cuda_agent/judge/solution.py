@@ -1,7 +1,7 @@
 """Read a candidate solution from disk into one record, in either of its two forms.
 
 1. A single Python file defining `class ModelNew` (KernelBench's form); its C++/CUDA code sits in
-   string literals passed to `load_inline`.
+   string literals passed to `load_inline`, or its kernels are `@triton.jit` functions in the same file.
 2. A workspace folder (CUDA Agent's form): `model_new.py` plus `kernels/*.cu`, `kernels/*.cpp`,
    `kernels/*_binding.cpp` and headers.
 """
@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cuda_agent.errors import SolutionError
+from cuda_agent.types import Language
 
 KERNEL_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp")
 
@@ -30,6 +32,11 @@ class SolutionSource:
     """Workspace form only: path relative to the workspace -> text of each kernel file."""
     root: Path | None = None
     """Workspace folder, or None for a single file."""
+
+    @property
+    def language(self) -> Language:
+        """'triton' when the Python file imports triton, else 'cuda': the one place the judge decides it (`Language`)."""
+        return detect_language(self.python)
 
     @property
     def content_hash(self) -> str:
@@ -61,6 +68,23 @@ class SolutionSource:
         for name, text in sorted(self.sources.items()):
             digest.update(name.encode() + b"\0" + text.encode() + b"\0")
         return digest.hexdigest()
+
+
+def detect_language(python: str) -> Language:
+    """'triton' when `python` imports triton anywhere (its kernels are then `@triton.jit` functions), else 'cuda'.
+
+    A file that does not parse is read line by line, so that its syntax error is reported under its language.
+    """
+    try:
+        tree = ast.parse(python)
+    except (SyntaxError, ValueError):
+        return "triton" if re.search(r"^\s*(import|from)\s+triton\b", python, re.MULTILINE) else "cuda"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "triton" for a in node.names):
+            return "triton"
+        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "triton":
+            return "triton"
+    return "cuda"
 
 
 def read_solution(path: Path) -> SolutionSource:

@@ -397,9 +397,12 @@ def worker_spec(
     fast-build objects), confined to the CPU (`cpu_threads` threads) or told its GPU's turn folder; `namespace`:
     the candidate's process starts confined. The grader itself is never confined: it is ours."""
     env = child_env({CACHE_ENV: str(cache_dir)})
+    # Triton's interpreter runs a Triton solution's kernels on the CPU (child/triton_launch.py); set from the start,
+    # because the candidate's process imports triton (through torch's profiler) before it knows its solution.
+    env.pop("TRITON_INTERPRET", None)
     if device != "cuda":
         env["CUDA_VISIBLE_DEVICES"] = ""
-        env.update(OMP_NUM_THREADS=str(cpu_threads), MKL_NUM_THREADS=str(cpu_threads))
+        env.update(OMP_NUM_THREADS=str(cpu_threads), MKL_NUM_THREADS=str(cpu_threads), TRITON_INTERPRET="1")
     elif turns_folder is not None:
         env[TURNS_ENV] = str(turns_folder)
     if namespace:

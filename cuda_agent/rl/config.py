@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cuda_agent.types import Language
+
 
 class JudgeSettings(BaseModel):
     """Where candidates are written and how they are judged (the single-turn reward function's settings)."""
@@ -34,6 +36,9 @@ class CudaAgentLoopConfig(JudgeSettings):
     )
     save_tokens: bool = Field(
         default=False, description="Write tokens.json beside each trajectory (collect: RFT and the critic read it)."
+    )
+    language: Language = Field(
+        default="cuda", description="Kernel language the agent writes: 'cuda' (kernels/) or 'triton' (model_new.py)."
     )
 
 

@@ -12,7 +12,7 @@ Columns:
   metrics per data source, so KernelBench comes out per level.
 - `reward_model`: `{"style": "rule", "ground_truth": <task reference>}` (verl's reward managers read it).
 - `extra_info`: `index`, `task` (reference), `code` (the problem source, so no worker needs the
-  task files), `name`, `level`, `device`.
+  task files), `name`, `level`, `device`, `language` (the kernel language the prompt asks for).
 - `agent_name`: `cuda_agent` (collect, critic warm-up, agentic PPO) or `single_turn_agent` (stage 1).
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 from cuda_agent.agent.prompt import task_prompt
 from cuda_agent.errors import ConfigError
 from cuda_agent.rl.single_turn import single_turn_messages
-from cuda_agent.types import Task
+from cuda_agent.types import Language, Task
 from cuda_agent.workspace.layout import skill_text
 
 DATA_DIR = Path("runs/data")
@@ -57,21 +57,30 @@ def _data_source(task: Task) -> str:
     return f"{name}/L{task.level}" if task.level is not None else name
 
 
-def rl_rows(tasks: Sequence[Task], single_turn: bool, device: str) -> list[dict[str, Any]]:
+def rl_rows(tasks: Sequence[Task], single_turn: bool, device: str, language: Language = "cuda") -> list[dict[str, Any]]:
     """One verl RL row per task (see the module docstring for the columns).
 
     Args:
         tasks: the problems, e.g. from `cuda_agent.evaluation.suites.select_tasks`.
         single_turn: rows for stage 1 (`single_turn_agent` and its prompt), else for the agent loop.
         device: 'cuda' or 'cpu', the kernel kind the prompt asks for.
+        language: the kernel language the agent-loop prompt asks for (the agent loop's `language` must match).
+
+    Raises:
+        ConfigError: single-turn rows for Triton (the single-turn prompt and answer format are C++/CUDA's).
     """
-    skill = skill_text(device)
+    if single_turn and language != "cuda":
+        raise ConfigError("single-turn rows are for C++/CUDA kernels only; write agent-loop rows for Triton")
+    skill = skill_text(device, language)
     rows = []
     for index, task in enumerate(tasks):
         if single_turn:
             prompt = single_turn_messages(task, device)
         else:
-            prompt = [{"role": "system", "content": skill}, {"role": "user", "content": task_prompt(task.ref)}]
+            prompt = [
+                {"role": "system", "content": skill},
+                {"role": "user", "content": task_prompt(task.ref, language)},
+            ]
         rows.append(
             {
                 "data_source": _data_source(task),
@@ -85,6 +94,7 @@ def rl_rows(tasks: Sequence[Task], single_turn: bool, device: str) -> list[dict[
                     "name": task.name,
                     "level": task.level,
                     "device": device,
+                    "language": language,
                 },
                 "agent_name": "single_turn_agent" if single_turn else "cuda_agent",
             }
@@ -120,6 +130,7 @@ def write_rl_parquet(rows: Sequence[dict[str, Any]], out: Path) -> Path:
                         ("name", text),
                         ("level", pa.int64()),
                         ("device", text),
+                        ("language", text),
                     ]
                 ),
             ),

@@ -91,7 +91,9 @@ def run_rollout(
     with sandbox_judge(config) as judge:
         # With a sandbox service, the agent's commands run there too (isolated, killable), not on the trainer.
         commands = judge if config.sandbox_url else None
-        return run_task_episode(task, model, judge, episode_dir, config.device, limits, env=env, commands=commands)
+        return run_task_episode(
+            task, model, judge, episode_dir, config.device, limits, env=env, commands=commands, language=config.language
+        )
 
 
 def token_record(

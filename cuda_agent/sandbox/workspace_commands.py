@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Literal
 
 from cuda_agent.errors import Error
-from cuda_agent.judge import JudgeConfig, judge, reference_timings, trim_compile_log
+from cuda_agent.judge import JudgeConfig, judge, prepare, reference_timings, trim_compile_log
 from cuda_agent.types import Task, Verdict
-from cuda_agent.workspace import build_tree, read_task_record, tampered_files
+from cuda_agent.workspace import build_tree, read_task_record, tampered_files, workspace_language
 from cuda_agent.workspace.checks import WorkspaceCheck, editable_digest, record_check
 
 SANDBOX_URL_ENV, SANDBOX_TOKEN_ENV = "CUDA_AGENT_SANDBOX_URL", "CUDA_AGENT_SANDBOX_TOKEN"
@@ -76,7 +76,9 @@ def compile_command(argv: list[str], root: Path | None = None) -> int:
     loaded = _load(root, "compile")
     if loaded is None:
         return 1
-    _, device = loaded
+    task, device = loaded
+    if workspace_language(root) == "triton":
+        return _check_triton(task, root, device)
     outcome = build_tree(root, device)
     if outcome.ok:
         print(
@@ -86,6 +88,21 @@ def compile_command(argv: list[str], root: Path | None = None) -> int:
         return 0
     print("compile: TIMEOUT" if outcome.timed_out else "compile: FAILED")
     print(outcome.log if outcome.timed_out else trim_compile_log(outcome.log))
+    return 1
+
+
+def _check_triton(task: Task, root: Path, device: str) -> int:
+    """A Triton workspace's compile: the judge's static rules on model_new.py (Triton compiles at the first launch)."""
+    verdict = prepare(task, root, JudgeConfig(device=device, verdict_cache=False))
+    if verdict is None:
+        print(
+            "compile: OK: model_new.py passes the judge's static rules; Triton compiles each kernel at its first "
+            "launch (`python -m utils.verification` runs them)"
+        )
+        return 0
+    print(f"compile: {verdict.verdict.upper()}: {verdict.message}")
+    for violation in verdict.violations[1:]:
+        print(f"  {violation.check}: {violation.message}")
     return 1
 
 

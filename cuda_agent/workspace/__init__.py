@@ -1,7 +1,7 @@
 """The agent's workspace: lay one out for a task, know what may be edited, build its kernels fast."""
 
 from cuda_agent.workspace.build import BuildOutcome, build_tree
-from cuda_agent.workspace.create import create_workspace, read_task_record
+from cuda_agent.workspace.create import create_workspace, read_task_record, workspace_language
 from cuda_agent.workspace.layout import EDITABLE, EXTENSION_NAME, is_editable, tampered_files
 
 __all__ = [
@@ -13,4 +13,5 @@ __all__ = [
     "is_editable",
     "read_task_record",
     "tampered_files",
+    "workspace_language",
 ]

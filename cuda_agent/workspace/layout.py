@@ -9,6 +9,8 @@ binding.cpp, binding_registry.h   fixed glue (read-only)
 utils/              compile, verification and profiling entry points (read-only)
 .cuda_agent/        the task record and the workspace's own build (not for the agent)
 ```
+A Triton workspace (language 'triton') has no kernels/ and no glue: its kernels are `@triton.jit`
+functions in model_new.py, and its SKILL.md is `files/SKILL_triton.md`'s text.
 
 Read-only files are never trusted: builds use the package's copies, and `tampered_files`
 compares what is on disk with them so that the tools and the judge can reject a change.
@@ -21,7 +23,7 @@ import hashlib
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
-from cuda_agent.types import Task
+from cuda_agent.types import LANGUAGES, Language, Task
 
 EXTENSION_NAME = "cuda_extension"
 """The Python module the workspace's kernels build into (`import cuda_extension` in model_new.py)."""
@@ -65,9 +67,9 @@ def template_dir() -> Path:
     return Path(str(resources.files("cuda_agent.workspace").joinpath("files")))
 
 
-def skill_text(device: str) -> str:
-    """SKILL.md for a device: the shared text with the device's section filled in."""
-    text = template_file("SKILL.md")
+def skill_text(device: str, language: Language = "cuda") -> str:
+    """SKILL.md for a device and a kernel language: the language's text with the device's section filled in."""
+    text = template_file("SKILL_triton.md" if language == "triton" else "SKILL.md")
     start, end = f"<!-- {device} -->", f"<!-- /{device} -->"
     for other in DEVICES:
         if other != device:
@@ -83,10 +85,10 @@ def _drop_between(text: str, start: str, end: str) -> str:
     return text
 
 
-def protected_copies(task: Task, device: str) -> dict[str, str]:
-    """The expected text of every read-only file of a workspace for this task and device."""
-    copies = {"SKILL.md": skill_text(device), "model.py": task.code}
-    for name in FIXED_FILES + UTILS_FILES:
+def protected_copies(task: Task, device: str, language: Language = "cuda") -> dict[str, str]:
+    """The expected text of every read-only file of a workspace for this task, device and kernel language."""
+    copies = {"SKILL.md": skill_text(device, language), "model.py": task.code}
+    for name in (() if language == "triton" else FIXED_FILES) + UTILS_FILES:
         copies[name] = template_file(name)
     return copies
 
@@ -95,7 +97,7 @@ def tampered_files(root: Path, task: Task) -> list[str]:
     """Read-only files of the workspace at `root` that differ from the package's copies.
 
     A file that is absent is not tampering (a solution folder may carry only model_new.py and
-    kernels/); one that is present must match byte for byte. SKILL.md may be either device's.
+    kernels/); one that is present must match byte for byte. SKILL.md may be any device's and language's.
     """
     changed = []
     for name, expected in protected_copies(task, "cuda").items():
@@ -105,7 +107,7 @@ def tampered_files(root: Path, task: Task) -> list[str]:
         actual = _digest(path.read_bytes())
         allowed = {_digest(expected.encode())}
         if name == "SKILL.md":
-            allowed.add(_digest(skill_text("cpu").encode()))
+            allowed |= {_digest(skill_text(d, lang).encode()) for d in DEVICES for lang in LANGUAGES}
         if actual not in allowed:
             changed.append(name)
     return changed

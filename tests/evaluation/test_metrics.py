@@ -168,3 +168,16 @@ def test_a_run_stopped_before_its_end_reports_what_it_finished(tmp_path) -> None
     lines = (tmp_path / "results.jsonl").read_text().rsplit("\n", 1)[0] + "\n"  # the torn line dropped
     (tmp_path / "results.jsonl").write_text(lines + more.model_dump_json() + "\n")
     assert [t.ref for t in load_report(tmp_path).tasks][-1] == "examples/row_sum"
+
+
+def test_report_rows_show_each_solution_s_language() -> None:
+    from cuda_agent.evaluation.report_md import _task_line
+
+    def row(verdict: Verdict | None) -> list[str]:
+        result = TaskResult(ref="t", name="t", level=None, source="examples", status="judged", verdict=verdict)
+        return [cell.strip() for cell in _task_line(result).strip("|").split("|")]
+
+    triton = passed(1.0, 2.0, 1.5).model_copy(update={"language": "triton"})
+    assert row(triton)[:3] == ["t", "pass", "triton"]
+    assert row(passed(1.0, 2.0, 1.5))[2] == "cuda"
+    assert row(None)[2] == "-"

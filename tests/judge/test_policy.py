@@ -14,6 +14,7 @@ from cuda_agent.judge.policy import KERNELBENCH_DIFFERENCES, RULES, check_policy
 from cuda_agent.judge.policy import build as policy_build
 from cuda_agent.judge.policy import cpp as policy_cpp
 from cuda_agent.judge.policy import forward as policy_forward
+from cuda_agent.judge.policy import triton as policy_triton
 from cuda_agent.judge.solution import SolutionSource, read_solution
 
 EXAMPLE_SOLUTIONS = Path(__file__).resolve().parents[2] / "cuda_agent" / "tasks" / "examples" / "solutions"
@@ -495,7 +496,7 @@ def test_blanking_keeps_offsets() -> None:
 
 
 def test_every_rule_is_described() -> None:
-    advice = [policy._ADVICE, policy_build.ADVICE, policy_cpp.ADVICE, policy_forward.ADVICE]
+    advice = [policy._ADVICE, policy_build.ADVICE, policy_cpp.ADVICE, policy_forward.ADVICE, policy_triton.ADVICE]
     with_advice = {rule for table in advice for rule in table} | {"syntax_error"}
     assert with_advice == set(RULES)
     assert all(description.endswith(".") for description in RULES.values())

@@ -141,3 +141,21 @@ def test_fraction_is_zero_for_torch_alone_and_none_for_nothing() -> None:
     with torch.no_grad():
         assert custom_time_fraction(lambda: torch.relu(x @ w), "cpu", no_sync) == 0.0
         assert custom_time_fraction(lambda: None, "cpu", no_sync) is None
+
+
+def test_fraction_counts_the_own_clock_as_the_candidate_s() -> None:
+    # Triton's interpreted launches are Python, not an extension's calls: their seconds come on an own clock.
+    import time
+
+    clock = [0.0]
+
+    def forward() -> torch.Tensor:
+        start = time.perf_counter()
+        time.sleep(0.005)  # the candidate's own work
+        clock[0] += time.perf_counter() - start
+        return torch.relu(x @ w)
+
+    with torch.no_grad():
+        share = custom_time_fraction(forward, "cpu", no_sync, own_clock=lambda: clock[0])
+        assert share is not None and 0.0 < share < 1.0
+        assert custom_time_fraction(forward, "cpu", no_sync) == 0.0

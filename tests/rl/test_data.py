@@ -66,3 +66,20 @@ def test_kernelbench_rows_report_per_level(tmp_path: Path) -> None:
     rows = rl_rows(tasks, single_turn=False, device="cuda")
     assert [row["data_source"] for row in rows] == ["kernelbench/L1", "kernelbench/L3"]
     assert [row["extra_info"]["level"] for row in rows] == [1, 3]
+
+
+def test_triton_rows_ask_for_triton_kernels(tmp_path: Path) -> None:
+    from cuda_agent.errors import ConfigError
+    from cuda_agent.workspace.layout import skill_text
+
+    tasks = Catalog().tasks("examples")[:2]
+    rows = rl_rows(tasks, single_turn=False, device="cpu", language="triton")
+    assert [row["extra_info"]["language"] for row in rows] == ["triton", "triton"]
+    assert rows[0]["prompt"][0]["content"] == skill_text("cpu", "triton")
+    assert "@triton.jit" in rows[0]["prompt"][1]["content"]
+    import pyarrow.parquet as pq
+
+    path = write_rl_parquet(rows, tmp_path / "rows.parquet")
+    assert pq.read_table(path).column("extra_info").to_pylist()[0]["language"] == "triton"
+    with pytest.raises(ConfigError, match="single-turn"):
+        rl_rows(tasks, single_turn=True, device="cpu", language="triton")

@@ -20,11 +20,14 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "cuda_agent" / "tasks" / "examp
 PROBLEMS = EXAMPLES / "problems"
 CPU_SOLUTIONS = EXAMPLES / "solutions" / "cpu"
 CUDA_SOLUTIONS = EXAMPLES / "solutions" / "cuda"
+TRITON_SOLUTIONS = EXAMPLES / "solutions" / "triton"
 EXPECTED = {"relu", "scale_add", "row_sum", "softmax", "matmul", "linear_gelu"}
 ALLOWED_IMPORTS = {
     ("import", "torch", None),
     ("import", "torch.nn", "nn"),
     ("from", "torch.utils.cpp_extension", "load_inline"),
+    ("import", "triton", None),
+    ("import", "triton.language", "tl"),
 }
 
 
@@ -75,7 +78,8 @@ def test_every_problem_has_a_cpu_solution(name):
 @pytest.mark.parametrize(
     "solution",
     [CPU_SOLUTIONS / f"{s}.py" for s in _stems(CPU_SOLUTIONS)]
-    + [CUDA_SOLUTIONS / f"{s}.py" for s in _stems(CUDA_SOLUTIONS)],
+    + [CUDA_SOLUTIONS / f"{s}.py" for s in _stems(CUDA_SOLUTIONS)]
+    + [TRITON_SOLUTIONS / f"{s}.py" for s in _stems(TRITON_SOLUTIONS)],
     ids=lambda p: f"{p.parent.name}/{p.stem}",
 )
 def test_solution_has_kernelbench_form(solution):
@@ -153,6 +157,8 @@ def _run_child(problem: Path, solution: Path, device: str, draws: int = 2) -> di
     cache = _extension_cache()
     cache.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(cache)}
+    if solution.parent == TRITON_SOLUTIONS and device == "cpu":
+        env["TRITON_INTERPRET"] = "1"  # Triton's interpreter runs the kernels without a GPU
     proc = subprocess.run(
         [sys.executable, "-c", _CHILD, str(problem), str(solution), device, str(draws)],
         env=env,
@@ -184,6 +190,17 @@ def test_cpu_solution_matches_reference(name):
     _check(_run_child(PROBLEMS / f"{name}.py", CPU_SOLUTIONS / f"{name}.py", "cpu"), name)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _stems(TRITON_SOLUTIONS))
+def test_triton_solution_matches_reference_on_the_cpu_interpreter(name):
+    pytest.importorskip("triton", reason="needs triton: pip install -e '.[triton]'")
+    _check(_run_child(PROBLEMS / f"{name}.py", TRITON_SOLUTIONS / f"{name}.py", "cpu"), name)
+
+
+def test_every_problem_has_a_triton_solution():
+    assert _stems(TRITON_SOLUTIONS) == _stems(PROBLEMS)
+
+
 def _cuda_available() -> bool:
     import torch
 
@@ -195,3 +212,11 @@ def _cuda_available() -> bool:
 @pytest.mark.parametrize("name", _stems(CUDA_SOLUTIONS))
 def test_cuda_solution_matches_reference(name):
     _check(_run_child(PROBLEMS / f"{name}.py", CUDA_SOLUTIONS / f"{name}.py", "cuda"), name)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("name", _stems(TRITON_SOLUTIONS))
+def test_triton_solution_matches_reference_on_the_gpu(name):
+    pytest.importorskip("triton", reason="needs triton: pip install -e '.[triton]'")
+    _check(_run_child(PROBLEMS / f"{name}.py", TRITON_SOLUTIONS / f"{name}.py", "cuda"), name)

@@ -18,6 +18,7 @@ from cuda_agent.workspace.checks import CHECKS_FILE_ENV, CheckReader, editable_d
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions" / "workspaces"
+TRITON_RELU = ROOT / "cuda_agent" / "tasks" / "examples" / "solutions" / "triton" / "relu.py"
 
 
 def _env() -> dict[str, str]:
@@ -98,3 +99,29 @@ def test_cuda_workspace_verifies_on_the_gpu(tmp_path: Path) -> None:
     assert compiled.returncode == 0, compiled.stdout + compiled.stderr
     verified = _run(root, sys.executable, "-m", "utils.verification")
     assert verified.returncode == 0 and verified.stdout.splitlines()[-1] == "verification: PASS", verified.stdout
+
+
+def test_triton_workspace_compile_runs_the_static_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Nothing to build ahead for Triton: compile answers with the judge's static rules on model_new.py.
+    from cuda_agent.sandbox.workspace_commands import compile_command
+
+    root = create_workspace(Catalog().resolve("examples/relu"), tmp_path / "ws", device="cpu", language="triton")
+    assert compile_command([], root) == 1
+    shown = capsys.readouterr().out
+    assert shown.startswith("compile: REJECTED") and "launches a Triton kernel" in shown, shown
+    shutil.copyfile(TRITON_RELU, root / "model_new.py")
+    assert compile_command([], root) == 0
+    assert capsys.readouterr().out.startswith("compile: OK")
+
+
+@pytest.mark.slow
+def test_triton_workspace_verifies_and_profiles_on_the_cpu_interpreter(tmp_path: Path) -> None:
+    pytest.importorskip("triton", reason="needs triton: pip install -e '.[triton]'")
+    root = create_workspace(Catalog().resolve("examples/relu"), tmp_path / "ws", device="cpu", language="triton")
+    shutil.copyfile(TRITON_RELU, root / "model_new.py")
+    checks = tmp_path / "checks.jsonl"
+    verified = _run(root, sys.executable, "-m", "utils.verification", checks=checks)
+    assert verified.returncode == 0 and verified.stdout.splitlines()[-1] == "verification: PASS", verified.stdout
+    profiled = _run(root, sys.executable, "-m", "utils.profiling", checks=checks)
+    assert profiled.returncode == 0 and "profiling: reward" in profiled.stdout, profiled.stdout + profiled.stderr
+    assert [c.verdict for c in CheckReader(checks).new()] == ["pass", "pass"]

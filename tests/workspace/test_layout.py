@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.errors import ConfigError
-from cuda_agent.judge.policy import RULES
+from cuda_agent.judge.policy import RULES, check_policy
+from cuda_agent.judge.policy.triton import RULES as TRITON_RULES
+from cuda_agent.judge.solution import read_solution
 from cuda_agent.tasks import Catalog
-from cuda_agent.workspace import create_workspace, is_editable, read_task_record, tampered_files
+from cuda_agent.types import LANGUAGES
+from cuda_agent.workspace import create_workspace, is_editable, read_task_record, tampered_files, workspace_language
 from cuda_agent.workspace.layout import skill_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,10 +48,12 @@ def _runtime_checks_in_judge() -> set[str]:
     return names
 
 
+@pytest.mark.parametrize("language", LANGUAGES)
 @pytest.mark.parametrize("device", ["cuda", "cpu"])
-def test_skill_names_every_rule_the_judge_enforces(device: str) -> None:
-    text = skill_text(device)
-    missing_static = [rule for rule in RULES if f"`{rule}`" not in text]
+def test_skill_names_every_rule_the_judge_enforces(device: str, language: str) -> None:
+    text = skill_text(device, language)
+    rules = set(RULES) - (set() if language == "triton" else set(TRITON_RULES))  # Triton's own concern Triton
+    missing_static = [rule for rule in sorted(rules) if f"`{rule}`" not in text]
     assert not missing_static, f"SKILL.md does not name static rules {missing_static}"
     runtime = _runtime_checks_in_judge()
     assert runtime >= RUNTIME_CHECKS, runtime  # the list above is not stale
@@ -136,3 +141,23 @@ def test_tampering_is_detected_file_by_file(tmp_path: Path) -> None:
     assert "SKILL.md" not in tampered_files(root, task)
     (root / "SKILL.md").write_text("do whatever you like")
     assert "SKILL.md" in tampered_files(root, task)
+
+
+def test_create_lays_out_a_triton_workspace(tmp_path: Path) -> None:
+    task = Catalog().resolve("examples/softmax")
+    root = create_workspace(task, tmp_path / "ws", device="cpu", language="triton")
+    assert sorted(p.name for p in root.iterdir()) == [".cuda_agent", "SKILL.md", "model.py", "model_new.py", "utils"]
+    assert workspace_language(root) == "triton" and read_task_record(root) == (task, "cpu")
+    assert (root / "SKILL.md").read_text() == skill_text("cpu", "triton") and "@triton.jit" in skill_text(
+        "cpu", "triton"
+    )
+    template = (root / "model_new.py").read_text()
+    assert "@triton.jit" in template and "import triton.language as tl" in template
+    assert tampered_files(root, task) == []
+    # The template parses, keeps the signatures and holds a worked kernel; its forward still launches nothing.
+    solution = read_solution(root)
+    assert solution.language == "triton"
+    assert [v.check for v in check_policy(solution, "cpu")] == ["forward_calls_no_kernel"]
+    with pytest.raises(ConfigError, match="kernel language"):
+        create_workspace(task, tmp_path / "other", language="cute")
+    assert workspace_language(create_workspace(task, tmp_path / "cuda")) == "cuda"

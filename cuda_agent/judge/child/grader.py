@@ -286,6 +286,8 @@ class Grader:
             "solution_path": req.solution_path,
             "ext_dir": req.ext_dir,
             "python_path": list(req.python_path),
+            "language": req.language,
+            "candidate_dir": req.candidate_dir,
         }
         answer: LoadAnswer = self.answer_of(LoadAnswer, self.ask(message, stage="import"), "import")
         if answer.status != "ok":
@@ -299,6 +301,10 @@ class Grader:
                     out_of_memory=answer.out_of_memory,
                 )
             )
+        # What the candidate's process set Triton up with, before the candidate's code ran (a claim, recorded only).
+        self.env.update(
+            {k: v for k, v in answer.env.items() if k in ("triton", "triton_interpret", "triton_cache_dir")}
+        )
         self.stage_s["import"] = time.perf_counter() - start
 
     # --- calls ---
@@ -334,6 +340,9 @@ class Grader:
             message = f"torch computed part of the output: {ops}"
             check = Violation(check="torch_compute_at_runtime", message=f"ATen compute ops ran in forward: {ops}")
             raise stop("rejected", stage, message, [check])
+        if answer.launches == 0 and self.req.language == "triton" and stage != "calibration":
+            message = "forward launched no Triton kernel, so none of your kernels ran"
+            raise stop("rejected", stage, message, [Violation(check="forward_calls_no_kernel", message=message)])
         if answer.changed_flags:
             message = f"changed global flags {answer.changed_flags}"
             raise stop("rejected", stage, message, [Violation(check="global_state_changed", message=message)])

@@ -51,6 +51,8 @@ class Shim:
         self.held = contextlib.ExitStack()
         """The build folder's lock from `lock` until the import ends."""
         self.probe_outputs: dict[tuple[Any, ...], Any] = {}
+        self.triton: Any = None
+        """The launch count of a Triton solution (triton_launch.TritonLaunches); None for any other."""
 
     def serve(self) -> None:
         handlers = {
@@ -108,6 +110,10 @@ class Shim:
         init_args = call_inputs(problem, name, "get_init_inputs")
         os.environ["TORCH_EXTENSIONS_DIR"] = message["ext_dir"]
         sys.path[:0] = message["python_path"]
+        if message.get("language") == "triton":
+            from cuda_agent.judge.child.triton_launch import TritonLaunches
+
+            self.triton = TritonLaunches.install(self.device, Path(message["candidate_dir"]))
         spec = importlib.util.spec_from_file_location("cuda_agent_candidate", message["solution_path"])
         module = importlib.util.module_from_spec(spec)
         start = time.perf_counter()
@@ -128,7 +134,8 @@ class Shim:
         except Exception as exc:
             text = f"ModelNew(*get_init_inputs()) raised {type(exc).__name__}: {exc}"
             return _load("runtime_error", "init", text[:MAX_TEXT], out_of_memory=out_of_memory(exc))
-        answer = LoadAnswer(status="ok", env={"import_s": time.perf_counter() - start})
+        env = {"import_s": time.perf_counter() - start, **(self.triton.env if self.triton else {})}
+        answer = LoadAnswer(status="ok", env=env)
         return answer.model_dump()
 
     def call(self, message: dict[str, Any], fds: list[int]) -> dict[str, Any]:
@@ -142,6 +149,8 @@ class Shim:
         outputs = [self.tensor(ref) for ref in message["outputs"]]
         model = self.probe(outputs) if message.get("probe") else self.model
         tracer = guards.make_tracer() if message.get("trace") else None
+        if self.triton is not None:
+            self.triton.take()  # a profile's calls launched too
         try:
             ms, returned = self.timed(model, inputs, tracer)
             flat = plain_outputs(self.torch, returned)
@@ -153,7 +162,10 @@ class Shim:
         except Exception as exc:
             text = f"ModelNew.forward raised {type(exc).__name__}: {exc}"
             return CallAnswer(status="raised", message=text[:MAX_TEXT], out_of_memory=out_of_memory(exc)).model_dump()
-        return self.answer(ms, dict(tracer.disallowed) if tracer is not None else {}).model_dump()
+        answer = self.answer(ms, dict(tracer.disallowed) if tracer is not None else {})
+        if self.triton is not None and not message.get("probe"):
+            answer.launches = self.triton.take()
+        return answer.model_dump()
 
     def timed(self, model: Any, inputs: list[Any], tracer: Any) -> tuple[float, Any]:
         """forward's result and its time on this process's clock: on CUDA from an event before the call to one after
@@ -213,7 +225,8 @@ class Shim:
         answer = ProfileAnswer(status="ok")
         try:
             try:
-                answer.fraction = runtime.custom_time_fraction(lambda: call(inputs), self.device, self.sync)
+                own_clock = (lambda: self.triton.interpreted_s) if self.triton is not None else None
+                answer.fraction = runtime.custom_time_fraction(lambda: call(inputs), self.device, self.sync, own_clock)
             except runtime.ProfileUnreadable as exc:
                 answer.fraction_error = str(exc)[:2000]
             if message["policy"] == "kernelbench":

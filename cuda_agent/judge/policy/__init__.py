@@ -39,6 +39,7 @@ from collections.abc import Iterator
 from cuda_agent.judge.policy import build as policy_build
 from cuda_agent.judge.policy import cpp as policy_cpp
 from cuda_agent.judge.policy import forward as policy_forward
+from cuda_agent.judge.policy import triton as policy_triton
 from cuda_agent.judge.policy.facts import (
     BUILDERS,
     ModuleFacts,
@@ -57,8 +58,8 @@ RULES: dict[str, str] = {
     "subclasses_reference": "ModelNew derives from something other than nn.Module (e.g. the reference Model).",
     "forbidden_override": "ModelNew overrides an nn.Module method or a special method other than __init__/forward.",
     "forbidden_import": "An import outside torch, torch.nn, torch.utils.cpp_extension, math, typing, os (to read "
-    "the environment) and cuda_extension (torch.nn.functional and the reference included; under kernelbench any "
-    "torch module).",
+    "the environment), triton (policy/triton.py) and cuda_extension (torch.nn.functional and the reference "
+    "included; under kernelbench any torch module).",
     "dynamic_code": "eval/exec/compile/__import__, getattr/setattr with computed names, globals()/vars(), dunder "
     "access, decorators, C++ sources and flags that are not plain literals, or C++ names bound around the rules "
     "(asm labels, alias attributes, declarations inside torch's namespaces).",
@@ -81,6 +82,7 @@ RULES: dict[str, str] = {
     "file_or_network_access": "Files, network, sleeping or process control in Python or C++, or the environment "
     "in C++ (Python may read os.environ).",
     "precision_downcast": "fp16/bf16/tf32/fp8 types, flags or math modes in a float32 task.",
+    **policy_triton.RULES,
 }
 
 # What to do instead, appended to every message of a rule this module reports.
@@ -102,16 +104,10 @@ _ADVICE = {
     "precision_downcast": "compute a float32 task in float32",
     "forbidden_library": "load native code only by compiling your own sources with load_inline/load",
 }
-_ALLOWED_MODULES = {
-    "torch",
-    "torch.nn",
-    "torch.utils.cpp_extension",
-    "math",
-    "typing",
-    "__future__",
-    "cuda_extension",
-    "os",
-}
+_ALLOWED_MODULES = frozenset(
+    "torch torch.nn torch.utils.cpp_extension math typing __future__ cuda_extension os".split()
+)
+_ALLOWED_MODULES |= policy_triton.MODULES
 _ALLOWED_FROM: dict[str, frozenset[str] | None] = {
     "torch": frozenset({"nn", "Tensor", "Size", "dtype", "device"}),
     "torch.utils.cpp_extension": frozenset({"load_inline", "load", "CUDA_HOME", "include_paths", "library_paths"}),
@@ -122,6 +118,7 @@ _ALLOWED_FROM: dict[str, frozenset[str] | None] = {
     "__future__": None,
     "cuda_extension": None,
     "os": frozenset({"environ", "getenv"}),
+    **policy_triton.ALLOWED_FROM,
 }
 POLICIES = ("cuda-agent", "kernelbench")
 KERNELBENCH_RELAXED = frozenset(
@@ -151,6 +148,7 @@ KERNELBENCH_DIFFERENCES = {
     "the model",
     "precision_downcast": "KernelBench's 1e-2 tolerance lets reduced precision pass; this judge holds a float32 task "
     "to float32 arithmetic",
+    **policy_triton.KERNELBENCH_DIFFERENCES,
 }
 """Rules of the kernelbench policy that KernelBench's own evaluation does not have, and why this judge keeps them:
 a refusal under kernelbench says so, so that a parity report can tell them from KernelBench's own verdict."""
@@ -238,8 +236,9 @@ _FRAME_ATTRIBUTES = re.compile(
 """Frames, code objects and tracebacks: a generator's frame (`gi_frame.f_back`) leads to the objects of
 whatever called it (the shim's clock and answers), and `f_builtins` to `__import__`."""
 _DUNDER = re.compile(r"__\w+__")
-_TORCH_NAMESAKES = frozenset({"random", "signal"})
-"""torch's own submodules named like standard ones (`torch.random`, `torch.signal`), not modules it holds."""
+_TORCH_NAMESAKES = frozenset({"random", "signal", "math"})
+"""torch's own submodules named like standard ones (`torch.random`, `torch.signal`), not modules it holds, and
+`triton.language.math` (the standard `math` may be imported anyway)."""
 _BUILTIN_KEYS = frozenset("getattr setattr delattr hasattr eval exec compile open vars globals locals".split())
 _LAZY_ATTRIBUTES = re.compile(
     r"register_\w*hook|_make_subclass|_make_wrapper_subclass|as_subclass"
@@ -268,7 +267,7 @@ _KERNELBENCH_QUALIFIED_RULES: list[tuple[re.Pattern[str], str, str]] = [
         "reaches torch's private internals (dispatch keys, modes), which can hide torch's work from the judge",
     ),
 ]
-_KERNELBENCH_MODULES = frozenset({"math", "typing", "__future__", "cuda_extension", "os"})
+_KERNELBENCH_MODULES = frozenset({"math", "typing", "__future__", "cuda_extension", "os"}) | policy_triton.MODULES
 
 
 def check_policy(
@@ -312,6 +311,7 @@ def check_policy(
     found += _check_nodes(facts, strict, kernelbench, construction)
     found += policy_build.check_builds(facts, solution, strict, kernelbench=kernelbench)
     found += forward_found + _check_try(facts, reached)
+    found += policy_triton.check_triton(facts, strict)
     headers = {path.rsplit("/", 1)[-1] for path in solution.sources} | {"binding_registry.h"}
     for path, text in solution.sources.items():
         where = _file_where(path, text)
@@ -489,7 +489,7 @@ def _definition_findings(
     for decorator in node.decorator_list:
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
         name = facts.qualname(target) or (target.id if isinstance(target, ast.Name) else None)
-        if name not in _DECORATORS:
+        if name not in _DECORATORS and not policy_triton.allowed_decorator(facts, node, name):
             yield "dynamic_code", f"decorates {node.name} with `@{ast.unparse(decorator)[:60]}`"
     if isinstance(node, ast.ClassDef):
         if any(

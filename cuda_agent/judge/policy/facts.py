@@ -64,6 +64,8 @@ class ModuleFacts:
     (else `T = torch; T.load(...)` would pass)."""
     passed_aliases: set[str] = field(default_factory=set)
     """Parameters of local functions that a call passes such a chain (`def f(T)` and `f(torch)`)."""
+    triton_kernels: frozenset[str] = frozenset()
+    """Module-level functions decorated with `@triton.jit` (policy/triton.py): launched as `kernel[grid](...)`."""
     module_names: set[str] = field(default_factory=set)
     """Names that may hold an imported module or something in one: the import aliases, any name bound anywhere
     to a plain chain from one (`T = torch`, `F = torch.nn.functional`, `m = T.sys.modules["x"]`, `getattr(T, "y")`),
@@ -136,6 +138,13 @@ def collect_facts(tree: ast.Module, name: str) -> ModuleFacts:
     facts.module_names = _module_names(facts, pairs)
     _bind_aliases(facts, pairs)
     facts.int_globals = _fixpoint_int_names(facts.bindings, set(), facts, frozenset())
+    facts.triton_kernels = frozenset(
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+        and node.name in facts.functions
+        and any(facts.qualname(d.func if isinstance(d, ast.Call) else d) == "triton.jit" for d in node.decorator_list)
+    )
     return facts
 
 
@@ -505,7 +514,7 @@ class IntRule:
         func = node.func
         qualname = self.facts.qualname(func)
         if qualname is not None:
-            return qualname.startswith("math.") or qualname == "torch.Size"
+            return qualname.startswith("math.") or qualname in ("torch.Size", "triton.cdiv", "triton.next_power_of_2")
         if isinstance(func, ast.Attribute):
             return func.attr in _INT_RESULT_METHODS
         if isinstance(func, ast.Name) and func.id in _INT_RESULT_BUILTINS:

@@ -29,6 +29,7 @@ from cuda_agent.judge.policy.facts import (
     self_assignments,
     walk_code,
 )
+from cuda_agent.judge.policy.triton import launched_kernel
 from cuda_agent.types import Violation
 
 # Zero-filled allocation is allowed beside empty: kernels that accumulate (atomicAdd reductions, split-K) need
@@ -43,6 +44,8 @@ _ALLOWED_FUNCTIONS = frozenset(
         "torch.Size",
         "torch.no_grad",
         "torch.inference_mode",
+        "triton.cdiv",
+        "triton.next_power_of_2",
     }
 )
 _ALLOWED_METHODS = frozenset(
@@ -62,7 +65,8 @@ ADVICE = {
     "tensor_arithmetic_in_forward": "arithmetic in forward is for Python numbers derived from shapes "
     "(x.size(0) * 4); do tensor arithmetic inside your kernel",
     "forward_calls_no_kernel": "call a function of the compiled extension from forward (an object bound to "
-    "load_inline(...)/load(...), or the cuda_extension module of a workspace)",
+    "load_inline(...)/load(...), or the cuda_extension module of a workspace), or launch a @triton.jit kernel "
+    "as kernel[grid](...)",
 }
 
 
@@ -89,6 +93,8 @@ class _ForwardChecker:
         self.int_attrs = int_attributes(facts, self.methods)
         self.found: list[Violation] = []
         self.kernel_calls = 0
+        self.launches: set[int] = set()
+        """id of each `kernel[grid]` that a checked call launches: a grid, not an index that makes torch gather."""
         self.seen: set[int] = set()
         self.reached: list[ast.FunctionDef] = []
         """Functions forward reaches, in the order first checked."""
@@ -116,7 +122,7 @@ class _ForwardChecker:
                 self._violation(
                     "forward_calls_no_kernel",
                     forward,
-                    f"forward never calls the compiled extension, so none of your kernels runs on {self.device}",
+                    f"forward never calls the compiled extension nor launches a Triton kernel, so none of your kernels runs on {self.device}",
                 )
             )
         return self.found
@@ -139,7 +145,7 @@ class _ForwardChecker:
             elif isinstance(node, ast.Attribute) and is_self(node.value) and node.attr in self.methods:
                 if id(node) not in called:  # a bare reference, e.g. fn = self.helper
                     reached += self._follow(self.methods[node.attr], None, intish)
-            elif isinstance(node, ast.Subscript):
+            elif isinstance(node, ast.Subscript) and id(node) not in self.launches:
                 self._check_subscript(node, intish)
             elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load) and not is_self(node.value):
                 what = f"assigns `{ast.unparse(node)[:60]}`, which changes a tensor or object in place"
@@ -169,7 +175,12 @@ class _ForwardChecker:
     def _check_call(self, call: ast.Call, intish: IntRule) -> list[ast.FunctionDef]:
         func, facts = call.func, self.facts
         qualname = facts.qualname(func)
-        if names_extension(facts, func, shadowed=self.shadowed) or (
+        if launched_kernel(facts, call, self.shadowed) is not None:
+            self.kernel_calls += 1
+            self.launches.add(id(func))
+        elif isinstance(func, ast.Name) and func.id in facts.triton_kernels and func.id not in self.shadowed:
+            self._bad_call(call, f"calls the kernel `{func.id}` without a launch grid (`{func.id}[grid](...)`)")
+        elif names_extension(facts, func, shadowed=self.shadowed) or (
             isinstance(func, ast.Attribute) and names_extension(facts, func.value, self.ext_attrs, self.shadowed)
         ):
             self.kernel_calls += 1

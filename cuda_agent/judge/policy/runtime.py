@@ -85,13 +85,17 @@ class ProfileUnreadable(Exception):
     """The profiler's events could not be read (an API this torch lacks): our limitation, not the candidate's."""
 
 
-def custom_time_fraction(call: Callable[[], Any], device: str, sync: Callable[[], None]) -> float | None:
+def custom_time_fraction(
+    call: Callable[[], Any], device: str, sync: Callable[[], None], own_clock: Callable[[], float] | None = None
+) -> float | None:
     """Share of one call's time spent in the candidate's own code, in [0, 1]; None when nothing was measured.
 
     Args:
         call: runs forward on fresh inputs (under no_grad; three times on the CPU); its exceptions propagate.
         device: 'cuda' (device time from the profiler) or 'cpu' (wall time, see the module docstring).
         sync: waits for the device.
+        own_clock: CPU only: seconds so far in the candidate's own code outside compiled extensions (Triton's
+            interpreted launches, child/triton_launch.py), counted as its own.
 
     Raises:
         ProfileUnreadable: the profiler's events lack what the CUDA split reads.
@@ -100,7 +104,8 @@ def custom_time_fraction(call: Callable[[], Any], device: str, sync: Callable[[]
         own_s, torch_s = _split_cuda(call, sync)
         return None if own_s + torch_s <= 0 else own_s / (own_s + torch_s)
     # Wall time on a shared CPU swings with other load (a descheduled OpenMP thread): the median of three calls.
-    shares = sorted(own / (own + other) for own, other in (_split_cpu(call) for _ in range(3)) if own + other > 0)
+    splits = (_split_cpu(call, own_clock) for _ in range(3))
+    shares = sorted(own / (own + other) for own, other in splits if own + other > 0)
     return shares[len(shares) // 2] if shares else None
 
 
@@ -135,7 +140,7 @@ class _CpuClock:
     depth: int = 0
 
 
-def _split_cpu(call: Callable[[], Any]) -> tuple[float, float]:
+def _split_cpu(call: Callable[[], Any], own_clock: Callable[[], float] | None = None) -> tuple[float, float]:
     from torch.utils._python_dispatch import TorchDispatchMode
 
     clock = _CpuClock()
@@ -161,6 +166,7 @@ def _split_cpu(call: Callable[[], Any]) -> tuple[float, float]:
             clock.depth -= 1
 
     previous = sys.getprofile()
+    before = own_clock() if own_clock is not None else 0.0
     sys.setprofile(on_event)
     try:
         with _OpClock():
@@ -168,6 +174,7 @@ def _split_cpu(call: Callable[[], Any]) -> tuple[float, float]:
     finally:
         sys.setprofile(previous)
     own = max(clock.extension_s - clock.torch_inside_s, 0.0)
+    own += (own_clock() - before) if own_clock is not None else 0.0
     return own, clock.torch_inside_s + clock.torch_outside_s
 
 

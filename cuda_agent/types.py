@@ -71,6 +71,13 @@ class Timings(_Record):
     solution: float | None = Field(default=None, description="Candidate median time per call (ms).")
     eager: float | None = Field(default=None, description="Reference eager median time per call (ms).")
     compile: float | None = Field(default=None, description="Reference torch.compile median time per call (ms).")
+    solution_ci: tuple[float, float] | None = Field(
+        default=None,
+        description="The interval (ms) the reward decided on: the median's 95 % confidence interval, widened to the "
+        "device's noise floor (JudgeConfig.timing_noise_floor); None where not measured.",
+    )
+    eager_ci: tuple[float, float] | None = Field(default=None, description="As solution_ci, for eager.")
+    compile_ci: tuple[float, float] | None = Field(default=None, description="As solution_ci, for torch.compile.")
 
 
 VerdictName = Literal["pass", "compile_error", "runtime_error", "incorrect", "rejected", "timeout"]

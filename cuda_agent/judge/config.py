@@ -72,6 +72,15 @@ class JudgeConfig(BaseModel):
     target_phase_s: float = 1.0
     """Repeat until a phase has spent this long (bounded by min/max reps): the baselines' timed calls, the candidate's
     phase in wall time (its fresh input draws included, the judging of its outputs not)."""
+    timing_ci_width: float = Field(default=0.01, gt=0)
+    """Past `target_phase_s`, a timed phase goes on until its median's 95 % interval is within this share of the
+    median on either side (timing.median_interval)..."""
+    max_phase_s: float = Field(default=2.0, gt=0)
+    """...or until this many seconds are spent (`max_reps` still caps the calls)."""
+    timing_noise_floor: dict[str, float] = Field(default_factory=lambda: {"cuda": 0.01, "cpu": 0.03})
+    """Per device: the least half-width, as a share of the median, of the intervals the reward's 5 % margins are
+    decided on (timing.decision_interval). Run-to-run drift that one phase's repetitions do not show: the CPU demo's
+    candidate measured 0.0952 and 0.0991 ms in two runs minutes apart on a shared 2-core machine."""
     screen_min_elems: int = Field(default=1 << 22, ge=1)
     """Timed outputs (those drawn at random, not the last call's) of at least this many elements are first read at
     `trial.SCREEN_POSITIONS` random positions, and judged in full only where those leave doubt (`trial.screen_trial`):

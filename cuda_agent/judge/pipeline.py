@@ -34,6 +34,7 @@ from cuda_agent.gpu_turns import turns_for
 from cuda_agent.judge.baseline_stage import measure_baselines
 from cuda_agent.judge.build import build_solution, build_spec, ext_dir_for
 from cuda_agent.judge.child import baseline as baseline_mod
+from cuda_agent.judge.child.timing import decision_interval
 from cuda_agent.judge.config import JudgeConfig
 from cuda_agent.judge.confine import candidate_user, hand_over, private_copy
 from cuda_agent.judge.env import PROTOCOL_VERSION
@@ -45,7 +46,7 @@ from cuda_agent.judge.standby import SPARE, Standby, StandbySpec, take_spare, wo
 from cuda_agent.judge.verdict_cache import VerdictCache, verdict_key
 from cuda_agent.judge.watched import run_watched
 from cuda_agent.machine import detect_device, driver_version, gpu_name, torch_versions
-from cuda_agent.reward import compute_reward
+from cuda_agent.reward import reward_of
 from cuda_agent.subproc import child_env, run_module
 from cuda_agent.types import Task, Timings, Verdict, Violation
 from cuda_agent.workspace.build import BUILD_DIR, build_tree, glue_hash
@@ -143,7 +144,7 @@ class _Judgement:
     def verdict(self, name: str, message: str = "", **fields: Any) -> Verdict:
         timings = fields.pop("timings_ms", Timings())
         correct = fields.pop("correct", False)
-        reward = compute_reward(name, timings.solution, timings.eager, timings.compile)
+        reward = reward_of(name, timings)
         return Verdict(
             task=self.task.ref,
             verdict=name,
@@ -348,6 +349,8 @@ class _Judgement:
             min_reps=cfg.min_reps,
             max_reps=cfg.max_reps,
             target_phase_s=cfg.target_phase_s,
+            ci_width=cfg.timing_ci_width,
+            max_phase_s=cfg.max_phase_s,
             screen_min_elems=cfg.screen_min_elems,
             policy=cfg.policy,
             candidate_dir=str(candidate_dir),
@@ -473,7 +476,15 @@ class _Judgement:
                 "compile": base.compile,
                 "compile_error": base.compile_error,
             }
-        timings = Timings(solution=solution_ms, eager=eager_ms, compile=compile_ms)
+        floor = self.cfg.timing_noise_floor.get(self.device, 0.0)
+        timings = Timings(
+            solution=solution_ms,
+            eager=eager_ms,
+            compile=compile_ms,
+            solution_ci=decision_interval(run.timing, floor),
+            eager_ci=decision_interval(base.eager if base else None, floor),
+            compile_ci=decision_interval(base.compile if base else None, floor),
+        )
         return self.verdict(
             "pass",
             "correct" + (" and timed" if solution_ms else ""),

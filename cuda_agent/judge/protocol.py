@@ -38,6 +38,10 @@ class RunRequest(BaseModel):
     min_reps: int
     max_reps: int
     target_phase_s: float
+    ci_width: float
+    """Past the target, the timed phase goes on until its median's 95 % interval is this narrow (a share)..."""
+    max_phase_s: float
+    """...or this many seconds are spent (timing.PhaseBudget)."""
     screen_min_elems: int
     """Timed outputs this large are screened at sampled positions first (JudgeConfig.screen_min_elems)."""
     candidate_dir: str = Field(description="The candidate's process's own folder (its cwd, HOME and TMPDIR).")
@@ -154,6 +158,9 @@ class BaselineRequest(BaseModel):
     min_reps: int
     max_reps: int
     target_phase_s: float
+    ci_width: float = 0.01
+    max_phase_s: float = 2.0
+    """As RunRequest's: each phase goes on past its target for a narrow interval of its median."""
     timing_lock: str | None = None
     """Path of a file held with flock around each timed phase (parallel baseline runs share a GPU)."""
     gpu_turns: str | None = None

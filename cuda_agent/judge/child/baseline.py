@@ -55,7 +55,7 @@ def _time_model(model: Any, problem: Any, req: BaselineRequest, clock: Any, flus
     import torch
 
     from cuda_agent.judge.child.inputs import timing_input_sets
-    from cuda_agent.judge.child.timing import rotate, time_phase
+    from cuda_agent.judge.child.timing import PhaseBudget, rotate, time_phase
 
     input_sets = timing_input_sets(problem, req.task_name, req.timing_seed, req.device)
 
@@ -75,6 +75,7 @@ def _time_model(model: Any, problem: Any, req: BaselineRequest, clock: Any, flus
             min_reps=req.min_reps,
             max_reps=req.max_reps,
             target_phase_s=req.target_phase_s,
+            budget=PhaseBudget(req.ci_width, req.max_phase_s),
         )
     return phase.summary()
 

@@ -232,6 +232,8 @@ class Grader:
         self.torch.manual_seed(0)
         self.reference = self.problem.Model(*self.init_args).to(self.device)
         self.reference64: Any = None
+        self.reduction_length = 1
+        """The float64 reference's longest reduction (trial._reference64; the strict precision bound grows with it)."""
         self.warm_reference()
 
     def warm_reference(self) -> None:

@@ -130,6 +130,32 @@ def _tasks(report: BenchReport) -> list[str]:
     return lines + [_task_line(r) for r in report.tasks]
 
 
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|") or "—"
+
+
+def _refusals(report: BenchReport) -> list[str]:
+    """Each refusal's rule, whether KernelBench would refuse it too, why, and what to do (refusals.py)."""
+    if not report.refusals:
+        return []
+    same = sum(not r.differs_from_kernelbench for r in report.refusals)
+    lines = [
+        "## Refusals",
+        "",
+        f"{len(report.refusals)} task(s) did not pass; {same} of them KernelBench's own evaluation would refuse too "
+        "(as far as this judge knows), the others for a rule of this judge's (the KernelBench column says why).",
+        "",
+        "| task | verdict | rule | KernelBench | reason | what to do |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in report.refusals:
+        kernelbench = f"passes: {r.differs_from_kernelbench}" if r.differs_from_kernelbench else "refuses too"
+        lines.append(
+            f"| {r.ref} | {r.verdict} | `{r.rule}` | {_cell(kernelbench)} | {_cell(r.reason)} | {_cell(r.action)} |"
+        )
+    return [*lines, ""]
+
+
 def render_markdown(report: BenchReport) -> str:
     """The whole report.md."""
     cfg = report.config
@@ -162,7 +188,7 @@ def render_markdown(report: BenchReport) -> str:
             "the same --out and settings.",
             "",
         ]
-    lines += _tables(runs) + [""] + _fast_p(runs) + [""] + _counts(runs) + [""]
+    lines += _tables(runs) + [""] + _fast_p(runs) + [""] + _counts(runs) + [""] + _refusals(report)
     for title, rows in (("Inputs that could not be judged (counted as failed)", failed), ("Errors of ours", errors)):
         lines += [f"## {title}", ""] + [f"- {r.ref}: {r.error}" for r in rows] + [""] if rows else []
     if report.ceilings:

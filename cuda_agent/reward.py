@@ -4,14 +4,15 @@ r = -1 if the candidate failed to compile or was wrong (any verdict but 'pass');
 r = 3 if it is more than 5% faster than both eager and torch.compile (t < 0.95 t0, strictly);
 r = 2 if more than 5% faster than eager only; r = 1 otherwise.
 
-Where the judge measured intervals (`Timings.solution_ci` and the baselines'), "more than 5% faster" must hold
+Where the judge decided on kernel times (`Timings.basis`: eager's whole call is mostly overhead), the same rule
+applies to them. Where the judge measured intervals (`Timings.solution_ci` and the baselines'), "more than 5% faster" must hold
 across them: the candidate's slowest plausible time below 0.95 of the baseline's fastest plausible one. A
 difference within the noise of the measurements is a tie, and a tie is not faster.
 """
 
 from __future__ import annotations
 
-from cuda_agent.types import Timings
+from cuda_agent.types import KernelTimings, Timings
 
 SPEEDUP_MARGIN = 0.95
 """A candidate beats a baseline when its time is strictly below 0.95 of the baseline's."""
@@ -42,16 +43,24 @@ def beats(
     return solution_ms < SPEEDUP_MARGIN * baseline_ms
 
 
+def decided_on(timings: Timings) -> Timings | KernelTimings:
+    """The times the reward is decided on: the kernel times where `timings.basis` says so, else the whole calls."""
+    return timings.kernel if timings.basis == "kernel" and timings.kernel is not None else timings
+
+
 def beats_eager(timings: Timings) -> bool:
-    """The candidate is more than 5% faster than eager, across the intervals where they were measured."""
-    return beats(timings.solution, timings.eager, timings.solution_ci, timings.eager_ci)
+    """The candidate is more than 5% faster than eager, on the timings' basis, across the intervals where they were
+    measured."""
+    t = decided_on(timings)
+    return beats(t.solution, t.eager, t.solution_ci, t.eager_ci)
 
 
 def beats_compile(timings: Timings) -> bool:
     """...than torch.compile; a task torch.compile cannot handle has no compile time, and eager is then the bar."""
-    if timings.compile is None:
+    t = decided_on(timings)
+    if t.compile is None:
         return beats_eager(timings)
-    return beats(timings.solution, timings.compile, timings.solution_ci, timings.compile_ci)
+    return beats(t.solution, t.compile, t.solution_ci, t.compile_ci)
 
 
 def compute_reward(verdict: str, solution_ms: float | None, eager_ms: float | None, compile_ms: float | None) -> int:

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from cuda_agent.errors import JudgeInfraError, TaskError
 from cuda_agent.gpu_turns import turns_for
 from cuda_agent.judge.baseline_stage import measure_baselines
+from cuda_agent.judge.basis import choose_basis
 from cuda_agent.judge.build import build_solution, build_spec, ext_dir_for
 from cuda_agent.judge.child import baseline as baseline_mod
 from cuda_agent.judge.child.timing import decision_interval
@@ -46,9 +47,9 @@ from cuda_agent.judge.standby import SPARE, Standby, StandbySpec, take_spare, wo
 from cuda_agent.judge.verdict_cache import VerdictCache, verdict_key
 from cuda_agent.judge.watched import run_watched
 from cuda_agent.machine import detect_device, driver_version, gpu_name, torch_versions
-from cuda_agent.reward import reward_of
+from cuda_agent.reward import decided_on, reward_of
 from cuda_agent.subproc import child_env, run_module
-from cuda_agent.types import Task, Timings, Verdict, Violation
+from cuda_agent.types import KernelTimings, Task, Timings, Verdict, Violation
 from cuda_agent.workspace.build import BUILD_DIR, build_tree, glue_hash
 from cuda_agent.workspace.layout import tampered_files
 
@@ -466,9 +467,7 @@ class _Judgement:
                 checks=run.trials,
                 custom_kernel_time_fraction=run.custom_kernel_time_fraction,
             )
-        solution_ms = run.timing["median_ms"] if run.timing else None
-        eager_ms = base.eager["median_ms"] if base and base.eager else None
-        compile_ms = base.compile["median_ms"] if base and base.compile else None
+        solution_ms = _median(run.timing)
         if base is not None:
             self.env["timing"] = {
                 "solution": run.timing,
@@ -476,25 +475,53 @@ class _Judgement:
                 "compile": base.compile,
                 "compile_error": base.compile_error,
             }
-        floor = self.cfg.timing_noise_floor.get(self.device, 0.0)
-        timings = Timings(
-            solution=solution_ms,
-            eager=eager_ms,
-            compile=compile_ms,
-            solution_ci=decision_interval(run.timing, floor),
-            eager_ci=decision_interval(base.eager if base else None, floor),
-            compile_ci=decision_interval(base.compile if base else None, floor),
-        )
+        timings = self.timings(run, base)
+        t = decided_on(timings)
         return self.verdict(
             "pass",
             "correct" + (" and timed" if solution_ms else ""),
             correct=True,
             timings_ms=timings,
             checks=run.trials,
-            speedup_vs_eager=eager_ms / solution_ms if solution_ms and eager_ms else None,
-            speedup_vs_compile=compile_ms / solution_ms if solution_ms and compile_ms else None,
+            speedup_vs_eager=t.eager / t.solution if t.solution and t.eager else None,
+            speedup_vs_compile=t.compile / t.solution if t.solution and t.compile else None,
             custom_kernel_time_fraction=run.custom_kernel_time_fraction,
         )
+
+    def timings(self, run: RunResult, base: BaselineResult | None) -> Timings:
+        """Whole-call and kernel times with the intervals the reward decides on, and the basis it decides on
+        (basis.py, said in env.timing_basis)."""
+        floor = self.cfg.timing_noise_floor.get(self.device, 0.0)
+        eager, compiled = (base.eager, base.compile) if base else (None, None)
+        kernels = [run.kernel_timing, (eager or {}).get("kernel"), (compiled or {}).get("kernel")]
+        kernel = None
+        if any(kernels):
+            kernel = KernelTimings(
+                solution=_median(kernels[0]),
+                eager=_median(kernels[1]),
+                compile=_median(kernels[2]),
+                solution_ci=decision_interval(kernels[0], floor),
+                eager_ci=decision_interval(kernels[1], floor),
+                compile_ci=decision_interval(kernels[2], floor),
+            )
+        medians = [_median(run.timing), _median(eager), _median(compiled)]
+        basis, why = choose_basis(*medians, kernel)
+        self.env["timing_basis"] = why
+        return Timings(
+            solution=medians[0],
+            eager=medians[1],
+            compile=medians[2],
+            solution_ci=decision_interval(run.timing, floor),
+            eager_ci=decision_interval(eager, floor),
+            compile_ci=decision_interval(compiled, floor),
+            kernel=kernel,
+            basis=basis,
+        )
+
+
+def _median(summary: dict[str, Any] | None) -> float | None:
+    """A timed phase's median (ms), None where it was not timed."""
+    return summary["median_ms"] if summary else None
 
 
 def prepare(

@@ -4,7 +4,7 @@ the other answers are what the candidate's process says: validated, never truste
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -81,6 +81,9 @@ class RunResult(BaseModel):
     custom_kernel_time_fraction: float | None = Field(
         default=None, description="Share of a profiled forward's time in the candidate's own code (policy/runtime.py)."
     )
+    kernel_timing: dict[str, Any] | None = Field(
+        default=None, description="The candidate's kernel times as the grader took them (kernel_time.bound_claim)."
+    )
 
 
 class TensorRef(BaseModel):
@@ -141,6 +144,11 @@ class ProfileAnswer(BaseModel):
     fraction: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)
     fraction_error: str = Field(default="", max_length=2000)
     torch_only_reason: str | None = Field(default=None, max_length=2000)
+    kernel_ms: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] | None = Field(
+        default=None,
+        max_length=1000,
+        description="Each profiled call's summed kernel durations (child/kernel_time.py).",
+    )
     out_of_memory: bool = False
 
 

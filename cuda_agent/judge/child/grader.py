@@ -39,6 +39,7 @@ from pydantic import ValidationError
 
 from cuda_agent.errors import TaskError
 from cuda_agent.judge.child.exchange import Buffer, Channel, ChannelClosed, allocate, dtype_name, dtype_of
+from cuda_agent.judge.child.kernel_time import bound_claim
 from cuda_agent.judge.child.stop import CANDIDATE_STATUSES, Stop, out_of_memory, stop
 from cuda_agent.judge.protocol import CallAnswer, LoadAnswer, ProfileAnswer, RunRequest, RunResult
 from cuda_agent.judge.standby import (
@@ -153,6 +154,8 @@ class Grader:
         """Our views of the output buffers, as the last call left them."""
         self.sample: list[Any] = []
         """The last call's outputs read at random positions as its answer arrived (`trial.sample_outputs`)."""
+        self.kernel_claim: list[float] | None = None
+        """The kernel times the candidate's process reported from its profiler (`custom_work`), bounded in `run`."""
 
     def sync(self) -> None:
         if self.device == "cuda":
@@ -418,6 +421,7 @@ class Grader:
             raise stop("runtime_error", "custom_work", answer.message, oom=answer.out_of_memory)
         if answer.fraction_error:
             self.env["custom_kernel_time_fraction_error"] = answer.fraction_error
+        self.kernel_claim = answer.kernel_ms
         self.stage_s["custom_work"] = time.perf_counter() - start
         if answer.torch_only_reason is not None:
             share = "n/a" if answer.fraction is None else f"{answer.fraction:.1%}"
@@ -442,6 +446,7 @@ def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
         grader.correctness()
         timing = grader.timing() if request.time else None
         fraction = grader.custom_work()
+        kernel_timing = bound_claim(grader.kernel_claim, timing["median_ms"] if timing else None)
         return RunResult(
             status="ok",
             trials=grader.trials,
@@ -450,6 +455,7 @@ def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
             env=grader.env,
             stage_s=grader.stage_s,
             custom_kernel_time_fraction=fraction,
+            kernel_timing=kernel_timing,
         )
     except Stop as ended:
         result = ended.result

@@ -81,8 +81,12 @@ class Timings(_Record):
     """Median times of the timed phases, in milliseconds; None where not measured."""
 
     solution: float | None = Field(default=None, description="Candidate median time per call (ms).")
-    eager: float | None = Field(default=None, description="Reference eager median time per call (ms).")
-    compile: float | None = Field(default=None, description="Reference torch.compile median time per call (ms).")
+    eager: float | None = Field(
+        default=None,
+        description="Reference eager median time per call (ms); where eager was timed again beside the candidate "
+        "(JudgeConfig.paired_eager), the cached time rescaled by the machine's drift (env.timing.drift).",
+    )
+    compile: float | None = Field(default=None, description="Reference torch.compile median time per call (ms), alike.")
     solution_ci: tuple[float, float] | None = Field(
         default=None,
         description="The interval (ms) the reward decided on: the median's 95 % confidence interval, widened to the "

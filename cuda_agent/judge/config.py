@@ -81,6 +81,11 @@ class JudgeConfig(BaseModel):
     """Per device: the least half-width, as a share of the median, of the intervals the reward's 5 % margins are
     decided on (timing.decision_interval). Run-to-run drift that one phase's repetitions do not show: the CPU demo's
     candidate measured 0.0952 and 0.0991 ms in two runs minutes apart on a shared 2-core machine."""
+    paired_eager: tuple[str, ...] = ("cpu",)
+    """Devices on which the grader times eager again right after the candidate's phase (a quarter of its target),
+    and the cached baselines are rescaled by eager's time now over its cached time (`env.timing.drift`): a shared
+    machine's load moves both alike. On the CPU the demo's candidate measured 0.050 and 0.061 ms in two runs
+    minutes apart against one cached eager time of 0.061 ms."""
     screen_min_elems: int = Field(default=1 << 22, ge=1)
     """Timed outputs (those drawn at random, not the last call's) of at least this many elements are first read at
     `trial.SCREEN_POSITIONS` random positions, and judged in full only where those leave doubt (`trial.screen_trial`):

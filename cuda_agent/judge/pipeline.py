@@ -352,6 +352,7 @@ class _Judgement:
             target_phase_s=cfg.target_phase_s,
             ci_width=cfg.timing_ci_width,
             max_phase_s=cfg.max_phase_s,
+            paired_eager=self.device in cfg.paired_eager,
             screen_min_elems=cfg.screen_min_elems,
             policy=cfg.policy,
             candidate_dir=str(candidate_dir),
@@ -493,6 +494,10 @@ class _Judgement:
         (basis.py, said in env.timing_basis)."""
         floor = self.cfg.timing_noise_floor.get(self.device, 0.0)
         eager, compiled = (base.eager, base.compile) if base else (None, None)
+        if run.eager_now and eager:
+            drift = run.eager_now["median_ms"] / eager["median_ms"]
+            self.env.setdefault("timing", {}).update(eager_now=run.eager_now, drift=drift)
+            eager, compiled = _rescaled(eager, drift), _rescaled(compiled, drift)
         kernels = [run.kernel_timing, (eager or {}).get("kernel"), (compiled or {}).get("kernel")]
         kernel = None
         if any(kernels):
@@ -517,6 +522,17 @@ class _Judgement:
             kernel=kernel,
             basis=basis,
         )
+
+
+def _rescaled(summary: dict[str, Any] | None, drift: float) -> dict[str, Any] | None:
+    """A cached baseline's median and interval as the machine's speed now makes them (whole calls only: kernel
+    durations do not wait on the host's load)."""
+    if not summary:
+        return summary
+    scaled = summary | {"median_ms": summary["median_ms"] * drift}
+    if "ci_ms" in summary:
+        scaled["ci_ms"] = [t * drift for t in summary["ci_ms"]]
+    return scaled
 
 
 def _median(summary: dict[str, Any] | None) -> float | None:

@@ -42,6 +42,8 @@ class RunRequest(BaseModel):
     """Past the target, the timed phase goes on until its median's 95 % interval is this narrow (a share)..."""
     max_phase_s: float
     """...or this many seconds are spent (timing.PhaseBudget)."""
+    paired_eager: bool = False
+    """Time eager again in the grader after the candidate's phase (JudgeConfig.paired_eager)."""
     screen_min_elems: int
     """Timed outputs this large are screened at sampled positions first (JudgeConfig.screen_min_elems)."""
     candidate_dir: str = Field(description="The candidate's process's own folder (its cwd, HOME and TMPDIR).")
@@ -80,6 +82,9 @@ class RunResult(BaseModel):
     stage_s: dict[str, float] = Field(default_factory=dict)
     custom_kernel_time_fraction: float | None = Field(
         default=None, description="Share of a profiled forward's time in the candidate's own code (policy/runtime.py)."
+    )
+    eager_now: dict[str, Any] | None = Field(
+        default=None, description="Eager timed again in the grader right after the candidate (paired_eager)."
     )
     kernel_timing: dict[str, Any] | None = Field(
         default=None, description="The candidate's kernel times as the grader took them (kernel_time.bound_claim)."

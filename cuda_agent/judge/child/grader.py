@@ -59,6 +59,8 @@ CALIBRATION_CALLS = 16
 CALIBRATION_WARMUP more, which pay for first uses: the sampler, the copy, the allocator)."""
 CALIBRATION_WARMUP = 3
 SHIM_STARTUP_S = 300.0
+PAIRED_SHARE = 0.25
+"""Eager's phase now (`time_reference`) spends this share of the candidate's phase target."""
 
 
 def fresh_seed() -> int:
@@ -401,6 +403,37 @@ class Grader:
         self.run_trial("identity", "recheck")
         return summary
 
+    def time_reference(self) -> dict[str, Any]:
+        """Eager's time now, in this process, with the baselines' protocol (a shorter phase): how much slower or
+        faster the machine is than when the cached baselines were timed (the pipeline rescales them by it)."""
+        from cuda_agent.judge.child.inputs import make_inputs
+        from cuda_agent.judge.child.timing import Clock, rotate, time_phase
+
+        torch, cuda = self.torch, self.device == "cuda"
+        clock = Clock(time.perf_counter, torch.cuda.synchronize if cuda else None, torch.cuda.Event if cuda else None)
+        inputs = make_inputs(self.problem, self.req.task_name, fresh_seed(), self.device)
+        start = time.perf_counter()
+
+        def call(args: Any) -> Any:
+            with torch.no_grad():
+                return self.reference(*args)
+
+        req = self.req
+        phase = time_phase(
+            call,
+            rotate([inputs]),
+            clock,
+            self.flush,
+            self.device,
+            warmup_reps=req.warmup_reps,
+            min_reps=req.min_reps,
+            max_reps=req.max_reps,
+            target_phase_s=req.target_phase_s * PAIRED_SHARE,
+            tick=self.tick,
+        )
+        self.stage_s["eager_now"] = time.perf_counter() - start
+        return phase.summary()
+
     def custom_work(self) -> float | None:
         """One more call, profiled in the candidate's process: the share of forward's time in its own code (a
         report), and under the kernelbench policy, that its kernels reach its outputs (policy/runtime.py)."""
@@ -445,6 +478,7 @@ def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
         grader.tick()
         grader.correctness()
         timing = grader.timing() if request.time else None
+        eager_now = grader.time_reference() if request.time and request.paired_eager else None
         fraction = grader.custom_work()
         kernel_timing = bound_claim(grader.kernel_claim, timing["median_ms"] if timing else None)
         return RunResult(
@@ -456,6 +490,7 @@ def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
             stage_s=grader.stage_s,
             custom_kernel_time_fraction=fraction,
             kernel_timing=kernel_timing,
+            eager_now=eager_now,
         )
     except Stop as ended:
         result = ended.result

@@ -19,7 +19,7 @@ import torch.nn as nn
 
 
 class Model(nn.Module):
-    """CUDA Agent's example task: out = alpha * x + beta * y on 128 elements."""
+    """CUDA Agent's example task: out = alpha * x + beta * y on SIZE elements (128 in CA's example)."""
 
     def __init__(self, alpha: float, beta: float):
         super().__init__()
@@ -30,7 +30,7 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(128), torch.randn(128)]
+    return [torch.randn(SIZE), torch.randn(SIZE)]
 
 
 def get_init_inputs():
@@ -81,11 +81,24 @@ def _report(name: str, verdict) -> None:
     )
 
 
+def _axpby(tmp_path: Path, size: int):
+    task = tmp_path / f"axpby_{size}.py"
+    task.write_text(AXPBY_TASK.replace("SIZE", str(size)))
+    return run_judge(tmp_path, str(task), AXPBY_SOLUTION, device="cuda", time=True, policy="kernelbench")
+
+
+@pytest.mark.parametrize("size", [1 << 14, 1 << 20, 1 << 24])
+def test_whole_call_and_kernel_times_by_size(tmp_path: Path, size: int) -> None:
+    """Both figures at growing sizes (printed with -s): where they meet, the whole call measures the work."""
+    verdict = _axpby(tmp_path, size)
+    _report(f"axpby {size}", verdict)
+    t = verdict.timings_ms
+    assert verdict.verdict == "pass" and t.kernel is not None and 0 < t.kernel.solution <= t.solution
+
+
 def test_a_small_task_is_decided_on_kernel_times(tmp_path: Path) -> None:
-    task = tmp_path / "axpby.py"
-    task.write_text(AXPBY_TASK)
-    verdict = run_judge(tmp_path, str(task), AXPBY_SOLUTION, device="cuda", time=True, policy="kernelbench")
-    _report("axpby", verdict)
+    verdict = _axpby(tmp_path, 128)
+    _report("axpby 128", verdict)
     assert verdict.verdict == "pass", verdict.message
     t = verdict.timings_ms
     assert t.kernel is not None and 0 < t.kernel.solution < t.solution and 0 < t.kernel.eager < t.eager

@@ -142,8 +142,9 @@ class JudgeConfig(BaseModel):
         step = self.step_floor_s + self.limit_margin * self.slowdown_allowed * call_s
         trials = self.trials + (2 if self.robustness_trials else 0) + 1
         calls = trials + ((self.warmup_reps + self.min_reps) if self.time else 0)
-        expected = (
-            calls * self.slowdown_allowed * call_s + trials * 4 * call_s + (self.target_phase_s if self.time else 0)
-        )
+        # The timed phase may go on to max_phase_s for a narrow interval; eager timed again after it (paired_eager)
+        # spends a quarter of the target (grader.PAIRED_SHARE) besides its calls.
+        phase_s = max(self.target_phase_s, self.max_phase_s) + self.target_phase_s / 4 if self.time else 0
+        expected = calls * self.slowdown_allowed * call_s + trials * 4 * call_s + phase_s
         total = 2 * self.step_floor_s + self.limit_margin * expected
         return RunLimits(step_s=min(step, cap), total_s=min(max(total, step), cap), eager_ms=eager_ms, source=source)

@@ -3,7 +3,8 @@ what the author can do about it (the parity report of `cuda-agent bench --policy
 
 A static policy violation's message already ends with its advice (judge/policy); the runtime rules and the verdicts
 without a rule get theirs here. "Differs from KernelBench" is this judge's own list (policy.KERNELBENCH_DIFFERENCES
-for the static rules, `_RUNTIME_DIFFERENCES` below), so a reader comparing with KernelBench's verdicts can tell a
+for the static rules, `_RUNTIME_DIFFERENCES` below for the runtime rules and the static ones that policy keeps
+under both), so a reader comparing with KernelBench's verdicts can tell a
 refusal of ours from one both would make.
 """
 
@@ -31,6 +32,9 @@ _RUNTIME_ADVICE = {
 _RUNTIME_DIFFERENCES = {
     "reduced_precision": "KernelBench's 1e-2 tolerance lets reduced precision pass",
     "no_custom_kernel": "KernelBench does not look whether your kernels make the outputs",
+    "forward_calls_no_kernel": "KernelBench does not look whether forward calls your kernels: torch alone passes",
+    "subclasses_reference": "KernelBench does not look; a ModelNew derived from Model can run the reference's forward",
+    "try_except": "KernelBench does not look; a try in forward can fall back to torch when your kernel fails",
     "late_output_write": "KernelBench reads the outputs after a device-wide synchronisation",
     "mutated_inputs": "KernelBench does not compare the inputs after the call",
     "global_state_changed": "KernelBench does not look at torch's flags",

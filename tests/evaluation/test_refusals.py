@@ -64,6 +64,18 @@ def test_each_refusal_says_its_rule_whether_kernelbench_refuses_too_and_what_to_
     assert f"| b | rejected | `{static.check}` | passes: " in page
 
 
+def test_a_torch_only_solution_is_named_as_one_kernelbench_passes() -> None:
+    """KernelBench's evaluation passed 11 held-out solutions whose forward never calls their extension."""
+    source = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+    found = check_policy(SolutionSource(python=source + "        return torch.relu(x)\n"), "cpu", policy="kernelbench")
+    config = BenchConfig(suite="examples", solutions="x", judge={"policy": "kernelbench"}, speed_of_light=False)
+    report = build_report(config, [_result("a", _verdict("rejected", found[0].message, found))], [], "cpu")
+    (refusal,) = report.refusals
+    assert refusal.rule == "forward_calls_no_kernel"
+    assert refusal.differs_from_kernelbench.startswith("KernelBench does not look whether forward calls")
+    assert refusal.action.startswith("call a function of the compiled extension")
+
+
 def test_rules_the_kernelbench_policy_drops_are_named_as_such_under_cuda_agent() -> None:
     torch_ops = Violation(check="torch_compute_at_runtime", message="ATen compute ops ran in forward: aten::add x1")
     config = BenchConfig(suite="kernelbench", solutions="x", speed_of_light=False)

@@ -11,7 +11,7 @@ refusal of ours from one both would make.
 from __future__ import annotations
 
 from cuda_agent.evaluation.records import Refusal, TaskResult
-from cuda_agent.judge.policy import KERNELBENCH_DIFFERENCES, KERNELBENCH_RELAXED
+from cuda_agent.judge import KERNELBENCH_DIFFERENCES, KERNELBENCH_RELAXED
 from cuda_agent.types import Verdict
 
 REASON_CHARS = 240

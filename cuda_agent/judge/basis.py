@@ -1,4 +1,5 @@
-"""Which times decide the reward: whole calls, or kernel times where a whole call is mostly overhead.
+"""Which times decide the reward: whole calls, or kernel times where a whole call is mostly overhead; and the
+verdict's timings (`verdict_timings`) with the intervals the reward decides on.
 
 A whole call (child/timing.py) holds launches, a device-wide synchronisation and the extension call's own cost; for
 a small task those are the time, and a kernel twice as fast as eager's measures slower (CA's axpby on an H100:
@@ -18,9 +19,11 @@ which are device events and so in the kernel time. The candidate's kernel time i
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from cuda_agent.types import KernelTimings
+from cuda_agent.judge.child.timing import decision_interval
+from cuda_agent.judge.protocol import BaselineResult, RunResult
+from cuda_agent.types import KernelTimings, Timings
 
 OVERHEAD_DOMINATED = 0.5
 """Kernel times decide where eager's kernels take less than this share of its whole call."""
@@ -51,3 +54,55 @@ def choose_basis(
             "ms): work outside its kernels counts"
         )
     return "kernel", f"eager's kernels are {share:.0%} of its whole call: the rest is overhead, kernel times decide"
+
+
+def verdict_timings(run: RunResult, base: BaselineResult | None, floor: float, env: dict[str, Any]) -> Timings:
+    """The verdict's timings: whole-call and kernel medians, the intervals the reward decides on (widened to the
+    device's noise `floor`), and the basis it decides on (said in `env["timing_basis"]`). Where the run timed eager
+    again beside the candidate (`run.eager_now`), the cached baselines' whole calls are rescaled by the machine's
+    drift since they were timed (`env["timing"]["drift"]`)."""
+    eager, compiled = (base.eager, base.compile) if base else (None, None)
+    if run.eager_now and eager:
+        drift = run.eager_now["median_ms"] / eager["median_ms"]
+        env.setdefault("timing", {}).update(eager_now=run.eager_now, drift=drift)
+        eager, compiled = _rescaled(eager, drift), _rescaled(compiled, drift)
+    kernels = [run.kernel_timing, (eager or {}).get("kernel"), (compiled or {}).get("kernel")]
+    kernel = None
+    if any(kernels):
+        kernel = KernelTimings(
+            solution=_median(kernels[0]),
+            eager=_median(kernels[1]),
+            compile=_median(kernels[2]),
+            solution_ci=decision_interval(kernels[0], floor),
+            eager_ci=decision_interval(kernels[1], floor),
+            compile_ci=decision_interval(kernels[2], floor),
+        )
+    medians = [_median(run.timing), _median(eager), _median(compiled)]
+    basis, why = choose_basis(*medians, kernel)
+    env["timing_basis"] = why
+    return Timings(
+        solution=medians[0],
+        eager=medians[1],
+        compile=medians[2],
+        solution_ci=decision_interval(run.timing, floor),
+        eager_ci=decision_interval(eager, floor),
+        compile_ci=decision_interval(compiled, floor),
+        kernel=kernel,
+        basis=basis,
+    )
+
+
+def _rescaled(summary: dict[str, Any] | None, drift: float) -> dict[str, Any] | None:
+    """A cached baseline's median and interval as the machine's speed now makes them (whole calls only: kernel
+    durations do not wait on the host's load)."""
+    if not summary:
+        return summary
+    scaled = summary | {"median_ms": summary["median_ms"] * drift}
+    if "ci_ms" in summary:
+        scaled["ci_ms"] = [t * drift for t in summary["ci_ms"]]
+    return scaled
+
+
+def _median(summary: dict[str, Any] | None) -> float | None:
+    """A timed phase's median (ms), None where it was not timed."""
+    return summary["median_ms"] if summary else None

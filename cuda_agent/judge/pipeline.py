@@ -32,10 +32,9 @@ from pydantic import ValidationError
 from cuda_agent.errors import JudgeInfraError, TaskError
 from cuda_agent.gpu_turns import turns_for
 from cuda_agent.judge.baseline_stage import measure_baselines
-from cuda_agent.judge.basis import choose_basis
+from cuda_agent.judge.basis import verdict_timings
 from cuda_agent.judge.build import build_solution, build_spec, ext_dir_for
 from cuda_agent.judge.child import baseline as baseline_mod
-from cuda_agent.judge.child.timing import decision_interval
 from cuda_agent.judge.config import JudgeConfig
 from cuda_agent.judge.confine import candidate_user, hand_over, private_copy
 from cuda_agent.judge.env import PROTOCOL_VERSION
@@ -49,7 +48,7 @@ from cuda_agent.judge.watched import run_watched
 from cuda_agent.machine import detect_device, driver_version, gpu_name, torch_versions
 from cuda_agent.reward import decided_on, reward_of
 from cuda_agent.subproc import child_env, run_module
-from cuda_agent.types import KernelTimings, Task, Timings, Verdict, Violation
+from cuda_agent.types import Task, Timings, Verdict, Violation
 from cuda_agent.workspace.build import BUILD_DIR, build_tree, glue_hash
 from cuda_agent.workspace.layout import tampered_files
 
@@ -476,7 +475,8 @@ class _Judgement:
                 "compile": base.compile,
                 "compile_error": base.compile_error,
             }
-        timings = self.timings(run, base)
+        floor = self.cfg.timing_noise_floor.get(self.device, 0.0)
+        timings = verdict_timings(run, base, floor, self.env)
         t = decided_on(timings)
         return self.verdict(
             "pass",
@@ -488,51 +488,6 @@ class _Judgement:
             speedup_vs_compile=t.compile / t.solution if t.solution and t.compile else None,
             custom_kernel_time_fraction=run.custom_kernel_time_fraction,
         )
-
-    def timings(self, run: RunResult, base: BaselineResult | None) -> Timings:
-        """Whole-call and kernel times with the intervals the reward decides on, and the basis it decides on
-        (basis.py, said in env.timing_basis)."""
-        floor = self.cfg.timing_noise_floor.get(self.device, 0.0)
-        eager, compiled = (base.eager, base.compile) if base else (None, None)
-        if run.eager_now and eager:
-            drift = run.eager_now["median_ms"] / eager["median_ms"]
-            self.env.setdefault("timing", {}).update(eager_now=run.eager_now, drift=drift)
-            eager, compiled = _rescaled(eager, drift), _rescaled(compiled, drift)
-        kernels = [run.kernel_timing, (eager or {}).get("kernel"), (compiled or {}).get("kernel")]
-        kernel = None
-        if any(kernels):
-            kernel = KernelTimings(
-                solution=_median(kernels[0]),
-                eager=_median(kernels[1]),
-                compile=_median(kernels[2]),
-                solution_ci=decision_interval(kernels[0], floor),
-                eager_ci=decision_interval(kernels[1], floor),
-                compile_ci=decision_interval(kernels[2], floor),
-            )
-        medians = [_median(run.timing), _median(eager), _median(compiled)]
-        basis, why = choose_basis(*medians, kernel)
-        self.env["timing_basis"] = why
-        return Timings(
-            solution=medians[0],
-            eager=medians[1],
-            compile=medians[2],
-            solution_ci=decision_interval(run.timing, floor),
-            eager_ci=decision_interval(eager, floor),
-            compile_ci=decision_interval(compiled, floor),
-            kernel=kernel,
-            basis=basis,
-        )
-
-
-def _rescaled(summary: dict[str, Any] | None, drift: float) -> dict[str, Any] | None:
-    """A cached baseline's median and interval as the machine's speed now makes them (whole calls only: kernel
-    durations do not wait on the host's load)."""
-    if not summary:
-        return summary
-    scaled = summary | {"median_ms": summary["median_ms"] * drift}
-    if "ci_ms" in summary:
-        scaled["ci_ms"] = [t * drift for t in summary["ci_ms"]]
-    return scaled
 
 
 def _median(summary: dict[str, Any] | None) -> float | None:

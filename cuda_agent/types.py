@@ -70,12 +70,41 @@ class Violation(_Record):
     message: str = Field(description="What was found and where, in words the author can act on.")
 
 
+class KernelTimings(_Record):
+    """Summed device-kernel durations inside one forward, medians over profiled calls, in ms (the paper's basis:
+    judge/child/kernel_time.py); None where not measured (the CPU has no kernel events)."""
+
+    solution: float | None = Field(default=None, description="The candidate's kernel time per call (ms).")
+    eager: float | None = Field(default=None, description="Eager's kernel time per call (ms).")
+    compile: float | None = Field(default=None, description="torch.compile's kernel time per call (ms).")
+    solution_ci: tuple[float, float] | None = Field(default=None, description="Its interval, as Timings'.")
+    eager_ci: tuple[float, float] | None = Field(default=None, description="Its interval, as Timings'.")
+    compile_ci: tuple[float, float] | None = Field(default=None, description="Its interval, as Timings'.")
+
+
 class Timings(_Record):
     """Median times of the timed phases, in milliseconds; None where not measured."""
 
     solution: float | None = Field(default=None, description="Candidate median time per call (ms).")
-    eager: float | None = Field(default=None, description="Reference eager median time per call (ms).")
-    compile: float | None = Field(default=None, description="Reference torch.compile median time per call (ms).")
+    eager: float | None = Field(
+        default=None,
+        description="Reference eager median time per call (ms); where eager was timed again beside the candidate "
+        "(JudgeConfig.paired_eager), the cached time rescaled by the machine's drift (env.timing.drift).",
+    )
+    compile: float | None = Field(default=None, description="Reference torch.compile median time per call (ms), alike.")
+    solution_ci: tuple[float, float] | None = Field(
+        default=None,
+        description="The interval (ms) the reward decided on: the median's 95 % confidence interval, widened to the "
+        "device's noise floor (JudgeConfig.timing_noise_floor); None where not measured.",
+    )
+    eager_ci: tuple[float, float] | None = Field(default=None, description="As solution_ci, for eager.")
+    compile_ci: tuple[float, float] | None = Field(default=None, description="As solution_ci, for torch.compile.")
+    kernel: KernelTimings | None = Field(default=None, description="Kernel times beside the whole-call times.")
+    basis: Literal["call", "kernel"] = Field(
+        default="call",
+        description="What the reward and speedups were decided on: whole calls, or kernel times where eager's whole "
+        "call is mostly overhead (judge/basis.py).",
+    )
 
 
 VerdictName = Literal["pass", "compile_error", "runtime_error", "incorrect", "rejected", "timeout"]

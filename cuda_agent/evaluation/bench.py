@@ -20,6 +20,7 @@ from cuda_agent.evaluation import speed_of_light as sol
 from cuda_agent.evaluation.episodes import solve_task
 from cuda_agent.evaluation.metrics import compute_metrics
 from cuda_agent.evaluation.records import BenchConfig, BenchReport, TaskResult
+from cuda_agent.evaluation.refusals import refusals
 from cuda_agent.evaluation.report_md import render_markdown
 from cuda_agent.evaluation.runner import Pool, ResultStore, finished, judge_solutions, progress_bar, run_episodes
 from cuda_agent.evaluation.suites import select_tasks, solutions_dir
@@ -135,6 +136,7 @@ def build_report(config: BenchConfig, results: list[TaskResult], tasks: list[Tas
         metrics=compute_metrics(results),
         final_metrics=compute_metrics(results, pick=lambda r: r.final) if config.model else None,
         tasks=results,
+        refusals=refusals(results, kernelbench=config.judge.get("policy") == "kernelbench"),
     )
 
 
@@ -170,7 +172,9 @@ def load_report(out_dir: Path) -> BenchReport:
     if not report.finished and partial:
         return _unfinished_report(out_dir)
     final = compute_metrics(report.tasks, pick=lambda r: r.final) if report.config.model else None
-    return report.model_copy(update={"metrics": compute_metrics(report.tasks), "final_metrics": final})
+    kernelbench = report.config.judge.get("policy") == "kernelbench"
+    update = {"metrics": compute_metrics(report.tasks), "final_metrics": final}
+    return report.model_copy(update=update | {"refusals": refusals(report.tasks, kernelbench)})
 
 
 def _unfinished_report(out_dir: Path) -> BenchReport:

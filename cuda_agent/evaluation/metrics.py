@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from cuda_agent.evaluation.records import GroupMetrics, Metrics, TaskResult
-from cuda_agent.reward import beats
+from cuda_agent.reward import beats_compile, beats_eager
 from cuda_agent.types import Verdict
 
 FAST_P = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
@@ -64,8 +64,8 @@ def group_metrics(verdicts: list[Verdict | None], outcomes: list[str]) -> GroupM
         tasks=n,
         correct=len(correct),
         pass_rate=share(len(correct)),
-        faster_than_eager=share(sum(beats(v.timings_ms.solution, v.timings_ms.eager) for v in correct)),
-        faster_than_compile=share(sum(beats(v.timings_ms.solution, _compile_ms(v)) for v in correct)),
+        faster_than_eager=share(sum(beats_eager(v.timings_ms) for v in correct)),
+        faster_than_compile=share(sum(beats_compile(v.timings_ms) for v in correct)),
         geomean_speedup_eager=geometric_mean(vs_eager),
         geomean_speedup_compile=geometric_mean(vs_compile),
         fast_p_eager={f"{p:g}": share(sum(s > p for s in vs_eager)) for p in FAST_P},

@@ -104,6 +104,21 @@ class Metrics(_Record):
     groups: dict[str, GroupMetrics]
 
 
+class Refusal(_Record):
+    """One task that did not pass, as the parity report lists it (evaluation/refusals.py)."""
+
+    ref: str = Field(description="Task reference.")
+    verdict: str = Field(description="The verdict, or 'missing'/'failed' where no solution could be judged.")
+    rule: str = Field(description="The violated rule (a violation's check), or the verdict where none was broken.")
+    reason: str = Field(description="What was found, on one line (cut at 240 characters).")
+    differs_from_kernelbench: str = Field(
+        default="",
+        description="Why KernelBench's own evaluation would not refuse this, where it would not; '' where "
+        "it would too (as far as this judge knows).",
+    )
+    action: str = Field(default="", description="What the author can do about it.")
+
+
 class BenchReport(_Record):
     """results.json: everything a reader needs to trust and repeat the figures."""
 
@@ -118,3 +133,4 @@ class BenchReport(_Record):
         default=True, description="False: rendered from the results.jsonl of a run that stopped before its end."
     )
     tasks: list[TaskResult]
+    refusals: list[Refusal] = Field(default_factory=list, description="Every task that did not pass, one line each.")

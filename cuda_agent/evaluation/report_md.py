@@ -5,6 +5,7 @@ from __future__ import annotations
 from cuda_agent.evaluation.metrics import NO_LEVEL
 from cuda_agent.evaluation.records import BenchReport, GroupMetrics, Metrics, TaskResult
 from cuda_agent.evaluation.speed_of_light import fraction
+from cuda_agent.types import Timings
 
 PAPER_OVERALL = {"pass_rate": 0.988, "faster_than_compile": 0.968, "speedup_compile": 2.11, "speedup_eager": 2.60}
 """CUDA Agent's headline on KernelBench L1-3 (arXiv 2602.24286; DESIGN.md section 2)."""
@@ -109,8 +110,15 @@ def _task_line(result: TaskResult) -> str:
         f"| {result.ref} | {outcome} | {v.language if v else '-'} | {_ms(t and t.solution)} | {_ms(t and t.eager)} | {_ms(t and t.compile)} "
         f"| {_x(v and v.speedup_vs_eager)} | {_x(v and v.speedup_vs_compile)} | {_ms(bound)} "
         f"| {_pct(fraction(bound, t and t.solution))} | {_pct(fraction(bound, t and t.eager))} "
-        f"| {_pct(fraction(bound, t and t.compile))} | {_pct(v and v.custom_kernel_time_fraction)} |"
+        f"| {_pct(fraction(bound, t and t.compile))} | {_pct(v and v.custom_kernel_time_fraction)} "
+        f"| {_kernels(t)} | {t.basis if t and t.solution else '—'} |"
     )
+
+
+def _kernels(t: Timings | None) -> str:
+    """The kernel times (solution / eager / compile, ms), '—' where none were measured (the CPU)."""
+    k = t.kernel if t else None
+    return "—" if k is None else f"{_ms(k.solution)} / {_ms(k.eager)} / {_ms(k.compile)}"
 
 
 def _tasks(report: BenchReport) -> list[str]:
@@ -120,15 +128,43 @@ def _tasks(report: BenchReport) -> list[str]:
         "Language: the solution's kernels, cuda (C++/CUDA) or triton. Times in ms (medians). SOL: speed-of-light "
         "bound; % SOL: bound / time (100% = at it). Own: the share of "
         "the solution's time spent in its own kernels rather than torch's operators (custom_kernel_time_fraction, "
-        "from a profiled call; GPU time on CUDA, CPU time on the CPU).",
+        "from a profiled call; GPU time on CUDA, CPU time on the CPU). Kernels: the summed kernel durations inside "
+        "one call (solution / eager / compile, the paper's basis; GPU only). Basis: what the reward and speedups "
+        "were decided on, whole calls or kernel times where eager's whole call is mostly overhead.",
         "",
     ]
     lines += [
         "| task | verdict | language | solution | eager | compile | vs eager | vs compile | SOL | % SOL solution "
-        "| % SOL eager | % SOL compile | own |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| % SOL eager | % SOL compile | own | kernels | basis |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     return lines + [_task_line(r) for r in report.tasks]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|") or "—"
+
+
+def _refusals(report: BenchReport) -> list[str]:
+    """Each refusal's rule, whether KernelBench would refuse it too, why, and what to do (refusals.py)."""
+    if not report.refusals:
+        return []
+    same = sum(not r.differs_from_kernelbench for r in report.refusals)
+    lines = [
+        "## Refusals",
+        "",
+        f"{len(report.refusals)} task(s) did not pass; {same} of them KernelBench's own evaluation would refuse too "
+        "(as far as this judge knows), the others for a rule of this judge's (the KernelBench column says why).",
+        "",
+        "| task | verdict | rule | KernelBench | reason | what to do |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in report.refusals:
+        kernelbench = f"passes: {r.differs_from_kernelbench}" if r.differs_from_kernelbench else "refuses too"
+        lines.append(
+            f"| {r.ref} | {r.verdict} | `{r.rule}` | {_cell(kernelbench)} | {_cell(r.reason)} | {_cell(r.action)} |"
+        )
+    return [*lines, ""]
 
 
 def render_markdown(report: BenchReport) -> str:
@@ -149,7 +185,8 @@ def render_markdown(report: BenchReport) -> str:
         f"{report.protocol_version}, policy {cfg.judge.get('policy', 'cuda-agent')}), {report.created_at}.",
         "",
         "Rates are over all tasks but errors of ours: a task with no solution, or whose input could not be judged, "
-        "counts as failed. Faster means t < 0.95 t_baseline (strictly more than 5%); speedups are geometric means "
+        "counts as failed. Faster means t < 0.95 t_baseline (strictly more than 5%; where intervals were measured, "
+        "across them: the solution's upper end below 0.95 of the baseline's lower end); speedups are geometric means "
         f"over correct solutions only. {missing} task(s) had no solution and {len(failed)} an input that could not "
         f"be judged (both count as failed); {len(errors)} ended in an error of ours (no verdict exists: left out of "
         "every rate, retried by `--resume`). CUDA Agent's row is the paper's (KernelBench L1-3 on its GPU), "
@@ -163,7 +200,7 @@ def render_markdown(report: BenchReport) -> str:
             "the same --out and settings.",
             "",
         ]
-    lines += _tables(runs) + [""] + _fast_p(runs) + [""] + _counts(runs) + [""]
+    lines += _tables(runs) + [""] + _fast_p(runs) + [""] + _counts(runs) + [""] + _refusals(report)
     for title, rows in (("Inputs that could not be judged (counted as failed)", failed), ("Errors of ours", errors)):
         lines += [f"## {title}", ""] + [f"- {r.ref}: {r.error}" for r in rows] + [""] if rows else []
     if report.ceilings:

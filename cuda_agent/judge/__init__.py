@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from cuda_agent.judge.config import JudgeConfig
     from cuda_agent.judge.env import PROTOCOL_VERSION, apply_precision_flags, describe_device
     from cuda_agent.judge.pipeline import judge, prepare, reference_timings, start_spare
+    from cuda_agent.judge.policy import KERNELBENCH_DIFFERENCES, KERNELBENCH_RELAXED
     from cuda_agent.judge.protocol import BaselineResult
     from cuda_agent.judge.standby import Standby
 
@@ -39,10 +40,14 @@ _HOMES = {
     "make_flusher": "child.timing",
     "time_phase": "child.timing",
     "rotate": "child.timing",
+    "KERNELBENCH_DIFFERENCES": "policy",
+    "KERNELBENCH_RELAXED": "policy",
 }
 """Each exported name and the module (of this package) that defines it."""
 
 __all__ = [
+    "KERNELBENCH_DIFFERENCES",
+    "KERNELBENCH_RELAXED",
     "PROTOCOL_VERSION",
     "BaselineResult",
     "Clock",

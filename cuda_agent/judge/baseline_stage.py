@@ -51,6 +51,8 @@ def measure_baselines(j: _Judgement, workdir: Path) -> BaselineResult:
         min_reps=cfg.min_reps,
         max_reps=cfg.max_reps,
         target_phase_s=cfg.target_phase_s,
+        ci_width=cfg.timing_ci_width,
+        max_phase_s=cfg.max_phase_s,
         timing_lock=str(cfg.timing_lock) if cfg.timing_lock else None,
         gpu_turns=str(turns_for(cfg.cache_dir).folder) if own_turns else None,
     )

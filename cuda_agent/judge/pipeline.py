@@ -1,8 +1,7 @@
 """The judge: policy -> build -> run (correctness, runtime checks, timing) -> baselines -> Verdict.
 
-`judge()` is the library call behind `cuda-agent judge`. It runs in the grader's process and
-never executes candidate code there: the build, the candidate run and the baseline timings are
-child processes in their own process groups, killed at their time limits. A candidate fault of
+`judge()` is the library call behind `cuda-agent judge`. It never runs candidate code in its process: the
+build, the run (grader and candidate's process, DESIGN.md) and the baselines are children, killed at their limits. A candidate fault of
 any kind comes back as a Verdict; only our own failures raise (JudgeInfraError): no GPU when one
 was asked for, our code failing in the candidate's process before the candidate ran or running out
 of memory outside the candidate's calls (retried once), a baseline that could not be timed.
@@ -36,6 +35,7 @@ from pydantic import ValidationError
 from cuda_agent.errors import JudgeInfraError, TaskError
 from cuda_agent.gpu_turns import turns_for
 from cuda_agent.judge.baseline_stage import baseline_key, measure_baselines
+from cuda_agent.judge.basis import verdict_timings
 from cuda_agent.judge.build import build_solution, build_spec, ext_dir_for
 from cuda_agent.judge.config import JudgeConfig
 from cuda_agent.judge.confine import candidate_user, hand_over, private_copy
@@ -49,7 +49,7 @@ from cuda_agent.judge.uids import UidLease, leased
 from cuda_agent.judge.verdict_cache import VerdictCache, verdict_key
 from cuda_agent.judge.watched import run_watched
 from cuda_agent.machine import detect_device, driver_version, gpu_name
-from cuda_agent.reward import compute_reward
+from cuda_agent.reward import decided_on, reward_of
 from cuda_agent.subproc import child_env, run_module
 from cuda_agent.types import Task, Timings, Verdict, Violation
 from cuda_agent.workspace.build import BUILD_DIR, build_tree, glue_hash
@@ -148,15 +148,14 @@ class _Judgement:
 
     def close(self) -> None:
         """End what the candidate left (every process and shared-folder file of its leased id) and free the id."""
-        if self.lease is not None:
-            why_not = self.lease.release()
-            if why_not:
-                log.warning("candidate user id kept: %s", why_not)
+        why_not = self.lease.release() if self.lease is not None else None
+        if why_not:
+            log.warning("candidate user id kept: %s", why_not)
 
     def verdict(self, name: str, message: str = "", **fields: Any) -> Verdict:
         timings = fields.pop("timings_ms", Timings())
         correct = fields.pop("correct", False)
-        reward = compute_reward(name, timings.solution, timings.eager, timings.compile)
+        reward = reward_of(name, timings)
         return Verdict(
             task=self.task.ref,
             verdict=name,
@@ -375,6 +374,9 @@ class _Judgement:
             min_reps=cfg.min_reps,
             max_reps=cfg.max_reps,
             target_phase_s=cfg.target_phase_s,
+            ci_width=cfg.timing_ci_width,
+            max_phase_s=cfg.max_phase_s,
+            paired_eager=self.device in cfg.paired_eager,
             screen_min_elems=cfg.screen_min_elems,
             policy=cfg.policy,
             language=self.solution.language,
@@ -491,9 +493,7 @@ class _Judgement:
                 checks=run.trials,
                 custom_kernel_time_fraction=run.custom_kernel_time_fraction,
             )
-        solution_ms = run.timing["median_ms"] if run.timing else None
-        eager_ms = base.eager["median_ms"] if base and base.eager else None
-        compile_ms = base.compile["median_ms"] if base and base.compile else None
+        solution_ms = _median(run.timing)
         if base is not None:
             self.env["timing"] = {
                 "solution": run.timing,
@@ -501,17 +501,24 @@ class _Judgement:
                 "compile": base.compile,
                 "compile_error": base.compile_error,
             }
-        timings = Timings(solution=solution_ms, eager=eager_ms, compile=compile_ms)
+        floor = self.cfg.timing_noise_floor.get(self.device, 0.0)
+        timings = verdict_timings(run, base, floor, self.env, self.cfg.kernel_basis)
+        t = decided_on(timings)
         return self.verdict(
             "pass",
             "correct" + (" and timed" if solution_ms else ""),
             correct=True,
             timings_ms=timings,
             checks=run.trials,
-            speedup_vs_eager=eager_ms / solution_ms if solution_ms and eager_ms else None,
-            speedup_vs_compile=compile_ms / solution_ms if solution_ms and compile_ms else None,
+            speedup_vs_eager=t.eager / t.solution if t.solution and t.eager else None,
+            speedup_vs_compile=t.compile / t.solution if t.solution and t.compile else None,
             custom_kernel_time_fraction=run.custom_kernel_time_fraction,
         )
+
+
+def _median(summary: dict[str, Any] | None) -> float | None:
+    """A timed phase's median (ms), None where it was not timed."""
+    return summary["median_ms"] if summary else None
 
 
 def prepare(
@@ -627,6 +634,8 @@ def _judge_built(j: _Judgement) -> Verdict:
             if not exc.out_of_memory:
                 raise
             run = _run_again(j, ext_dir, exc)
+        if j.lease is not None:  # nothing it left running (CUDA: no PID namespace) may share the baselines' timing
+            j.lease.sweep()
         if isinstance(run, Verdict):
             return run
         if not (j.cfg.time and run.status == "ok"):

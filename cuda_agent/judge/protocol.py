@@ -4,7 +4,7 @@ the other answers are what the candidate's process says: validated, never truste
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,6 +52,12 @@ class RunRequest(BaseModel):
     min_reps: int
     max_reps: int
     target_phase_s: float
+    ci_width: float
+    """Past the target, the timed phase goes on until its median's 95 % interval is this narrow (a share)..."""
+    max_phase_s: float
+    """...or this many seconds are spent (timing.PhaseBudget)."""
+    paired_eager: bool = False
+    """Time eager again in the grader after the candidate's phase (JudgeConfig.paired_eager)."""
     screen_min_elems: int
     """Timed outputs this large are screened at sampled positions first (JudgeConfig.screen_min_elems)."""
     candidate_dir: str = Field(description="The candidate's process's own folder (its cwd, HOME and TMPDIR).")
@@ -93,6 +99,12 @@ class RunResult(BaseModel):
     stage_s: dict[str, float] = Field(default_factory=dict)
     custom_kernel_time_fraction: float | None = Field(
         default=None, description="Share of a profiled forward's time in the candidate's own code (policy/runtime.py)."
+    )
+    eager_now: dict[str, Any] | None = Field(
+        default=None, description="Eager timed again in the grader right after the candidate (paired_eager)."
+    )
+    kernel_timing: dict[str, Any] | None = Field(
+        default=None, description="The candidate's kernel times as the grader took them (kernel_time.bound_claim)."
     )
 
 
@@ -157,6 +169,11 @@ class ProfileAnswer(BaseModel):
     fraction: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)
     fraction_error: str = Field(default="", max_length=2000)
     torch_only_reason: str | None = Field(default=None, max_length=2000)
+    kernel_ms: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] | None = Field(
+        default=None,
+        max_length=1000,
+        description="Each profiled call's summed kernel durations (child/kernel_time.py).",
+    )
     out_of_memory: bool = False
 
 
@@ -174,6 +191,9 @@ class BaselineRequest(BaseModel):
     min_reps: int
     max_reps: int
     target_phase_s: float
+    ci_width: float = 0.01
+    max_phase_s: float = 2.0
+    """As RunRequest's: each phase goes on past its target for a narrow interval of its median."""
     timing_lock: str | None = None
     """Path of a file held with flock around each timed phase (parallel baseline runs share a GPU)."""
     gpu_turns: str | None = None

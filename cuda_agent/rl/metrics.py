@@ -28,7 +28,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cuda_agent.errors import ContextLengthError, InfraError, ModelError
-from cuda_agent.reward import beats
+from cuda_agent.reward import beats_compile, beats_eager
+from cuda_agent.types import Timings
 
 REWARDS = (-1, 1, 2, 3)
 """The paper's reward values: the buckets of the reward histogram."""
@@ -57,14 +58,13 @@ def judged_fields(verdict: Mapping[str, Any] | None, reward: float, our_failure:
     """
     verdict = verdict or {}
     passed = verdict.get("verdict") == "pass"
-    timings = verdict.get("timings_ms") or {}
-    solution, eager, compiled = timings.get("solution"), timings.get("eager"), timings.get("compile")
+    timings = Timings.model_validate(verdict.get("timings_ms") or {})
     return {
         "score": float(reward),
         "verdict": str(verdict.get("verdict", "none")),
         "passed": float(passed),
-        "faster_than_eager": float(passed and beats(solution, eager)),
-        "faster_than_compile": float(passed and beats(solution, compiled if compiled is not None else eager)),
+        "faster_than_eager": float(passed and beats_eager(timings)),
+        "faster_than_compile": float(passed and beats_compile(timings)),
         "speedup_vs_compile": verdict.get("speedup_vs_compile") if passed else None,
         "our_failure": float(our_failure),
         # Answered from the judge's verdict cache (a candidate judged before): how much judging a step repeats.

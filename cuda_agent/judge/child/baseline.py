@@ -55,7 +55,8 @@ def _time_model(model: Any, problem: Any, req: BaselineRequest, clock: Any, flus
     import torch
 
     from cuda_agent.judge.child.inputs import timing_input_sets
-    from cuda_agent.judge.child.timing import rotate, time_phase
+    from cuda_agent.judge.child.kernel_time import kernel_summary, kernel_times_ms
+    from cuda_agent.judge.child.timing import PhaseBudget, rotate, time_phase
 
     input_sets = timing_input_sets(problem, req.task_name, req.timing_seed, req.device)
 
@@ -75,8 +76,11 @@ def _time_model(model: Any, problem: Any, req: BaselineRequest, clock: Any, flus
             min_reps=req.min_reps,
             max_reps=req.max_reps,
             target_phase_s=req.target_phase_s,
+            budget=PhaseBudget(req.ci_width, req.max_phase_s),
         )
-    return phase.summary()
+        sync = clock.synchronize or (lambda: None)
+        kernel = kernel_summary(kernel_times_ms(lambda: call(input_sets[0]), req.device, sync))
+    return phase.summary() | {"kernel": kernel}
 
 
 def _warm(model: Any, problem: Any, req: BaselineRequest) -> None:

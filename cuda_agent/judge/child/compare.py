@@ -6,7 +6,8 @@ Three tests, all of which an output must pass:
    because atol dwarfs the values (zeros for a 393,216-wide softmax pass (1), not this);
 3. strict precision mode: for a float32 output, the candidate's normwise error against the
    float64 reference may be at most `precision_factor` times eager float32's, or
-   `precision_floor`, whichever is larger. fp16/bf16/TF32 arithmetic lands well above that.
+   `precision_floor`, or what plain-order float32 rounding allows over the reference's longest
+   reduction (reduction.py), whichever is largest. fp16/bf16/TF32 arithmetic lands well above that.
 
 Every figure is accumulated over chunks of `chunk_elems` elements (float64 upcasts per chunk),
 so the judge's own temporaries stay a few chunks in size however large the output: whole-tensor
@@ -31,6 +32,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from cuda_agent.judge.child.reduction import rounding_allowance
+
 CHUNK_ELEMS = 1 << 26
 """Elements per chunk: 64 Mi, so one float64 temporary is 512 MiB (a few are alive at once: about 2 GB, next to
 the 12.8 GB that whole-tensor copies of a 6.4 GB output took) and an L1/19 output is 25 chunks. The sums stay
@@ -52,6 +55,8 @@ class OutputCheck:
     eager_err_vs_fp64: float | None = None
     precision_bound: float | None = None
     """The strict bound the candidate's error against float64 was held to (where it was)."""
+    reduction_length: int | None = None
+    """The reference's longest reduction, which the bound's float32 rounding allowance grew with (reduction.py)."""
     first_mismatch: str = ""
     """Where the first element outside the tolerance is, e.g. 'at [3, 17]: got 0.5, expected 1.25'."""
 
@@ -262,6 +267,7 @@ def check_output(
     strict_precision: bool,
     precision_factor: float,
     precision_floor: float,
+    reduction_length: int = 1,
     chunk_elems: int = CHUNK_ELEMS,
 ) -> OutputCheck:
     """Compare one candidate output with the eager reference (and the float64 one when given).
@@ -271,6 +277,7 @@ def check_output(
         ref64: the reference computed in float64, or None (no precision check).
         atol, rtol: elementwise tolerances; norm_rtol: the normwise bound.
         strict_precision, precision_factor, precision_floor: the strict precision mode (module docstring).
+        reduction_length: the reference's longest reduction (reduction.py): the bound allows float32 rounding over it.
         chunk_elems: elements per chunk; the judge's temporaries are a few chunks (float64) in size.
     """
     import torch
@@ -313,8 +320,9 @@ def check_output(
         else:
             check.err_vs_fp64 = _norm_rel(out, ref64, chunk_elems)
             check.eager_err_vs_fp64 = _norm_rel(ref, ref64, chunk_elems)
-        bound = max(precision_factor * check.eager_err_vs_fp64, precision_floor)
-        check.precision_bound = bound
+        allowance = rounding_allowance(reduction_length)
+        bound = max(precision_factor * check.eager_err_vs_fp64, precision_floor, allowance)
+        check.precision_bound, check.reduction_length = bound, reduction_length
         if strict_precision and check.err_vs_fp64 > bound:
             check.ok, check.precision = False, True
             check.reason = (

@@ -39,6 +39,7 @@ from pydantic import ValidationError
 
 from cuda_agent.errors import TaskError
 from cuda_agent.judge.child.exchange import Buffer, Channel, ChannelClosed, allocate, dtype_name, dtype_of
+from cuda_agent.judge.child.kernel_time import bound_claim
 from cuda_agent.judge.child.stop import CANDIDATE_STATUSES, Stop, out_of_memory, stop
 from cuda_agent.judge.protocol import CallAnswer, LoadAnswer, ProfileAnswer, RunRequest, RunResult
 from cuda_agent.judge.standby import (
@@ -50,6 +51,7 @@ from cuda_agent.judge.standby import (
     progress,
     set_up_turn,
 )
+from cuda_agent.judge.uids import frozen
 from cuda_agent.subproc import account, child_env
 from cuda_agent.types import Violation
 
@@ -58,6 +60,8 @@ CALIBRATION_CALLS = 16
 CALIBRATION_WARMUP more, which pay for first uses: the sampler, the copy, the allocator)."""
 CALIBRATION_WARMUP = 3
 SHIM_STARTUP_S = 300.0
+PAIRED_SHARE = 0.25
+"""Eager's phase now (`time_reference`) spends this share of the candidate's phase target."""
 
 
 def fresh_seed() -> int:
@@ -153,6 +157,8 @@ class Grader:
         """Our views of the output buffers, as the last call left them."""
         self.sample: list[Any] = []
         """The last call's outputs read at random positions as its answer arrived (`trial.sample_outputs`)."""
+        self.kernel_claim: list[float] | None = None
+        """The kernel times the candidate's process reported from its profiler (`custom_work`), bounded in `run`."""
 
     def sync(self) -> None:
         if self.device == "cuda":
@@ -230,6 +236,8 @@ class Grader:
         self.torch.manual_seed(0)
         self.reference = self.problem.Model(*self.init_args).to(self.device)
         self.reference64: Any = None
+        self.reduction_length = 1
+        """The float64 reference's longest reduction (trial._reference64; the strict precision bound grows with it)."""
         self.warm_reference()
 
     def warm_reference(self) -> None:
@@ -403,6 +411,37 @@ class Grader:
         self.run_trial("identity", "recheck")
         return summary
 
+    def time_reference(self) -> dict[str, Any]:
+        """Eager's time now, in this process, with the baselines' protocol (a shorter phase): how much slower or
+        faster the machine is than when the cached baselines were timed (the pipeline rescales them by it)."""
+        from cuda_agent.judge.child.inputs import make_inputs
+        from cuda_agent.judge.child.timing import Clock, rotate, time_phase
+
+        torch, cuda = self.torch, self.device == "cuda"
+        clock = Clock(time.perf_counter, torch.cuda.synchronize if cuda else None, torch.cuda.Event if cuda else None)
+        inputs = make_inputs(self.problem, self.req.task_name, fresh_seed(), self.device)
+        start = time.perf_counter()
+
+        def call(args: Any) -> Any:
+            with torch.no_grad():
+                return self.reference(*args)
+
+        req = self.req
+        phase = time_phase(
+            call,
+            rotate([inputs]),
+            clock,
+            self.flush,
+            self.device,
+            warmup_reps=req.warmup_reps,
+            min_reps=req.min_reps,
+            max_reps=req.max_reps,
+            target_phase_s=req.target_phase_s * PAIRED_SHARE,
+            tick=self.tick,
+        )
+        self.stage_s["eager_now"] = time.perf_counter() - start
+        return phase.summary()
+
     def custom_work(self) -> float | None:
         """One more call, profiled in the candidate's process: the share of forward's time in its own code (a
         report), and under the kernelbench policy, that its kernels reach its outputs (policy/runtime.py)."""
@@ -423,6 +462,7 @@ class Grader:
             raise stop("runtime_error", "custom_work", answer.message, oom=answer.out_of_memory)
         if answer.fraction_error:
             self.env["custom_kernel_time_fraction_error"] = answer.fraction_error
+        self.kernel_claim = answer.kernel_ms
         self.stage_s["custom_work"] = time.perf_counter() - start
         if answer.torch_only_reason is not None:
             share = "n/a" if answer.fraction is None else f"{answer.fraction:.1%}"
@@ -446,7 +486,12 @@ def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
         grader.tick()
         grader.correctness()
         timing = grader.timing() if request.time else None
+        eager_now = None
+        if request.time and request.paired_eager:
+            with frozen(request.confine_user):  # nothing of the candidate's runs while we time eager
+                eager_now = grader.time_reference()
         fraction = grader.custom_work()
+        kernel_timing = bound_claim(grader.kernel_claim, timing["median_ms"] if timing else None)
         return RunResult(
             status="ok",
             trials=grader.trials,
@@ -455,6 +500,8 @@ def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
             env=grader.env,
             stage_s=grader.stage_s,
             custom_kernel_time_fraction=fraction,
+            kernel_timing=kernel_timing,
+            eager_now=eager_now,
         )
     except Stop as ended:
         result = ended.result

@@ -208,8 +208,9 @@ class Shim:
         return CallAnswer(status="ok", ms=ms, torch_ops=ops, changed_flags=changed, l2_limit_bytes=l2)
 
     def profile(self, message: dict[str, Any], fds: list[int]) -> dict[str, Any]:
-        """The share of forward's time in the candidate's own code; under kernelbench, whether its kernels reach
-        its outputs (policy/runtime.py), each on one more call."""
+        """The share of forward's time in the candidate's own code; its kernel times on CUDA (child/kernel_time.py,
+        a claim the grader bounds); under kernelbench, whether its kernels reach its outputs (policy/runtime.py)."""
+        from cuda_agent.judge.child import kernel_time
         from cuda_agent.judge.child.stop import out_of_memory
         from cuda_agent.judge.child.trial import plain_outputs
         from cuda_agent.judge.policy import runtime
@@ -229,6 +230,7 @@ class Shim:
                 answer.fraction = runtime.custom_time_fraction(lambda: call(inputs), self.device, self.sync, own_clock)
             except runtime.ProfileUnreadable as exc:
                 answer.fraction_error = str(exc)[:2000]
+            answer.kernel_ms = kernel_time.kernel_times_ms(lambda: call(inputs), self.device, self.sync)
             if message["policy"] == "kernelbench":
                 held = [*again, *self.model.parameters(), *self.model.buffers()]
                 sources = [t for t in held if isinstance(t, torch.Tensor)]

@@ -51,14 +51,15 @@ class TimedCalls:
         self.flush = grader.flush
 
     def run_phase(self) -> dict[str, Any]:
-        from cuda_agent.judge.child.timing import external_bound
+        from cuda_agent.judge.child.timing import PhaseBudget, done, external_bound
 
         req = self.grader.req
+        budget = PhaseBudget(req.ci_width, req.max_phase_s)
         for i in range(req.warmup_reps):
             self.one(i)
         for i in range(req.max_reps):
             self.one(req.warmup_reps + i)
-            if i + 1 >= req.min_reps and self.spent() >= req.target_phase_s:
+            if i + 1 >= req.min_reps and done(self.claimed_ms, self.spent(), req.target_phase_s, budget):
                 break
         self.check_last()
         return external_bound(self.claimed_ms, self.external_ms, self.grader.overhead_ms, self.grader.device)

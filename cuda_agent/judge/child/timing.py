@@ -47,13 +47,66 @@ class PhaseTiming:
         qs = statistics.quantiles(self.times_ms, n=10) if len(self.times_ms) >= 2 else [self.median_ms] * 9
         return (qs[-1] - qs[0]) / self.median_ms if self.median_ms > 0 else 0.0
 
-    def summary(self) -> dict[str, float | int]:
+    def summary(self) -> dict[str, Any]:
         return {
             "median_ms": self.median_ms,
             "min_ms": min(self.times_ms),
             "spread": self.spread,
             "reps": len(self.times_ms),
+            "ci_ms": list(median_interval(self.times_ms)),
         }
+
+
+Z_95 = 1.959964
+"""The normal quantile of a two-sided 95 % interval."""
+
+
+def median_interval(times_ms: Sequence[float]) -> tuple[float, float]:
+    """A 95 % confidence interval of the median, free of any assumption on the times' distribution.
+
+    The order statistics j and k around n/2 that the Binomial(n, 1/2) count of times below the median reaches
+    with 95 % (its normal approximation, n/2 -+ 1.96 sqrt(n)/2). Timings have heavy upper tails (a preemption,
+    a clock tick), which widen a mean's interval but move these order statistics little. Under 6 times: min to max.
+    """
+    ordered = sorted(times_ms)
+    n = len(ordered)
+    if n < 6:
+        return ordered[0], ordered[-1]
+    half = Z_95 * math.sqrt(n) / 2
+    low = max(0, math.floor(n / 2 - half) - 1)  # 1-based rank floor(n/2 - half) as an index
+    high = min(n - 1, math.ceil(n / 2 + half))  # 1-based rank ceil(n/2 + half) + 1, as an index
+    return ordered[low], ordered[high]
+
+
+def narrow_enough(times_ms: Sequence[float], width: float) -> bool:
+    """Whether the median's interval is within `width` of the median on either side (a phase may stop)."""
+    if len(times_ms) < 6:
+        return False
+    low, high = median_interval(times_ms)
+    median = statistics.median(times_ms)
+    return high - median <= width * median and median - low <= width * median
+
+
+@dataclass(frozen=True)
+class PhaseBudget:
+    """How long a phase goes on past its target for a narrow interval of its median."""
+
+    ci_width: float = 0.01
+    """Stop once the median's 95 % interval is within this share of the median on either side..."""
+    max_phase_s: float = 3.0
+    """...or once this many seconds are spent (at least the target's)."""
+
+
+def decision_interval(summary: dict[str, Any] | None, noise_floor: float) -> tuple[float, float] | None:
+    """A phase's interval as the reward decides on it: the median's 95 % interval, widened to at least
+    `noise_floor` of the median on either side (run-to-run drift of a machine's load, which no single phase's
+    repetitions show: the CPU demo's candidate measured 0.0952 and 0.0991 ms in two runs minutes apart).
+    None where the phase was not timed or recorded no interval (a baseline cached by an older judge)."""
+    if not summary or "ci_ms" not in summary:
+        return None
+    median = summary["median_ms"]
+    low, high = summary["ci_ms"]
+    return min(low, median * (1 - noise_floor)), max(high, median * (1 + noise_floor))
 
 
 def make_flusher(
@@ -208,6 +261,7 @@ def time_phase(
     target_phase_s: float,
     tick: Callable[[], None] | None = None,
     spent: Callable[[], float] | None = None,
+    budget: PhaseBudget | None = None,
     _timers: tuple[Callable[..., float], Callable[..., float]] = (_time_cuda, _time_cpu),  # noqa: B008
 ) -> PhaseTiming:
     """Time `call(inputs_for(i))`, the i-th call of the phase (warm-up calls first, counted from 0).
@@ -226,6 +280,8 @@ def time_phase(
         spent: the seconds of `target_phase_s` the timed calls have used, read after each; None: their timed
             windows alone. The candidate's phase counts its wall time (timed_calls.py): its fresh input draws cost as
             much as a memory-bound call, and it is the time the phase holds the GPU that the budget is for.
+        budget: how far past `target_phase_s` the phase goes for a narrow interval of its median (`done`); None:
+            it stops at the target.
         _timers: the CUDA and CPU timers, bound when this module loads: a solution that replaces the module's
             functions (through `torch.sys.modules`, say) does not reach them here.
     """
@@ -245,9 +301,17 @@ def time_phase(
         if tick is not None:
             tick()
         spent_s += ms / 1e3
-        if i + 1 >= min_reps and (spent_s if spent is None else spent()) >= target_phase_s:
+        if i + 1 >= min_reps and done(phase.times_ms, spent_s if spent is None else spent(), target_phase_s, budget):
             break
     return phase
+
+
+def done(times_ms: Sequence[float], spent_s: float, target_phase_s: float, budget: PhaseBudget | None) -> bool:
+    """Whether a phase that made its fewest calls may stop: `target_phase_s` spent and the median's interval narrow
+    enough (`budget.ci_width`), or `budget.max_phase_s` spent however wide it still is."""
+    if budget is None or spent_s >= max(budget.max_phase_s, target_phase_s):
+        return spent_s >= target_phase_s
+    return spent_s >= target_phase_s and narrow_enough(times_ms, budget.ci_width)
 
 
 def _flushed(inputs: Sequence[Any], flush: Callable[[], None]) -> Sequence[Any]:

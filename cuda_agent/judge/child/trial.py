@@ -10,6 +10,7 @@ import copy
 from typing import Any
 
 from cuda_agent.judge.child.compare import check_output, same_values
+from cuda_agent.judge.child.reduction import longest_reduction
 from cuda_agent.tasks.inspection import flatten_outputs
 
 
@@ -21,7 +22,8 @@ def _fail(trial: dict[str, Any], reason: str, violation: str | None = None) -> d
 
 
 def _reference64(run: Any, inputs: list[Any]) -> list[Any] | None:
-    """The reference in float64, or None where it cannot run in float64 (the check is then skipped)."""
+    """The reference in float64, or None where it cannot run in float64 (the check is then skipped). Its longest
+    reduction goes to `run.reduction_length` (the strict bound's float32 rounding allowance, reduction.py)."""
     torch = run.torch
     if run.reference64 is False:
         return None
@@ -30,7 +32,11 @@ def _reference64(run: Any, inputs: list[Any]) -> list[Any] | None:
             run.reference64 = copy.deepcopy(run.reference).double()
         doubled = [x.double() if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x for x in inputs]
         with torch.no_grad():
-            return flatten_outputs(run.reference64(*doubled))
+            try:
+                result, run.reduction_length = longest_reduction(lambda: run.reference64(*doubled))
+            except Exception:  # an operator the dispatch mode cannot see through: no allowance beyond the floor
+                result, run.reduction_length = run.reference64(*doubled), 1
+        return flatten_outputs(result)
     except Exception:  # an operator without a float64 kernel: precision is then not checkable
         run.reference64 = False
         return None
@@ -145,6 +151,7 @@ def _output_check(run: Any, index: int, out: Any, ref: Any, ref64: Any | None, b
         strict_precision=req.strict_precision,
         precision_factor=req.precision_factor,
         precision_floor=req.precision_floor,
+        reduction_length=run.reduction_length,
     )
     if bounded and check.ok and req.strict_precision and out.dtype == run.torch.float32:
         _bound_by_the_trials(check, run.trials, index)

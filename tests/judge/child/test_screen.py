@@ -23,7 +23,13 @@ def _run(screen_min_elems: int = 1, trials: list[dict[str, Any]] | None = None) 
         screen_min_elems=screen_min_elems,
     )
     return SimpleNamespace(
-        torch=torch, req=req, reference=torch.relu, trials=trials or [], sync=lambda: None, tick=lambda: None
+        torch=torch,
+        req=req,
+        reference=torch.relu,
+        trials=trials or [],
+        reduction_length=1,
+        sync=lambda: None,
+        tick=lambda: None,
     )
 
 

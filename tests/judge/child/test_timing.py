@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import math
+import statistics
+
 import pytest
 
-from cuda_agent.judge.child.timing import SKIP_PASS_CHANCE, Clock, late_check_chance, time_phase
+from cuda_agent.judge.child.timing import (
+    SKIP_PASS_CHANCE,
+    Clock,
+    PhaseBudget,
+    decision_interval,
+    late_check_chance,
+    median_interval,
+    narrow_enough,
+    time_phase,
+)
 
 
 class _FakeTime:
@@ -112,3 +124,72 @@ def test_external_bound_takes_a_tiny_honest_kernel_beside_a_large_overhead_as_it
     external = [0.039 + 1.10 + 0.112 + 0.01 * (i % 7) for i in range(200)]
     phase = external_bound(claimed, external, overhead, "cuda")
     assert not phase["bound_applied"] and phase["median_ms"] == pytest.approx(0.039)
+
+
+def _noisy_phase(times: list[float], budget: PhaseBudget | None) -> int:
+    """Calls a phase makes where the i-th call takes times[i % len(times)] ms (a target of 10 ms)."""
+    clock = _FakeTime()
+
+    def call(inputs: list) -> None:
+        clock.now += times[call.count % len(times)] / 1e3
+        call.count += 1
+
+    call.count = 0
+    phase = time_phase(
+        call,
+        lambda i: [],
+        Clock(clock, None, None),
+        lambda: None,
+        "cpu",
+        warmup_reps=0,
+        min_reps=5,
+        max_reps=10_000,
+        target_phase_s=0.01,
+        budget=budget,
+    )
+    return len(phase.times_ms)
+
+
+def test_a_noisy_phase_goes_on_past_its_target_until_its_median_is_narrow_or_its_budget_is_spent() -> None:
+    steady, noisy = [1.0, 1.001, 0.999], [0.5, 1.0, 1.5, 0.7, 1.3]
+    at_target = _noisy_phase(steady, None)
+    assert at_target in (10, 11)  # 10 ms of calls (float sums may need one more)
+    assert _noisy_phase(steady, PhaseBudget(0.01, 1.0)) == at_target  # narrow already: no call more
+    assert _noisy_phase(noisy, None) in (10, 11)  # no budget: the target alone
+    calls = _noisy_phase(noisy, PhaseBudget(0.01, 1.0))
+    assert 11 < calls < 1000  # narrow within 1 % before the 1 s budget
+    assert _noisy_phase(noisy, PhaseBudget(0.0001, 0.05)) in (50, 51)  # never that narrow: the 50 ms budget
+
+
+def test_median_interval_covers_the_median_and_narrows_with_repetitions() -> None:
+    import random
+
+    draw = random.Random(5)
+    few = [draw.lognormvariate(0, 0.2) for _ in range(20)]
+    many = few + [draw.lognormvariate(0, 0.2) for _ in range(980)]
+    for times in (few, many):
+        low, high = median_interval(times)
+        assert low <= statistics.median(times) <= high
+    assert median_interval(many)[1] - median_interval(many)[0] < (median_interval(few)[1] - median_interval(few)[0]) / 3
+    assert median_interval([3.0, 1.0, 2.0]) == (1.0, 3.0)  # under 6: the whole range
+    assert narrow_enough([1.0] * 6, 0.001) and not narrow_enough([1.0] * 5, 0.5)
+
+
+def test_median_interval_holds_the_true_median_about_95_times_in_100() -> None:
+    import random
+
+    draw = random.Random(11)
+    covered = 0
+    for _ in range(400):
+        times = [draw.expovariate(1.0) for _ in range(60)]  # heavy-tailed; the true median is ln 2
+        low, high = median_interval(times)
+        covered += low <= math.log(2) <= high
+    assert 0.91 <= covered / 400 <= 0.99
+
+
+def test_the_decision_interval_is_at_least_the_noise_floor() -> None:
+    summary = {"median_ms": 1.0, "ci_ms": [0.99, 1.02]}
+    assert decision_interval(summary, 0.03) == (0.97, 1.03)
+    assert decision_interval(summary, 0.0) == (0.99, 1.02)
+    assert decision_interval({"median_ms": 1.0}, 0.03) is None  # a baseline cached without one
+    assert decision_interval(None, 0.03) is None

@@ -153,7 +153,13 @@ def test_late_write_check_sees_output_changed_after_the_call() -> None:
         strict_precision=False, atol=1e-2, rtol=1e-2, norm_rtol=1e-2, precision_factor=16.0, precision_floor=5e-5
     )
     run = SimpleNamespace(
-        torch=torch, req=req, reference=reference, reference64=None, sync=lambda: None, tick=lambda: None
+        torch=torch,
+        req=req,
+        reference=reference,
+        reference64=None,
+        reduction_length=1,
+        sync=lambda: None,
+        tick=lambda: None,
     )
     trial = judge_trial(run, [x], [x.clone()], out, 1, "identity", "trial")
     assert (trial["ok"], trial.get("violation")) == (False, "late_output_write")

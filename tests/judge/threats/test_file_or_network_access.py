@@ -96,4 +96,7 @@ def test_a_baseline_rewritten_during_the_run_is_not_used(tmp_path) -> None:  # n
     finally:
         cached.write_text(kept)
     assert verdict.verdict == "pass", verdict.message
-    assert verdict.timings_ms.eager == honest.timings_ms.eager
+    # The cached eager time read before the candidate ran (the verdict's eager is that one, rescaled on the CPU by
+    # the machine's drift measured beside the run: near it, never 50 times it).
+    assert verdict.env["timing"]["eager"]["median_ms"] == honest.env["timing"]["eager"]["median_ms"]
+    assert verdict.timings_ms.eager < 2 * honest.timings_ms.eager

@@ -138,6 +138,7 @@ def one_task_suite(suite: str, ref: str, levels: list[int] | None = None) -> str
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_readme_bench_of_the_bundled_solutions_and_its_report_run_as_written(tmp_path: Path) -> None:
     """docs/evaluation.md's `bench --solutions examples` and `bench report`, as written but for a slice of one task (relu)."""
     argv = readme_argv("cuda-agent bench --suite examples ")

@@ -41,6 +41,7 @@ def test_resume_retries_errors_of_ours_only() -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_a_failure_of_ours_is_an_error_row_left_out_of_the_rates(tmp_path: Path) -> None:
     tasks = [
         Task(ref="inline/relu", name="relu", source="inline", code=(EXAMPLES / "problems" / "relu.py").read_text()),

@@ -108,6 +108,7 @@ def test_a_load_that_compiles_in_the_run_stage_is_not_a_hang(tmp_path: Path, mon
     assert "main.o is dirty" in verdict.env["run_stage_built"]  # ninja's own reason, as a dry run explained it
 
 
+@pytest.mark.slow
 def test_a_solution_whose_top_level_fails_after_its_build_is_its_error_and_the_build_says_how_it_ended(
     tmp_path: Path,
 ) -> None:
@@ -172,6 +173,7 @@ def test_a_lock_left_by_a_killed_load_is_removed_and_the_judgement_goes_on(tmp_p
     assert not any((folder / "lock").exists() for folder in builds)
 
 
+@pytest.mark.slow
 def test_a_wait_for_the_build_folder_held_by_another_process_is_our_failure_not_a_timeout(tmp_path: Path) -> None:
     import fcntl
     import os
@@ -261,6 +263,7 @@ def test_out_of_memory_in_the_candidates_forward_stays_its_runtime_error(tmp_pat
     ],
     ids=["memory_error", "says_out_of_memory"],
 )
+@pytest.mark.slow
 def test_an_allocation_failure_in_the_candidates_call_is_judged_again_its_words_are_not(
     tmp_path: Path, raised: str, cached: bool
 ) -> None:
@@ -305,6 +308,7 @@ def test_device_cuda_without_a_gpu_exits_2_at_once(tmp_path: Path, capsys: pytes
     assert not out.exists()  # refused before any work
 
 
+@pytest.mark.slow
 def test_a_repeated_candidate_is_served_from_the_verdict_cache(tmp_path: Path) -> None:
     path = tmp_path / "solution.py"
     path.write_text(RELU)
@@ -325,6 +329,7 @@ def test_a_repeated_candidate_is_served_from_the_verdict_cache(tmp_path: Path) -
     assert judge(task, path, config.model_copy(update={"verdict_cache": False})).env["verdict_cached"] is False
 
 
+@pytest.mark.slow
 def test_load_dependent_verdicts_are_not_cached(tmp_path: Path) -> None:
     source = with_forward_body(RELU, "while True:\n    pass\nreturn relu_ext.relu_forward(x.contiguous())")
     path = tmp_path / "solution.py"
@@ -379,6 +384,7 @@ def test_cuda_out_of_memory_is_ours_in_the_reference_set_up_and_the_candidates_i
     assert verdict.verdict == "runtime_error" and "OutOfMemoryError" in verdict.message
 
 
+@pytest.mark.slow
 def test_an_exception_with_a_huge_message_is_the_candidates_runtime_error_cut_to_size(tmp_path: Path) -> None:
     source = with_forward_body(RELU, "raise ValueError('x' * 100000)")
     verdict = run_judge(tmp_path, "examples/relu", source, static_policy=False)

@@ -87,6 +87,7 @@ def script() -> list[ModelTurn]:
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_run_drives_a_judged_episode_with_aligned_tokens(
     tiny_tokenizer: Any, script: list[ModelTurn], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

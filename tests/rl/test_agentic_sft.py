@@ -59,6 +59,7 @@ def test_prompt_budget_is_checked_before_anything_runs(tiny_tokenizer: Any) -> N
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_sft_rows_replay_through_the_agent_loop_to_the_same_tokens_and_masks(
     tiny_tokenizer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -113,6 +113,7 @@ def test_every_answer_fits_the_ppo_recipes_response_limit(tmp_path: Path) -> Non
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_the_judge_rewards_the_variants_as_designed_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from cuda_agent.rl.single_turn import compute_score
 

@@ -75,6 +75,7 @@ def run_left(argv: list[str], timeout_s: float, term_at: str = "") -> tuple[int,
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_judge_bench_through_a_serve_gives_the_local_verdicts_and_leaves_no_process(tmp_path: Path) -> None:
     argv = [sys.executable, "bench/judge_latency.py", "--parts", "B", "--sandbox", "serve", "--device", "cpu"]
     code, left = run_left([*argv, "--repeat", "2", "--out", str(tmp_path)], timeout_s=900)

@@ -83,6 +83,7 @@ def test_fork_bomb_command_is_contained(pool: LocalPool, folder: Path) -> None:
     assert not Path(result.hardening["cgroup"]).exists()  # every process of the job is gone
 
 
+@pytest.mark.slow
 def test_fork_bomb_in_solution_is_contained(hostile: dict[str, JobResult]) -> None:
     result = hostile["fork_bomb"]
     assert result.status == "done", result.error

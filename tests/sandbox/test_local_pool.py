@@ -114,6 +114,7 @@ def test_judge_jobs_split_build_and_timing(folder: Path, tmp_path: Path) -> None
         make_judge_job("examples/no_such_task", RELU, FAST)
 
 
+@pytest.mark.slow
 def test_judge_job_pinned_to_a_timing_slot_runs_there() -> None:
     with pytest.raises(ValidationError, match="greater than or equal to 0"):
         make_judge_job(task="examples/relu", solution=RELU, gpu=-1)

@@ -51,6 +51,7 @@ def ray_pool():
         ray.shutdown()
 
 
+@pytest.mark.slow
 def test_local_ray_and_http_give_the_same_verdict_and_the_same_error(client, ray_pool) -> None:
     with LocalPool(build_workers=1) as local:
         judges = {"local": local, "ray": ray_pool, "http": client}
@@ -68,6 +69,7 @@ def test_local_ray_and_http_give_the_same_verdict_and_the_same_error(client, ray
     assert counted == [{"JudgeInfraError": 1}] * 3
 
 
+@pytest.mark.slow
 def test_a_verdict_names_the_task_it_was_asked_for_on_every_path(client, ray_pool, tmp_path) -> None:
     from cuda_agent.tasks import Catalog
     from tests.judge.helpers import example_solution

@@ -27,6 +27,7 @@ def pool():
         ray.shutdown()
 
 
+@pytest.mark.slow
 def test_ray_pool_runs_commands_and_judges(pool, tmp_path: Path) -> None:
     tmp_path.chmod(0o755)
     command = pool.submit(CommandJob(argv=["bash", "-c", "echo ray; exit 4"], cwd=str(tmp_path)))

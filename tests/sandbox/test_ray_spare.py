@@ -31,6 +31,7 @@ def _same(verdict) -> tuple:
     return verdict.verdict, verdict.correct, checks, verdict.violations, verdict.policy, verdict.device
 
 
+@pytest.mark.slow
 def test_an_actor_hands_each_judgement_after_its_first_a_spare_and_the_verdicts_stay(local_ray) -> None:
     from cuda_agent.sandbox.ray_pool import RayPool
 
@@ -53,6 +54,7 @@ def test_an_actor_hands_each_judgement_after_its_first_a_spare_and_the_verdicts_
     assert [_same(v) for v in (first, second, third)] == [_same(v) for v in alone]
 
 
+@pytest.mark.slow
 def test_a_ray_actor_started_for_another_config_replaces_its_spare(local_ray) -> None:
     from cuda_agent.sandbox.ray_pool import RayPool
 
@@ -66,6 +68,7 @@ def test_a_ray_actor_started_for_another_config_replaces_its_spare(local_ray) ->
     assert again.env["standby_worker"] == "spare started ahead"
 
 
+@pytest.mark.slow
 def test_closing_the_ray_pool_closes_its_actors_spares(local_ray) -> None:
     from cuda_agent.sandbox.ray_pool import RayPool
 

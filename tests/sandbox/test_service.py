@@ -132,6 +132,7 @@ def test_service_requires_the_token_and_reports_bad_input(service) -> None:
         client.judge("examples/no_such_task", RELU, config=FAST)
 
 
+@pytest.mark.slow
 def test_workspace_verification_is_judged_by_the_service_when_one_is_named(service, tmp_path: Path) -> None:
     import os
     import shutil

@@ -11,6 +11,7 @@ from pathlib import Path
 from uuid import uuid4
 
 import psutil
+import pytest
 
 from cuda_agent.sandbox.jobs import make_judge_job
 from cuda_agent.sandbox.local import LocalPool
@@ -21,6 +22,7 @@ BUILD_STANDBY = "cuda_agent.judge.build --standby"
 """In the command line of a build's importing child started ahead (judge/build.py)."""
 
 
+@pytest.mark.slow
 def test_each_job_after_the_first_takes_a_spare_of_its_own() -> None:
     with LocalPool(build_workers=1, spares=1) as pool:
         first = judge_copy(pool, 0)
@@ -49,6 +51,7 @@ def test_closing_the_pool_leaves_no_spare_process() -> None:
     assert alive == [] and ours(STANDBY) == [] and ours("--spare") == [] and held() == []
 
 
+@pytest.mark.slow
 def test_a_spare_started_for_another_config_is_discarded() -> None:
     with LocalPool(build_workers=1, spares=1) as pool:
         judge_copy(pool, 0, cpu_threads=1)  # the spare it leaves is started as a one-thread judgement's would be
@@ -58,6 +61,7 @@ def test_a_spare_started_for_another_config_is_discarded() -> None:
     assert other.env["standby_spare_discarded"] == "it was started otherwise: env MKL_NUM_THREADS, env OMP_NUM_THREADS"
 
 
+@pytest.mark.slow
 def test_a_spare_whose_standby_died_is_replaced_not_used() -> None:
     with LocalPool(build_workers=1, spares=1) as pool:
         judge_copy(pool, 0)
@@ -69,10 +73,16 @@ def test_a_spare_whose_standby_died_is_replaced_not_used() -> None:
     assert replaced.env["standby_spare_discarded"] == "it had exited (-9)"
 
 
+@pytest.mark.slow
 def test_a_spare_waits_on_the_build_cores_and_its_candidate_runs_on_the_timing_cores() -> None:
-    with tempfile.TemporaryDirectory(prefix="spare-test-") as folder:  # the candidate may run as nobody: not tmp_path
-        Path(folder).chmod(0o777)
-        _spare_cores(Path(folder, "cores.txt"))
+    with tempfile.TemporaryDirectory(
+        prefix="spare-test-"
+    ) as folder:  # the candidate runs as another user: not tmp_path
+        Path(folder).chmod(0o755)
+        seen = Path(folder, "cores.txt")
+        seen.touch(mode=0o666)  # ours, for the candidate to write into: what it makes itself is swept with its id
+        seen.chmod(0o666)
+        _spare_cores(seen)
 
 
 def _spare_cores(seen: Path) -> None:
@@ -89,6 +99,7 @@ def _spare_cores(seen: Path) -> None:
     assert result.hardening["cpus"] == timing and seen.read_text() == repr(timing)
 
 
+@pytest.mark.slow
 def test_a_spare_runner_started_with_another_environment_is_not_handed_the_job(monkeypatch) -> None:
     with LocalPool(build_workers=1, spares=1) as pool:
         judge_copy(pool, 0)
@@ -115,6 +126,7 @@ def test_a_correctness_only_judgement_on_the_cpu_takes_a_build_workers_spare() -
     assert alive == [] and ours(STANDBY) == [] and held() == []  # the pool closed its build workers' spare too
 
 
+@pytest.mark.slow
 def test_a_prepare_stage_takes_a_spare_whose_build_child_builds_the_candidate() -> None:
     # The build workers' prepare spares hold the build's importing child, torch imported (judge/build.py --standby).
     def distinct_build(n: int) -> str:  # new bytes in the C++ source: a build of its own

@@ -10,6 +10,7 @@ from cuda_agent.synth.pool import FilterPool, FilterWorker
 from .test_filters import TEMPLATE
 
 
+@pytest.mark.slow
 def test_worker_survives_hangs_and_crashes_of_problems() -> None:
     worker = FilterWorker(FilterConfig(timeout_s=8, compile=False, min_ms=0.0, max_ms=1e6))
     try:
@@ -61,6 +62,7 @@ def test_a_worker_that_cannot_start_is_an_error_not_a_problem_verdict(tmp_path) 
     assert worker.proc is None
 
 
+@pytest.mark.slow
 def test_waiting_for_another_workers_gpu_turn_does_not_count_against_the_time_limit(tmp_path) -> None:
     import threading
 

@@ -82,6 +82,7 @@ def test_accepts_openmp() -> None:
 
 
 @pytest.mark.parametrize("function", ["relu_thread_late", "relu_thread_soon"], ids=["200ms_late", "at_once"])
+@pytest.mark.slow
 def test_runtime_work_left_to_a_thread_after_the_call_gains_nothing(tmp_path: Path, function: str) -> None:
     """A c10::ThreadPool thread writes the output after forward returned (the static policy refuses the pool; it is
     off). The candidate's process copies what forward returned into the grader's buffers as soon as it returns: an
@@ -103,6 +104,7 @@ def test_runtime_accepts_a_thread_the_call_waits_for_and_openmp(tmp_path: Path) 
         assert (verdict.verdict, verdict.correct) == ("pass", True), verdict.message
 
 
+@pytest.mark.slow
 def test_runtime_work_set_off_when_the_previous_output_goes_is_done_inside_the_call(tmp_path: Path) -> None:
     """The kernel runs in a generator's `finally`, hung on the previous output: it runs when that output is let go.
     Nothing of the judge's holds an output in the candidate's process (the grader reads copies in its own buffers),

@@ -59,6 +59,7 @@ def test_accepts_reading_the_environment() -> None:
     assert checks(solution(prelude=prelude)) == set()
 
 
+@pytest.mark.slow
 def test_a_baseline_rewritten_during_the_run_is_not_used(tmp_path) -> None:  # noqa: ANN001
     # A red-team solution (2026-12-05) rewrote the cached baselines 50x slower while it ran, and the baselines
     # stage read them after. With the static policy off (torch.os is refused there) and the candidate as the

@@ -21,6 +21,7 @@ FORGED = (
 
 
 @pytest.mark.parametrize("status", ["ok", "judge_error"])
+@pytest.mark.slow
 def test_a_stop_raised_in_forward_is_the_candidates_runtime_error(tmp_path: Path, status: str) -> None:
     forward = (
         f"self.calls += 1\nif self.calls > 4:\n    {FORGED.format(status=status).replace(chr(10), chr(10) + '    ')}\n"
@@ -60,6 +61,7 @@ HASTY = (
 )
 
 
+@pytest.mark.slow
 def test_a_result_file_written_before_exiting_is_never_read(tmp_path: Path) -> None:
     verdict = judge_hack(tmp_path, "examples/relu", model_new(HASTY), static_policy=False, **TIMED)
     assert (verdict.verdict, verdict.reward) == ("runtime_error", -1), verdict.message

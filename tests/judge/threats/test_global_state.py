@@ -179,6 +179,7 @@ ext = load_inline(
     [("ext.install()\n", 0), ("", 1), ("", CALLS_BEFORE_TIMING + 1)],
     ids=["at_import", "in_first_call", "in_first_timed_call"],
 )
+@pytest.mark.slow
 def test_runtime_an_allocator_of_the_solutions_own_reaches_no_judge_code(tmp_path: Path, where: str, at: int) -> None:
     # The static policy refuses SetCPUAllocator by name (test above). With it off, the wrapper runs inside every CPU
     # allocation of the candidate's own process, and no other: the grader allocates the inputs, the reference's

@@ -314,6 +314,7 @@ PATCHES = {
 
 
 @pytest.mark.parametrize("patch", list(PATCHES.values()), ids=list(PATCHES))
+@pytest.mark.slow
 def test_runtime_patches_in_the_candidates_process_do_not_reach_the_comparison(tmp_path: Path, patch: str) -> None:
     source = patch + "\n\n\n" + model_new(WRONG)  # module level, run as the solution is imported
     verdict = judge_hack(tmp_path, "examples/relu", source, static_policy=False, time=True)
@@ -349,6 +350,7 @@ shim = frame.f_locals["self"]
 """
 
 
+@pytest.mark.slow
 def test_runtime_the_candidates_process_holds_nothing_of_the_grader(tmp_path: Path) -> None:
     # Walking the frames of its own process reaches the candidate's process's state alone: it holds no request,
     # tolerance, seed or reference to change; rewriting what it answers is the clock case above.
@@ -385,6 +387,7 @@ def _installs_at(install: str, body: str = RELU) -> str:
     return model_new(forward + body, init="self.calls = 0")
 
 
+@pytest.mark.slow
 def test_runtime_work_done_by_hooks_outside_the_candidates_clock_is_timed_from_outside(tmp_path: Path) -> None:
     # A dispatch mode left installed does its work (20 ms a call here) wherever its process dispatches an operator:
     # in the handling of the next call, before that process starts its clock, and forward returns what it stashed.
@@ -409,6 +412,7 @@ def test_runtime_work_done_by_hooks_outside_the_candidates_clock_is_timed_from_o
     ],
     ids=["profile_hook", "gc_callback", "kernel_for_the_references_op", "kernel_for_the_input_draw"],
 )
+@pytest.mark.slow
 def test_runtime_hooks_and_kernels_registered_in_the_candidates_process_reach_no_judge_code(
     tmp_path: Path, install: str
 ) -> None:

@@ -117,6 +117,7 @@ class ModelNew(nn.Module):
 """
 
 
+@pytest.mark.slow
 def test_runtime_reads_a_list_subclass_through_the_builtin_alone(tmp_path: Path) -> None:
     # What the box really holds is nothing: the judge never runs its __iter__, so the kernel never runs at all
     # (before, the judge's first read ran it: a pass, and reward 3 where the read came after the clock).

@@ -56,6 +56,7 @@ def test_runtime_ignores_printed_success_lines(tmp_path: Path) -> None:
     assert (verdict.verdict, verdict.correct) == ("incorrect", False), verdict.message
 
 
+@pytest.mark.slow
 def test_runtime_reports_a_hang_as_timeout(tmp_path: Path) -> None:
     verdict = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu_hang(x.contiguous())"), run_timeout_s=20)
     assert (verdict.verdict, verdict.correct) == ("timeout", False), verdict.message

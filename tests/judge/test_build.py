@@ -19,6 +19,7 @@ from cuda_agent.judge.fast_build import LoadInlineCall, fast_load_inline, load_i
 from cuda_agent.judge.header_guard import declarations, guard_hits, light_guard
 from cuda_agent.judge.solution import SolutionSource, read_solution
 from cuda_agent.machine import cache_root
+from cuda_agent.subproc import child_env
 from cuda_agent.tasks import Catalog
 from tests.judge.helpers import example_solution, with_forward_body
 
@@ -329,7 +330,7 @@ def _import_in_child(solution: Path, ext_dir: Path) -> subprocess.CompletedProce
         "x = torch.linspace(-2, 2, 9)\n"
         "print(m.ModelNew()(x).tolist())\n"
     )
-    env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(ext_dir))
+    env = child_env({"TORCH_EXTENSIONS_DIR": str(ext_dir)})  # as the judge starts it (no compiler wrapper)
     env.pop(build.FAST_DIR_ENV, None)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
 

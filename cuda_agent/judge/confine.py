@@ -28,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cuda_agent.judge.uids import FIRST_UID, FRESH
+from cuda_agent.judge.uids import FIRST_UID, FRESH, lock_folder
 from cuda_agent.machine import torch_versions
 from cuda_agent.subproc import JAIL, Confinement, account, child_env, interpreter_paths, run_command
 
@@ -48,6 +48,11 @@ def candidate_user(name: str | None, cache_dir: Path) -> tuple[pwd.struct_passwd
             "of its own: it can write whatever you can (the caches included), and what it starts may outlive it"
         )
     if name == FRESH:
+        try:
+            lock_folder()
+        except OSError as exc:  # no id can be leased here: the shared account still keeps the candidate off ours
+            fallback, why_not = candidate_user("nobody", cache_dir)
+            return fallback, f"no user id of its own ({exc}); nobody instead" if fallback is not None else why_not
         user, why_not = candidate_user_of(account(FIRST_UID), cache_dir)
         if user is None and why_not and "cannot start" in why_not:
             fallback, _ = candidate_user("nobody", cache_dir)

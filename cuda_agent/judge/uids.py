@@ -45,14 +45,24 @@ SWEEP_S = 5.0
 
 
 def lock_folder() -> Path:
-    """The machine's folder of id locks, root's alone (made so if missing): under /run, where no other user may
-    make it first (a candidate that made it would hold the locks)."""
-    folder = Path("/run/cuda-agent-uids") if Path("/run").is_dir() else cache_root() / "uids"
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = folder.stat()
-    if info.st_uid != os.geteuid() or info.st_mode & 0o077:
-        raise OSError(f"{folder} is not the judge's alone (owner {info.st_uid}, mode {oct(info.st_mode & 0o777)})")
-    return folder
+    """The machine's folder of id locks, the judge's alone (made so if missing): under /run where it may be made
+    there (no other user may make it first: a candidate that made it would hold the locks), else in our cache.
+
+    Raises:
+        OSError: neither can be made, or the one found is not the judge's alone.
+    """
+    failures = []
+    for folder in (Path("/run/cuda-agent-uids"), cache_root() / "uids"):
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            failures.append(f"{folder}: {exc.strerror}")
+            continue
+        info = folder.stat()
+        if info.st_uid != os.geteuid() or info.st_mode & 0o077:
+            raise OSError(f"{folder} is not the judge's alone (owner {info.st_uid}, mode {oct(info.st_mode & 0o777)})")
+        return folder
+    raise OSError(f"no folder for the candidates' id locks: {'; '.join(failures)}")
 
 
 def leased(uid: int) -> bool:

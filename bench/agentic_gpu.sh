@@ -78,8 +78,10 @@ watch() {  # watch DEADLINE LOG CMD...: CMD in a process group of its own, outpu
   wait "$GROUP" 2>/dev/null; local rc=$?; GROUP=""; return $rc
 }
 
-if [ "$DEVICE" = cuda ] && ls .whl/*.whl > /dev/null 2>&1; then  # the GPU image's missing wheels (scripts/device_wheels.sh)
-  . bench/site_wheels.sh && install_wheels
+if [ "$DEVICE" = cuda ]; then  # the GPU image's missing wheels (scripts/device_wheels.sh), installed by the first call
+  . bench/site_wheels.sh && install_wheels || exit 1
+  [ -f /tmp/site/.wheels ] || { echo "== no wheels in /tmp/site: carry .whl"; exit 2; }
+  chmod -R a+rX /tmp/site  # the candidates' processes run under ids of their own and import from here too
   export PYTHONPATH=/tmp/site:$ROOT PATH=/tmp/site/bin:$PATH
 else
   export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}

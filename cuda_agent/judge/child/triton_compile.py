@@ -17,8 +17,10 @@ exception; that only turns one failure of its own into another (every verdict bu
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 TARGET = ("cuda", 90, 32)
@@ -83,6 +85,8 @@ class AheadCompiler:
         self.done: set[tuple[Callable[..., Any], str]] = set()
         self.compiled = 0
         """Specialisations compiled so far."""
+        self.language: list[tuple[Any, str, Any]] | None = None
+        """triton.language's InterpretedFunctions: (module, name, function), found at the first compile."""
 
     def compile(self, interpreted: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Compile `interpreted` (an InterpretedFunction) for the arguments of one launch, unless done already.
@@ -103,12 +107,35 @@ class AheadCompiler:
             return
         options, signature, constexprs, attrs = kernel._pack_args(self.backend, kwargs, bound, specialization, options)
         try:
-            compile(ASTSource(kernel, signature, constexprs, attrs), target=self.target, options=options.__dict__)
+            with self.language_compiled():
+                compile(ASTSource(kernel, signature, constexprs, attrs), target=self.target, options=options.__dict__)
         except Exception as exc:
             setattr(exc, _MARK, kernel.__name__)
             raise
         self.done.add(key)
         self.compiled += 1
+
+    @contextlib.contextmanager
+    def language_compiled(self) -> Iterator[None]:
+        """triton.language's own kernels (tl.max, tl.sum, tl.softmax: `@jit` functions, so InterpretedFunctions under
+        the interpreter) as JITFunctions while a kernel compiles; as they were again after."""
+        from triton.runtime.interpreter import InterpretedFunction
+
+        if self.language is None:
+            self.language = [
+                (module, name, value)
+                for key, module in list(sys.modules.items())
+                if key == "triton.language" or key.startswith("triton.language.")
+                for name, value in list(vars(module).items())
+                if isinstance(value, InterpretedFunction)
+            ]
+        for module, name, value in self.language:
+            setattr(module, name, self.jit_of(value))
+        try:
+            yield
+        finally:
+            for module, name, value in self.language:
+                setattr(module, name, value)
 
     def jit_of(self, interpreted: Any) -> Any:
         """The JITFunction of an interpreted kernel, made once, that sees the kernels it calls as JITFunctions too

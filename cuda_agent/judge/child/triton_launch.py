@@ -81,7 +81,7 @@ class TritonLaunches:
         jit.JITFunction.run = self._counted(jit.JITFunction.run, interpreted=False)
         interpreter.InterpretedFunction.run = self._counted(interpreter.InterpretedFunction.run, interpreted=True)
         if interpret:
-            autotuner.Autotuner.do_bench = property(lambda tuner: tuner._do_bench or _wall_bench)
+            autotuner.Autotuner.do_bench = property(lambda tuner: tuner._do_bench or wall_bench)
         self.env = {"triton": triton.__version__, "triton_interpret": interpret, "triton_cache_dir": str(root)}
         return self
 
@@ -115,7 +115,7 @@ class TritonLaunches:
         return counted_run
 
 
-def _wall_bench(kernel_call: Callable[[], Any], quantiles: tuple[float, ...] = (0.5,)) -> list[float]:
+def wall_bench(kernel_call: Callable[[], Any], quantiles: tuple[float, ...] = (0.5,)) -> list[float]:
     """Autotune's benchmark under the interpreter: the median of three wall-clock runs, in ms, for every quantile."""
     times = []
     for _ in range(3):

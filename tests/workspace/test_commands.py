@@ -132,6 +132,17 @@ def test_triton_workspace_compile_compiles_the_kernels_for_the_gpu(
     assert len(lines) <= 12
 
 
+@pytest.mark.gpu
+def test_triton_workspace_compile_compiles_for_this_gpu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from cuda_agent.sandbox.workspace_commands import compile_command
+
+    root = create_workspace(Catalog().resolve("examples/softmax"), tmp_path / "ws", device="cuda", language="triton")
+    shutil.copyfile(TRITON_RELU.with_name("softmax.py"), root / "model_new.py")
+    assert compile_command([], root) == 0
+    shown = capsys.readouterr().out
+    assert shown.startswith("compile: OK") and "(softmax_kernel)" in shown and "sm_90" not in shown, shown
+
+
 @pytest.mark.slow
 def test_triton_workspace_verifies_and_profiles_on_the_cpu_interpreter(tmp_path: Path) -> None:
     pytest.importorskip("triton", reason="needs triton: pip install -e '.[triton]'")

@@ -102,12 +102,14 @@ def _check_triton(task: Task, root: Path, device: str) -> int:
         return 1
     result = compile_triton(task, root / "model_new.py", device)
     if result.status == "ok":
-        kernels = ", ".join(result.kernels) or "none: forward launched no Triton kernel"
+        if not result.kernels:
+            print("compile: REJECTED: forward launched no Triton kernel on get_inputs()")
+            return 1
         print(
-            f"compile: OK in {result.wall_s:.1f} s: the kernels forward launches on get_inputs() compiled for "
-            f"{result.target} ({kernels}); none ran (`python -m utils.verification` runs them)"
+            f"compile: OK in {result.wall_s:.1f} s: {', '.join(result.kernels)} compiled for {result.target} at "
+            "get_inputs()'s shapes; none ran (`python -m utils.verification` runs them)"
         )
-        return 0 if result.kernels else 1
+        return 0
     print({"compile_error": "compile: FAILED", "timeout": "compile: TIMEOUT"}.get(result.status, "compile: ERROR"))
     print(result.message)
     return 1

@@ -96,6 +96,7 @@ def test_triton_compile_error_is_a_compile_error_with_the_compilers_message() ->
     relu = Catalog().resolve("examples/relu")
     verdict = judge(relu, _relu_with(*ODD_RANGE), config)
     assert (verdict.verdict, verdict.reward, verdict.language) == ("compile_error", -1, "triton"), verdict.message
+    assert verdict.message.endswith("(trial)")  # the first launch, and so its compile, is a trial's: never timed
     assert "relu_kernel" in verdict.compile_log and "arange's range must be a power of 2" in verdict.compile_log
     assert "tl.arange(0, 1000)" in verdict.compile_log  # the line, as the compiler shows it
     # A launch that fails before compiling is the candidate's runtime_error, as it is on a GPU.

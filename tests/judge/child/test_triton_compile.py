@@ -28,6 +28,12 @@ def _odd_range(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.store(y_ptr + offsets, tl.load(x_ptr + offsets))
 
 
+def _bad_asm(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    y = tl.inline_asm_elementwise("bogus.instr $0, $1;", "=r,r", [x], dtype=tl.int32, is_pure=True, pack=1)
+    tl.store(y_ptr + tl.arange(0, BLOCK), y)
+
+
 clamp = InterpretedFunction(_clamp)
 """A kernel called from another: in the interpreter's form, as `@triton.jit` makes it under TRITON_INTERPRET=1."""
 
@@ -50,5 +56,11 @@ def test_interpreted_kernels_compile_for_the_gpu_once_per_specialisation(tmp_pat
     except RuntimeError as wrapped:
         message = compile_failure(wrapped)
     assert message is not None and "'_odd_range'" in message and "arange's range must be a power of 2" in message
+    # ptxas's refusal (past the front end and MLIR) is one too, with ptxas's own lines.
+    ints = torch.zeros(128, dtype=torch.int32)
+    with pytest.raises(Exception) as raised:
+        ahead.compile(InterpretedFunction(_bad_asm), (ints, ints), {"BLOCK": 128})
+    message = compile_failure(raised.value)
+    assert message is not None and "PTXASError" in message and "Not a name of any known instruction" in message
     # A failure outside the compiler is no compile failure.
     assert compile_failure(RuntimeError("illegal memory access")) is None

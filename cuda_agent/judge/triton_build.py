@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cuda_agent.machine import detect_device
 from cuda_agent.subproc import child_env, run_module
 from cuda_agent.types import Task
 
@@ -50,8 +51,10 @@ def compile_triton(task: Task, solution: Path, device: str, timeout_s: float = C
     Args:
         task: the problem (its Model, get_inputs, get_init_inputs).
         solution: the Python file that defines ModelNew (a Triton workspace's model_new.py).
-        device: 'cuda' (compiled for this GPU) or 'cpu' (compiled for sm_90, no GPU needed).
+        device: 'cuda' (compiled for this GPU; for sm_90 where none is visible) or 'cpu' (for sm_90).
     """
+    if device == "cuda" and detect_device("auto") != "cuda":
+        device = "cpu"  # no GPU beside the agent (the sandbox service's GPUs judge): compiled for sm_90 all the same
     with tempfile.TemporaryDirectory(prefix="cuda_agent_triton_build_") as folder:
         request, result = Path(folder) / "request.json", Path(folder) / "result.json"
         payload = {"task_code": task.code, "task_name": task.name, "solution": str(Path(solution).resolve())}

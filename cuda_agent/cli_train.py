@@ -27,10 +27,10 @@ def cmd_train_data(args: argparse.Namespace) -> int:
 
     levels = [int(level) for level in args.levels.split(",")] if args.levels else None
     tasks = select_tasks(args.suite, levels, Catalog(data_dir=args.data_dir))
-    out = Path(args.out) if args.out else default_out(args.suite, args.single_turn, levels)
+    out = Path(args.out) if args.out else default_out(args.suite, args.single_turn, levels, args.lang)
     write_rl_parquet(rl_rows(tasks, single_turn=args.single_turn, device=args.device, language=args.lang), out)
     kind = "single-turn (single_turn_agent)" if args.single_turn else "agent-loop (cuda_agent)"
-    print(f"wrote {len(tasks)} {kind} rows for {args.device} to {out}")
+    print(f"wrote {len(tasks)} {kind} rows for {args.device} to {out}" + (" (Triton)" if args.lang == "triton" else ""))
     return 0
 
 
@@ -201,7 +201,9 @@ def _add_data_command(sub: argparse._SubParsersAction) -> None:
         help="kernel language the prompt asks for (the agent loop's `language` setting must match)",
     )
     data.add_argument(
-        "--out", default=None, help="parquet path (default runs/data/<suite>[_L<levels>][_single_turn].parquet)"
+        "--out",
+        default=None,
+        help="parquet path (default runs/data/<suite>[_L<levels>][_single_turn][_triton].parquet)",
     )
     data.set_defaults(func=cmd_train_data)
 

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from cuda_agent.judge.pipeline import judge, prepare, reference_timings, start_spare
     from cuda_agent.judge.policy import KERNELBENCH_DIFFERENCES, KERNELBENCH_RELAXED
     from cuda_agent.judge.protocol import BaselineResult
+    from cuda_agent.judge.solution import detect_language
     from cuda_agent.judge.standby import Standby
+    from cuda_agent.judge.triton_build import TritonBuildResult, compile_triton
 
 _HOMES = {
     "JudgeConfig": "config",
@@ -32,7 +34,10 @@ _HOMES = {
     "baseline_key": "baseline_stage",
     "baseline_key_env": "baseline_stage",
     "BaselineResult": "protocol",
+    "detect_language": "solution",
     "trim_compile_log": "build",
+    "compile_triton": "triton_build",
+    "TritonBuildResult": "triton_build",
     "PROTOCOL_VERSION": "env",
     "apply_precision_flags": "env",
     "describe_device": "env",
@@ -53,10 +58,13 @@ __all__ = [
     "Clock",
     "JudgeConfig",
     "Standby",
+    "TritonBuildResult",
     "apply_precision_flags",
     "baseline_key",
     "baseline_key_env",
+    "compile_triton",
     "describe_device",
+    "detect_language",
     "judge",
     "make_flusher",
     "prepare",

@@ -92,10 +92,7 @@ def require_language(language: str) -> None:
 
 
 def _task_dtypes(task: Task) -> set[str] | None:
-    """Reduced-precision dtypes a task names in its source (read, not run: the grader runs no task code).
-
-    A task that never names fp16/bf16 is held to fp32 arithmetic by the static policy.
-    """
+    """Reduced-precision dtypes a task names in its source (read, not run); none: the policy holds it to fp32."""
     named = {f"torch.{d}" for d in ("float16", "half", "bfloat16") if re.search(rf"\b{d}\b", task.code)}
     return named | {"torch.float32"} if named else None
 
@@ -485,10 +482,11 @@ class _Judgement:
         self.env["flags"] = run.flags
         self.env["device_name"] = run.env.get("device_name", self.device)
         if run.status != "ok":
-            verdict = {"incorrect": "incorrect", "rejected": "rejected"}.get(run.status, "runtime_error")
+            verdict = run.status if run.status in ("compile_error", "incorrect", "rejected") else "runtime_error"
             return self.verdict(
                 verdict,
                 run.message,
+                compile_log=run.compile_log,
                 violations=run.violations,
                 checks=run.trials,
                 custom_kernel_time_fraction=run.custom_kernel_time_fraction,

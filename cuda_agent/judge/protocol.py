@@ -74,7 +74,7 @@ class RunRequest(BaseModel):
     process and refuses a call of forward that launches no Triton kernel."""
 
 
-Status = Literal["ok", "runtime_error", "incorrect", "rejected", "task_error", "judge_error"]
+Status = Literal["ok", "compile_error", "runtime_error", "incorrect", "rejected", "task_error", "judge_error"]
 """The candidate's outcomes, then two that are no verdict: the task itself is broken ('task_error'), and our own
 code failed in the grader ('judge_error'). The grader writes them; the candidate's process cannot."""
 
@@ -91,6 +91,8 @@ class RunResult(BaseModel):
     call (a runtime_error, judged again next time: whether it fits depends on what else held memory), or in our
     own code (a judge_error, retried once alone)."""
     stage: str = Field(default="", description="Where it stopped: import, init, trial, timing, recheck.")
+    compile_log: str | None = None
+    """A compile_error's compiler message: a Triton kernel's, compiled at its first launch (triton_compile.py)."""
     violations: list[Violation] = Field(default_factory=list)
     trials: list[dict[str, Any]] = Field(default_factory=list)
     timing: dict[str, Any] | None = None
@@ -133,7 +135,8 @@ class CallAnswer(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    status: Literal["ok", "raised", "mismatch"]
+    status: Literal["ok", "raised", "compile_error", "mismatch"]
+    """'compile_error': forward raised while a Triton kernel compiled at its launch (triton_compile.py)."""
     ms: float | None = Field(default=None, ge=0, allow_inf_nan=False, description="Its own timing of the call.")
     message: str = Field(default="", max_length=20_000)
     out_of_memory: bool = False
@@ -151,7 +154,7 @@ class LoadAnswer(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    status: Literal["ok", "runtime_error", "rejected"]
+    status: Literal["ok", "compile_error", "runtime_error", "rejected"]
     stage: Literal["import", "init"] = "import"
     message: str = Field(default="", max_length=20_000)
     check: str = Field(default="", max_length=100)

@@ -33,17 +33,23 @@ DATA_DIR = Path("runs/data")
 """Where `cuda-agent train data` writes by default; the bundled recipes read from here."""
 
 
-def default_out(suite: str, single_turn: bool, levels: Sequence[int] | None = None) -> Path:
-    """The parquet path for a suite: runs/data/<suite>[_L<levels>][_single_turn].parquet.
+def default_out(
+    suite: str, single_turn: bool, levels: Sequence[int] | None = None, language: Language = "cuda"
+) -> Path:
+    """The parquet path for a suite: runs/data/<suite>[_L<levels>][_single_turn][_triton].parquet.
 
     Example:
         >>> default_out("ops6k", False), default_out("kernelbench", True, [1, 2])
         (PosixPath('runs/data/ops6k.parquet'), PosixPath('runs/data/kernelbench_L12_single_turn.parquet'))
+        >>> default_out("ops6k", True, language="triton")
+        PosixPath('runs/data/ops6k_single_turn_triton.parquet')
     """
     name = re.sub(r"[^A-Za-z0-9]+", "_", suite).strip("_") or "tasks"
     if levels:
         name += "_L" + "".join(str(level) for level in sorted(levels))
-    return DATA_DIR / f"{name}{'_single_turn' if single_turn else ''}.parquet"
+    return (
+        DATA_DIR / f"{name}{'_single_turn' if single_turn else ''}{'_triton' if language == 'triton' else ''}.parquet"
+    )
 
 
 def _data_source(task: Task) -> str:
@@ -64,18 +70,15 @@ def rl_rows(tasks: Sequence[Task], single_turn: bool, device: str, language: Lan
         tasks: the problems, e.g. from `cuda_agent.evaluation.suites.select_tasks`.
         single_turn: rows for stage 1 (`single_turn_agent` and its prompt), else for the agent loop.
         device: 'cuda' or 'cpu', the kernel kind the prompt asks for.
-        language: the kernel language the agent-loop prompt asks for (the agent loop's `language` must match).
-
-    Raises:
-        ConfigError: single-turn rows for Triton (the single-turn prompt and answer format are C++/CUDA's).
+        language: the kernel language the prompt asks for: 'triton' asks single-turn rows for one `model_new.py`
+            with `@triton.jit` kernels (their reward judges them as Triton), agent-loop rows for a Triton workspace
+            (the agent loop's `language` must match).
     """
-    if single_turn and language != "cuda":
-        raise ConfigError("single-turn rows are for C++/CUDA kernels only; write agent-loop rows for Triton")
     skill = skill_text(device, language)
     rows = []
     for index, task in enumerate(tasks):
         if single_turn:
-            prompt = single_turn_messages(task, device)
+            prompt = single_turn_messages(task, device, language)
         else:
             prompt = [
                 {"role": "system", "content": skill},

@@ -35,11 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.judge import detect_language
 from cuda_agent.rl.config import JudgeSettings
 from cuda_agent.rl.metrics import dropped_fields, is_our_failure, judged_fields
 from cuda_agent.rl.rollout import sandbox_judge, task_from_row
 from cuda_agent.sandbox.workspace_commands import SANDBOX_URL_ENV
-from cuda_agent.types import Task
+from cuda_agent.types import Language, Task
 from cuda_agent.workspace import is_editable
 
 PROMPTS = Path(__file__).parent / "prompts"
@@ -55,10 +56,15 @@ def _render(name: str, **values: Any) -> str:
     return template.render(**values).strip() + "\n"
 
 
-def single_turn_messages(task: Task, device: str) -> list[dict[str, str]]:
-    """The chat prompt of the single-turn stage: the rules and answer form (system), then the task (user)."""
+def single_turn_messages(task: Task, device: str, language: Language = "cuda") -> list[dict[str, str]]:
+    """The chat prompt of the single-turn stage: the rules and answer form (system), then the task (user).
+
+    `language` 'triton' asks for one file, `model_new.py` with `@triton.jit` kernels; 'cuda' for C++/CUDA kernels,
+    their bindings and `model_new.py`.
+    """
+    system = "single_turn_system_triton.md.jinja" if language == "triton" else "single_turn_system.md.jinja"
     return [
-        {"role": "system", "content": _render("single_turn_system.md.jinja", device=device)},
+        {"role": "system", "content": _render(system, device=device)},
         {"role": "user", "content": _render("single_turn_task.md.jinja", ref=task.ref, code=task.code.rstrip())},
     ]
 
@@ -127,6 +133,21 @@ def _is_comment(line: str) -> bool:
     return line.lstrip().startswith(("//", "#", "/*"))
 
 
+def _in_language(answer: Answer, language: Language) -> Answer:
+    """The answer as the row's language reads it: a Triton row uses `model_new.py` alone; an answer in the other
+    language cannot be judged (the judge would take it as what it is, and a Triton writer must not learn from a CUDA
+    answer's reward, nor a CUDA writer from a Triton one's)."""
+    if answer.problem is not None:
+        return answer
+    wrote = detect_language(answer.files["model_new.py"])
+    if wrote != language:
+        asked = "Triton kernels (model_new.py imports triton)" if language == "triton" else "C++/CUDA kernels"
+        return Answer(answer.files, f"the task asks for {asked}; the answer's kernels are {wrote}")
+    if language == "triton":
+        return Answer({"model_new.py": answer.files["model_new.py"]})
+    return answer
+
+
 def write_candidate(files: Mapping[str, str], folder: Path) -> Path:
     """Write an answer's files as a workspace-form solution folder (model_new.py and kernels/)."""
     (folder / "kernels").mkdir(parents=True, exist_ok=True)
@@ -173,7 +194,7 @@ def compute_score(
     if not (row["extra_info"].get("task") or row["extra_info"].get("code")) and ground_truth:
         row["task"] = str(ground_truth)
     task = task_from_row(row)
-    answer = parse_answer(solution_str)
+    answer = _in_language(parse_answer(solution_str), row["extra_info"].get("language") or "cuda")
     if answer.problem is not None:
         return {**judged_fields({"verdict": "malformed"}, -1.0), "judge_s": 0.0, "reason": answer.problem}
     folder = write_candidate(answer.files, settings.work_dir / f"{_slug(task.ref)}-{uuid.uuid4().hex[:12]}")

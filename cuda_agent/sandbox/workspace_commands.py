@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 from cuda_agent.errors import Error
-from cuda_agent.judge import JudgeConfig, judge, prepare, reference_timings, trim_compile_log
+from cuda_agent.judge import JudgeConfig, compile_triton, judge, prepare, reference_timings, trim_compile_log
 from cuda_agent.types import Task, Verdict
 from cuda_agent.workspace import build_tree, read_task_record, tampered_files, workspace_language
 from cuda_agent.workspace.checks import WorkspaceCheck, editable_digest, record_check
@@ -92,17 +92,26 @@ def compile_command(argv: list[str], root: Path | None = None) -> int:
 
 
 def _check_triton(task: Task, root: Path, device: str) -> int:
-    """A Triton workspace's compile: the judge's static rules on model_new.py (Triton compiles at the first launch)."""
+    """A Triton workspace's compile: the judge's static rules on model_new.py, then every kernel forward launches
+    compiled for the GPU (none run: `compile_triton`), with the compiler's first error as nvcc's is shown."""
     verdict = prepare(task, root, JudgeConfig(device=device, verdict_cache=False))
-    if verdict is None:
+    if verdict is not None:
+        print(f"compile: {verdict.verdict.upper()}: {verdict.message}")
+        for violation in verdict.violations[1:]:
+            print(f"  {violation.check}: {violation.message}")
+        return 1
+    result = compile_triton(task, root / "model_new.py", device)
+    if result.status == "ok":
+        if not result.kernels:
+            print("compile: REJECTED: forward launched no Triton kernel on get_inputs()")
+            return 1
         print(
-            "compile: OK: model_new.py passes the judge's static rules; Triton compiles each kernel at its first "
-            "launch (`python -m utils.verification` runs them)"
+            f"compile: OK in {result.wall_s:.1f} s: {', '.join(result.kernels)} compiled for {result.target} at "
+            "get_inputs()'s shapes; none ran (`python -m utils.verification` runs them)"
         )
         return 0
-    print(f"compile: {verdict.verdict.upper()}: {verdict.message}")
-    for violation in verdict.violations[1:]:
-        print(f"  {violation.check}: {violation.message}")
+    print({"compile_error": "compile: FAILED", "timeout": "compile: TIMEOUT"}.get(result.status, "compile: ERROR"))
+    print(result.message)
     return 1
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from cuda_agent.judge import JudgeConfig, judge
 from cuda_agent.judge.policy import POLICIES
+from cuda_agent.judge.solution import SolutionSource
 from cuda_agent.tasks import Catalog
 from cuda_agent.types import Task
 from tests.judge.helpers import EXAMPLES, ROOT
@@ -75,6 +76,40 @@ def test_kernelbench_triton_solutions_are_correct_on_shrunk_problems(shared_dir:
         config = JudgeConfig(device="cpu", time=False, verdict_cache=False, robustness_trials=False, trials=2)
         verdict = judge(_shrunk(ref), KERNELBENCH_TRITON / f"{ref}.py", config)
         assert (verdict.verdict, verdict.language) == ("pass", "triton"), f"{ref}: {verdict.message}"
+
+
+def _relu_with(old: str, new: str) -> SolutionSource:
+    source = (TRITON_SOLUTIONS / "relu.py").read_text()
+    assert old in source
+    return SolutionSource(python=source.replace(old, new))
+
+
+ODD_RANGE = ("tl.arange(0, BLOCK)", "tl.arange(0, 1000)")
+"""relu.py with a kernel Triton's compiler refuses (ranges are powers of 2) and its interpreter would run."""
+NO_N = ("](x, y, n, BLOCK=1024)", "](x, y, BLOCK=1024)")
+"""relu.py launching its kernel without an argument: refused at the launch, before any compile."""
+
+
+@pytest.mark.slow
+def test_triton_compile_error_is_a_compile_error_with_the_compilers_message() -> None:
+    config = JudgeConfig(device="cpu", time=False, verdict_cache=False, robustness_trials=False, trials=1)
+    relu = Catalog().resolve("examples/relu")
+    verdict = judge(relu, _relu_with(*ODD_RANGE), config)
+    assert (verdict.verdict, verdict.reward, verdict.language) == ("compile_error", -1, "triton"), verdict.message
+    assert verdict.message.endswith("(trial)")  # the first launch, and so its compile, is a trial's: never timed
+    assert "relu_kernel" in verdict.compile_log and "arange's range must be a power of 2" in verdict.compile_log
+    assert "tl.arange(0, 1000)" in verdict.compile_log  # the line, as the compiler shows it
+    # A launch that fails before compiling is the candidate's runtime_error, as it is on a GPU.
+    verdict = judge(relu, _relu_with(*NO_N), config)
+    assert (verdict.verdict, verdict.compile_log) == ("runtime_error", None), verdict.message
+
+
+@pytest.mark.gpu
+def test_triton_compile_error_is_a_compile_error_on_the_gpu() -> None:
+    verdict = judge(Catalog().resolve("examples/relu"), _relu_with(*ODD_RANGE), JudgeConfig(device="cuda"))
+    assert (verdict.verdict, verdict.reward) == ("compile_error", -1), verdict.message
+    assert "arange's range must be a power of 2" in verdict.compile_log
+    assert verdict.env["triton_interpret"] is False
 
 
 @pytest.mark.gpu

@@ -69,7 +69,7 @@ def test_kernelbench_rows_report_per_level(tmp_path: Path) -> None:
 
 
 def test_triton_rows_ask_for_triton_kernels(tmp_path: Path) -> None:
-    from cuda_agent.errors import ConfigError
+    from cuda_agent.rl.single_turn import single_turn_messages
     from cuda_agent.workspace.layout import skill_text
 
     tasks = Catalog().tasks("examples")[:2]
@@ -81,5 +81,7 @@ def test_triton_rows_ask_for_triton_kernels(tmp_path: Path) -> None:
 
     path = write_rl_parquet(rows, tmp_path / "rows.parquet")
     assert pq.read_table(path).column("extra_info").to_pylist()[0]["language"] == "triton"
-    with pytest.raises(ConfigError, match="single-turn"):
-        rl_rows(tasks, single_turn=True, device="cpu", language="triton")
+    single = rl_rows(tasks, single_turn=True, device="cuda", language="triton")
+    assert single[0]["prompt"] == single_turn_messages(tasks[0], "cuda", "triton")
+    assert single[0]["extra_info"]["language"] == "triton" and single[0]["agent_name"] == "single_turn_agent"
+    assert default_out("ops6k", True, None, "triton").name == "ops6k_single_turn_triton.parquet"

@@ -168,3 +168,48 @@ def test_our_failure_while_judging_is_dropped_and_counted_not_scored(relu_info: 
     assert "cannot reach the sandbox" in result["reason"]
     judged = compute_score("examples", "no code here", "examples/relu", relu_info, **settings)
     assert set(judged) == set(result) and judged["our_failure"] == 0.0  # the same keys for every sample
+
+
+TRITON_RELU = ROOT / "cuda_agent" / "tasks" / "examples" / "solutions" / "triton" / "relu.py"
+
+
+def triton_answer(source: str | None = None) -> str:
+    """How a model following the Triton prompt answers: reasoning, then model_new.py under its path."""
+    return f"One kernel.\n\nmodel_new.py\n```python\n{(source or TRITON_RELU.read_text()).rstrip()}\n```\n"
+
+
+def test_triton_prompt_asks_for_one_file_of_triton_kernels() -> None:
+    task = Catalog().resolve("examples/relu")
+    system, user = single_turn_messages(task, "cuda", "triton")
+    assert "@triton.jit" in system["content"] and "kernel[grid](...)" in system["content"]
+    assert "Only `model_new.py` is used" in system["content"] and "REGISTER_BINDING" not in system["content"]
+    assert "untimed call" in system["content"] and task.code.strip() in user["content"]
+    assert "interpreter" in single_turn_messages(task, "cpu", "triton")[0]["content"]
+
+
+def test_answer_in_the_other_language_scores_minus_one_unjudged(relu_info: dict, tmp_path: Path) -> None:
+    triton_row = {**relu_info, "language": "triton"}
+    result = compute_score("examples", answer_text(), "examples/relu", triton_row, work_dir=tmp_path, device="cpu")
+    assert (result["score"], result["verdict"], result["judge_s"]) == (-1.0, "malformed", 0.0)
+    assert "asks for Triton kernels" in result["reason"] and "cuda" in result["reason"]
+    result = compute_score("examples", triton_answer(), "examples/relu", relu_info, work_dir=tmp_path, device="cpu")
+    assert result["verdict"] == "malformed" and "the answer's kernels are triton" in result["reason"]
+    assert not list(tmp_path.iterdir())  # nothing was written, nothing judged
+
+
+@pytest.mark.slow
+def test_triton_answer_is_judged_as_triton_on_the_cpu_interpreter(
+    relu_info: dict, tmp_path: Path, on_path: None
+) -> None:
+    pytest.importorskip("triton", reason="needs triton: pip install -e '.[triton]'")
+    row = {**relu_info, "language": "triton"}
+    # The CUDA kernels a model may add beside its Triton file are not the answer: model_new.py alone is judged.
+    extra = "kernels/relu.cu\n```cuda\nthis is not compiled\n```\n"
+    result = compute_score("examples", extra + triton_answer(), "examples/relu", row, work_dir=tmp_path, device="cpu")
+    assert (result["verdict"], result["passed"]) == ("pass", 1.0) and result["score"] >= 1, result["reason"]
+    # A kernel Triton's compiler refuses scores as a C++/CUDA compile error does.
+    broken = TRITON_RELU.read_text().replace("tl.arange(0, BLOCK)", "tl.arange(0, 1000)")
+    result = compute_score("examples", triton_answer(broken), "examples/relu", row, work_dir=tmp_path, device="cpu")
+    assert (result["verdict"], result["score"], result["passed"]) == ("compile_error", -1.0, 0.0), result["reason"]
+    for folder in tmp_path.iterdir():
+        assert [p.name for p in folder.rglob("*.*")] == ["model_new.py"]

@@ -102,16 +102,50 @@ def test_cuda_workspace_verifies_on_the_gpu(tmp_path: Path) -> None:
 
 
 def test_triton_workspace_compile_runs_the_static_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # Nothing to build ahead for Triton: compile answers with the judge's static rules on model_new.py.
     from cuda_agent.sandbox.workspace_commands import compile_command
 
     root = create_workspace(Catalog().resolve("examples/relu"), tmp_path / "ws", device="cpu", language="triton")
-    assert compile_command([], root) == 1
+    assert compile_command([], root) == 1  # the template launches nothing: refused before anything compiles
     shown = capsys.readouterr().out
     assert shown.startswith("compile: REJECTED") and "launches a Triton kernel" in shown, shown
+
+
+@pytest.mark.slow
+def test_triton_workspace_compile_compiles_the_kernels_for_the_gpu(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No GPU here: Triton's own LLVM and ptxas compile the launched kernels for sm_90, and nothing runs.
+    pytest.importorskip("triton", reason="needs triton: pip install -e '.[triton]'")
+    from cuda_agent.sandbox.workspace_commands import compile_command
+
+    root = create_workspace(Catalog().resolve("examples/relu"), tmp_path / "ws", device="cpu", language="triton")
     shutil.copyfile(TRITON_RELU, root / "model_new.py")
     assert compile_command([], root) == 0
-    assert capsys.readouterr().out.startswith("compile: OK")
+    shown = capsys.readouterr().out
+    assert shown.startswith("compile: OK") and ": relu_kernel compiled for sm_90" in shown, shown
+    source = TRITON_RELU.read_text()
+    (root / "model_new.py").write_text(source.replace("tl.arange(0, BLOCK)", "tl.arange(0, 1000)"))
+    assert compile_command([], root) == 1
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0] == "compile: FAILED" and "relu_kernel" in lines[1], lines
+    assert "tl.arange(0, 1000)" in "\n".join(lines) and lines[-1] == "arange's range must be a power of 2", lines
+    assert len(lines) <= 12
+    # A GPU workspace on a machine without one (the agent beside, the sandbox service's GPUs judging) compiles too.
+    gpu_root = create_workspace(Catalog().resolve("examples/relu"), tmp_path / "gpu", device="cuda", language="triton")
+    shutil.copyfile(TRITON_RELU, gpu_root / "model_new.py")
+    assert compile_command([], gpu_root) == 0
+    assert ": relu_kernel compiled for " in capsys.readouterr().out  # for sm_90 here; for the GPU where there is one
+
+
+@pytest.mark.gpu
+def test_triton_workspace_compile_compiles_for_this_gpu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from cuda_agent.sandbox.workspace_commands import compile_command
+
+    root = create_workspace(Catalog().resolve("examples/softmax"), tmp_path / "ws", device="cuda", language="triton")
+    shutil.copyfile(TRITON_RELU.with_name("softmax.py"), root / "model_new.py")
+    assert compile_command([], root) == 0
+    shown = capsys.readouterr().out
+    assert shown.startswith("compile: OK") and ": softmax_kernel compiled for" in shown and "sm_90" not in shown, shown
 
 
 @pytest.mark.slow

@@ -305,6 +305,7 @@ class Grader:
                     status=answer.status,
                     stage=answer.stage,
                     message=answer.message,
+                    compile_log=answer.message if answer.status == "compile_error" else None,
                     violations=violations,
                     out_of_memory=answer.out_of_memory,
                 )
@@ -341,6 +342,9 @@ class Grader:
         compute seen by the tracer, flags or the persisting-L2 set-aside changed in its process."""
         if answer.status == "raised":
             raise stop("runtime_error", stage, answer.message, oom=answer.out_of_memory)
+        if answer.status == "compile_error":  # a Triton kernel's compile at its first launch
+            message = f"compilation failed: a Triton kernel at its first launch ({stage})"
+            raise Stop(RunResult(status="compile_error", stage=stage, message=message, compile_log=answer.message))
         if answer.status == "mismatch":
             raise self.mismatch(answer, stage)
         if answer.torch_ops and self.req.policy == "cuda-agent":  # kernelbench: torch may compute

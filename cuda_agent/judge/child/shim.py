@@ -121,8 +121,8 @@ class Shim:
             with self.held:
                 spec.loader.exec_module(module)
         except Exception as exc:
-            text = f"importing the solution raised {type(exc).__name__}: {exc}"
-            return _load("runtime_error", "import", text[:MAX_TEXT], out_of_memory=out_of_memory(exc))
+            status, text = _failure(exc, f"importing the solution raised {type(exc).__name__}: {exc}")
+            return _load(status, "import", text, out_of_memory=out_of_memory(exc))
         model_cls = getattr(module, "ModelNew", None)
         if model_cls is None:
             return _load("runtime_error", "import", "the solution defines no ModelNew")
@@ -132,8 +132,8 @@ class Shim:
             self.torch.manual_seed(0)
             self.model = model_cls(*init_args).to(self.device)
         except Exception as exc:
-            text = f"ModelNew(*get_init_inputs()) raised {type(exc).__name__}: {exc}"
-            return _load("runtime_error", "init", text[:MAX_TEXT], out_of_memory=out_of_memory(exc))
+            status, text = _failure(exc, f"ModelNew(*get_init_inputs()) raised {type(exc).__name__}: {exc}")
+            return _load(status, "init", text, out_of_memory=out_of_memory(exc))
         env = {"import_s": time.perf_counter() - start, **(self.triton.env if self.triton else {})}
         answer = LoadAnswer(status="ok", env=env)
         return answer.model_dump()
@@ -160,8 +160,9 @@ class Shim:
                 out.copy_(value)
             self.sync()
         except Exception as exc:
-            text = f"ModelNew.forward raised {type(exc).__name__}: {exc}"
-            return CallAnswer(status="raised", message=text[:MAX_TEXT], out_of_memory=out_of_memory(exc)).model_dump()
+            status, text = _failure(exc, f"ModelNew.forward raised {type(exc).__name__}: {exc}")
+            raised = "compile_error" if status == "compile_error" else "raised"
+            return CallAnswer(status=raised, message=text, out_of_memory=out_of_memory(exc)).model_dump()
         answer = self.answer(ms, dict(tracer.disallowed) if tracer is not None else {})
         if self.triton is not None and not message.get("probe"):
             answer.launches = self.triton.take()
@@ -249,6 +250,15 @@ def _fits(flat: list[Any], outputs: list[Any]) -> bool:
         v.shape == o.shape and v.dtype == o.dtype and v.device.type == o.device.type
         for v, o in zip(flat, outputs, strict=True)
     )
+
+
+def _failure(exc: BaseException, text: str) -> tuple[str, str]:
+    """('compile_error', the compiler's message) when `exc` came from compiling a Triton kernel (a first launch's
+    compile, triton_compile.py), else ('runtime_error', `text`); either cut to MAX_TEXT."""
+    from cuda_agent.judge.child.triton_compile import compile_failure
+
+    message = compile_failure(exc)
+    return ("runtime_error", text[:MAX_TEXT]) if message is None else ("compile_error", message[:MAX_TEXT])
 
 
 def _load(status: str, stage: str, message: str, check: str = "", out_of_memory: bool = False) -> dict[str, Any]:

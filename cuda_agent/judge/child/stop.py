@@ -5,7 +5,7 @@ from __future__ import annotations
 from cuda_agent.judge.protocol import RunResult
 from cuda_agent.types import Violation
 
-CANDIDATE_STATUSES = ("runtime_error", "incorrect", "rejected")
+CANDIDATE_STATUSES = ("compile_error", "runtime_error", "incorrect", "rejected")
 """The statuses a run ends with early (`stop`)."""
 
 

@@ -10,6 +10,9 @@ imported:
 - On the CPU, `TRITON_INTERPRET=1` (set when the process starts, standby.worker_spec): `@triton.jit` makes an interpreted function whose launches run the kernel's
   body with numpy, so the CPU judge runs Triton kernels for real. Autotune's benchmarker needs a GPU driver; under
   the interpreter it is replaced by a wall-clock one (the pick still happens, on the first call, untimed).
+- A kernel's compile is told from its run (triton_compile.py): on a GPU the launch's compile is marked, on the CPU
+  each new specialisation of an interpreted kernel is first compiled for real for the H100/H200 (sm_90), so that a
+  kernel the compiler refuses is the candidate's compile_error there too, not a run of Python the interpreter took.
 - Every launch of a `@triton.jit` function (through `kernel[grid](...)`, autotune and heuristics alike) is counted;
   `take()` reads and resets the count of one call of forward. A forward that launches nothing is refused by the
   grader, as a CUDA forward that never calls its extension is.
@@ -44,6 +47,8 @@ class TritonLaunches:
         self.interpreted_s = 0.0
         """Seconds spent in interpreted launches so far: the CPU's own-time share counts them as the candidate's
         (policy/runtime.custom_time_fraction), as it counts time inside a compiled extension's calls."""
+        self.ahead: Any = None
+        """On the CPU, the compiler of interpreted kernels for the GPU (triton_compile.AheadCompiler)."""
         self.env: dict[str, Any] = {}
         """What the verdict records: Triton's version, whether it interprets, where its cache was."""
 
@@ -68,11 +73,15 @@ class TritonLaunches:
         import triton
         from triton.runtime import autotuner, interpreter, jit
 
+        from cuda_agent.judge.child.triton_compile import AheadCompiler, mark_compiles
+
+        mark_compiles()
         self = cls()
+        self.ahead = AheadCompiler() if interpret else None
         jit.JITFunction.run = self._counted(jit.JITFunction.run, interpreted=False)
         interpreter.InterpretedFunction.run = self._counted(interpreter.InterpretedFunction.run, interpreted=True)
         if interpret:
-            autotuner.Autotuner.do_bench = property(lambda tuner: tuner._do_bench or _wall_bench)
+            autotuner.Autotuner.do_bench = property(lambda tuner: tuner._do_bench or wall_bench)
         self.env = {"triton": triton.__version__, "triton_interpret": interpret, "triton_cache_dir": str(root)}
         return self
 
@@ -95,6 +104,9 @@ class TritonLaunches:
             sys.setprofile(None)
             try:
                 with _disable_current_modes(), torch.autograd.profiler.record_function(_RANGE):
+                    if self.ahead is not None and not kwargs.get("warmup"):
+                        options = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}
+                        self.ahead.compile(kernel, args, options)
                     return run(kernel, *args, **kwargs)
             finally:
                 sys.setprofile(hook)
@@ -103,7 +115,7 @@ class TritonLaunches:
         return counted_run
 
 
-def _wall_bench(kernel_call: Callable[[], Any], quantiles: tuple[float, ...] = (0.5,)) -> list[float]:
+def wall_bench(kernel_call: Callable[[], Any], quantiles: tuple[float, ...] = (0.5,)) -> list[float]:
     """Autotune's benchmark under the interpreter: the median of three wall-clock runs, in ms, for every quantile."""
     times = []
     for _ in range(3):

@@ -1,4 +1,5 @@
-"""Triton's own ways to fake a result, judged for real on the CPU under Triton's interpreter (TRITON_INTERPRET=1).
+"""Triton's own ways to fake a result, judged for real on the CPU under Triton's interpreter (TRITON_INTERPRET=1), and
+compiled on a GPU where there is one (`-m gpu`).
 
 - an autotune config that skips work, picked because it is fastest (threat 12 by way of autotune);
 - a `tl.constexpr` specialised on the call count, honest while checked early and half-done later (threats 12, 20);
@@ -65,20 +66,28 @@ def relu_tuned_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, SKIP: tl.constexpr):
 LAUNCH = "relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)"
 
 
-def judge_triton(tmp_path: Path, model_new_class_source: str, **config) -> Verdict:
-    """Judge HEADER plus the given ModelNew on examples/relu on the CPU, correctness only unless told otherwise."""
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def device(request: pytest.FixtureRequest) -> str:
+    """Each hack under the CPU interpreter, and compiled on a GPU where there is one."""
+    return request.param
+
+
+def judge_triton(tmp_path: Path, model_new_class_source: str, device: str = "cpu", **config) -> Verdict:
+    """Judge HEADER plus the given ModelNew on examples/relu on `device`, correctness only unless told otherwise."""
     source = HEADER + model_new_class_source
     (tmp_path / "solution.py").write_text(source)  # kept beside the test for a reader
     config.setdefault("time", False)
     config.setdefault("policy", _static.POLICY)
     verdict = judge(
-        Catalog().resolve("examples/relu"), SolutionSource(python=source), JudgeConfig(device="cpu", **config)
+        Catalog().resolve("examples/relu"), SolutionSource(python=source), JudgeConfig(device=device, **config)
     )
     assert verdict.language == "triton"
     return verdict
 
 
 def test_autotune_config_that_skips_work_is_caught(tmp_path: Path) -> None:
+    # CPU only: the interpreter's wall clock always picks the config with 16x fewer programs; on a GPU, for a relu
+    # this small, which config autotune picks is a toss-up (a pick of the honest one would pass, rightly).
     forward = (
         "x = x.contiguous()\ny = torch.empty_like(x)\nn = x.numel()\n"
         "relu_tuned_kernel[lambda meta: (triton.cdiv(n, meta['BLOCK']),)](x, y, n)\nreturn y"
@@ -88,7 +97,7 @@ def test_autotune_config_that_skips_work_is_caught(tmp_path: Path) -> None:
     assert verdict.violations == []  # nothing in its text is against the rules: its outputs fail
 
 
-def test_constexpr_specialised_on_the_call_count_is_caught(tmp_path: Path) -> None:
+def test_constexpr_specialised_on_the_call_count_is_caught(tmp_path: Path, device: str) -> None:
     # Honest on every call before the first timed one, half the work after: a kernel compiled for the checked
     # calls and another for the rest. Timed outputs are judged at random, the first ones with a chance of 1.
     forward = (
@@ -96,37 +105,37 @@ def test_constexpr_specialised_on_the_call_count_is_caught(tmp_path: Path) -> No
         f"limit = n if self.calls <= {CALLS_BEFORE_TIMING} else n // 2\n"
         "relu_first_kernel[(triton.cdiv(n, 1024),)](x, y, LIMIT=limit, BLOCK=1024)\nreturn y"
     )
-    verdict = judge_triton(tmp_path, model_new(forward, init="self.calls = 0"), **TIMED, min_reps=2)
+    verdict = judge_triton(tmp_path, model_new(forward, init="self.calls = 0"), **TIMED, min_reps=2, device=device)
     assert (verdict.verdict, verdict.reward) == ("incorrect", -1), verdict.message
     assert failed_check(verdict)["label"] == "timed" and verdict.timings_ms.solution is None
 
 
-def test_result_cached_across_calls_is_caught(tmp_path: Path) -> None:
+def test_result_cached_across_calls_is_caught(tmp_path: Path, device: str) -> None:
     # Cached alone, the second call launches nothing; with a launch on scratch memory each call, it is wrong.
     cached = "if self.cache is None:\n    y = torch.empty_like(x)\n    " + LAUNCH + "\n    self.cache = y\n"
-    verdict = judge_triton(tmp_path, model_new(cached + "return self.cache", init="self.cache = None"))
+    verdict = judge_triton(tmp_path, model_new(cached + "return self.cache", init="self.cache = None"), device=device)
     assert verdict.verdict == "rejected", verdict.message
     assert [v.check for v in verdict.violations] == ["forward_calls_no_kernel"]
     with_launch = cached + "y = torch.empty_like(x)\n" + LAUNCH + "\nreturn self.cache"
-    verdict = judge_triton(tmp_path, model_new(with_launch, init="self.cache = None"))
+    verdict = judge_triton(tmp_path, model_new(with_launch, init="self.cache = None"), device=device)
     assert verdict.verdict == "incorrect", verdict.message
     assert [c["ok"] for c in verdict.checks] == [True, False]
 
 
-def test_decoy_kernel_is_refused(tmp_path: Path) -> None:
+def test_decoy_kernel_is_refused(tmp_path: Path, device: str) -> None:
     # The kernel runs, on a scratch buffer; torch makes the output.
     forward = "x = x.contiguous()\ny = torch.empty_like(x)\n" + LAUNCH + "\nreturn torch.relu(x)"
-    verdict = judge_triton(tmp_path, model_new(forward))
+    verdict = judge_triton(tmp_path, model_new(forward), device=device)
     assert verdict.verdict == "rejected", verdict.message
     expected = {"cuda-agent": "torch_compute_in_forward", "kernelbench": "no_custom_kernel"}[_static.POLICY]
     assert expected in {v.check for v in verdict.violations}
 
 
-def test_forward_that_launches_nothing_is_refused(tmp_path: Path) -> None:
+def test_forward_that_launches_nothing_is_refused(tmp_path: Path, device: str) -> None:
     # The launch is in the text, never taken; the static policy is off to show the run-time count refusing it
     # (under cuda-agent the ATen tracer sees torch's relu first).
     forward = "x = x.contiguous()\ny = torch.empty_like(x)\nif x.numel() < 0:\n    " + LAUNCH + "\nreturn torch.relu(x)"
-    verdict = judge_triton(tmp_path, model_new(forward), static_policy=False)
+    verdict = judge_triton(tmp_path, model_new(forward), static_policy=False, device=device)
     assert verdict.verdict == "rejected", verdict.message
     expected = {"cuda-agent": "torch_compute_at_runtime", "kernelbench": "forward_calls_no_kernel"}[_static.POLICY]
     assert [v.check for v in verdict.violations] == [expected]

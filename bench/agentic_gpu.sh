@@ -20,7 +20,11 @@
 # every 30 s and on every exit, so a call cut by the device's limit still returns what it did.
 # Knobs (env): SFT_STEPS=60 SFT_BUDGET_S=150 STEPS=4 BATCH=4 N=4 VAL_N=4 MAX_TURNS=16 BUDGET_S=570 PARALLEL=12
 # (episodes played at a time while making the data) PORT=8766 SCRIPTS= (a comma-separated subset of the scripts)
-# DEVICE=cpu: the data call's episodes on the CPU curriculum (a check of this script without a GPU).
+# MODEL=DIR: the policy to fine-tune instead of the staged SmolLM2 (any instruct model of a chat template with tools).
+# DEVICE=cpu: the same on the CPU curriculum, verl on our CPU platform and, without MODEL, a tiny random Llama in
+# SmolLM2's tokens (bench/tiny_llama.py): the wiring check of this script without a GPU, e.g.
+#   DEVICE=cpu SCRIPTS=give_up PARALLEL=2 bash bench/agentic_gpu.sh data
+#   DEVICE=cpu SFT_STEPS=2 STEPS=1 BATCH=1 N=2 VAL_N=1 MAX_TURNS=2 BUDGET_S=1800 bash bench/agentic_gpu.sh train
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD PHASE=${1:-}
@@ -28,7 +32,7 @@ shift || true
 WORK=${WORK:-/tmp/agentic_gpu} OUT=${OUT:-/tmp/agentic_gpu_out}
 SFT_STEPS=${SFT_STEPS:-60} SFT_BUDGET_S=${SFT_BUDGET_S:-150} STEPS=${STEPS:-4} BATCH=${BATCH:-4} N=${N:-4}
 VAL_N=${VAL_N:-4} MAX_TURNS=${MAX_TURNS:-16} BUDGET_S=${BUDGET_S:-570} PARALLEL=${PARALLEL:-12} PORT=${PORT:-8766}
-DEVICE=${DEVICE:-cuda} SCRIPTS=${SCRIPTS:-}
+DEVICE=${DEVICE:-cuda} SCRIPTS=${SCRIPTS:-} MODEL=${MODEL:-}
 RES=$WORK/results START=$(date +%s)
 case $PHASE in here | data | put | train | more) ;; *)
   echo "usage: bash bench/agentic_gpu.sh here | data | put K... | train | more" >&2; exit 2 ;;
@@ -116,16 +120,32 @@ esac
 
 # train / more: the model, SFT and the critic (train), then PPO judged by a `cuda-agent serve` on this GPU.
 [ -f "$WORK/data/sft.parquet" ] || { echo "== no $WORK/data/sft.parquet: run the data call first"; exit 2; }
+if [ "$DEVICE" = cuda ]; then
+  SFT_KNOBS=() PPO_KNOBS=(--set actor_rollout_ref.rollout.agent.num_workers=4)
+else  # verl on our CPU platform (bench/agentic_ppo_cpu.sh's settings): short replies, small micro-batches
+  SFT_KNOBS=(--set trainer.device=cpu --set engine.strategy=fsdp2 --set engine.dtype=float32
+    --set data.train_batch_size=2 --set data.micro_batch_size_per_gpu=2)
+  PPO_KNOBS=(--set trainer.device=cpu --set data.max_response_length=1024
+    --set actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 --set critic.ppo_micro_batch_size_per_gpu=2
+    --set actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2
+    --set actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2 --set actor_rollout_ref.rollout.agent.num_workers=1)
+fi
 if [ "$PHASE" = train ]; then
-  for k in .stage/[0-9]*; do bash scripts/stage_smollm2.sh put "$k" || exit 1; done  # the chunks this call carries
-  [ -f /tmp/smollm2/config.json ] || { echo "== /tmp/smollm2 was not made: stage the model first"; exit 2; }
+  if [ -z "$MODEL" ] && [ "$DEVICE" = cuda ]; then
+    for k in .stage/[0-9]*; do bash scripts/stage_smollm2.sh put "$k" || exit 1; done  # the chunks this call carries
+    MODEL=/tmp/smollm2
+  elif [ -z "$MODEL" ]; then  # the CPU's stand-in: a tiny random Llama in SmolLM2's tokens
+    python3 bench/tiny_llama.py .stage/tok "$WORK/tiny" || exit 1
+    MODEL=$WORK/tiny
+  fi
+  [ -f "$MODEL/config.json" ] || { echo "== no model at $MODEL: stage SmolLM2 (.stage chunks) or set MODEL=DIR"; exit 2; }
   mkdir -p "$RES/sft"
-  watch $(( $(date +%s) + SFT_BUDGET_S )) "$RES/sft/train.log" $CLI train rft --config recipes/agentic_curriculum_sft.yaml --out "$RES/sft" \
-    --set model.path=/tmp/smollm2 --set data.train_files="$WORK/data/sft.parquet" \
+  watch $(( $(date +%s) + SFT_BUDGET_S )) "$RES/sft/train.log" $CLI train rft --config recipes/agentic_curriculum_sft.yaml \
+    --out "$RES/sft" --set model.path="$MODEL" --set data.train_files="$WORK/data/sft.parquet" \
     --set trainer.total_training_steps="$SFT_STEPS" --set trainer.save_freq="$SFT_STEPS" \
     --set trainer.default_local_dir="$WORK/sft" --set +model.override_config.attn_implementation=sdpa \
-    --set model.use_remove_padding=false
-  echo "== SFT exit $? at $(elapsed) s; $(grep -c '"step"' "$RES"/sft/metrics.*.jsonl 2>/dev/null) steps"
+    --set model.use_remove_padding=false "${SFT_KNOBS[@]}"
+  echo "== SFT exit $? at $(elapsed) s; $(cat "$RES"/sft/metrics.*.jsonl 2>/dev/null | grep -c '"step"') steps"
   tail -n 3 "$RES/sft/train.log"
   SFT_HF=$(python3 -c "import sys; from cuda_agent.rl.launch import latest_checkpoint as last; p = last(sys.argv[1]); print(p / 'huggingface' if p else '')" "$WORK/sft")
   [ -n "$SFT_HF" ] || { echo "== no complete SFT checkpoint: no PPO"; exit 1; }
@@ -136,13 +156,13 @@ fi
 SFT_HF=$(cat "$WORK/sft_model")
 $CLI serve --port "$PORT" --workspace-root "$WORK" > "$RES/serve.log" 2>&1 &
 SERVE=$!
-python3 - "$WORK" "http://127.0.0.1:$PORT" "$MAX_TURNS" <<'PY' || exit 1
+python3 - "$WORK" "http://127.0.0.1:$PORT" "$MAX_TURNS" "$DEVICE" <<'PY' || exit 1
 import sys, yaml
-work, url, turns = sys.argv[1], sys.argv[2], int(sys.argv[3])
+work, url, turns, device = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 recipe = yaml.safe_load(open("recipes/agentic_curriculum_ppo.yaml"))
 # The paper's split: the agent loop's tools and final judgement go to the service, not to a pool in the trainer.
 recipe["agent_loop"].update(work_dir=f"{work}/rollouts", sandbox_url=url, share_training_gpus=False,
-                            max_turns=turns, save_tokens=False)
+                            max_turns=turns, save_tokens=False, device=device)
 yaml.safe_dump(recipe, open(f"{work}/ppo_recipe.yaml", "w"))
 PY
 mkdir -p "$RES/ppo"
@@ -160,13 +180,13 @@ watch $(( START + BUDGET_S )) "$RES/ppo/train.log" $CLI train agentic-ppo --conf
   --set actor_rollout_ref.actor.strategy=fsdp2 --set critic.strategy=fsdp2 \
   --set +actor_rollout_ref.model.override_config.attn_implementation=sdpa \
   --set "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}" \
-  --set actor_rollout_ref.rollout.dtype=float32 --set actor_rollout_ref.rollout.agent.num_workers=4 \
+  --set actor_rollout_ref.rollout.dtype=float32 \
   --set actor_rollout_ref.model.use_remove_padding=false --set critic.model.use_remove_padding=false \
   --set actor_rollout_ref.model.enable_gradient_checkpointing=false --set critic.model.enable_gradient_checkpointing=false \
   --set actor_rollout_ref.actor.fsdp_config.use_torch_compile=false \
   --set actor_rollout_ref.ref.fsdp_config.use_torch_compile=false --set critic.fsdp.use_torch_compile=false \
-  --set +ray_kwargs.ray_init.include_dashboard=false
+  --set +ray_kwargs.ray_init.include_dashboard=false "${PPO_KNOBS[@]}"
 echo "== PPO exit $? at $(elapsed) s"
 tail -n 5 "$RES/ppo/train.log"
-ray stop --force > /dev/null 2>&1
+[ "$DEVICE" = cuda ] && ray stop --force > /dev/null 2>&1  # elsewhere other Ray clusters may run
 $CLI train report "$RES/ppo"

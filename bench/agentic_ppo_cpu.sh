@@ -21,18 +21,7 @@ if [ -z "$TOKENIZER" ]; then
   TOKENIZER=$WORK/tokenizer
   python3 -m cuda_agent.agent.models.gguf "$TOKENIZER" --tokenizer-only
 fi
-python3 - "$TOKENIZER" "$WORK/actor" <<'PY'
-import sys, torch, transformers
-from cuda_agent.agent.models.gguf import chat_template_for_tools
-tok = transformers.AutoTokenizer.from_pretrained(sys.argv[1])
-chat_template_for_tools(tok)
-config = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                  num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=8192,
-                                  tie_word_embeddings=True, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-torch.manual_seed(0)
-transformers.LlamaForCausalLM(config).save_pretrained(sys.argv[2])
-tok.save_pretrained(sys.argv[2])
-PY
+python3 bench/tiny_llama.py "$TOKENIZER" "$WORK/actor"
 python3 -m cuda_agent.rl.critic_model "$WORK/actor" "$WORK/critic"
 python3 - "$WORK" <<'PY'
 import sys, yaml

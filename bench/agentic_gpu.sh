@@ -10,16 +10,23 @@
 #            .stage/whl: gguf's wheel; .stage/tok: SmolLM2's tokenizer with the tools chat template)
 #   call 1: carry [".whl", ".stage/tok"]:  bash bench/agentic_gpu.sh data
 #           the scripted episodes (8 training tasks x 6 scripts) played on CUDA -> $WORK/data/{sft,rl,heldout}.parquet
+#           (H100, 2026-12-07: 48 episodes in 314 s, each ended as designed: bench/results/h100-2026-12-07/)
 #   call 2: carry [".stage/2", ".stage/3", ".stage/4"]: bash bench/agentic_gpu.sh put 2 3 4
 #   call 3: carry [".stage/1", ".stage/5", ".stage/6", ".stage/whl"]: bash bench/agentic_gpu.sh train
 #           the GGUF joined and converted (/tmp/smollm2), SFT (SFT_STEPS, time-boxed by SFT_BUDGET_S), the critic from
 #           the SFT model, then PPO (STEPS steps of BATCH tasks x N episodes, validation on the held-out tasks before
 #           the first step and after the last) until BUDGET_S of the call.
-#   call 4 (optional, same machine): bash bench/agentic_gpu.sh more    (PPO resumed from its last checkpoint)
+#   call 4 (optional, same machine): STEPS=8 bash bench/agentic_gpu.sh more  (PPO resumed from its last checkpoint)
+# With the committed data (DATA=, below) the data call is not needed: call 1 carries [".whl", ".stage/1"] and runs
+# `bash bench/agentic_gpu.sh put 1`, call 3 carries [".stage/5", ".stage/6", ".stage/whl"] and runs
+# `DATA=bench/results/h100-2026-12-07/agentic_data.tar bash bench/agentic_gpu.sh train`.
 # Every call packs what it made into $OUT/agentic_gpu.tar (logs, verl's metrics, the data's manifest, reports), also
 # every 30 s and on every exit, so a call cut by the device's limit still returns what it did.
 # Knobs (env): SFT_STEPS=60 SFT_BUDGET_S=150 STEPS=4 BATCH=4 N=4 VAL_N=4 MAX_TURNS=16 BUDGET_S=570 PARALLEL=12
 # (episodes played at a time while making the data) PORT=8766 SCRIPTS= (a comma-separated subset of the scripts)
+# DATA=TAR: the data call's agentic_data.tar instead of the data call (bench/results/h100-2026-12-07/ holds one,
+# made on an H100: the train call then needs only the model's chunks).
+# TOKENIZER=DIR (.stage/tok): the policy's tokenizer folder with config.json, for the data call.
 # MODEL=DIR: the policy to fine-tune instead of the staged SmolLM2 (any instruct model of a chat template with tools).
 # DEVICE=cpu: the same on the CPU curriculum, verl on our CPU platform and, without MODEL, a tiny random Llama in
 # SmolLM2's tokens (bench/tiny_llama.py): the wiring check of this script without a GPU, e.g.
@@ -32,7 +39,8 @@ shift || true
 WORK=${WORK:-/tmp/agentic_gpu} OUT=${OUT:-/tmp/agentic_gpu_out}
 SFT_STEPS=${SFT_STEPS:-60} SFT_BUDGET_S=${SFT_BUDGET_S:-150} STEPS=${STEPS:-4} BATCH=${BATCH:-4} N=${N:-4}
 VAL_N=${VAL_N:-4} MAX_TURNS=${MAX_TURNS:-16} BUDGET_S=${BUDGET_S:-570} PARALLEL=${PARALLEL:-12} PORT=${PORT:-8766}
-DEVICE=${DEVICE:-cuda} SCRIPTS=${SCRIPTS:-} MODEL=${MODEL:-}
+DEVICE=${DEVICE:-cuda} SCRIPTS=${SCRIPTS:-} MODEL=${MODEL:-} TOKENIZER=${TOKENIZER:-.stage/tok}
+DATA=${DATA:-}
 RES=$WORK/results START=$(date +%s)
 case $PHASE in here | data | put | train | more) ;; *)
   echo "usage: bash bench/agentic_gpu.sh here | data | put K... | train | more" >&2; exit 2 ;;
@@ -96,7 +104,7 @@ echo "== $(date -u +%FT%TZ) $PHASE $(nvidia-smi --query-gpu=name --format=csv,no
 
 case $PHASE in
 data)
-  watch $(( START + BUDGET_S )) "$RES/data.log" $CLI train agentic --model .stage/tok --device "$DEVICE" \
+  watch $(( START + BUDGET_S )) "$RES/data.log" $CLI train agentic --model "$TOKENIZER" --device "$DEVICE" \
     --out "$WORK/data" --parallel "$PARALLEL" ${SCRIPTS:+--scripts "$SCRIPTS"}
   rc=$?
   cp "$WORK/data/agentic.json" "$RES/" 2>/dev/null
@@ -119,7 +127,8 @@ put)
 esac
 
 # train / more: the model, SFT and the critic (train), then PPO judged by a `cuda-agent serve` on this GPU.
-[ -f "$WORK/data/sft.parquet" ] || { echo "== no $WORK/data/sft.parquet: run the data call first"; exit 2; }
+if [ ! -f "$WORK/data/sft.parquet" ] && [ -n "$DATA" ]; then mkdir -p "$WORK/data" && tar -xf "$DATA" -C "$WORK/data"; fi
+[ -f "$WORK/data/sft.parquet" ] || { echo "== no $WORK/data/sft.parquet: run the data call first, or set DATA=TAR"; exit 2; }
 if [ "$DEVICE" = cuda ]; then
   SFT_KNOBS=() PPO_KNOBS=(--set actor_rollout_ref.rollout.agent.num_workers=4)
 else  # verl on our CPU platform (bench/agentic_ppo_cpu.sh's settings): short replies, small micro-batches
@@ -135,7 +144,7 @@ if [ "$PHASE" = train ]; then
     for k in .stage/[0-9]*; do bash scripts/stage_smollm2.sh put "$k" || exit 1; done  # the chunks this call carries
     MODEL=/tmp/smollm2
   elif [ -z "$MODEL" ]; then  # the CPU's stand-in: a tiny random Llama in SmolLM2's tokens
-    python3 bench/tiny_llama.py .stage/tok "$WORK/tiny" || exit 1
+    python3 bench/tiny_llama.py "$TOKENIZER" "$WORK/tiny" || exit 1
     MODEL=$WORK/tiny
   fi
   [ -f "$MODEL/config.json" ] || { echo "== no model at $MODEL: stage SmolLM2 (.stage chunks) or set MODEL=DIR"; exit 2; }

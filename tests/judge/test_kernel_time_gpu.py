@@ -81,10 +81,10 @@ def _report(name: str, verdict) -> None:
     )
 
 
-def _axpby(tmp_path: Path, size: int):
+def _axpby(tmp_path: Path, size: int, **config):
     task = tmp_path / f"axpby_{size}.py"
     task.write_text(AXPBY_TASK.replace("SIZE", str(size)))
-    return run_judge(tmp_path, str(task), AXPBY_SOLUTION, device="cuda", time=True, policy="kernelbench")
+    return run_judge(tmp_path, str(task), AXPBY_SOLUTION, device="cuda", time=True, policy="kernelbench", **config)
 
 
 @pytest.mark.parametrize("size", [1 << 14, 1 << 20, 1 << 24])
@@ -96,8 +96,9 @@ def test_whole_call_and_kernel_times_by_size(tmp_path: Path, size: int) -> None:
     assert verdict.verdict == "pass" and t.kernel is not None and 0 < t.kernel.solution <= t.solution
 
 
-def test_a_small_task_is_decided_on_kernel_times(tmp_path: Path) -> None:
-    verdict = _axpby(tmp_path, 128)
+def test_a_small_task_is_decided_on_kernel_times_where_the_basis_is_opted_in(tmp_path: Path) -> None:
+    """The kernel basis is opt-in (`JudgeConfig.kernel_basis`): the candidate's kernel time is read in its process."""
+    verdict = _axpby(tmp_path, 128, kernel_basis=True)
     _report("axpby 128", verdict)
     assert verdict.verdict == "pass", verdict.message
     t = verdict.timings_ms

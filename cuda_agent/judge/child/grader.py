@@ -97,10 +97,11 @@ class Exchange:
             nbytes *= size
         held = self.buffers.get(slot)
         if held is None or held[1].nbytes < nbytes or fresh:
-            if held is not None:
-                held[1].close()  # views still in use (the last call's inputs, judged later) keep its memory
-                if fresh:
-                    self.released.append(held[0])
+            if held is not None and fresh:
+                # Not closed: our views of it (the last call's inputs, judged later) hold its memory until they go.
+                self.released.append(held[0])
+            elif held is not None:
+                held[1].close()
             buffer, how, fd = allocate(g.torch, g.device, nbytes)
             self.next_id += 1
             self.buffers[slot] = (self.next_id, buffer)

@@ -79,10 +79,8 @@ class Shim:
 
     def open_buffers(self, message: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         """Map the buffers the message brings (a call brings its inputs' on the CPU), let go the ones it releases."""
-        for ident in message.get("released", []):
-            held = self.buffers.pop(ident, None)
-            if held is not None:
-                held.close()
+        for ident in message.get("released", []):  # a CPU buffer: its memory goes with the last tensor viewing it
+            self.buffers.pop(ident, None)
         for spec in message.get("buffers", []):
             fd = fds.pop(0) if spec["how"].get("fd") else None
             self.buffers[spec["id"]] = open_buffer(self.torch, self.device, spec["nbytes"], spec["how"], fd)

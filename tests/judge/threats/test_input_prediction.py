@@ -30,25 +30,25 @@ def test_no_seed_crosses_to_the_grader_in_its_request() -> None:
 
 
 # A thread of its own watches the input buffer the last call came in; when it changes (the grader writing the next
-# call's inputs, then flushing the cache for milliseconds before it asks), the thread computes the answer ahead.
-# forward waits a little for that work and answers from it; with nothing ready it is honest under the ATen tracer
-# (trials) and returns zeros otherwise: right on every timed call only where inputs are readable before their call.
+# call's inputs, then flushing the cache for milliseconds before it asks), the thread notes it and computes the answer
+# ahead. forward waits for that work where the thread had noticed its inputs before the call began; else it is
+# honest under the ATen tracer (trials) and returns zeros: right on every timed call only where a call's inputs are
+# readable before the call.
 WATCH_AHEAD_INIT = """
 import ctypes, threading, time
-self.x, self.ahead = None, None
+self.x, self.noticed, self.ahead = None, None, None
 self.ext = ext
 
 
 def watch():
-    seen = None
     while True:
         time.sleep(0.0001)
         x = self.x
-        if x is None or ctypes.string_at(x.data_ptr(), 64) == seen:
+        if x is None or ctypes.string_at(x.data_ptr(), 64) == self.noticed:
             continue
+        self.noticed = ctypes.string_at(x.data_ptr(), 64)
         time.sleep(0.001)  # the grader's copy of the rest
         snap = x.clone()
-        seen = ctypes.string_at(snap.data_ptr(), 64)
         self.ahead = (ctypes.string_at(snap.data_ptr(), 4 * snap.numel()), self.ext.relu(snap))
 
 
@@ -57,8 +57,9 @@ threading.Thread(target=watch, daemon=True).start()
 WATCH_AHEAD_FORWARD = """
 import ctypes, time
 from torch.utils._python_dispatch import _get_current_dispatch_mode
+noticed = self.noticed == ctypes.string_at(x.data_ptr(), 64)
 self.x = x
-for _ in range(100):
+for _ in range(100 if noticed else 0):
     ahead = self.ahead
     if ahead is not None and ahead[0] == ctypes.string_at(x.data_ptr(), 4 * x.numel()):
         return ahead[1]

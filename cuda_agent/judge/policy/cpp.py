@@ -129,7 +129,9 @@ _TOKEN_RULES: list[tuple[str, str]] = [
         # torch's own pools: a c10::ThreadPool thread kept alive between calls precomputed the next call's result
         # from the block glibc would hand the judge's next input, during the cache flush.
         r"|\w*ThreadPool\w*|\bintraop_launch\w*|\blaunch_no_thread_state\b|\bget_thread_pool\b"
-        r"|\bnew\s+j?thread\b|\bpthread_setname\w*",
+        r"|\bnew\s+j?thread\b|\bpthread_setname\w*"
+        # glibc starts a thread of its own for a timer that notifies by SIGEV_THREAD, and for C11's threads
+        r"|\btimer_create\b|\bthrd_create\b",
     ),
     (
         # Process-wide hooks that run the candidate's code inside the judge's own work: a wrapped CPU allocator

@@ -23,6 +23,9 @@ from typing import Any
 
 MAX_MESSAGE_BYTES = 1 << 18
 """Largest message either side sends; a longer one from the candidate's process is its protocol error."""
+MAX_FDS = 253
+"""Most descriptors one message carries (the kernel's SCM_MAX_FD): a CPU call brings one per input tensor, a
+`profile` two sets."""
 
 DTYPES = (
     "float32",
@@ -93,7 +96,7 @@ class Channel:
             if idle is not None:
                 idle()
         try:
-            data, fds, _, _ = socket.recv_fds(self.sock, MAX_MESSAGE_BYTES + 1, 64)
+            data, fds, _, _ = socket.recv_fds(self.sock, MAX_MESSAGE_BYTES + 1, MAX_FDS)
         except OSError as exc:
             raise ChannelClosed(f"the socket failed ({exc})") from None
         if not data:

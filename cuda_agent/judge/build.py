@@ -58,6 +58,7 @@ from cuda_agent.judge.fast_build import (
     start_prepare,
     wait_for_guards,
 )
+from cuda_agent.judge.solution import SolutionSource
 from cuda_agent.judge.standby import Standby, StandbySpec, serve_once
 from cuda_agent.machine import CACHE_ENV, cuda_arch_list, toolchain, torch_versions
 from cuda_agent.subproc import ChildResult, Confinement, child_env, ninja_dry_run, run_module
@@ -200,7 +201,7 @@ def build_solution(
     if not import_needed:
         _write_marker(ext_dir, time.monotonic() - start)
         return BuildResult(ok=True, ext_dir=ext_dir, log="", wall_s=time.monotonic() - start, stale=stale)
-    fast_dir = cache_dir / "fast"
+    solution_file, fast_dir = _build_copy(solution_file), cache_dir / "fast"  # ModelNew left out: _build_copy
     preparing = start_prepare(solution_file, device, fast_dir)
     wait_for_guards(preparing, device, fast_dir)  # a first CUDA build on this machine: seconds, against a minute
     env = _child_env(ext_dir, device, fast_dir, python_path or [])
@@ -232,6 +233,14 @@ def build_solution(
     if child.returncode == 0:
         _write_marker(ext_dir, wall_s)
     return dataclasses.replace(result, unfinished=_how_it_ended(child)) if child.returncode else result
+
+
+def _build_copy(solution_file: Path) -> Path:
+    """The solution as the build stage imports it, beside it: ModelNew replaced by an empty class. The build runs
+    only what its key covers (SolutionSource.build_python); ModelNew runs in the candidate's own process."""
+    copy = solution_file.with_name(f"build-{solution_file.name}")
+    copy.write_text(SolutionSource(python=solution_file.read_text()).build_python)
+    return copy
 
 
 def header_retries(stdout: str) -> str:

@@ -69,6 +69,29 @@ class SolutionSource:
             digest.update(name.encode() + b"\0" + text.encode() + b"\0")
         return digest.hexdigest()
 
+    @property
+    def build_python(self) -> str:
+        """The Python file as the build stage imports it: every top-level `class ModelNew` (decorators included)
+        replaced by an empty class, line for line.
+
+        The build is kept under `build_hash`, which leaves ModelNew out, and is then loaded by every candidate with
+        that key; ModelNew's class body, bases and decorators run at import, so they would otherwise write into a
+        build other candidates load (the judge keeps what the build stage's child left in its build folder). Only
+        what the key covers runs there; ModelNew runs in the candidate's own process, on its private copy.
+        """
+        try:
+            tree = ast.parse(self.python)
+        except SyntaxError:
+            return self.python
+        lines = self.python.splitlines(keepends=True)
+        model_new = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew"]
+        for node in reversed(model_new):
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
+            last = node.end_lineno or node.lineno
+            stub = "class ModelNew: pass  # none of it runs in the build stage (SolutionSource.build_python)\n"
+            lines[first:last] = [stub, *["\n"] * (last - first - 1)]
+        return "".join(lines)
+
 
 def detect_language(python: str) -> Language:
     """'triton' when `python` imports triton anywhere (its kernels are then `@triton.jit` functions), else 'cuda'.

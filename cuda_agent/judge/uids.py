@@ -10,8 +10,9 @@ So by default (`JudgeConfig.candidate_user == "fresh"`) each judgement leases a 
 uses (`FIRST_UID` on), for itself alone: the lease is an exclusive lock on a file named for the id under the cache
 folder of the machine's (`lock_folder`, released by the kernel if we die). At the judgement's end, `UidLease.release` kills every process that
 id may signal (as that id: `kill(-1, SIGKILL)` until none is left; a root process is never one of them) and
-removes what the id owns in the folders anyone may write (`/tmp`, `/var/tmp`, `/dev/shm`). Only then is the id
-free for another judgement, which so starts with nothing of anyone's.
+removes what the id owns in the folders anyone may write (`/tmp`, `/var/tmp`, `/dev/shm`, POSIX message queues in
+`/dev/mqueue`) and its System V shared memory, message queues and semaphores (which outlive every process, in no
+folder: `remove_ipc_of`). Only then is the id free for another judgement, which so starts with nothing of anyone's.
 
 What this does not protect against: files the candidate writes in a world-writable folder below one it does
 not own are found only where that folder is itself world-writable (the sweep does not descend into others).
@@ -39,7 +40,10 @@ FRESH = "fresh"
 """`JudgeConfig.candidate_user`'s value for a user id of its own per judgement."""
 FIRST_UID, UID_COUNT = 1_900_000_000, 65_536
 """The ids leased: far above any account's (the system's own end at 65,535), within what a uid may be."""
-SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")
+SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")
+SYSV_IPC = {"shm": ("shmid", "shmctl"), "msg": ("msqid", "msgctl"), "sem": ("semid", "semctl")}
+"""System V IPC objects (`/proc/sysvipc/KIND`): the column of an object's id, and the call that removes one."""
+IPC_RMID = 0
 SWEEP_S = 5.0
 """How long the sweep keeps killing (a fork bomb racing it) before it says it could not finish."""
 
@@ -113,6 +117,7 @@ class UidLease:
         killed = kill_all_of(self.user.pw_uid)
         for folder in SHARED_FOLDERS:
             remove_owned(Path(folder), self.user.pw_uid)
+        remove_ipc_of(self.user.pw_uid)
         return None if killed else f"processes of uid {self.user.pw_uid} were still starting after {SWEEP_S:.0f} s"
 
     def release(self) -> str | None:
@@ -218,3 +223,23 @@ def remove_owned(folder: Path, uid: int) -> None:
                     os.unlink(entry.path)
             elif stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH:
                 remove_owned(Path(entry.path), uid)
+
+
+def remove_ipc_of(uid: int) -> None:
+    """Remove every System V shared memory segment, message queue and semaphore set that `uid` made or owns: they
+    outlive their processes (a segment stays until removed, readable by whomever its mode lets), so a candidate
+    could leave one for a later candidate of the machine. Segments still attached go once their last process does."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for kind, (column, remove) in SYSV_IPC.items():
+        with contextlib.suppress(OSError, ValueError):
+            header, *rows = Path("/proc/sysvipc", kind).read_text().splitlines()
+            for row in rows:
+                fields = dict(zip(header.split(), row.split(), strict=False))
+                if uid in (int(fields["uid"]), int(fields["cuid"])):
+                    ident = int(fields[column])
+                    if kind == "sem":
+                        libc.semctl(ident, 0, IPC_RMID)
+                    else:
+                        getattr(libc, remove)(ident, IPC_RMID, None)

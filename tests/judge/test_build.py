@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -38,6 +39,23 @@ def test_kernel_or_string_changes_get_their_own_build() -> None:
     base = SolutionSource(python=RELU).build_hash
     assert SolutionSource(python=kernel).build_hash != base
     assert SolutionSource(python=lazy).build_hash != base
+
+
+def test_the_build_stage_runs_none_of_model_new() -> None:
+    # ModelNew is left out of the build's key, so none of it may run where the build is made: its class body, bases
+    # and decorators run at import, and could rewrite a build that every candidate with the key then loads.
+    poisoner = RELU.replace(
+        "class ModelNew(nn.Module):",
+        "@(lambda cls: 1 / 0)\nclass ModelNew(print(1 / 0)):\n    _ = 1 / 0",
+    )
+    shared = SolutionSource(python=RELU)
+    built = SolutionSource(python=poisoner).build_python
+    assert SolutionSource(python=poisoner).build_hash == shared.build_hash
+    assert built.rstrip() == shared.build_python.rstrip()  # the same code for every candidate of the key
+    assert len(built.splitlines()) == len(poisoner.splitlines()) and "relu_ext = load_inline(" in built
+    [stub] = [node for node in ast.parse(built).body if isinstance(node, ast.ClassDef)]
+    assert stub.name == "ModelNew" and not (stub.bases or stub.keywords or stub.decorator_list)
+    assert [type(node) for node in stub.body] == [ast.Pass]
 
 
 def test_workspace_kernel_files_count_in_the_key(tmp_path: Path) -> None:

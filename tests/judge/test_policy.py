@@ -750,3 +750,22 @@ def test_mixed_cpu_solution_passes_the_judge_under_kernelbench_only(tmp_path: Pa
     rejected = judge(task, solution, JudgeConfig(device="cpu", time=False))
     assert (rejected.verdict, rejected.policy) == ("rejected", "cuda-agent")
     assert "torch_compute_in_forward" in {v.check for v in rejected.violations}
+
+
+@pytest.mark.parametrize(
+    ("line", "refused"),
+    [
+        ("int fd = open64(path, 0);", True),
+        ("int fd = openat2(3, path, 0, 0);", True),
+        ("auto n = preadv2(3, 0, 0, 0, 0);", True),
+        ("auto at = lseek64(3, 0, 0);", True),
+        ("float v = open_interval_clamp(1.0f);", False),
+        ("float v = pread_tile(1.0f);", False),
+        ("float v = lseek_window(1.0f);", False),
+    ],
+)
+def test_cpp_file_names_are_libcs_not_every_name_that_starts_so(line: str, refused: bool) -> None:
+    # A helper of the candidate's own whose name starts like a libc call is no file access (an honest false refusal).
+    text = f"static float open_interval_clamp(float v) {{ return v; }}\nvoid f(const char* path) {{ {line} }}\n"
+    found = policy_cpp.check_cpp(text, lambda _offset: "k.cpp:1", strict_precision=True, local_headers=set())
+    assert ("file_or_network_access" in {v.check for v in found}) == refused, found

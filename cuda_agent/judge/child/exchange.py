@@ -2,7 +2,7 @@
 
 The grader (trusted) owns every buffer: it allocates them, fills the inputs, and reads the outputs the candidate's
 process copied in. The candidate's process maps them and nothing else of the grader's: on the CPU each buffer is a
-memfd of its own (its descriptor passed over the socket), on CUDA an allocation of its own (`cuMemAlloc`, outside
+memfd of its own (its descriptor passed over the socket; a call's inputs in new ones, passed with the call), on CUDA an allocation of its own (`cuMemAlloc`, outside
 torch's caching allocator, so an IPC handle exposes that buffer alone, never a segment that holds other tensors).
 
 Messages are JSON, length-bounded, one per SOCK_SEQPACKET packet, validated into pydantic records by the reader: the
@@ -23,6 +23,9 @@ from typing import Any
 
 MAX_MESSAGE_BYTES = 1 << 18
 """Largest message either side sends; a longer one from the candidate's process is its protocol error."""
+MAX_FDS = 253
+"""Most descriptors one message carries (the kernel's SCM_MAX_FD): a CPU call brings one per input tensor, a
+`profile` two sets."""
 
 DTYPES = (
     "float32",
@@ -93,7 +96,7 @@ class Channel:
             if idle is not None:
                 idle()
         try:
-            data, fds, _, _ = socket.recv_fds(self.sock, MAX_MESSAGE_BYTES + 1, 64)
+            data, fds, _, _ = socket.recv_fds(self.sock, MAX_MESSAGE_BYTES + 1, MAX_FDS)
         except OSError as exc:
             raise ChannelClosed(f"the socket failed ({exc})") from None
         if not data:
@@ -232,7 +235,8 @@ def open_buffer(torch: Any, device: str, nbytes: int, how: dict[str, Any], fd: i
         return Buffer(torch, raw, nbytes, lambda: driver.close(ptr))
     if fd is None:
         raise ValueError("a CPU buffer came without its descriptor")
-    region = mmap.mmap(fd, size)
+    # Its pages mapped now (a new buffer per call's inputs): a first touch inside forward would bill the candidate.
+    region = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
     os.close(fd)  # the mapping holds the memory
     raw = torch.frombuffer(region, dtype=torch.uint8)
     return Buffer(torch, raw, nbytes, lambda: _close_region(region), keep=region)

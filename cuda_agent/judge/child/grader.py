@@ -70,28 +70,46 @@ def fresh_seed() -> int:
 
 
 class Exchange:
-    """The grader's shared buffers, one per input and output position, reused from call to call (each call writes
-    new values), grown and handed over again when a call needs more room."""
+    """The grader's shared buffers, one per input and output position.
+
+    Output buffers are reused from call to call (grown and handed over again when a call needs more room): what the
+    candidate's process writes there is its own. On the CPU, a call's input buffers are new for every load and
+    reach the candidate's process with the call itself (`handover`): a buffer it already maps never holds another
+    call's inputs, so nothing of its own (a thread, a child) can read a call's inputs before the call starts, while
+    the grader flushes the cache. On CUDA an input buffer is reused (an IPC handle per call would cost more than
+    most kernels); see DESIGN.md."""
 
     def __init__(self, grader: Grader) -> None:
         self.grader = grader
         self.buffers: dict[str, tuple[int, Buffer]] = {}
         self.next_id = 0
+        self.pending: list[tuple[dict[str, Any], int | None]] = []
+        """Input buffers made since the last call, with their descriptors: handed over with the next call."""
+        self.released: list[int] = []
+        """Input buffers of earlier calls that the candidate's process may let go with the next call."""
 
-    def ref(self, slot: str, shape: tuple[int, ...], dtype: Any) -> tuple[dict[str, Any], Any]:
-        """The reference the candidate's process gets for a tensor in `slot`, and our view of it."""
+    def ref(self, slot: str, shape: tuple[int, ...], dtype: Any, fresh: bool = False) -> tuple[dict[str, Any], Any]:
+        """The reference the candidate's process gets for a tensor in `slot`, and our view of it. `fresh`: a new
+        buffer, handed over with the next call (`handover`)."""
         g = self.grader
         nbytes = dtype.itemsize
         for size in shape:
             nbytes *= size
         held = self.buffers.get(slot)
-        if held is None or held[1].nbytes < nbytes:
-            if held is not None:
+        if held is None or held[1].nbytes < nbytes or fresh:
+            if held is not None and fresh:
+                # Not closed: our views of it (the last call's inputs, judged later) hold its memory until they go.
+                self.released.append(held[0])
+            elif held is not None:
                 held[1].close()
             buffer, how, fd = allocate(g.torch, g.device, nbytes)
             self.next_id += 1
             self.buffers[slot] = (self.next_id, buffer)
-            g.ask({"op": "buffers", "buffers": [{"id": self.next_id, "nbytes": nbytes, "how": how}]}, fd)
+            spec = {"id": self.next_id, "nbytes": nbytes, "how": how}
+            if fresh:
+                self.pending.append((spec, fd))
+            else:
+                g.ask({"op": "buffers", "buffers": [spec]}, [fd] if fd is not None else [])
         ident, buffer = self.buffers[slot]
         return {"buffer": ident, "shape": list(shape), "dtype": dtype_name(dtype)}, buffer.view(shape, dtype)
 
@@ -99,10 +117,11 @@ class Exchange:
         """`inputs` copied into the input buffers (`slots` names a set of them): (what the candidate's process is
         told, our views of them)."""
         torch = self.grader.torch
+        fresh = self.grader.device == "cpu"
         refs, views = [], []
         for i, value in enumerate(inputs):
             if isinstance(value, torch.Tensor):
-                ref, view = self.ref(f"{slots}{i}", tuple(value.shape), value.dtype)
+                ref, view = self.ref(f"{slots}{i}", tuple(value.shape), value.dtype, fresh)
                 view.copy_(value)
                 refs.append({"tensor": ref})
                 views.append(view)
@@ -112,6 +131,13 @@ class Exchange:
             else:
                 raise TaskError(f"get_inputs() returned a {type(value).__name__}: tensors and plain numbers only")
         return refs, views
+
+    def handover(self, message: dict[str, Any]) -> tuple[dict[str, Any], list[int]]:
+        """`message` with the input buffers made since the last call, and their descriptors to send with it."""
+        specs, fds = [spec for spec, _ in self.pending], [fd for _, fd in self.pending if fd is not None]
+        message = {**message, "buffers": specs, "released": self.released}
+        self.pending, self.released = [], []
+        return message, fds
 
     def outputs(self) -> tuple[list[dict[str, Any]], list[Any]]:
         refs, views = [], []
@@ -124,6 +150,10 @@ class Exchange:
     def close(self) -> None:
         for _, buffer in self.buffers.values():
             buffer.close()
+        for _, fd in self.pending:
+            if fd is not None:
+                os.close(fd)
+        self.pending = []
 
 
 class Grader:
@@ -165,17 +195,18 @@ class Grader:
             self.torch.cuda.synchronize()
 
     # --- the candidate's process ---
-    def ask(self, message: dict[str, Any], fd: int | None = None, stage: str = "") -> dict[str, Any]:
-        """Send a message to the candidate's process and return its answer (unvalidated). Each message carries a
-        fresh random id that its answer must echo: an answer sent ahead of the question cannot be one."""
+    def ask(self, message: dict[str, Any], sent: list[int] | None = None, stage: str = "") -> dict[str, Any]:
+        """Send a message (and the descriptors `sent`, closed here) to the candidate's process and return its answer
+        (unvalidated). Each message carries a fresh random id that its answer must echo: an answer sent ahead of the
+        question cannot be one."""
         ident = fresh_seed()
         try:
-            self.channel.send({**message, "id": ident}, [fd] if fd is not None else None)
+            self.channel.send({**message, "id": ident}, sent or None)
             answer, fds = self.channel.receive()
         except ChannelClosed as exc:
             raise self.died(stage or message["op"], exc) from None
         finally:
-            if fd is not None:
+            for fd in sent or []:
                 os.close(fd)
         for extra in fds:  # the candidate's process sends none; one it sent is closed, never used
             os.close(extra)
@@ -269,10 +300,9 @@ class Grader:
         from cuda_agent.judge.child.timing import make_flusher
 
         inputs = make_inputs(self.problem, self.req.task_name, fresh_seed(), self.device)
-        refs, _ = self.exchange.load(inputs)
-        del inputs
         self.flush = make_flusher(self.device, self.env.get("l2_bytes"), self.l2.reset if self.l2 else None)
         for i in range(CALIBRATION_WARMUP + CALIBRATION_CALLS):
+            refs, _ = self.exchange.load(inputs)  # as every timed call's: handed over with the call on the CPU
             self.flush()  # as before every timed call: what the call's overhead costs from a cold cache
             answer, external_ms = self.call(refs, "calibration", probe=True)
             if i >= CALIBRATION_WARMUP:
@@ -326,9 +356,10 @@ class Grader:
 
         out_refs, self.outputs = self.exchange.outputs()
         message = {"op": "call", "inputs": refs, "outputs": out_refs, "probe": probe, "trace": trace}
+        message, fds = self.exchange.handover(message)
         self.sync()
         start = time.perf_counter()
-        answer: CallAnswer = self.answer_of(CallAnswer, self.ask(message, stage=stage), stage)
+        answer: CallAnswer = self.answer_of(CallAnswer, self.ask(message, fds, stage), stage)
         self.sample = sample_outputs(self, self.outputs, fresh_seed()) if answer.status == "ok" else []
         external_ms = (time.perf_counter() - start) * 1e3
         self.tick()
@@ -460,7 +491,8 @@ class Grader:
         req = self.req
         message = {"op": "profile", "inputs": refs[0], "inputs_again": refs[1], "policy": req.policy}
         message |= {"atol": req.atol, "rtol": req.rtol, "norm_rtol": req.norm_rtol}
-        answer: ProfileAnswer = self.answer_of(ProfileAnswer, self.ask(message, stage="custom_work"), "custom_work")
+        message, fds = self.exchange.handover(message)
+        answer = self.answer_of(ProfileAnswer, self.ask(message, fds, "custom_work"), "custom_work")
         self.tick()
         if answer.status == "raised":
             raise stop("runtime_error", "custom_work", answer.message, oom=answer.out_of_memory)

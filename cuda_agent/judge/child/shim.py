@@ -6,7 +6,8 @@ init arguments of its own), the candidate, and views of the grader's buffers (ex
 no comparison, no result file. Everything it says (a call's time, the operators it saw, the flags it holds) is a
 claim the grader checks or may only refuse on; the candidate's code can change any of it.
 
-Every call is alike: the grader flushes the cache, fills the input buffers and sends `call`; this process times
+Every call is alike: the grader fills the input buffers, flushes the cache and sends `call` (on the CPU with the
+input buffers themselves, new for the call: no buffer this process already maps holds them); this process times
 forward with the clock it holds, copies what forward returned into the output buffers, and answers. Whether a call
 is a trial, a timed call, or a timed call whose output the grader will judge is decided in the grader, after the
 answer. Calls with `trace` run under the ATen tracer, which the candidate can see (its report can only refuse).
@@ -77,7 +78,10 @@ class Shim:
             self.torch.cuda.synchronize()
 
     def open_buffers(self, message: dict[str, Any], fds: list[int]) -> dict[str, Any]:
-        for spec in message["buffers"]:
+        """Map the buffers the message brings (a call brings its inputs' on the CPU), let go the ones it releases."""
+        for ident in message.get("released", []):  # a CPU buffer: its memory goes with the last tensor viewing it
+            self.buffers.pop(ident, None)
+        for spec in message.get("buffers", []):
             fd = fds.pop(0) if spec["how"].get("fd") else None
             self.buffers[spec["id"]] = open_buffer(self.torch, self.device, spec["nbytes"], spec["how"], fd)
         return {"status": "ok"}
@@ -145,6 +149,7 @@ class Shim:
         from cuda_agent.judge.child.stop import out_of_memory
         from cuda_agent.judge.child.trial import plain_outputs
 
+        self.open_buffers(message, fds)
         inputs = [self.tensor(v["tensor"]) if "tensor" in v else v["value"] for v in message["inputs"]]
         outputs = [self.tensor(ref) for ref in message["outputs"]]
         model = self.probe(outputs) if message.get("probe") else self.model
@@ -217,6 +222,7 @@ class Shim:
         from cuda_agent.judge.policy import runtime
 
         torch = self.torch
+        self.open_buffers(message, fds)
         inputs = [self.tensor(v["tensor"]) if "tensor" in v else v["value"] for v in message["inputs"]]
         again = [self.tensor(v["tensor"]) if "tensor" in v else v["value"] for v in message["inputs_again"]]
 

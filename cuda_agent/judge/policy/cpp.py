@@ -129,7 +129,9 @@ _TOKEN_RULES: list[tuple[str, str]] = [
         # torch's own pools: a c10::ThreadPool thread kept alive between calls precomputed the next call's result
         # from the block glibc would hand the judge's next input, during the cache flush.
         r"|\w*ThreadPool\w*|\bintraop_launch\w*|\blaunch_no_thread_state\b|\bget_thread_pool\b"
-        r"|\bnew\s+j?thread\b|\bpthread_setname\w*",
+        r"|\bnew\s+j?thread\b|\bpthread_setname\w*"
+        # glibc starts a thread of its own for a timer that notifies by SIGEV_THREAD, and for C11's threads
+        r"|\btimer_create\b|\bthrd_create\b",
     ),
     (
         # Process-wide hooks that run the candidate's code inside the judge's own work: a wrapped CPU allocator
@@ -157,8 +159,11 @@ _TOKEN_RULES: list[tuple[str, str]] = [
         r"(?<![\w.>])(fopen|freopen|fdopen|popen|system|socket|connect|dlopen|dlsym|getenv"
         r"|setenv|putenv|fork|vfork|kill|raise|exit|_exit|_Exit|quick_exit|abort|terminate|execl|execlp|execle|execv"
         r"|execvp|execve|unlink|mmap|syscall|ptrace|open|creat|sleep|usleep|mprotect|pkey_mprotect|mremap|madvise"
-        r"|process_vm_writev|process_vm_readv|prctl|dl_iterate_phdr|dladdr|open\w*|openat\w*|pwrite\w*|pread\w*"
-        r"|lseek\w*|write|read|fwrite|fread|ioctl|signal|sigaction)\s*\("
+        r"|process_vm_writev|process_vm_readv|prctl|dl_iterate_phdr|dladdr"
+        # libc's names of each family (open64, openat2, preadv2, lseek64...), not every name that starts so: a
+        # helper of the candidate's own (`open_interval_clamp`, `read_row`) is no file access.
+        r"|open(?:at)?(?:64|2)?|opendir|open_w?memstream|open_by_handle_at|p(?:read|write)v?(?:64)?(?:v2)?"
+        r"|l?lseek(?:64)?|write|read|fwrite|fread|ioctl|signal|sigaction)\s*\("
         # Code that runs when the library loads, before any check: such code can patch libc's
         # clock_gettime from a constructor.
         r"|\b(constructor|destructor)\s*(\(\s*\d*\s*\))?\s*\)\s*\)|\bgnu\s*::\s*(constructor|destructor)\b"

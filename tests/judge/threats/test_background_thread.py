@@ -28,8 +28,10 @@ def test_template_is_legit() -> None:
         "cudaLaunchHostFunc(stream, nullptr, nullptr);",
         "static c10::ThreadPool* pool = new c10::ThreadPool(1);",
         "static auto* pool = new c10::TaskThreadPool(1);",
+        "timer_t t; timer_create(CLOCK_MONOTONIC, reinterpret_cast<struct sigevent*>(&ev), &t);",
+        "thrd_t t; thrd_create(&t, watcher, nullptr);",
     ],
-    ids=["std_thread", "std_async", "pthread", "host_callback", "c10_pool", "task_pool"],
+    ids=["std_thread", "std_async", "pthread", "host_callback", "c10_pool", "task_pool", "timer_thread", "c11_thread"],
 )
 def test_rejects_background_work_in_cpp(launch: str) -> None:
     assert checks(solution(launch=launch)) == expect({"background_thread"})

@@ -168,7 +168,7 @@ def _run_runner(
             if handle.cancelled:
                 return None, False
             if spare is not None:  # it writes to the same two files since its start
-                proc = spare.hand(workdir / "spec.json", workdir / "outcome.json")
+                proc = spare.run_stage(workdir / "spec.json", workdir / "outcome.json")
             else:
                 proc = subprocess.Popen(
                     args, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True

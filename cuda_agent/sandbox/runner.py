@@ -55,6 +55,18 @@ class RunnerSpec(BaseModel):
     """Cores this stage may run on (cpu_sets.py); empty: any."""
 
 
+class RunnerOrder(BaseModel):
+    """A runner's two arguments: a fresh runner's command line, or the one line a spare runner (spare.py) reads on
+    stdin when the pool hands it its stage."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec_file: str
+    """Its RunnerSpec."""
+    out_file: str
+    """Where it writes its RunnerOutcome."""
+
+
 class RunnerOutcome(BaseModel):
     """What a runner reports."""
 

@@ -5,8 +5,10 @@ process copied in. The candidate's process maps them and nothing else of the gra
 memfd of its own (its descriptor passed over the socket), on CUDA an allocation of its own (`cuMemAlloc`, outside
 torch's caching allocator, so an IPC handle exposes that buffer alone, never a segment that holds other tensors).
 
-Messages are JSON, length-bounded, one per SOCK_SEQPACKET packet, validated into pydantic records by the reader: the
-grader never unpickles or evaluates what the candidate's process sends.
+Messages are typed records (judge/protocol.py) sent as JSON, length-bounded, one per SOCK_SEQPACKET packet, with the
+question's id beside their fields; the reader validates each into its record (`protocol.read_question` in the
+candidate's process, the grader's `answer_of`): the grader never unpickles or evaluates what the candidate's process
+sends.
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ import socket
 import time
 from collections.abc import Callable
 from typing import Any
+
+from pydantic import BaseModel
+
+from cuda_agent.judge.protocol import BufferHow
 
 MAX_MESSAGE_BYTES = 1 << 18
 """Largest message either side sends; a longer one from the candidate's process is its protocol error."""
@@ -61,8 +67,13 @@ class Channel:
     def from_fd(cls, fd: int) -> Channel:
         return cls(socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=fd))
 
-    def send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
-        data = json.dumps(message).encode()
+    def send(self, message: BaseModel, fds: list[int] | None = None, ident: int | None = None) -> None:
+        """Send a record (`ident`: the id of the question it asks or answers) and descriptors beside it."""
+        # json.dumps, not pydantic's JSON: an infinite float (a plain input, a time) crosses as itself, not as null.
+        payload = message.model_dump()
+        if ident is not None:
+            payload["id"] = ident
+        data = json.dumps(payload).encode()
         if len(data) > MAX_MESSAGE_BYTES:
             raise ValueError(f"message of {len(data)} bytes is over {MAX_MESSAGE_BYTES}")
         try:
@@ -203,7 +214,7 @@ class Buffer:
         self._release()
 
 
-def allocate(torch: Any, device: str, nbytes: int) -> tuple[Buffer, dict[str, Any], int | None]:
+def allocate(torch: Any, device: str, nbytes: int) -> tuple[Buffer, BufferHow, int | None]:
     """A new buffer for the grader: (the buffer, how the other side opens it, a descriptor to send and then close,
     or None)."""
     size = max(nbytes, 1)
@@ -213,21 +224,23 @@ def allocate(torch: Any, device: str, nbytes: int) -> tuple[Buffer, dict[str, An
         torch.cuda.empty_cache()  # memory torch's allocator keeps cached is not ours to allocate otherwise
         ptr = driver.alloc(size)
         raw = torch.as_tensor(_DevicePointer(ptr, size), device="cuda")
-        return Buffer(torch, raw, nbytes, lambda: driver.free(ptr)), {"ipc": driver.handle(ptr).hex()}, None
+        return Buffer(torch, raw, nbytes, lambda: driver.free(ptr)), BufferHow(ipc=driver.handle(ptr).hex()), None
     fd = os.memfd_create("cuda-agent-exchange", os.MFD_CLOEXEC)
     os.ftruncate(fd, size)
     region = mmap.mmap(fd, size)
     raw = torch.frombuffer(region, dtype=torch.uint8)
-    return Buffer(torch, raw, nbytes, lambda: _close_region(region), keep=region), {"fd": True}, fd
+    return Buffer(torch, raw, nbytes, lambda: _close_region(region), keep=region), BufferHow(fd=True), fd
 
 
-def open_buffer(torch: Any, device: str, nbytes: int, how: dict[str, Any], fd: int | None) -> Buffer:
+def open_buffer(torch: Any, device: str, nbytes: int, how: BufferHow, fd: int | None) -> Buffer:
     """The candidate's side of a buffer the grader allocated (`allocate`)."""
     size = max(nbytes, 1)
     if device == "cuda":
         driver = _cuda()
         torch.cuda.synchronize()  # this thread's context made current (torch makes it lazily)
-        ptr = driver.open(bytes.fromhex(how["ipc"]))
+        if how.ipc is None:
+            raise ValueError("a CUDA buffer came without its IPC handle")
+        ptr = driver.open(bytes.fromhex(how.ipc))
         raw = torch.as_tensor(_DevicePointer(ptr, size), device="cuda")
         return Buffer(torch, raw, nbytes, lambda: driver.close(ptr))
     if fd is None:

@@ -37,11 +37,27 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cuda_agent.errors import TaskError
+from cuda_agent.errors import ProtocolError, TaskError
 from cuda_agent.judge.child.exchange import Buffer, Channel, ChannelClosed, allocate, dtype_name, dtype_of
 from cuda_agent.judge.child.kernel_time import bound_claim
 from cuda_agent.judge.child.stop import CANDIDATE_STATUSES, Stop, out_of_memory, stop
-from cuda_agent.judge.protocol import CallAnswer, LoadAnswer, ProfileAnswer, RunRequest, RunResult
+from cuda_agent.judge.protocol import (
+    BufferSpec,
+    BuffersQuestion,
+    CallAnswer,
+    CallQuestion,
+    Done,
+    InputRef,
+    LoadAnswer,
+    LoadQuestion,
+    LockQuestion,
+    ProfileAnswer,
+    ProfileQuestion,
+    Question,
+    RunRequest,
+    RunResult,
+    TensorRef,
+)
 from cuda_agent.judge.standby import (
     SHIM_NAMESPACE_ENV,
     TURNS_ENV,
@@ -52,7 +68,7 @@ from cuda_agent.judge.standby import (
     set_up_turn,
 )
 from cuda_agent.judge.uids import frozen
-from cuda_agent.subproc import account, child_env
+from cuda_agent.subproc import account, child_env, first_error
 from cuda_agent.types import Violation
 
 CALIBRATION_CALLS = 16
@@ -78,7 +94,7 @@ class Exchange:
         self.buffers: dict[str, tuple[int, Buffer]] = {}
         self.next_id = 0
 
-    def ref(self, slot: str, shape: tuple[int, ...], dtype: Any) -> tuple[dict[str, Any], Any]:
+    def ref(self, slot: str, shape: tuple[int, ...], dtype: Any) -> tuple[TensorRef, Any]:
         """The reference the candidate's process gets for a tensor in `slot`, and our view of it."""
         g = self.grader
         nbytes = dtype.itemsize
@@ -91,11 +107,12 @@ class Exchange:
             buffer, how, fd = allocate(g.torch, g.device, nbytes)
             self.next_id += 1
             self.buffers[slot] = (self.next_id, buffer)
-            g.ask({"op": "buffers", "buffers": [{"id": self.next_id, "nbytes": nbytes, "how": how}]}, fd)
+            question = BuffersQuestion(buffers=[BufferSpec(id=self.next_id, nbytes=nbytes, how=how)])
+            g.answer_of(Done, g.ask(question, fd), "buffers")
         ident, buffer = self.buffers[slot]
-        return {"buffer": ident, "shape": list(shape), "dtype": dtype_name(dtype)}, buffer.view(shape, dtype)
+        return TensorRef(buffer=ident, shape=shape, dtype=dtype_name(dtype)), buffer.view(shape, dtype)
 
-    def load(self, inputs: list[Any], slots: str = "in") -> tuple[list[dict[str, Any]], list[Any]]:
+    def load(self, inputs: list[Any], slots: str = "in") -> tuple[list[InputRef], list[Any]]:
         """`inputs` copied into the input buffers (`slots` names a set of them): (what the candidate's process is
         told, our views of them)."""
         torch = self.grader.torch
@@ -104,16 +121,16 @@ class Exchange:
             if isinstance(value, torch.Tensor):
                 ref, view = self.ref(f"{slots}{i}", tuple(value.shape), value.dtype)
                 view.copy_(value)
-                refs.append({"tensor": ref})
+                refs.append(InputRef(tensor=ref))
                 views.append(view)
             elif value is None or isinstance(value, bool | int | float | str):
-                refs.append({"value": value})
+                refs.append(InputRef(value=value))
                 views.append(value)
             else:
                 raise TaskError(f"get_inputs() returned a {type(value).__name__}: tensors and plain numbers only")
         return refs, views
 
-    def outputs(self) -> tuple[list[dict[str, Any]], list[Any]]:
+    def outputs(self) -> tuple[list[TensorRef], list[Any]]:
         refs, views = [], []
         for i, (shape, dtype) in enumerate(self.grader.output_specs):
             ref, view = self.ref(f"out{i}", shape, dtype)
@@ -165,15 +182,15 @@ class Grader:
             self.torch.cuda.synchronize()
 
     # --- the candidate's process ---
-    def ask(self, message: dict[str, Any], fd: int | None = None, stage: str = "") -> dict[str, Any]:
+    def ask(self, message: Question, fd: int | None = None, stage: str = "") -> dict[str, Any]:
         """Send a message to the candidate's process and return its answer (unvalidated). Each message carries a
         fresh random id that its answer must echo: an answer sent ahead of the question cannot be one."""
         ident = fresh_seed()
         try:
-            self.channel.send({**message, "id": ident}, [fd] if fd is not None else None)
+            self.channel.send(message, [fd] if fd is not None else None, ident)
             answer, fds = self.channel.receive()
         except ChannelClosed as exc:
-            raise self.died(stage or message["op"], exc) from None
+            raise self.died(stage or message.op, exc) from None
         finally:
             if fd is not None:
                 os.close(fd)
@@ -181,8 +198,8 @@ class Grader:
             os.close(extra)
         if answer.pop("id", None) != ident:
             if not self.candidate_started:
-                raise RuntimeError(f"the candidate's process answered {message['op']!r} out of turn")
-            raise stop("runtime_error", stage or message["op"], "the candidate's process answered out of turn")
+                raise RuntimeError(f"the candidate's process answered {message.op!r} out of turn")
+            raise stop("runtime_error", stage or message.op, "the candidate's process answered out of turn")
         return answer
 
     def died(self, stage: str, cause: Exception) -> Exception:
@@ -198,11 +215,14 @@ class Grader:
         return stop("runtime_error", stage, f"the candidate's process {how} during {stage}: {tail or 'no output'}")
 
     def answer_of(self, kind: type, message: dict[str, Any], stage: str) -> Any:
+        """The candidate's process's answer as the record `kind`; one that is none is its runtime_error once its code
+        ran, else ours (ProtocolError)."""
         try:
             return kind.model_validate(message)
         except ValidationError as exc:
             if not self.candidate_started:
-                raise
+                raise ProtocolError(f"the candidate's process answered {stage} with no {kind.__name__} before candidate "
+                                    f"code ran: {first_error(exc)}") from None  # fmt: skip
             text = f"the candidate's process answered what no honest one does ({exc.error_count()} errors)"
             raise stop("runtime_error", stage, text) from None
 
@@ -283,20 +303,19 @@ class Grader:
         start = time.perf_counter()
         # The build folder's lock first (build.loading_extensions): another judgement's process loading the same
         # build holds it, and that wait is ours, before the candidate's code runs.
-        self.ask({"op": "lock", "ext_dir": self.req.ext_dir}, stage="import")
+        self.answer_of(Done, self.ask(LockQuestion(ext_dir=self.req.ext_dir), stage="import"), "import")
         self.candidate_started = True
         mark_candidate()
         req = self.req
-        message = {
-            "op": "load",
-            "task_code": req.task_code,
-            "task_name": req.task_name,
-            "solution_path": req.solution_path,
-            "ext_dir": req.ext_dir,
-            "python_path": list(req.python_path),
-            "language": req.language,
-            "candidate_dir": req.candidate_dir,
-        }
+        message = LoadQuestion(
+            task_code=req.task_code,
+            task_name=req.task_name,
+            solution_path=req.solution_path,
+            ext_dir=req.ext_dir,
+            python_path=list(req.python_path),
+            language=req.language,
+            candidate_dir=req.candidate_dir,
+        )
         answer: LoadAnswer = self.answer_of(LoadAnswer, self.ask(message, stage="import"), "import")
         if answer.status != "ok":
             violations = [Violation(check=answer.check, message=answer.message)] if answer.check else []
@@ -317,14 +336,14 @@ class Grader:
 
     # --- calls ---
     def call(
-        self, refs: list[dict[str, Any]], stage: str, probe: bool = False, trace: bool = False
+        self, refs: list[InputRef], stage: str, probe: bool = False, trace: bool = False
     ) -> tuple[CallAnswer, float]:
         """One call on the inputs in the buffers: its answer, checked, and the grader's own measure of it (ms from the
         request to the answer, the outputs read as they arrived). The outputs are then in `self.outputs`."""
         from cuda_agent.judge.child.trial import sample_outputs
 
         out_refs, self.outputs = self.exchange.outputs()
-        message = {"op": "call", "inputs": refs, "outputs": out_refs, "probe": probe, "trace": trace}
+        message = CallQuestion(inputs=refs, outputs=out_refs, probe=probe, trace=trace)
         self.sync()
         start = time.perf_counter()
         answer: CallAnswer = self.answer_of(CallAnswer, self.ask(message, stage=stage), stage)
@@ -454,9 +473,15 @@ class Grader:
             refs.append(self.exchange.load(inputs, slots)[0])
             del inputs
         req = self.req
-        message = {"op": "profile", "inputs": refs[0], "inputs_again": refs[1], "policy": req.policy}
-        message |= {"atol": req.atol, "rtol": req.rtol, "norm_rtol": req.norm_rtol}
-        answer: ProfileAnswer = self.answer_of(ProfileAnswer, self.ask(message, stage="custom_work"), "custom_work")
+        question = ProfileQuestion(
+            inputs=refs[0],
+            inputs_again=refs[1],
+            policy=req.policy,
+            atol=req.atol,
+            rtol=req.rtol,
+            norm_rtol=req.norm_rtol,
+        )
+        answer: ProfileAnswer = self.answer_of(ProfileAnswer, self.ask(question, stage="custom_work"), "custom_work")
         self.tick()
         if answer.status == "raised":
             raise stop("runtime_error", "custom_work", answer.message, oom=answer.out_of_memory)

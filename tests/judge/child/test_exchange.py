@@ -10,17 +10,21 @@ import pytest
 import torch
 
 from cuda_agent.judge.child.exchange import Channel, ChannelClosed, allocate, open_buffer
+from cuda_agent.judge.protocol import BufferHow, BufferSpec, BuffersQuestion
 
 CHILD = textwrap.dedent(
     """
     import sys, torch
     from cuda_agent.judge.child.exchange import Channel, open_buffer
+    from cuda_agent.judge.protocol import Done, read_question
     channel = Channel.from_fd(int(sys.argv[1]))
     message, fds = channel.receive()
-    buffer = open_buffer(torch, "cpu", message["nbytes"], message["how"], fds[0])
-    x = buffer.view(message["shape"], torch.float32)
+    ident = message.pop("id")
+    spec = read_question(message).buffers[0]
+    buffer = open_buffer(torch, "cpu", spec.nbytes, spec.how, fds[0])
+    x = buffer.view((2, 3), torch.float32)
     x.mul_(2.0)  # what the other side sees: the same memory
-    channel.send({"sum": float(x.sum())})
+    channel.send(Done(), ident=ident)
     channel.receive()
     """
 )
@@ -34,9 +38,9 @@ def test_a_cpu_buffer_is_the_same_memory_in_both_processes() -> None:
         buffer, how, fd = allocate(torch, "cpu", 4 * 6)
         ours = buffer.view((2, 3), torch.float32)
         ours.copy_(torch.arange(6, dtype=torch.float32).view(2, 3))
-        channel.send({"nbytes": 24, "how": how, "shape": [2, 3]}, [fd])
+        channel.send(BuffersQuestion(buffers=[BufferSpec(id=1, nbytes=24, how=how)]), [fd], ident=7)
         answer, _ = channel.receive(timeout_s=60)
-        assert answer == {"sum": 30.0}
+        assert answer == {"status": "ok", "id": 7}
         assert ours.flatten().tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
     finally:
         channel.close()
@@ -69,6 +73,6 @@ def test_a_view_never_reaches_past_its_buffer() -> None:
         os.close(fd)
         buffer.close()
     other, _, fd2 = allocate(torch, "cpu", 8)
-    reopened = open_buffer(torch, "cpu", 8, {"fd": True}, fd2)
+    reopened = open_buffer(torch, "cpu", 8, BufferHow(fd=True), fd2)
     other.view((2,), torch.float32).fill_(3.0)
     assert reopened.view((2,), torch.float32).tolist() == [3.0, 3.0]

@@ -247,7 +247,7 @@ class Spares:
 
 def serve(spare_file: str) -> int:
     """The spare runner (runner.py `--spare`): harden, start the standby, then run the stage it is handed."""
-    spare = SpareSpec.model_validate_json(Path(spare_file).read_text())
+    spare = read_record(SpareSpec, Path(spare_file).read_text(), "the pool")
     os.environ.update({"HOME": spare.workdir, "TMPDIR": spare.workdir})
     report = harden(spare)
     config = stage_config(spare.guess, spare)

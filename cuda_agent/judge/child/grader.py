@@ -68,7 +68,7 @@ from cuda_agent.judge.standby import (
     set_up_turn,
 )
 from cuda_agent.judge.uids import frozen
-from cuda_agent.subproc import account, child_env, first_error
+from cuda_agent.subproc import account, child_env, first_error, read_record
 from cuda_agent.types import Violation
 
 CALIBRATION_CALLS = 16
@@ -609,7 +609,7 @@ def main(argv: list[str]) -> int:
         argv = order.args
     else:
         start_shim()
-    request = RunRequest.model_validate_json(Path(argv[0]).read_text())
+    request = read_record(RunRequest, Path(argv[0]).read_text(), "the judge's pipeline")
     shim, channel = _shim[0]
     try:
         result = run(request, shim, channel)

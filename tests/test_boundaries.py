@@ -5,6 +5,7 @@ candidate's process (judge/DESIGN.md, "Processes started ahead, and what crosses
 from __future__ import annotations
 
 import io
+import json
 import math
 from pathlib import Path
 
@@ -68,22 +69,24 @@ def test_a_question_of_the_grader_crosses_as_its_record_and_a_malformed_one_is_r
     # grader -> candidate's process: built as records (the grader cannot build a malformed one)...
     with pytest.raises(ValidationError):
         CallQuestion(inputs=[InputRef(tensor=TensorRef(buffer=-1, shape=(2,), dtype="float32"))], outputs=[])
-    question = CallQuestion(inputs=[InputRef(value=math.inf), InputRef(value=3)], outputs=[], trace=True)
+    question = CallQuestion(id=41, inputs=[InputRef(value=math.inf), InputRef(value=3)], outputs=[], trace=True)
     ours, theirs = Channel.pair()
     peer = Channel(theirs)
     try:
-        ours.send(question, ident=41)
-        message, fds = peer.receive(timeout_s=5)
+        ours.send(question)
+        data, fds = peer.receive_data(timeout_s=5)
     finally:
         ours.close()
         peer.close()
-    assert message.pop("id") == 41 and fds == []
-    assert read_question(message) == question  # an infinite plain input crosses as itself, an int stays an int
+    assert fds == [] and read_question(data) == question  # an infinite plain input crosses as itself, 3 stays an int
     # ...and what is no question (a bug of ours, another version of the grader) is refused, naming what did not fit.
+    bad = json.loads(data) | {"inputs": [{"tensor": {"buffer": -1, "shape": [2], "dtype": "float32"}}]}
     with pytest.raises(ProtocolError, match="call.inputs.0.tensor.buffer"):
-        read_question({**message, "inputs": [{"tensor": {"buffer": -1, "shape": [2], "dtype": "float32"}}]})
+        read_question(json.dumps(bad).encode())
     with pytest.raises(ProtocolError, match="no question"):
-        read_question({"op": "exec", "code": "print()"})
+        read_question(b'{"op": "exec", "code": "print()"}')
+    with pytest.raises(ProtocolError, match="no question"):
+        read_question(b"\xff not JSON")
 
 
 def test_a_standby_handed_what_is_no_order_ends_saying_so(tmp_path: Path) -> None:

@@ -121,7 +121,9 @@ class TensorRef(BaseModel):
 
 
 # The grader's questions to the candidate's process (child/grader.py -> child/shim.py, exchange.Channel). The grader
-# builds them, so one that does not fit is ours; the channel adds each question's fresh id, which its answer echoes.
+# builds them, so one that does not fit is ours. Each carries a fresh random id (`Grader.ask`) that its answer echoes.
+_QUESTION_CONFIG = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
+"""An infinite plain input crosses as itself (JSON's Infinity), not as null."""
 
 
 class BufferHow(BaseModel):
@@ -146,7 +148,7 @@ class BufferSpec(BaseModel):
 class InputRef(BaseModel):
     """One argument of forward: a tensor in a shared buffer, or a plain value."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _QUESTION_CONFIG
 
     tensor: TensorRef | None = None
     value: bool | int | float | str | None = None
@@ -155,27 +157,30 @@ class InputRef(BaseModel):
 class BuffersQuestion(BaseModel):
     """Map these buffers (their descriptors, on the CPU, come beside the message, in order)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _QUESTION_CONFIG
 
     op: Literal["buffers"] = "buffers"
+    id: int = Field(default=0, ge=0, description="Fresh for each question; its answer echoes it.")
     buffers: list[BufferSpec]
 
 
 class LockQuestion(BaseModel):
     """Take the build folder's lock (build.loading_extensions) until the solution is imported."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _QUESTION_CONFIG
 
     op: Literal["lock"] = "lock"
+    id: int = Field(default=0, ge=0, description="Fresh for each question; its answer echoes it.")
     ext_dir: str
 
 
 class LoadQuestion(BaseModel):
     """Import the solution and build ModelNew with init arguments of its own."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _QUESTION_CONFIG
 
     op: Literal["load"] = "load"
+    id: int = Field(default=0, ge=0, description="Fresh for each question; its answer echoes it.")
     task_code: str
     task_name: str
     solution_path: str
@@ -189,9 +194,10 @@ class CallQuestion(BaseModel):
     """One call of forward on the input buffers, its outputs copied into the output buffers (`probe`: of a model
     returning zeros, the grader's measure of its own overhead; `trace`: under the ATen tracer)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _QUESTION_CONFIG
 
     op: Literal["call"] = "call"
+    id: int = Field(default=0, ge=0, description="Fresh for each question; its answer echoes it.")
     inputs: list[InputRef]
     outputs: list[TensorRef]
     probe: bool = False
@@ -202,9 +208,10 @@ class ProfileQuestion(BaseModel):
     """The candidate's share of forward's time and its kernel times; under kernelbench, whether its kernels reach
     its outputs (on `inputs_again`, within these bounds)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _QUESTION_CONFIG
 
     op: Literal["profile"] = "profile"
+    id: int = Field(default=0, ge=0, description="Fresh for each question; its answer echoes it.")
     inputs: list[InputRef]
     inputs_again: list[InputRef]
     policy: Literal["cuda-agent", "kernelbench"]
@@ -219,14 +226,14 @@ Question = Annotated[
 _QUESTION: TypeAdapter[Question] = TypeAdapter(Question)
 
 
-def read_question(message: dict[str, Any]) -> Question:
-    """The grader's message (its id taken off) as the question it is.
+def read_question(message: bytes) -> Question:
+    """The grader's message (JSON) as the question it is.
 
     Raises:
         ProtocolError: it is none (the grader is ours: never the candidate's fault).
     """
     try:
-        return _QUESTION.validate_python(message)
+        return _QUESTION.validate_json(message)
     except ValidationError as exc:
         raise ProtocolError(f"the grader sent what is no question: {first_error(exc)}") from None
 

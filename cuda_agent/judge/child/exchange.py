@@ -5,8 +5,8 @@ process copied in. The candidate's process maps them and nothing else of the gra
 memfd of its own (its descriptor passed over the socket), on CUDA an allocation of its own (`cuMemAlloc`, outside
 torch's caching allocator, so an IPC handle exposes that buffer alone, never a segment that holds other tensors).
 
-Messages are typed records (judge/protocol.py) sent as JSON, length-bounded, one per SOCK_SEQPACKET packet, with the
-question's id beside their fields; the reader validates each into its record (`protocol.read_question` in the
+Messages are typed records (judge/protocol.py) sent as JSON, length-bounded, one per SOCK_SEQPACKET packet (an answer
+with its question's id beside its fields); the reader validates each into its record (`protocol.read_question` in the
 candidate's process, the grader's `answer_of`): the grader never unpickles or evaluates what the candidate's process
 sends.
 """
@@ -68,12 +68,12 @@ class Channel:
         return cls(socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=fd))
 
     def send(self, message: BaseModel, fds: list[int] | None = None, ident: int | None = None) -> None:
-        """Send a record (`ident`: the id of the question it asks or answers) and descriptors beside it."""
-        # json.dumps, not pydantic's JSON: an infinite float (a plain input, a time) crosses as itself, not as null.
-        payload = message.model_dump()
-        if ident is not None:
-            payload["id"] = ident
-        data = json.dumps(payload).encode()
+        """Send a record and descriptors beside it: a question (its id is one of its fields), or an answer with the id
+        of the question it answers beside its fields (`ident`)."""
+        if ident is None:
+            data = message.model_dump_json().encode()
+        else:  # json.dumps: an answer's infinite float crosses as itself, as the grader has always read it
+            data = json.dumps({**message.model_dump(), "id": ident}).encode()
         if len(data) > MAX_MESSAGE_BYTES:
             raise ValueError(f"message of {len(data)} bytes is over {MAX_MESSAGE_BYTES}")
         try:
@@ -87,10 +87,29 @@ class Channel:
     def receive(
         self, timeout_s: float | None = None, idle: Callable[[], None] | None = None
     ) -> tuple[dict[str, Any], list[int]]:
-        """The next message and the descriptors that came with it. `idle` runs each second while it waits.
+        """The next message, a JSON object, and the descriptors that came with it (`receive_data`'s arguments).
 
         Raises:
             ChannelClosed: the other side closed its end, or sent what is not one JSON object.
+            TimeoutError: nothing came within `timeout_s`.
+        """
+        data, fds = self.receive_data(timeout_s, idle)
+        try:
+            message = json.loads(data)
+        except ValueError as exc:
+            raise ChannelClosed(f"a message that is not JSON ({exc})") from None
+        if not isinstance(message, dict):
+            raise ChannelClosed("a message that is not a JSON object")
+        return message, fds
+
+    def receive_data(
+        self, timeout_s: float | None = None, idle: Callable[[], None] | None = None
+    ) -> tuple[bytes, list[int]]:
+        """The next message as it came, for its reader to validate, and the descriptors that came with it. `idle` runs
+        each second while it waits.
+
+        Raises:
+            ChannelClosed: the other side closed its end.
             TimeoutError: nothing came within `timeout_s`.
         """
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -111,13 +130,7 @@ class Channel:
             raise ChannelClosed("the other side closed the connection")
         if len(data) > MAX_MESSAGE_BYTES:
             raise ChannelClosed(f"a message over {MAX_MESSAGE_BYTES} bytes")
-        try:
-            message = json.loads(data)
-        except ValueError as exc:
-            raise ChannelClosed(f"a message that is not JSON ({exc})") from None
-        if not isinstance(message, dict):
-            raise ChannelClosed("a message that is not a JSON object")
-        return message, fds
+        return data, fds
 
     def close(self) -> None:
         self.sock.close()

@@ -92,6 +92,8 @@ class Exchange:
     def __init__(self, grader: Grader) -> None:
         self.grader = grader
         self.buffers: dict[str, tuple[int, Buffer]] = {}
+        self.refs: dict[str, TensorRef] = {}
+        """Each slot's last reference, given again while its buffer, shape and dtype stay (a record less per call)."""
         self.next_id = 0
 
     def ref(self, slot: str, shape: tuple[int, ...], dtype: Any) -> tuple[TensorRef, Any]:
@@ -110,7 +112,10 @@ class Exchange:
             question = BuffersQuestion(buffers=[BufferSpec(id=self.next_id, nbytes=nbytes, how=how)])
             g.answer_of(Done, g.ask(question, fd), "buffers")
         ident, buffer = self.buffers[slot]
-        return TensorRef(buffer=ident, shape=shape, dtype=dtype_name(dtype)), buffer.view(shape, dtype)
+        ref, name = self.refs.get(slot), dtype_name(dtype)
+        if ref is None or (ref.buffer, ref.shape, ref.dtype) != (ident, shape, name):
+            ref = self.refs[slot] = TensorRef(buffer=ident, shape=shape, dtype=name)
+        return ref, buffer.view(shape, dtype)
 
     def load(self, inputs: list[Any], slots: str = "in") -> tuple[list[InputRef], list[Any]]:
         """`inputs` copied into the input buffers (`slots` names a set of them): (what the candidate's process is
@@ -185,9 +190,9 @@ class Grader:
     def ask(self, message: Question, fd: int | None = None, stage: str = "") -> dict[str, Any]:
         """Send a message to the candidate's process and return its answer (unvalidated). Each message carries a
         fresh random id that its answer must echo: an answer sent ahead of the question cannot be one."""
-        ident = fresh_seed()
+        ident = message.id = fresh_seed()
         try:
-            self.channel.send(message, [fd] if fd is not None else None, ident)
+            self.channel.send(message, [fd] if fd is not None else None)
             answer, fds = self.channel.receive()
         except ChannelClosed as exc:
             raise self.died(stage or message.op, exc) from None

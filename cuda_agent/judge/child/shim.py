@@ -83,12 +83,11 @@ class Shim:
         }
         while True:
             try:
-                message, fds = self.channel.receive()
+                data, fds = self.channel.receive_data()
             except ChannelClosed:
                 return
-            ident = message.pop("id", None)
-            question = read_question(message)
-            self.channel.send(handlers[question.op](question, fds), ident=ident)
+            question = read_question(data)
+            self.channel.send(handlers[question.op](question, fds), ident=question.id)
 
     def sync(self) -> None:
         if self.device == "cuda":

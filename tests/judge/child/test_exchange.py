@@ -18,13 +18,13 @@ CHILD = textwrap.dedent(
     from cuda_agent.judge.child.exchange import Channel, open_buffer
     from cuda_agent.judge.protocol import Done, read_question
     channel = Channel.from_fd(int(sys.argv[1]))
-    message, fds = channel.receive()
-    ident = message.pop("id")
-    spec = read_question(message).buffers[0]
+    data, fds = channel.receive_data()
+    question = read_question(data)
+    spec = question.buffers[0]
     buffer = open_buffer(torch, "cpu", spec.nbytes, spec.how, fds[0])
     x = buffer.view((2, 3), torch.float32)
     x.mul_(2.0)  # what the other side sees: the same memory
-    channel.send(Done(), ident=ident)
+    channel.send(Done(), ident=question.id)
     channel.receive()
     """
 )
@@ -38,7 +38,7 @@ def test_a_cpu_buffer_is_the_same_memory_in_both_processes() -> None:
         buffer, how, fd = allocate(torch, "cpu", 4 * 6)
         ours = buffer.view((2, 3), torch.float32)
         ours.copy_(torch.arange(6, dtype=torch.float32).view(2, 3))
-        channel.send(BuffersQuestion(buffers=[BufferSpec(id=1, nbytes=24, how=how)]), [fd], ident=7)
+        channel.send(BuffersQuestion(id=7, buffers=[BufferSpec(id=1, nbytes=24, how=how)]), [fd])
         answer, _ = channel.receive(timeout_s=60)
         assert answer == {"status": "ok", "id": 7}
         assert ours.flatten().tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]

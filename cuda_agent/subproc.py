@@ -3,7 +3,9 @@
 Used wherever untrusted or heavy code runs (task inspection, the judge's build and run workers):
 a child that hangs, forks or crashes ends only itself and its descendants. A child may also be
 confined (`Confinement`, jail.py): a PID and mount namespace of its own that die whole, folders of its own
-mounted over shared ones, and an unprivileged user.
+mounted over shared ones, and an unprivileged user. A child started before its work (`Ahead`) is told it later as
+typed records on its stdin (`read_order`); a record read from one of our processes that does not fit is our
+`ProtocolError` (`read_record`).
 """
 
 from __future__ import annotations

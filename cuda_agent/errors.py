@@ -49,6 +49,11 @@ class PoolFullError(SandboxError):
     """A sandbox pool's queue is full; retry after some results have come back."""
 
 
+class ProtocolError(InfraError):
+    """A message between two of our processes did not fit its record (a bug, or two versions of cuda-agent side by
+    side): ours, never a candidate's; the message names the sender and what did not fit."""
+
+
 class JudgeInfraError(InfraError):
     """The judge itself failed (not the candidate); the judgement must be retried, never scored.
 

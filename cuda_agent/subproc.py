@@ -3,11 +3,14 @@
 Used wherever untrusted or heavy code runs (task inspection, the judge's build and run workers):
 a child that hangs, forks or crashes ends only itself and its descendants. A child may also be
 confined (`Confinement`, jail.py): a PID and mount namespace of its own that die whole, folders of its own
-mounted over shared ones, and an unprivileged user.
+mounted over shared ones, and an unprivileged user. A child started before its work (`Ahead`) is told it later as
+typed records on its stdin (`read_order`); a record read from one of our processes that does not fit is our
+`ProtocolError` (`read_record`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import json
@@ -22,7 +25,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Protocol, TypeVar
+
+from cuda_agent.errors import ProtocolError
 
 JAIL = Path(__file__).resolve().parent / "jail.py"
 CLONE_NEWNS = 0x00020000
@@ -125,16 +130,112 @@ def child_set_up() -> Callable[[], None]:
 
 
 def start_child(
-    argv: list[str], confine: Confinement | None, cwd: Path | str | None = None, **popen: Any
+    argv: list[str], confine: Confinement | None, cwd: Path | str | None = None, die_with_us: bool = True, **popen: Any
 ) -> subprocess.Popen:
     """Start `argv` in a new session (its own process group), dying with us; confined where `confine` is given.
 
     Killing the process group (`kill_group(proc.pid)`) ends it and everything it started: a confined child's
-    descendants die with its PID namespace even where they left the group (jail.py). `popen`: Popen's other
-    arguments (stdin, stdout, env, pass_fds...).
+    descendants die with its PID namespace even where they left the group (jail.py). `die_with_us`: False for a
+    child that outlives the thread that starts it (a pool's, `Ahead`): it then ends when it reads the end of its
+    stdin, or with its group. `popen`: Popen's other arguments (stdin, stdout, env, pass_fds...).
     """
     argv = confine.wrap(argv, cwd) if confine is not None else argv
-    return subprocess.Popen(argv, cwd=cwd, start_new_session=True, preexec_fn=child_set_up(), **popen)
+    set_up = child_set_up() if die_with_us else None
+    return subprocess.Popen(argv, cwd=cwd, start_new_session=True, preexec_fn=set_up, **popen)
+
+
+class Ahead:
+    """A child started before its work is known (`start_child`), told its work later as typed records, one JSON line
+    each on its stdin (`read_order` on its side): the one way we start processes ahead. A judgement's grader, its
+    candidate's process and a build's importing child (judge/standby.py: `hand` once, then the child is used up), a
+    pool's judge-stage runner (sandbox/spare.py, also once) and a synthesis filter worker (synth/pool.py: `send`
+    for each problem, warm across many).
+    """
+
+    def __init__(
+        self, argv: list[str], confine: Confinement | None = None, cwd: Path | str | None = None, **popen: Any
+    ) -> None:
+        """Args: as `start_child`'s; stdin is always a pipe (the orders')."""
+        self.proc = start_child(argv, confine, cwd, stdin=subprocess.PIPE, **popen)
+        self.handed = False
+        """Its last order was sent (its stdin closed): it is used, or being used."""
+
+    def send(self, order: Record) -> bool:
+        """Write one order; False where the child is gone (how it ended is its exit's to say)."""
+        assert self.proc.stdin is not None
+        line = order.model_dump_json() + "\n"
+        try:
+            self.proc.stdin.write(line if self.proc.text_mode else line.encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError):  # ValueError: its stdin was closed already
+            return False
+        return True
+
+    def hand(self, order: Record) -> None:
+        """Write its last (or only) order and close its stdin."""
+        self.handed = True
+        if self.send(order):
+            assert self.proc.stdin is not None
+            with contextlib.suppress(BrokenPipeError):
+                self.proc.stdin.close()
+
+    def end(self, grace_s: float = 0.0) -> None:
+        """End it and what it started (safe to call twice). An unused child given `grace_s` first reads the end of its
+        stdin and ends itself (what it started ahead with it), before its group is killed."""
+        if grace_s and not self.handed and self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=grace_s)
+            except (BrokenPipeError, subprocess.TimeoutExpired):
+                pass
+        kill_group(self.proc.pid)
+        self.proc.wait()
+
+
+class Record(Protocol):
+    """A typed record that crosses a process boundary (a pydantic model: subproc itself imports no pydantic)."""
+
+    def model_dump_json(self) -> str: ...
+
+
+R = TypeVar("R")
+
+
+def read_record(kind: type[R], text: str, sender: str) -> R:
+    """`text` (JSON) validated into `kind`, a pydantic model.
+
+    Raises:
+        ProtocolError: it does not fit, naming `sender`, the record and the first thing that did not fit.
+    """
+    try:
+        return kind.model_validate_json(text)  # type: ignore[attr-defined]
+    except ValueError as exc:  # pydantic's ValidationError is one
+        raise ProtocolError(f"{sender} sent what is no {kind.__name__}: {first_error(exc)}") from None
+
+
+def first_error(exc: ValueError) -> str:
+    """A pydantic validation error in a line: where the first thing that did not fit is, and why."""
+    errors = getattr(exc, "errors", None)
+    if errors is None:
+        return str(exc)[:300]
+    first = errors()[0]
+    where = ".".join(str(part) for part in first.get("loc", ())) or "the message"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""  # type: ignore[attr-defined]
+    return f"{where}: {first.get('msg', '')}{more}"
+
+
+def read_order(kind: type[R], stream: IO[str] | None = None) -> R | None:
+    """In a child started ahead (`Ahead`): its next order, a line on stdin (`stream`) validated into `kind`; None
+    at the end of stdin (its starter discarded it, or sent its last).
+
+    Raises:
+        ProtocolError: the line is no `kind` (our fault, never a candidate's: only our code writes orders).
+    """
+    line = (stream or sys.stdin).readline()
+    if not line:
+        return None
+    return read_record(kind, line, "the process that started this one ahead")
 
 
 def unprivileged_user(name: str | None, paths: list[Path]) -> tuple[pwd.struct_passwd | None, str | None]:

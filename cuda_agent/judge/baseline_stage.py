@@ -9,8 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from cuda_agent.errors import JudgeInfraError
 from cuda_agent.gpu_turns import turns_for
 from cuda_agent.judge.child import baseline as baseline_mod
@@ -58,21 +56,18 @@ def measure_baselines(j: _Judgement, workdir: Path) -> BaselineResult:
     )
     # With its own turns, its waits for them count in baseline_timeout_s (900 s; others' turns last seconds, a
     # hung candidate's at most about a minute); a timeout is our failure, never the candidate's.
-    payload = j.run_child(
+    result = j.run_child(
         "cuda_agent.judge.child.baseline",
-        request.model_dump_json(),
+        request,
+        BaselineResult,
         workdir,
         cfg.baseline_timeout_s,
         {},
         stage="baselines",
         turn=not own_turns,
     )
-    if isinstance(payload, Verdict):
-        raise JudgeInfraError(f"timing the reference failed: {payload.message}")
-    try:
-        result = BaselineResult.model_validate(payload)
-    except ValidationError as exc:  # our own child wrote it (no candidate code runs there)
-        raise JudgeInfraError(f"{j.task.ref}: the baseline's result file is malformed: {exc}") from exc
+    if isinstance(result, Verdict):
+        raise JudgeInfraError(f"timing the reference failed: {result.message}")
     if own_turns:
         j.count_turn("baselines", result.gpu_wait_s or 0.0, result.gpu_held_s or 0.0)
     if result.error:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import importlib.util
-import json
 import logging
 import platform
 import pwd
@@ -28,11 +27,11 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel
 
-from cuda_agent.errors import JudgeInfraError, TaskError
+from cuda_agent.errors import JudgeInfraError, ProtocolError, TaskError
 from cuda_agent.gpu_turns import turns_for
 from cuda_agent.judge.baseline_stage import baseline_key, measure_baselines
 from cuda_agent.judge.basis import verdict_timings
@@ -50,12 +49,13 @@ from cuda_agent.judge.verdict_cache import VerdictCache, verdict_key
 from cuda_agent.judge.watched import run_watched
 from cuda_agent.machine import detect_device, driver_version, gpu_name
 from cuda_agent.reward import decided_on, reward_of
-from cuda_agent.subproc import child_env, run_module
+from cuda_agent.subproc import child_env, read_record, run_module
 from cuda_agent.types import Task, Timings, Verdict, Violation
 from cuda_agent.workspace.build import BUILD_DIR, build_tree, glue_hash
 from cuda_agent.workspace.layout import tampered_files
 
 log = logging.getLogger(__name__)
+Result = TypeVar("Result", bound=BaseModel)  # what a child of the judgement writes: RunResult, BaselineResult
 
 
 def _builds_inline(python: str) -> bool:
@@ -383,29 +383,26 @@ class _Judgement:
             confine_hidden=confinement.hidden if confinement else (),
             confine_shown=confinement.shown if confinement else (),
         )
-        payload = self.run_child(
+        result = self.run_child(
             "cuda_agent.judge.child.grader",
-            request.model_dump_json(),
+            request,
+            RunResult,
             workdir,
             cfg.run_timeout_s,
             {"TORCH_EXTENSIONS_DIR": str(ext_dir)},
             stage="run",
         )
-        if isinstance(payload, Verdict):
-            return payload
-        return self.run_result(payload)
+        if isinstance(result, Verdict):
+            return result
+        return self.run_result(result)
 
-    def run_result(self, payload: Any) -> RunResult:
+    def run_result(self, result: RunResult) -> RunResult:
         """The grader's result (the grader is ours: the candidate's process never writes it).
 
         Raises:
             TaskError: the task itself is broken (its reference failed).
-            JudgeInfraError: our own code failed in the grader, or its result is malformed.
+            JudgeInfraError: our own code failed in the grader.
         """
-        try:
-            result = RunResult.model_validate(payload)
-        except ValidationError as exc:
-            raise JudgeInfraError(f"the run's result file is malformed: {exc}") from exc
         if result.status == "task_error":
             raise TaskError(result.message)
         if result.status == "judge_error":
@@ -420,17 +417,18 @@ class _Judgement:
     def run_child(
         self,
         module: str,
-        request_json: str,
+        request: BaseModel,
+        kind: type[Result],
         workdir: Path,
         timeout_s: float,
         extra_env: dict[str, str],
         stage: str,
         turn: bool = True,
-    ) -> dict[str, Any] | Verdict:
-        """Run `module`'s child on a request in `workdir` (ours alone: the candidate's process has a folder of its own
-        below it) and read its result file."""
+    ) -> Result | Verdict:
+        """Run `module`'s child on `request` in `workdir` (ours alone: the candidate's process has a folder of its own
+        below it) and read its result file, a `kind` (JudgeInfraError where it is none: the child is ours)."""
         request_path, result_path = workdir / f"{stage}_request.json", workdir / f"{stage}_result.json"
-        request_path.write_text(request_json)
+        request_path.write_text(request.model_dump_json())
         env = child_env(extra_env)
         if self.device != "cuda":
             env["CUDA_VISIBLE_DEVICES"] = ""
@@ -466,9 +464,9 @@ class _Judgement:
                 raise JudgeInfraError(f"the judge's grader died (exit {child.returncode}): our failure; {tail}")
             return self.verdict("runtime_error", f"the {stage} process died (exit {child.returncode}): {tail}")
         try:
-            return json.loads(result_path.read_text())
-        except ValueError as exc:  # not JSON, or not even text
-            raise JudgeInfraError(f"{stage} result file is not JSON: {exc}") from exc
+            return read_record(kind, result_path.read_text(errors="replace"), f"the {stage} stage's process")
+        except ProtocolError as exc:
+            raise JudgeInfraError(f"the {stage} stage's result file is malformed: {exc}") from exc
 
     def baselines(self, workdir: Path) -> BaselineResult:
         return measure_baselines(self, workdir)

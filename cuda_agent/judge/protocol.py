@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from cuda_agent.errors import ProtocolError
+from cuda_agent.subproc import first_error
 from cuda_agent.types import Language, Violation
 
 
@@ -120,6 +122,132 @@ class TensorRef(BaseModel):
     dtype: str
 
 
+# The grader's questions to the candidate's process (child/grader.py -> child/shim.py, exchange.Channel). The grader
+# builds them, so one that does not fit is ours. Each carries a fresh random id (`Grader.ask`) that its answer echoes.
+_QUESTION_CONFIG = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
+"""An infinite plain input crosses as itself (JSON's Infinity), not as null."""
+
+
+class BufferHow(BaseModel):
+    """How the candidate's process opens a buffer: a CUDA IPC handle (hex), or the descriptor sent beside it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ipc: str | None = None
+    fd: bool = False
+
+
+class BufferSpec(BaseModel):
+    """One shared buffer the grader allocated (exchange.allocate)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: int = Field(ge=0)
+    nbytes: int = Field(ge=0)
+    how: BufferHow
+
+
+class InputRef(BaseModel):
+    """One argument of forward: a tensor in a shared buffer, or a plain value."""
+
+    model_config = _QUESTION_CONFIG
+
+    tensor: TensorRef | None = None
+    value: bool | int | float | str | None = None
+
+
+class BuffersQuestion(BaseModel):
+    """Map these buffers (their descriptors, on the CPU, come beside the message, in order)."""
+
+    model_config = _QUESTION_CONFIG
+
+    op: Literal["buffers"] = "buffers"
+    id: int = Field(default=0, ge=0, description="Fresh for each question; its answer echoes it.")
+    buffers: list[BufferSpec]
+
+
+class LockQuestion(BaseModel):
+    """Take the build folder's lock (build.loading_extensions) until the solution is imported."""
+
+    model_config = _QUESTION_CONFIG
+
+    op: Literal["lock"] = "lock"
+    id: int = Field(default=0, ge=0, description="Fresh for each question; its answer echoes it.")
+    ext_dir: str
+
+
+class LoadQuestion(BaseModel):
+    """Import the solution and build ModelNew with init arguments of its own."""
+
+    model_config = _QUESTION_CONFIG
+
+    op: Literal["load"] = "load"
+    id: int = Field(default=0, ge=0, description="Fresh for each question; its answer echoes it.")
+    task_code: str
+    task_name: str
+    solution_path: str
+    ext_dir: str
+    python_path: list[str]
+    language: Language
+    candidate_dir: str
+
+
+class CallQuestion(BaseModel):
+    """One call of forward on the input buffers, its outputs copied into the output buffers (`probe`: of a model
+    returning zeros, the grader's measure of its own overhead; `trace`: under the ATen tracer)."""
+
+    model_config = _QUESTION_CONFIG
+
+    op: Literal["call"] = "call"
+    id: int = Field(default=0, ge=0, description="Fresh for each question; its answer echoes it.")
+    buffers: list[BufferSpec] = Field(
+        default_factory=list, description="Input buffers new with this question (CPU: descriptors beside it, in order)."
+    )
+    released: list[int] = Field(default_factory=list, description="Buffers of earlier calls it may let go.")
+    inputs: list[InputRef]
+    outputs: list[TensorRef]
+    probe: bool = False
+    trace: bool = False
+
+
+class ProfileQuestion(BaseModel):
+    """The candidate's share of forward's time and its kernel times; under kernelbench, whether its kernels reach
+    its outputs (on `inputs_again`, within these bounds)."""
+
+    model_config = _QUESTION_CONFIG
+
+    op: Literal["profile"] = "profile"
+    id: int = Field(default=0, ge=0, description="Fresh for each question; its answer echoes it.")
+    buffers: list[BufferSpec] = Field(
+        default_factory=list, description="Input buffers new with this question (CPU: descriptors beside it, in order)."
+    )
+    released: list[int] = Field(default_factory=list, description="Buffers of earlier calls it may let go.")
+    inputs: list[InputRef]
+    inputs_again: list[InputRef]
+    policy: Literal["cuda-agent", "kernelbench"]
+    atol: float
+    rtol: float
+    norm_rtol: float
+
+
+Question = Annotated[
+    BuffersQuestion | LockQuestion | LoadQuestion | CallQuestion | ProfileQuestion, Field(discriminator="op")
+]
+_QUESTION: TypeAdapter[Question] = TypeAdapter(Question)
+
+
+def read_question(message: bytes) -> Question:
+    """The grader's message (JSON) as the question it is.
+
+    Raises:
+        ProtocolError: it is none (the grader is ours: never the candidate's fault).
+    """
+    try:
+        return _QUESTION.validate_json(message)
+    except ValidationError as exc:
+        raise ProtocolError(f"the grader sent what is no question: {first_error(exc)}") from None
+
+
 class ReturnedSpec(BaseModel):
     """What forward returned, where it does not fit the buffers the grader gave for its outputs."""
 
@@ -128,6 +256,14 @@ class ReturnedSpec(BaseModel):
     shape: tuple[int, ...] = ()
     dtype: str = ""
     kind: str = Field(default="tensor", max_length=200, description="'tensor', or the type name of a non-tensor.")
+
+
+class Done(BaseModel):
+    """The candidate's process's answer to a question that asks for nothing back (buffers, lock)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["ok"] = "ok"
 
 
 class CallAnswer(BaseModel):

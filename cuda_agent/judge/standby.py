@@ -49,10 +49,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from cuda_agent.errors import ProtocolError
 from cuda_agent.jail import bind_mounts
 from cuda_agent.judge.protocol import StandbyOrder
 from cuda_agent.machine import CACHE_ENV, cache_root
 from cuda_agent.subproc import (
+    Ahead,
     ChildResult,
     Confinement,
     account,
@@ -63,7 +65,7 @@ from cuda_agent.subproc import (
     interpreter_paths,
     kill_group,
     ninja_dry_run,
-    start_child,
+    read_order,
 )
 
 PROGRESS_FD_ENV = "CUDA_AGENT_PROGRESS_FD"
@@ -103,6 +105,19 @@ def _why_building(pid: int) -> str:
     return f"{folder}: {'; '.join(reasons[:3]) or 'no reason given'}"
 
 
+def _clock(line: bytes) -> float:
+    """The clock of a set-up line (a kind byte, then `time.monotonic()`): only our set-up code writes them, before
+    any candidate code, so one that is not is ours to raise.
+
+    Raises:
+        ProtocolError: the line holds no clock.
+    """
+    try:
+        return float(line[1:])
+    except ValueError:
+        raise ProtocolError(f"the judge's worker said {line[:40]!r} during its set-up: no kind and clock") from None
+
+
 @dataclass(frozen=True)
 class StandbySpec:
     """What a standby is started with: everything it holds before its request. Two standbys with equal specs
@@ -125,8 +140,8 @@ class StandbySpec:
         return fields + [f"env {name}" for name in names]
 
 
-class Standby:
-    """One child process of `python -P -m MODULE --standby`, started now and used once by `go`."""
+class Standby(Ahead):
+    """One child process of `python -P -m MODULE --standby`, started now (`subproc.Ahead`) and used once by `go`."""
 
     def __init__(
         self,
@@ -162,7 +177,7 @@ class Standby:
             env[channel[0]] = str(channel[1])
             kept += (channel[1],)
         try:
-            self.proc = start_child(
+            super().__init__(
                 [sys.executable, "-P", "-m", module, "--standby"],
                 # The judgement's cache reachable (it may lie under a closed folder, /root): its request hides it
                 # but for the fast-build objects, which it must find first. Named by the environment: the
@@ -174,7 +189,6 @@ class Standby:
                 else None,
                 folder,
                 env=env,
-                stdin=subprocess.PIPE,
                 stdout=self._out,
                 stderr=self._err,
                 pass_fds=kept,
@@ -204,7 +218,7 @@ class Standby:
     def unfit_for(self, spec: StandbySpec) -> str | None:
         """Why this standby, started ahead, may not serve a judgement that would start one with `spec`; None: it
         may. One that has died, been used or closed serves no one."""
-        if self.went is not None or self._progress_r < 0:
+        if self.handed or self._progress_r < 0:
             return "it was used or closed already"
         if self.proc.poll() is not None:
             return f"it had exited ({self.proc.returncode})"
@@ -243,7 +257,7 @@ class Standby:
         self._set_up_said += data
         while b"\n" in self._set_up_said and self.ready_s is None:
             line, self._set_up_said = self._set_up_said.split(b"\n", 1)
-            kind, at = line[:1], float(line[1:])
+            kind, at = line[:1], _clock(line)
             if kind == WAITING:
                 self._waiting_since = at
             elif kind == WAITED and self._waiting_since is not None:
@@ -268,12 +282,7 @@ class Standby:
             user=confine.user.pw_uid if confine and confine.user else None,
         )
         self.went = time.monotonic()
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.write((order.model_dump_json() + "\n").encode())
-            self.proc.stdin.close()
-        except BrokenPipeError:
-            pass  # it died meanwhile: wait() reports how it ended
+        self.hand(order)  # one that died meanwhile: wait() reports how it ended
 
     def wait(
         self, step_s: float, total_s: float, grace_s: float = 2.0, output_cap: int = 200_000
@@ -358,12 +367,8 @@ class Standby:
                 self.candidate_started = self.candidate_started or CANDIDATE in data
 
     def close(self) -> None:
-        """Kill the child if it still runs and remove its files (safe to call twice)."""
-        if self.proc.poll() is None:
-            kill_group(self.proc.pid)
-            self.proc.wait()
-        else:
-            kill_group(self.proc.pid)  # descendants it left
+        """Kill the child (and descendants it left) and remove its files (safe to call twice)."""
+        self.end()
         if self._progress_r >= 0:
             os.close(self._progress_r)
             self._progress_r = -1
@@ -469,13 +474,13 @@ def await_request(warm_up: Callable[[], None]) -> StandbyOrder:
 
     Raises:
         SystemExit: stdin closed without a request (the grader discarded this standby).
+        ProtocolError: the request is no StandbyOrder.
     """
     warm_up()
     _say(READY)
-    line = sys.stdin.readline()
-    if not line:
+    order = read_order(StandbyOrder)
+    if order is None:
         raise SystemExit(0)
-    order = StandbyOrder.model_validate_json(line)
     os.environ.update(order.env)
     tempfile.tempdir = None  # picked from TMPDIR again: the request's folder, not the standby's
     return order

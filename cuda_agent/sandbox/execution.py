@@ -25,7 +25,7 @@ from cuda_agent.machine import cache_root
 from cuda_agent.sandbox.jobs import CommandJob, CommandResult, JudgeJob
 from cuda_agent.sandbox.limits import SandboxLimits, create_pids_cgroup, kill_cgroup
 from cuda_agent.sandbox.runner import Phase, RunnerOutcome, RunnerSpec, command_user
-from cuda_agent.subproc import child_env, head_and_tail, kill_group
+from cuda_agent.subproc import child_env, head_and_tail, kill_group, read_record
 from cuda_agent.types import Verdict
 
 if TYPE_CHECKING:
@@ -121,7 +121,11 @@ def run_stage(
                 restore_owners(Path(job.cwd), owners)
         wall_s = time.monotonic() - start
         outcome_file = workdir / "outcome.json"
-        outcome = RunnerOutcome.model_validate_json(outcome_file.read_text()) if outcome_file.exists() else None
+        outcome = (
+            read_record(RunnerOutcome, outcome_file.read_text(), "the stage's runner")
+            if outcome_file.exists()
+            else None
+        )
         stdout, stdout_cut = head_and_tail(_read(workdir / "stdout.txt"), output_cap)
         stderr, stderr_cut = head_and_tail(_read(workdir / "stderr.txt"), output_cap)
         return StageOutcome(
@@ -168,7 +172,7 @@ def _run_runner(
             if handle.cancelled:
                 return None, False
             if spare is not None:  # it writes to the same two files since its start
-                proc = spare.hand(workdir / "spec.json", workdir / "outcome.json")
+                proc = spare.run_stage(workdir / "spec.json", workdir / "outcome.json")
             else:
                 proc = subprocess.Popen(
                     args, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True

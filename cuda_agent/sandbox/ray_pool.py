@@ -27,7 +27,7 @@ import time
 from concurrent.futures import Future
 from typing import Any
 
-from cuda_agent.errors import ConfigError, SandboxError
+from cuda_agent.errors import ConfigError, ProtocolError, SandboxError
 from cuda_agent.judge import JudgeConfig
 from cuda_agent.sandbox.execution import StageHandle, run_job
 from cuda_agent.sandbox.jobs import CommandJob, JobResult, JudgeJob, PoolMetrics
@@ -36,6 +36,7 @@ from cuda_agent.sandbox.local import PoolCalls, PoolFullError, check_gpu
 from cuda_agent.sandbox.slots import SlotQueue
 from cuda_agent.sandbox.spare import CLOSE_S, Spares
 from cuda_agent.sandbox.stats import PoolStats, queue_size
+from cuda_agent.subproc import read_record
 
 log = logging.getLogger(__name__)
 ACTOR_START_S = 300.0
@@ -70,7 +71,8 @@ class SandboxActor:
         except (IndexError, TypeError, ValueError):  # GPUs named by UUID: number them by actor instead
             return self.index
 
-    def run(self, job_json: str) -> dict[str, Any]:
+    def run(self, job_json: str) -> str:
+        """Run the job (a `Job`'s JSON); its `JobResult`'s JSON (the pool sets how long it queued and ran)."""
         from pydantic import TypeAdapter
 
         from cuda_agent.sandbox.jobs import Job
@@ -81,7 +83,8 @@ class SandboxActor:
             device = job.config.device if isinstance(job, JudgeJob) else self.device
             device = self.device if device == "auto" else device
             worker = f"{_node_name()}/{'gpu' if self.device == 'cuda' else 'cpu'}-{self.slot()}"
-            return run_job(job, self.limits, device, {}, handle, self.spares, self.prepare_spares) | {"worker": worker}
+            fields = run_job(job, self.limits, device, {}, handle, self.spares, self.prepare_spares)
+            return JobResult(job_id=job.id, kind=job.kind, worker=worker, **fields).model_dump_json()
         finally:
             self.handles.pop(job.id, None)
 
@@ -95,6 +98,18 @@ class SandboxActor:
         """Close the spares (the pool's `close`, before it kills the actor: a killed actor closes nothing)."""
         self.spares.close()
         self.prepare_spares.close()
+
+
+def _answer(job: CommandJob | JudgeJob, answer: str) -> JobResult:
+    """A Ray actor's answer to `job` (`SandboxActor.run`); one that is no JobResult of this job, a failure of ours."""
+    try:
+        result = read_record(JobResult, answer, "a Ray actor")
+    except ProtocolError as exc:
+        return JobResult(job_id=job.id, kind=job.kind, status="failed", error=str(exc), error_type="ProtocolError")
+    if result.job_id != job.id:
+        why = f"a Ray actor answered job {job.id} with the result of {result.job_id}: ours; retry"
+        return JobResult(job_id=job.id, kind=job.kind, status="failed", error=why, error_type="ProtocolError")
+    return result
 
 
 def _node_name() -> str:
@@ -231,22 +246,21 @@ class RayPool(PoolCalls):
             with self._lock:
                 cancelled = job.id in self._cancelled
                 self._running[job.id] = actor
-            if cancelled:
-                fields: dict[str, Any] = {"status": "cancelled"}
-            else:
+            result = JobResult(job_id=job.id, kind=job.kind, status="cancelled")
+            if not cancelled:
                 try:
-                    fields = ray.get(actor.run.remote(job.model_dump_json()))
+                    answer = ray.get(actor.run.remote(job.model_dump_json()))
                 except Exception as exc:  # RayActorError and kin: the actor died; Ray restarts it
-                    fields = {
-                        "status": "failed",
-                        "error": f"the Ray worker failed ({type(exc).__name__}: {exc}); retry",
-                        "error_type": "SandboxError",
-                    }
+                    why = f"the Ray worker failed ({type(exc).__name__}: {exc}); retry"
+                    result = JobResult(
+                        job_id=job.id, kind=job.kind, status="failed", error=why, error_type="SandboxError"
+                    )
                     _await_restart(actor)
-            if job.id in self._cancelled:
-                fields["status"] = "cancelled"
-            result = JobResult(
-                job_id=job.id, kind=job.kind, queued_s=started - submitted, run_s=time.monotonic() - started, **fields
+                else:
+                    result = _answer(job, answer)
+            status = "cancelled" if job.id in self._cancelled else result.status
+            result = result.model_copy(
+                update={"status": status, "queued_s": started - submitted, "run_s": time.monotonic() - started}
             )
             self.stats.on_busy(self._kind, result.run_s)  # the actor's time, for the capacity GET /stats reports
             self._finish(job.id, result, time.monotonic() - submitted)

@@ -29,7 +29,7 @@ from cuda_agent.sandbox.limits import (
     join_cgroup,
     rlimits_for,
 )
-from cuda_agent.subproc import drop_privileges, unprivileged_user
+from cuda_agent.subproc import drop_privileges, read_record, unprivileged_user
 from cuda_agent.types import Verdict
 
 if TYPE_CHECKING:
@@ -53,6 +53,18 @@ class RunnerSpec(BaseModel):
     cgroup: str | None = None
     cpus: list[int] = []
     """Cores this stage may run on (cpu_sets.py); empty: any."""
+
+
+class RunnerOrder(BaseModel):
+    """A runner's two arguments: a fresh runner's command line, or the one line a spare runner (spare.py) reads on
+    stdin when the pool hands it its stage."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec_file: str
+    """Its RunnerSpec."""
+    out_file: str
+    """Where it writes its RunnerOutcome."""
 
 
 class RunnerOutcome(BaseModel):
@@ -168,7 +180,7 @@ def main(argv: list[str]) -> int:
         from cuda_agent.sandbox.spare import serve
 
         return serve(argv[1])
-    spec = RunnerSpec.model_validate_json(Path(argv[0]).read_text())
+    spec = read_record(RunnerSpec, Path(argv[0]).read_text(), "the pool")
     out = Path(argv[1])
     workdir = Path(spec.workdir)
     os.environ.update({"HOME": str(workdir), "TMPDIR": str(workdir)})

@@ -18,8 +18,9 @@ candidate: a spare is used once, and its runner ends with its stage.
 The build workers keep spares of the prepare stage as well (`phase` "prepare"), whose standby is the build's
 importing child (judge/build.py `--standby`, torch imported): a candidate's cold build then skips that start.
 
-Run as `python -m cuda_agent.sandbox.runner --spare SPARE.json` (a SpareSpec); its one line on stdin is the JSON
-list [SPEC, OUT] of a runner's arguments. Stdin closed without a line: it is discarded (standby killed, exit 0).
+Run as `python -m cuda_agent.sandbox.runner --spare SPARE.json` (a SpareSpec), started ahead as every process of
+ours is (`subproc.Ahead`); its one order on stdin is a `runner.RunnerOrder`. Stdin closed without one: it is
+discarded (standby killed, exit 0).
 
 What this does not protect against: as runner.py. A spare adds no access of its own: it is started as the fresh
 runner of its stage would be, and its standby learns its candidate only on `go`.
@@ -28,7 +29,6 @@ runner of its stage would be, and its standby learns its candidate only on `go`.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import subprocess
@@ -50,8 +50,8 @@ from cuda_agent.judge import prepare as prepare_candidate
 from cuda_agent.sandbox.execution import stage_env
 from cuda_agent.sandbox.jobs import JudgeJob, SourceSolution
 from cuda_agent.sandbox.limits import SandboxLimits, create_pids_cgroup, kill_cgroup
-from cuda_agent.sandbox.runner import RunnerOutcome, RunnerSpec, harden, run_judge_phase, stage_config
-from cuda_agent.subproc import descendants, kill_group
+from cuda_agent.sandbox.runner import RunnerOrder, RunnerOutcome, RunnerSpec, harden, run_judge_phase, stage_config
+from cuda_agent.subproc import Ahead, descendants, read_order, read_record
 from cuda_agent.types import Task
 
 log = logging.getLogger(__name__)
@@ -99,8 +99,11 @@ class SpareKey:
         return cls(device, tuple(sorted(env.items())), tuple(cpus), limits.model_dump_json())
 
 
-class SpareRunner:
-    """A runner started now for a judge stage to come (pool side); `hand` gives it its stage, `close` ends it."""
+class SpareRunner(Ahead):
+    """A runner started now for a judge stage to come (pool side); `run_stage` gives it its stage, `close` ends it.
+
+    Not dying with the thread that starts it (`start_child`'s `die_with_us`): a pool's thread starts it for a job
+    that another thread may run; it ends when it reads the end of its stdin (the pool gone) or with its group."""
 
     def __init__(
         self,
@@ -136,18 +139,16 @@ class SpareRunner:
             stage_cpus=cpus,
             phase=phase,
         )
-        self.handed = False
         try:
             (workdir / "spare.json").write_text(spec.model_dump_json())
             with open(workdir / "stdout.txt", "wb") as out, open(workdir / "stderr.txt", "wb") as err:
-                self.proc = subprocess.Popen(
+                super().__init__(
                     [sys.executable, "-m", "cuda_agent.sandbox.runner", "--spare", str(workdir / "spare.json")],
                     cwd=workdir,
+                    die_with_us=False,
                     env=env,
-                    stdin=subprocess.PIPE,
                     stdout=out,
                     stderr=err,
-                    start_new_session=True,
                 )
         except BaseException:
             if self.cgroup is not None:
@@ -163,28 +164,16 @@ class SpareRunner:
             return f"it had exited ({self.proc.returncode})"
         return "it was started otherwise" if key != self.key else None
 
-    def hand(self, spec_file: Path, out_file: Path) -> subprocess.Popen:
-        """Give it its stage (the runner's two arguments); its process, to wait for as a fresh runner's."""
-        self.handed = True
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.write((json.dumps([str(spec_file), str(out_file)]) + "\n").encode())
-            self.proc.stdin.close()
-        except BrokenPipeError:
-            pass  # it died meanwhile: the stage reports it as a runner that died
+    def run_stage(self, spec_file: Path, out_file: Path) -> subprocess.Popen:
+        """Give it its stage (the runner's two arguments); its process, to wait for as a fresh runner's. One that died
+        meanwhile is reported by the stage as a runner that died."""
+        self.hand(RunnerOrder(spec_file=str(spec_file), out_file=str(out_file)))
         return self.proc
 
     def close(self) -> None:
-        """End it, and whatever it started (safe to call twice, and after its stage)."""
-        if not self.handed and self.proc.poll() is None:
-            assert self.proc.stdin is not None
-            try:  # stdin closed: it closes its standby itself, so nothing is left to the kernel's signal
-                self.proc.stdin.close()
-                self.proc.wait(timeout=CLOSE_S)
-            except (BrokenPipeError, subprocess.TimeoutExpired):
-                pass
-        kill_group(self.proc.pid)
-        self.proc.wait()
+        """End it, and whatever it started (safe to call twice, and after its stage). Unused, it first closes its
+        standby itself (its stdin closed), so nothing is left to the kernel's signal."""
+        self.end(CLOSE_S)
         if self.cgroup is not None:
             kill_cgroup(self.cgroup)
         self.folder.cleanup()
@@ -258,17 +247,16 @@ class Spares:
 
 def serve(spare_file: str) -> int:
     """The spare runner (runner.py `--spare`): harden, start the standby, then run the stage it is handed."""
-    spare = SpareSpec.model_validate_json(Path(spare_file).read_text())
+    spare = read_record(SpareSpec, Path(spare_file).read_text(), "the pool")
     os.environ.update({"HOME": spare.workdir, "TMPDIR": spare.workdir})
     report = harden(spare)
     config = stage_config(spare.guess, spare)
     standby = start_spare(config, spare.phase)
     try:
-        line = sys.stdin.readline()
-        if not line:
+        order = read_order(RunnerOrder)
+        if order is None:
             return 0
-        spec_file, out_file = json.loads(line)
-        spec = RunnerSpec.model_validate_json(Path(spec_file).read_text())
+        spec = read_record(RunnerSpec, Path(order.spec_file).read_text(), "the pool")
         started_as = (spec.phase, spec.limits, spec.device, spec.workdir, spec.cgroup, spec.cpus)
         if started_as != (spare.phase, spare.limits, spare.device, spare.workdir, spare.cgroup, spare.stage_cpus):
             outcome = RunnerOutcome(
@@ -282,7 +270,7 @@ def serve(spare_file: str) -> int:
             else:
                 outcome = run_judge_phase(spec, lambda *args: judge_candidate(*args, spare=standby))
         outcome.hardening = report
-        Path(out_file).write_text(outcome.model_dump_json())
+        Path(order.out_file).write_text(outcome.model_dump_json())
         return 0
     finally:
         if standby is not None:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 FILTERS = ("runs_eager", "deterministic", "input_dependent", "time_window", "runs_compile")
 """Filter names in the order they run; also the rejection reasons, with 'timeout', 'crash' and 'out_of_memory'."""
@@ -66,6 +66,16 @@ class FilterConfig(BaseModel):
     """Address space each CPU worker may map (RLIMIT_AS; CUDA maps far more than it uses): set by FilterPool to
     the cap of `tasks show --inspect` (free memory x HEADROOM) shared out among its workers, so that a problem
     too big fails in its worker as out_of_memory instead of waking the kernel's OOM killer for the machine."""
+
+
+class FilterRequest(BaseModel):
+    """One problem for a filter worker (worker.py), a line on its stdin."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int
+    code: str
+    result: str = Field(description="The file it writes its FilterResult to.")
 
 
 class FilterResult(BaseModel):

@@ -1,6 +1,7 @@
 """Parent side of the filter workers: a pool of long-lived `worker.py` processes.
 
-Each worker runs in its own process group (like `subproc.run_module`); one that passes the per-problem
+Each worker is started ahead as every process of ours is (`subproc.Ahead`: its own process group, one typed order
+a line on stdin, here a `FilterRequest` per problem) and serves problem after problem; one that passes the per-problem
 time limit or dies is killed with its group and replaced, and its problem is recorded as 'timeout' or
 'crash' (data, not an error: the problem did it), except a worker killed outright (SIGKILL) beside other
 workers: the kernel's OOM killer, most likely, for memory the workers share, so 'out_of_memory', which the
@@ -27,8 +28,8 @@ from typing import IO
 from cuda_agent.errors import SandboxError
 from cuda_agent.gpu_turns import turns_for
 from cuda_agent.machine import cache_root
-from cuda_agent.subproc import child_env, kill_group
-from cuda_agent.synth.filters import OUT_OF_MEMORY, FilterConfig, FilterResult
+from cuda_agent.subproc import Ahead, child_env, read_record
+from cuda_agent.synth.filters import OUT_OF_MEMORY, FilterConfig, FilterRequest, FilterResult
 from cuda_agent.synth.worker import READY_LINE, WAIT_PREFIX
 from cuda_agent.tasks.inspection import machine_memory
 
@@ -71,7 +72,7 @@ class FilterWorker:
         self.config = config
         self.log = log
         self.shared = shared
-        self.proc: subprocess.Popen[str] | None = None
+        self.process: Ahead | None = None
         self.ended = threading.Event()
         """Set when the worker's stdout closed: it died (or was stopped)."""
         self.ready = threading.Event()
@@ -87,21 +88,21 @@ class FilterWorker:
         # would start 192. The workers are the parallelism; each compiles in its own process.
         extra.setdefault("TORCHINDUCTOR_COMPILE_THREADS", os.environ.get("TORCHINDUCTOR_COMPILE_THREADS", "1"))
         env = child_env(extra)
-        self.proc = subprocess.Popen(
+        # Not dying with the thread that starts it: the pool's threads take turns with its workers.
+        self.process = Ahead(
             [sys.executable, "-m", "cuda_agent.synth.worker", self.config.model_dump_json()],
-            stdin=subprocess.PIPE,
+            die_with_us=False,
             stdout=subprocess.PIPE,
             stderr=self.log if self.log is not None else subprocess.DEVNULL,
             text=True,
             env=env,
-            start_new_session=True,
         )
         self.ended, self.ready = threading.Event(), threading.Event()
-        args = (self.proc, self.ended, self.ready, self.waits)
+        args = (self.process.proc, self.ended, self.ready, self.waits)
         threading.Thread(target=self._read, args=args, daemon=True).start()
         if not self.ready.wait(self.config.startup_s) or self.ended.is_set():  # set, but by the end of stdout
             try:
-                code = self.proc.wait(timeout=5)
+                code = self.process.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 code = None
             self.stop()
@@ -123,16 +124,15 @@ class FilterWorker:
 
     def check(self, index: int, code: str) -> FilterResult:
         """Filter one problem; restarts the worker after a timeout or a crash."""
-        if self.proc is None or self.proc.poll() is not None:
+        if self.process is None or self.process.proc.poll() is not None:
             self.start()
-        assert self.proc is not None and self.proc.stdin is not None
+        assert self.process is not None
         result = self.folder / f"{self.handled}-{index}.json"
         try:
             self.waits.reset()
-            self.proc.stdin.write(_request(index, code, result))
-            self.proc.stdin.flush()
-            line = self._result(result)
-        except (BrokenPipeError, OSError):
+            sent = self.process.send(FilterRequest(index=index, code=code, result=str(result)))
+            line = self._result(result) if sent else None
+        except OSError:
             line = None
         except queue.Empty:
             waited = self.waits.waited()
@@ -141,7 +141,7 @@ class FilterWorker:
             return FilterResult(index=index, reason="timeout", detail=detail)
         if line is None:
             try:  # stdout closed a moment before the process is reaped
-                code_ = self.proc.wait(timeout=5)
+                code_ = self.process.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 code_ = None
             self.stop()
@@ -150,7 +150,7 @@ class FilterWorker:
                 return FilterResult(index=index, reason=OUT_OF_MEMORY, detail=detail)
             return FilterResult(index=index, reason="crash", detail=f"worker exited with {code_}")
         self.handled += 1
-        return FilterResult.model_validate_json(line)
+        return read_record(FilterResult, line, "a synthesis filter worker")
 
     def _result(self, path: Path) -> str | None:
         """The result the worker wrote to `path`; None if it died first; queue.Empty after `timeout_s` of work.
@@ -175,16 +175,9 @@ class FilterWorker:
             time.sleep(min(left, _POLL_S))
 
     def stop(self) -> None:
-        if self.proc is not None:
-            kill_group(self.proc.pid)
-            self.proc.wait()
-            self.proc = None
-
-
-def _request(index: int, code: str, result: Path) -> str:
-    import json
-
-    return json.dumps({"index": index, "code": code, "result": str(result)}) + "\n"
+        if self.process is not None:
+            self.process.end()
+            self.process = None
 
 
 _POLL_S = 0.02  # how often a result file is looked for: small beside a problem's seconds of filtering

@@ -1,6 +1,6 @@
 """A long-lived filter worker: `python -m cuda_agent.synth.worker CONFIG_JSON`.
 
-Reads one JSON request per line on stdin (`{"index": int, "code": str, "result": path}`) and writes each
+Reads one order per line on stdin (`filters.FilterRequest`, `subproc.read_order`) and writes each
 result as JSON to the request's file (written aside, then renamed into place, so the parent never reads
 half of one), as the sandbox's runner writes its outcome: problem code runs in this process and may print
 anything, and nothing it prints is taken for a result. Stdout carries only the two signals below. One process handles
@@ -10,7 +10,6 @@ once per worker, not once per problem; the parent kills and replaces a worker th
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -46,7 +45,8 @@ def main(argv: list[str]) -> int:
     import resource
     import signal
 
-    from cuda_agent.synth.filters import FilterConfig, run_filters
+    from cuda_agent.subproc import read_order
+    from cuda_agent.synth.filters import FilterConfig, FilterRequest, run_filters
 
     config = FilterConfig.model_validate_json(argv[0])
     if config.memory_cap_bytes is not None and config.device == "cpu":
@@ -75,12 +75,11 @@ def main(argv: list[str]) -> int:
 
     out.write(READY_LINE + "\n")
     out.flush()
-    for line in sys.stdin:
-        request = json.loads(line)
-        result = run_filters(request["index"], request["code"], config, clock, flush, on_wait)
+    while (request := read_order(FilterRequest)) is not None:
+        result = run_filters(request.index, request.code, config, clock, flush, on_wait)
         if cuda:
             torch.cuda.empty_cache()
-        path = Path(request["result"])
+        path = Path(request.result)
         aside = path.with_name(path.name + ".part")
         aside.write_text(result.model_dump_json())
         os.replace(aside, path)

@@ -59,7 +59,7 @@ def test_a_worker_that_cannot_start_is_an_error_not_a_problem_verdict(tmp_path) 
     worker = FilterWorker(FilterConfig(device="cuda", compile=False), log)
     with pytest.raises(WorkerStartError, match="exited with"):
         worker.check(1, TEMPLATE.format(body="x * 2.0"))
-    assert worker.proc is None
+    assert worker.process is None
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.judge.protocol import BaselineRequest, BaselineResult
+from cuda_agent.subproc import read_record
 
 
 def cache_key(task_code: str, device_name: str, env: dict[str, Any], flags: dict[str, Any], mode: str | None) -> str:
@@ -182,7 +183,7 @@ def run(req: BaselineRequest) -> BaselineResult:
 def main(argv: list[str]) -> int:
     from cuda_agent.errors import TaskError
 
-    req = BaselineRequest.model_validate_json(Path(argv[0]).read_text())
+    req = read_record(BaselineRequest, Path(argv[0]).read_text(), "the judge's pipeline")
     try:
         result = run(req)
     except TaskError as exc:

@@ -5,8 +5,10 @@ process copied in. The candidate's process maps them and nothing else of the gra
 memfd of its own (its descriptor passed over the socket; a call's inputs in new ones, passed with the call), on CUDA an allocation of its own (`cuMemAlloc`, outside
 torch's caching allocator, so an IPC handle exposes that buffer alone, never a segment that holds other tensors).
 
-Messages are JSON, length-bounded, one per SOCK_SEQPACKET packet, validated into pydantic records by the reader: the
-grader never unpickles or evaluates what the candidate's process sends.
+Messages are typed records (judge/protocol.py) sent as JSON, length-bounded, one per SOCK_SEQPACKET packet (an answer
+with its question's id beside its fields); the reader validates each into its record (`protocol.read_question` in the
+candidate's process, the grader's `answer_of`): the grader never unpickles or evaluates what the candidate's process
+sends.
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ import socket
 import time
 from collections.abc import Callable
 from typing import Any
+
+from pydantic import BaseModel
+
+from cuda_agent.judge.protocol import BufferHow
 
 MAX_MESSAGE_BYTES = 1 << 18
 """Largest message either side sends; a longer one from the candidate's process is its protocol error."""
@@ -64,8 +70,13 @@ class Channel:
     def from_fd(cls, fd: int) -> Channel:
         return cls(socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=fd))
 
-    def send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
-        data = json.dumps(message).encode()
+    def send(self, message: BaseModel, fds: list[int] | None = None, ident: int | None = None) -> None:
+        """Send a record and descriptors beside it: a question (its id is one of its fields), or an answer with the id
+        of the question it answers beside its fields (`ident`)."""
+        if ident is None:
+            data = message.model_dump_json().encode()
+        else:  # json.dumps: an answer's infinite float crosses as itself, as the grader has always read it
+            data = json.dumps({**message.model_dump(), "id": ident}).encode()
         if len(data) > MAX_MESSAGE_BYTES:
             raise ValueError(f"message of {len(data)} bytes is over {MAX_MESSAGE_BYTES}")
         try:
@@ -79,10 +90,29 @@ class Channel:
     def receive(
         self, timeout_s: float | None = None, idle: Callable[[], None] | None = None
     ) -> tuple[dict[str, Any], list[int]]:
-        """The next message and the descriptors that came with it. `idle` runs each second while it waits.
+        """The next message, a JSON object, and the descriptors that came with it (`receive_data`'s arguments).
 
         Raises:
             ChannelClosed: the other side closed its end, or sent what is not one JSON object.
+            TimeoutError: nothing came within `timeout_s`.
+        """
+        data, fds = self.receive_data(timeout_s, idle)
+        try:
+            message = json.loads(data)
+        except ValueError as exc:
+            raise ChannelClosed(f"a message that is not JSON ({exc})") from None
+        if not isinstance(message, dict):
+            raise ChannelClosed("a message that is not a JSON object")
+        return message, fds
+
+    def receive_data(
+        self, timeout_s: float | None = None, idle: Callable[[], None] | None = None
+    ) -> tuple[bytes, list[int]]:
+        """The next message as it came, for its reader to validate, and the descriptors that came with it. `idle` runs
+        each second while it waits.
+
+        Raises:
+            ChannelClosed: the other side closed its end.
             TimeoutError: nothing came within `timeout_s`.
         """
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -103,13 +133,7 @@ class Channel:
             raise ChannelClosed("the other side closed the connection")
         if len(data) > MAX_MESSAGE_BYTES:
             raise ChannelClosed(f"a message over {MAX_MESSAGE_BYTES} bytes")
-        try:
-            message = json.loads(data)
-        except ValueError as exc:
-            raise ChannelClosed(f"a message that is not JSON ({exc})") from None
-        if not isinstance(message, dict):
-            raise ChannelClosed("a message that is not a JSON object")
-        return message, fds
+        return data, fds
 
     def close(self) -> None:
         self.sock.close()
@@ -206,7 +230,7 @@ class Buffer:
         self._release()
 
 
-def allocate(torch: Any, device: str, nbytes: int) -> tuple[Buffer, dict[str, Any], int | None]:
+def allocate(torch: Any, device: str, nbytes: int) -> tuple[Buffer, BufferHow, int | None]:
     """A new buffer for the grader: (the buffer, how the other side opens it, a descriptor to send and then close,
     or None)."""
     size = max(nbytes, 1)
@@ -216,21 +240,23 @@ def allocate(torch: Any, device: str, nbytes: int) -> tuple[Buffer, dict[str, An
         torch.cuda.empty_cache()  # memory torch's allocator keeps cached is not ours to allocate otherwise
         ptr = driver.alloc(size)
         raw = torch.as_tensor(_DevicePointer(ptr, size), device="cuda")
-        return Buffer(torch, raw, nbytes, lambda: driver.free(ptr)), {"ipc": driver.handle(ptr).hex()}, None
+        return Buffer(torch, raw, nbytes, lambda: driver.free(ptr)), BufferHow(ipc=driver.handle(ptr).hex()), None
     fd = os.memfd_create("cuda-agent-exchange", os.MFD_CLOEXEC)
     os.ftruncate(fd, size)
     region = mmap.mmap(fd, size)
     raw = torch.frombuffer(region, dtype=torch.uint8)
-    return Buffer(torch, raw, nbytes, lambda: _close_region(region), keep=region), {"fd": True}, fd
+    return Buffer(torch, raw, nbytes, lambda: _close_region(region), keep=region), BufferHow(fd=True), fd
 
 
-def open_buffer(torch: Any, device: str, nbytes: int, how: dict[str, Any], fd: int | None) -> Buffer:
+def open_buffer(torch: Any, device: str, nbytes: int, how: BufferHow, fd: int | None) -> Buffer:
     """The candidate's side of a buffer the grader allocated (`allocate`)."""
     size = max(nbytes, 1)
     if device == "cuda":
         driver = _cuda()
         torch.cuda.synchronize()  # this thread's context made current (torch makes it lazily)
-        ptr = driver.open(bytes.fromhex(how["ipc"]))
+        if how.ipc is None:
+            raise ValueError("a CUDA buffer came without its IPC handle")
+        ptr = driver.open(bytes.fromhex(how.ipc))
         raw = torch.as_tensor(_DevicePointer(ptr, size), device="cuda")
         return Buffer(torch, raw, nbytes, lambda: driver.close(ptr))
     if fd is None:

@@ -37,11 +37,27 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cuda_agent.errors import TaskError
+from cuda_agent.errors import ProtocolError, TaskError
 from cuda_agent.judge.child.exchange import Buffer, Channel, ChannelClosed, allocate, dtype_name, dtype_of
 from cuda_agent.judge.child.kernel_time import bound_claim
 from cuda_agent.judge.child.stop import CANDIDATE_STATUSES, Stop, out_of_memory, stop
-from cuda_agent.judge.protocol import CallAnswer, LoadAnswer, ProfileAnswer, RunRequest, RunResult
+from cuda_agent.judge.protocol import (
+    BufferSpec,
+    BuffersQuestion,
+    CallAnswer,
+    CallQuestion,
+    Done,
+    InputRef,
+    LoadAnswer,
+    LoadQuestion,
+    LockQuestion,
+    ProfileAnswer,
+    ProfileQuestion,
+    Question,
+    RunRequest,
+    RunResult,
+    TensorRef,
+)
 from cuda_agent.judge.standby import (
     SHIM_NAMESPACE_ENV,
     TURNS_ENV,
@@ -52,7 +68,7 @@ from cuda_agent.judge.standby import (
     set_up_turn,
 )
 from cuda_agent.judge.uids import frozen
-from cuda_agent.subproc import account, child_env
+from cuda_agent.subproc import account, child_env, first_error, read_record
 from cuda_agent.types import Violation
 
 CALIBRATION_CALLS = 16
@@ -82,13 +98,15 @@ class Exchange:
     def __init__(self, grader: Grader) -> None:
         self.grader = grader
         self.buffers: dict[str, tuple[int, Buffer]] = {}
+        self.refs: dict[str, TensorRef] = {}
+        """Each slot's last reference, given again while its buffer, shape and dtype stay (a record less per call)."""
         self.next_id = 0
-        self.pending: list[tuple[dict[str, Any], int | None]] = []
+        self.pending: list[tuple[BufferSpec, int | None]] = []
         """Input buffers made since the last call, with their descriptors: handed over with the next call."""
         self.released: list[int] = []
         """Input buffers of earlier calls that the candidate's process may let go with the next call."""
 
-    def ref(self, slot: str, shape: tuple[int, ...], dtype: Any, fresh: bool = False) -> tuple[dict[str, Any], Any]:
+    def ref(self, slot: str, shape: tuple[int, ...], dtype: Any, fresh: bool = False) -> tuple[TensorRef, Any]:
         """The reference the candidate's process gets for a tensor in `slot`, and our view of it. `fresh`: a new
         buffer, handed over with the next call (`handover`)."""
         g = self.grader
@@ -105,15 +123,18 @@ class Exchange:
             buffer, how, fd = allocate(g.torch, g.device, nbytes)
             self.next_id += 1
             self.buffers[slot] = (self.next_id, buffer)
-            spec = {"id": self.next_id, "nbytes": nbytes, "how": how}
+            spec = BufferSpec(id=self.next_id, nbytes=nbytes, how=how)
             if fresh:
                 self.pending.append((spec, fd))
             else:
-                g.ask({"op": "buffers", "buffers": [spec]}, [fd] if fd is not None else [])
+                g.answer_of(Done, g.ask(BuffersQuestion(buffers=[spec]), [fd] if fd is not None else None), "buffers")
         ident, buffer = self.buffers[slot]
-        return {"buffer": ident, "shape": list(shape), "dtype": dtype_name(dtype)}, buffer.view(shape, dtype)
+        ref, name = self.refs.get(slot), dtype_name(dtype)
+        if ref is None or (ref.buffer, ref.shape, ref.dtype) != (ident, shape, name):
+            ref = self.refs[slot] = TensorRef(buffer=ident, shape=shape, dtype=name)
+        return ref, buffer.view(shape, dtype)
 
-    def load(self, inputs: list[Any], slots: str = "in") -> tuple[list[dict[str, Any]], list[Any]]:
+    def load(self, inputs: list[Any], slots: str = "in") -> tuple[list[InputRef], list[Any]]:
         """`inputs` copied into the input buffers (`slots` names a set of them): (what the candidate's process is
         told, our views of them)."""
         torch = self.grader.torch
@@ -123,23 +144,24 @@ class Exchange:
             if isinstance(value, torch.Tensor):
                 ref, view = self.ref(f"{slots}{i}", tuple(value.shape), value.dtype, fresh)
                 view.copy_(value)
-                refs.append({"tensor": ref})
+                refs.append(InputRef(tensor=ref))
                 views.append(view)
             elif value is None or isinstance(value, bool | int | float | str):
-                refs.append({"value": value})
+                refs.append(InputRef(value=value))
                 views.append(value)
             else:
                 raise TaskError(f"get_inputs() returned a {type(value).__name__}: tensors and plain numbers only")
         return refs, views
 
-    def handover(self, message: dict[str, Any]) -> tuple[dict[str, Any], list[int]]:
-        """`message` with the input buffers made since the last call, and their descriptors to send with it."""
-        specs, fds = [spec for spec, _ in self.pending], [fd for _, fd in self.pending if fd is not None]
-        message = {**message, "buffers": specs, "released": self.released}
+    def handover(self, message: CallQuestion | ProfileQuestion) -> list[int]:
+        """Put the input buffers made and let go since the last call in `message`; return their descriptors."""
+        message.buffers = [spec for spec, _ in self.pending]
+        message.released = self.released
+        fds = [fd for _, fd in self.pending if fd is not None]
         self.pending, self.released = [], []
-        return message, fds
+        return fds
 
-    def outputs(self) -> tuple[list[dict[str, Any]], list[Any]]:
+    def outputs(self) -> tuple[list[TensorRef], list[Any]]:
         refs, views = [], []
         for i, (shape, dtype) in enumerate(self.grader.output_specs):
             ref, view = self.ref(f"out{i}", shape, dtype)
@@ -195,16 +217,16 @@ class Grader:
             self.torch.cuda.synchronize()
 
     # --- the candidate's process ---
-    def ask(self, message: dict[str, Any], sent: list[int] | None = None, stage: str = "") -> dict[str, Any]:
+    def ask(self, message: Question, sent: list[int] | None = None, stage: str = "") -> dict[str, Any]:
         """Send a message (and the descriptors `sent`, closed here) to the candidate's process and return its answer
         (unvalidated). Each message carries a fresh random id that its answer must echo: an answer sent ahead of the
         question cannot be one."""
-        ident = fresh_seed()
+        ident = message.id = fresh_seed()
         try:
-            self.channel.send({**message, "id": ident}, sent or None)
+            self.channel.send(message, sent or None)
             answer, fds = self.channel.receive()
         except ChannelClosed as exc:
-            raise self.died(stage or message["op"], exc) from None
+            raise self.died(stage or message.op, exc) from None
         finally:
             for fd in sent or []:
                 os.close(fd)
@@ -212,8 +234,8 @@ class Grader:
             os.close(extra)
         if answer.pop("id", None) != ident:
             if not self.candidate_started:
-                raise RuntimeError(f"the candidate's process answered {message['op']!r} out of turn")
-            raise stop("runtime_error", stage or message["op"], "the candidate's process answered out of turn")
+                raise RuntimeError(f"the candidate's process answered {message.op!r} out of turn")
+            raise stop("runtime_error", stage or message.op, "the candidate's process answered out of turn")
         return answer
 
     def died(self, stage: str, cause: Exception) -> Exception:
@@ -229,11 +251,14 @@ class Grader:
         return stop("runtime_error", stage, f"the candidate's process {how} during {stage}: {tail or 'no output'}")
 
     def answer_of(self, kind: type, message: dict[str, Any], stage: str) -> Any:
+        """The candidate's process's answer as the record `kind`; one that is none is its runtime_error once its code
+        ran, else ours (ProtocolError)."""
         try:
             return kind.model_validate(message)
         except ValidationError as exc:
             if not self.candidate_started:
-                raise
+                raise ProtocolError(f"the candidate's process answered {stage} with no {kind.__name__} before candidate "
+                                    f"code ran: {first_error(exc)}") from None  # fmt: skip
             text = f"the candidate's process answered what no honest one does ({exc.error_count()} errors)"
             raise stop("runtime_error", stage, text) from None
 
@@ -313,20 +338,19 @@ class Grader:
         start = time.perf_counter()
         # The build folder's lock first (build.loading_extensions): another judgement's process loading the same
         # build holds it, and that wait is ours, before the candidate's code runs.
-        self.ask({"op": "lock", "ext_dir": self.req.ext_dir}, stage="import")
+        self.answer_of(Done, self.ask(LockQuestion(ext_dir=self.req.ext_dir), stage="import"), "import")
         self.candidate_started = True
         mark_candidate()
         req = self.req
-        message = {
-            "op": "load",
-            "task_code": req.task_code,
-            "task_name": req.task_name,
-            "solution_path": req.solution_path,
-            "ext_dir": req.ext_dir,
-            "python_path": list(req.python_path),
-            "language": req.language,
-            "candidate_dir": req.candidate_dir,
-        }
+        message = LoadQuestion(
+            task_code=req.task_code,
+            task_name=req.task_name,
+            solution_path=req.solution_path,
+            ext_dir=req.ext_dir,
+            python_path=list(req.python_path),
+            language=req.language,
+            candidate_dir=req.candidate_dir,
+        )
         answer: LoadAnswer = self.answer_of(LoadAnswer, self.ask(message, stage="import"), "import")
         if answer.status != "ok":
             violations = [Violation(check=answer.check, message=answer.message)] if answer.check else []
@@ -348,15 +372,15 @@ class Grader:
 
     # --- calls ---
     def call(
-        self, refs: list[dict[str, Any]], stage: str, probe: bool = False, trace: bool = False
+        self, refs: list[InputRef], stage: str, probe: bool = False, trace: bool = False
     ) -> tuple[CallAnswer, float]:
         """One call on the inputs in the buffers: its answer, checked, and the grader's own measure of it (ms from the
         request to the answer, the outputs read as they arrived). The outputs are then in `self.outputs`."""
         from cuda_agent.judge.child.trial import sample_outputs
 
         out_refs, self.outputs = self.exchange.outputs()
-        message = {"op": "call", "inputs": refs, "outputs": out_refs, "probe": probe, "trace": trace}
-        message, fds = self.exchange.handover(message)
+        message = CallQuestion(inputs=refs, outputs=out_refs, probe=probe, trace=trace)
+        fds = self.exchange.handover(message)
         self.sync()
         start = time.perf_counter()
         answer: CallAnswer = self.answer_of(CallAnswer, self.ask(message, fds, stage), stage)
@@ -489,10 +513,16 @@ class Grader:
             refs.append(self.exchange.load(inputs, slots)[0])
             del inputs
         req = self.req
-        message = {"op": "profile", "inputs": refs[0], "inputs_again": refs[1], "policy": req.policy}
-        message |= {"atol": req.atol, "rtol": req.rtol, "norm_rtol": req.norm_rtol}
-        message, fds = self.exchange.handover(message)
-        answer = self.answer_of(ProfileAnswer, self.ask(message, fds, "custom_work"), "custom_work")
+        question = ProfileQuestion(
+            inputs=refs[0],
+            inputs_again=refs[1],
+            policy=req.policy,
+            atol=req.atol,
+            rtol=req.rtol,
+            norm_rtol=req.norm_rtol,
+        )
+        fds = self.exchange.handover(question)
+        answer: ProfileAnswer = self.answer_of(ProfileAnswer, self.ask(question, fds, "custom_work"), "custom_work")
         self.tick()
         if answer.status == "raised":
             raise stop("runtime_error", "custom_work", answer.message, oom=answer.out_of_memory)
@@ -620,7 +650,7 @@ def main(argv: list[str]) -> int:
         argv = order.args
     else:
         start_shim()
-    request = RunRequest.model_validate_json(Path(argv[0]).read_text())
+    request = read_record(RunRequest, Path(argv[0]).read_text(), "the judge's pipeline")
     shim, channel = _shim[0]
     try:
         result = run(request, shim, channel)

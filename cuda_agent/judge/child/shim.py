@@ -23,7 +23,21 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.judge.child.exchange import Buffer, Channel, ChannelClosed, dtype_name, dtype_of, open_buffer
-from cuda_agent.judge.protocol import CallAnswer, LoadAnswer, ProfileAnswer, ReturnedSpec, TensorRef
+from cuda_agent.judge.protocol import (
+    BuffersQuestion,
+    CallAnswer,
+    CallQuestion,
+    Done,
+    InputRef,
+    LoadAnswer,
+    LoadQuestion,
+    LockQuestion,
+    ProfileAnswer,
+    ProfileQuestion,
+    ReturnedSpec,
+    TensorRef,
+    read_question,
+)
 
 SOCKET_FD_ENV = "CUDA_AGENT_SHIM_FD"
 """The shim finds its end of the grader's socket pair in this variable."""
@@ -56,6 +70,11 @@ class Shim:
         """The launch count of a Triton solution (triton_launch.TritonLaunches); None for any other."""
 
     def serve(self) -> None:
+        """Answer the grader's questions until it closes the socket.
+
+        Raises:
+            ProtocolError: a message that is no question (the grader is ours: our fault, said on stderr).
+        """
         handlers = {
             "buffers": self.open_buffers,
             "lock": self.lock,
@@ -65,40 +84,40 @@ class Shim:
         }
         while True:
             try:
-                message, fds = self.channel.receive()
+                data, fds = self.channel.receive_data()
             except ChannelClosed:
                 return
-            handler = handlers.get(message.get("op"))
-            if handler is None:
-                return
-            self.channel.send({**handler(message, fds), "id": message["id"]})
+            question = read_question(data)
+            self.channel.send(handlers[question.op](question, fds), ident=question.id)
 
     def sync(self) -> None:
         if self.device == "cuda":
             self.torch.cuda.synchronize()
 
-    def open_buffers(self, message: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+    def open_buffers(self, message: BuffersQuestion | CallQuestion | ProfileQuestion, fds: list[int]) -> Done:
         """Map the buffers the message brings (a call brings its inputs' on the CPU), let go the ones it releases."""
-        for ident in message.get("released", []):  # a CPU buffer: its memory goes with the last tensor viewing it
-            self.buffers.pop(ident, None)
-        for spec in message.get("buffers", []):
-            fd = fds.pop(0) if spec["how"].get("fd") else None
-            self.buffers[spec["id"]] = open_buffer(self.torch, self.device, spec["nbytes"], spec["how"], fd)
-        return {"status": "ok"}
+        for ident in [] if isinstance(message, BuffersQuestion) else message.released:
+            self.buffers.pop(ident, None)  # a CPU buffer: its memory goes with the last tensor viewing it
+        for spec in message.buffers:
+            fd = fds.pop(0) if spec.how.fd else None
+            self.buffers[spec.id] = open_buffer(self.torch, self.device, spec.nbytes, spec.how, fd)
+        return Done()
 
-    def tensor(self, ref: dict[str, Any]) -> Any:
-        spec = TensorRef.model_validate(ref)
-        return self.buffers[spec.buffer].view(spec.shape, dtype_of(self.torch, spec.dtype))
+    def tensor(self, ref: TensorRef) -> Any:
+        return self.buffers[ref.buffer].view(ref.shape, dtype_of(self.torch, ref.dtype))
 
-    def lock(self, message: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+    def argument(self, ref: InputRef) -> Any:
+        return self.tensor(ref.tensor) if ref.tensor is not None else ref.value
+
+    def lock(self, message: LockQuestion, fds: list[int]) -> Done:
         """Take the build folder's lock (build.loading_extensions), held until the solution is imported: a wait for
         another process's load of the same build happens here, before candidate code, and counts as the judge's."""
         from cuda_agent.judge.build import loading_extensions
 
-        self.held.enter_context(loading_extensions(Path(message["ext_dir"])))
-        return {"status": "ok"}
+        self.held.enter_context(loading_extensions(Path(message.ext_dir)))
+        return Done()
 
-    def load(self, message: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+    def load(self, message: LoadQuestion, fds: list[int]) -> LoadAnswer:
         """Import the solution and build ModelNew with init arguments of its own (the task's get_init_inputs)."""
         import importlib.util
 
@@ -108,17 +127,17 @@ class Shim:
         self.probe_outputs.clear()  # the calibration's zeros: no use once the candidate answers
         if self.device == "cuda":
             self.torch.cuda.empty_cache()
-        name = message["task_name"]
-        problem = load_problem(message["task_code"], f"{name} (init arguments)", module_name="_task", register=False)
+        name = message.task_name
+        problem = load_problem(message.task_code, f"{name} (init arguments)", module_name="_task", register=False)
         self.torch.manual_seed(0)
         init_args = call_inputs(problem, name, "get_init_inputs")
-        os.environ["TORCH_EXTENSIONS_DIR"] = message["ext_dir"]
-        sys.path[:0] = message["python_path"]
-        if message.get("language") == "triton":
+        os.environ["TORCH_EXTENSIONS_DIR"] = message.ext_dir
+        sys.path[:0] = message.python_path
+        if message.language == "triton":
             from cuda_agent.judge.child.triton_launch import TritonLaunches
 
-            self.triton = TritonLaunches.install(self.device, Path(message["candidate_dir"]))
-        spec = importlib.util.spec_from_file_location("cuda_agent_candidate", message["solution_path"])
+            self.triton = TritonLaunches.install(self.device, Path(message.candidate_dir))
+        spec = importlib.util.spec_from_file_location("cuda_agent_candidate", message.solution_path)
         module = importlib.util.module_from_spec(spec)
         start = time.perf_counter()
         try:
@@ -139,10 +158,9 @@ class Shim:
             status, text = _failure(exc, f"ModelNew(*get_init_inputs()) raised {type(exc).__name__}: {exc}")
             return _load(status, "init", text, out_of_memory=out_of_memory(exc))
         env = {"import_s": time.perf_counter() - start, **(self.triton.env if self.triton else {})}
-        answer = LoadAnswer(status="ok", env=env)
-        return answer.model_dump()
+        return LoadAnswer(status="ok", env=env)
 
-    def call(self, message: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+    def call(self, message: CallQuestion, fds: list[int]) -> CallAnswer:
         """One call of forward (or, with `probe`, of a model that returns zeros: the grader's measure of its own
         overhead, before candidate code is loaded), timed, its outputs copied into the grader's buffers."""
         from cuda_agent.judge.child import guards
@@ -150,10 +168,10 @@ class Shim:
         from cuda_agent.judge.child.trial import plain_outputs
 
         self.open_buffers(message, fds)
-        inputs = [self.tensor(v["tensor"]) if "tensor" in v else v["value"] for v in message["inputs"]]
-        outputs = [self.tensor(ref) for ref in message["outputs"]]
-        model = self.probe(outputs) if message.get("probe") else self.model
-        tracer = guards.make_tracer() if message.get("trace") else None
+        inputs = [self.argument(ref) for ref in message.inputs]
+        outputs = [self.tensor(ref) for ref in message.outputs]
+        model = self.probe(outputs) if message.probe else self.model
+        tracer = guards.make_tracer() if message.trace else None
         if self.triton is not None:
             self.triton.take()  # a profile's calls launched too
         try:
@@ -167,11 +185,11 @@ class Shim:
         except Exception as exc:
             status, text = _failure(exc, f"ModelNew.forward raised {type(exc).__name__}: {exc}")
             raised = "compile_error" if status == "compile_error" else "raised"
-            return CallAnswer(status=raised, message=text, out_of_memory=out_of_memory(exc)).model_dump()
+            return CallAnswer(status=raised, message=text, out_of_memory=out_of_memory(exc))
         answer = self.answer(ms, dict(tracer.disallowed) if tracer is not None else {})
-        if self.triton is not None and not message.get("probe"):
+        if self.triton is not None and not message.probe:
             answer.launches = self.triton.take()
-        return answer.model_dump()
+        return answer
 
     def timed(self, model: Any, inputs: list[Any], tracer: Any) -> tuple[float, Any]:
         """forward's result and its time on this process's clock: on CUDA from an event before the call to one after
@@ -198,12 +216,12 @@ class Shim:
         made = self.probe_outputs[key]
         return lambda *inputs: made
 
-    def mismatch(self, returned: Any, flat: list[Any] | None) -> dict[str, Any]:
+    def mismatch(self, returned: Any, flat: list[Any] | None) -> CallAnswer:
         if flat is None:
             specs = [ReturnedSpec(kind=type(returned).__name__[:200])]
         else:
             specs = [ReturnedSpec(shape=tuple(v.shape), dtype=dtype_name(v.dtype)) for v in flat]
-        return CallAnswer(status="mismatch", returned=specs).model_dump()
+        return CallAnswer(status="mismatch", returned=specs)
 
     def answer(self, ms: float, ops: dict[str, int]) -> CallAnswer:
         from cuda_agent.judge import env
@@ -213,7 +231,7 @@ class Shim:
         l2 = self.l2.limit_bytes() if self.l2 is not None else 0
         return CallAnswer(status="ok", ms=ms, torch_ops=ops, changed_flags=changed, l2_limit_bytes=l2)
 
-    def profile(self, message: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+    def profile(self, message: ProfileQuestion, fds: list[int]) -> ProfileAnswer:
         """The share of forward's time in the candidate's own code; its kernel times on CUDA (child/kernel_time.py,
         a claim the grader bounds); under kernelbench, whether its kernels reach its outputs (policy/runtime.py)."""
         from cuda_agent.judge.child import kernel_time
@@ -223,8 +241,8 @@ class Shim:
 
         torch = self.torch
         self.open_buffers(message, fds)
-        inputs = [self.tensor(v["tensor"]) if "tensor" in v else v["value"] for v in message["inputs"]]
-        again = [self.tensor(v["tensor"]) if "tensor" in v else v["value"] for v in message["inputs_again"]]
+        inputs = [self.argument(ref) for ref in message.inputs]
+        again = [self.argument(ref) for ref in message.inputs_again]
 
         def call(on: list[Any]) -> Any:
             with torch.no_grad():
@@ -238,17 +256,15 @@ class Shim:
             except runtime.ProfileUnreadable as exc:
                 answer.fraction_error = str(exc)[:2000]
             answer.kernel_ms = kernel_time.kernel_times_ms(lambda: call(inputs), self.device, self.sync)
-            if message["policy"] == "kernelbench":
+            if message.policy == "kernelbench":
                 held = [*again, *self.model.parameters(), *self.model.buffers()]
                 sources = [t for t in held if isinstance(t, torch.Tensor)]
-                tolerance = runtime.Tolerance(message["atol"], message["rtol"], message["norm_rtol"])
+                tolerance = runtime.Tolerance(message.atol, message.rtol, message.norm_rtol)
                 answer.torch_only_reason = runtime.torch_only_reason(lambda: call(again), sources, self.sync, tolerance)
         except Exception as exc:
             text = f"ModelNew.forward raised {type(exc).__name__}: {exc}"
-            return ProfileAnswer(
-                status="raised", message=text[:MAX_TEXT], out_of_memory=out_of_memory(exc)
-            ).model_dump()
-        return answer.model_dump()
+            return ProfileAnswer(status="raised", message=text[:MAX_TEXT], out_of_memory=out_of_memory(exc))
+        return answer
 
 
 def _fits(flat: list[Any], outputs: list[Any]) -> bool:
@@ -267,10 +283,8 @@ def _failure(exc: BaseException, text: str) -> tuple[str, str]:
     return ("runtime_error", text[:MAX_TEXT]) if message is None else ("compile_error", message[:MAX_TEXT])
 
 
-def _load(status: str, stage: str, message: str, check: str = "", out_of_memory: bool = False) -> dict[str, Any]:
-    return LoadAnswer(
-        status=status, stage=stage, message=message, check=check, out_of_memory=out_of_memory
-    ).model_dump()
+def _load(status: str, stage: str, message: str, check: str = "", out_of_memory: bool = False) -> LoadAnswer:
+    return LoadAnswer(status=status, stage=stage, message=message, check=check, out_of_memory=out_of_memory)
 
 
 def warm_up() -> None:

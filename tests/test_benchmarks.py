@@ -26,6 +26,7 @@ def test_the_benchmarks_page_lists_every_benchmark_script() -> None:
         "curriculum_judge",
         "curriculum_probe",
         "chain_state",
+        "tiny_llama",
     }
     scripts = {f"bench/{path.name}" for path in (ROOT / "bench").glob("*.py") if path.stem not in training}
     assert scripts - helpers == set(LISTED)

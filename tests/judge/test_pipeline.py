@@ -28,6 +28,7 @@ RELU = example_solution("relu")
 
 
 @pytest.mark.parametrize("name", ["relu", "softmax", "linear_gelu"])
+@pytest.mark.slow
 def test_legit_cpu_solution_passes(tmp_path: Path, name: str) -> None:
     verdict = run_judge(tmp_path, f"examples/{name}", example_solution(name))
     assert (verdict.verdict, verdict.correct, verdict.reward) == ("pass", True, 1), verdict.message
@@ -49,6 +50,7 @@ def test_timed_judgement_reports_times_and_reward(tmp_path: Path) -> None:
     assert again.env["baseline_cached"] is True and again.env["build_cached"] is True
 
 
+@pytest.mark.slow
 def test_wrong_kernel_is_incorrect(tmp_path: Path) -> None:
     wrong = RELU.replace("dst[i] = v < 0.0f ? 0.0f : v;", "dst[i] = v < 0.5f ? 0.0f : v;")
     verdict = run_judge(tmp_path, "examples/relu", wrong)
@@ -350,6 +352,7 @@ def test_a_worker_that_dies_before_the_candidate_runs_is_our_failure_after_it_th
     assert verdict.verdict == "runtime_error" and "exit 7" in verdict.message
 
 
+@pytest.mark.slow
 def test_a_result_file_written_by_the_candidate_is_never_read(tmp_path: Path) -> None:
     # The grader writes the run's result in a folder of ours; the candidate's process runs in a folder of its own.
     # What it writes there, claiming our failure or its success, is never read: its exit is its runtime_error.

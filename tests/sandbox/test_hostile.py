@@ -98,6 +98,7 @@ def test_memory_hog_command_gets_memory_error(pool: LocalPool, folder: Path) -> 
     assert result.hardening["rlimits"]["RLIMIT_AS"] == 4 * 2**30
 
 
+@pytest.mark.slow
 def test_memory_hog_in_forward_is_runtime_error(hostile: dict[str, JobResult]) -> None:
     result = hostile["memory_hog"]
     assert result.status == "done", result.error

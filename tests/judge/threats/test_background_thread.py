@@ -99,6 +99,7 @@ def test_runtime_work_left_to_a_thread_after_the_call_gains_nothing(tmp_path: Pa
         assert (verdict.verdict, verdict.reward) == ("incorrect", -1), verdict.message
 
 
+@pytest.mark.slow
 def test_runtime_accepts_a_thread_the_call_waits_for_and_openmp(tmp_path: Path) -> None:
     """All of the work inside the call: a pool thread it waits for, an OpenMP team: correct, and timed with it."""
     for function in ("relu_pool_wait", "relu_omp"):

@@ -101,6 +101,7 @@ def test_a_name_bound_to_two_modules_is_checked_as_each_and_a_parameter_shadows_
 # Runtime: the judge end to end on the CPU, sharing one build of the hack extension (see _hacks.py).
 
 
+@pytest.mark.slow
 def test_runtime_rejects_default_dtype_set_from_native_code(tmp_path: Path) -> None:
     # relu_set_default_dtype calls c10::set_default_dtype(float64), which no static rule names.
     verdict = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu_set_default_dtype(x.contiguous())"))

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.judge.threats._hacks import CALLS_BEFORE_TIMING, TIMED, checks_of, failed_check, judge_hack, model_new
 
 
+@pytest.mark.slow
 def test_runtime_rejects_kernel_that_writes_its_input(tmp_path: Path) -> None:
     # relu_inplace computes the right values into x and returns x: correct output, mutated input.
     verdict = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu_inplace(x.contiguous())"))
@@ -25,6 +28,7 @@ def test_runtime_rejects_result_copied_into_the_input(tmp_path: Path) -> None:
     assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"mutated_inputs"}), verdict.message
 
 
+@pytest.mark.slow
 def test_writing_into_the_inputs_only_while_timed_is_found(tmp_path: Path) -> None:
     # A judged timed call's inputs are copied before the call: an in-place result (the reference would agree
     # with it on the overwritten inputs) is `mutated_inputs` there as in the trials.

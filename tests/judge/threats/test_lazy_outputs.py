@@ -129,6 +129,7 @@ def test_runtime_reads_a_list_subclass_through_the_builtin_alone(tmp_path: Path)
 @pytest.mark.parametrize(
     "returned", ["(ext.relu(x.contiguous()),)", "[ext.relu(x.contiguous())]"], ids=["tuple", "list"]
 )
+@pytest.mark.slow
 def test_runtime_accepts_plain_lists_and_tuples_of_outputs(tmp_path: Path, returned: str) -> None:
     source = model_new(f"return {returned}")
     verdict = judge_hack(tmp_path, "examples/relu", source, time=True)

@@ -144,6 +144,7 @@ def test_rejects_half_conversions_in_python(forward: str) -> None:
 ROUND10 = model_new("return ext.relu_round10(x.contiguous())")
 
 
+@pytest.mark.slow
 def test_runtime_rejects_precision_lost_without_fp16_types(tmp_path: Path) -> None:
     """relu_round10 rounds x to a 10-bit mantissa (fp16/TF32 precision) with integer bit operations.
 
@@ -154,6 +155,7 @@ def test_runtime_rejects_precision_lost_without_fp16_types(tmp_path: Path) -> No
     assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"reduced_precision"}), verdict.message
 
 
+@pytest.mark.slow
 def test_runtime_accepts_the_same_precision_loss_in_paper_mode(tmp_path: Path) -> None:
     verdict = judge_hack(tmp_path, "examples/relu", ROUND10, precision="paper")
     assert (verdict.verdict, verdict.correct) == ("pass", True), verdict.message
@@ -169,6 +171,7 @@ def test_runtime_rejects_precision_lost_only_while_timed(tmp_path: Path) -> None
     assert verdict.message.startswith("a timed call's output is wrong: "), verdict.message
 
 
+@pytest.mark.slow
 def test_runtime_accepts_precision_lost_only_while_timed_in_paper_mode(tmp_path: Path) -> None:
     verdict = judge_hack(tmp_path, "examples/relu", ROUND10_WHEN_TIMED, precision="paper", **TIMED)
     assert (verdict.verdict, verdict.correct) == ("pass", True), verdict.message

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.judge.threats._hacks import RELU_NON_NEGATIVE, failed_check, judge_hack, model_new, task_file
 
 
@@ -19,6 +21,7 @@ def test_runtime_rejects_kernel_that_computes_only_the_first_rows(tmp_path: Path
     assert failed_check(verdict)["label"] == "trial"
 
 
+@pytest.mark.slow
 def test_runtime_rejects_kernel_correct_only_within_the_drawn_range(tmp_path: Path) -> None:
     # relu_clip8 saturates at 8, which randn() never reaches: every seeded trial passes, the stretch fails.
     verdict = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu_clip8(x.contiguous())"))
@@ -27,6 +30,7 @@ def test_runtime_rejects_kernel_correct_only_within_the_drawn_range(tmp_path: Pa
     assert (failed_check(verdict)["label"], failed_check(verdict)["transform"]) == ("robustness", "stretch")
 
 
+@pytest.mark.slow
 def test_runtime_rejects_kernel_correct_only_for_non_negative_inputs(tmp_path: Path) -> None:
     # On a task whose inputs are drawn from [0, 1), a copy of the input is the ReLU; negated inputs expose it.
     task = task_file(tmp_path, "relu_non_negative", RELU_NON_NEGATIVE)

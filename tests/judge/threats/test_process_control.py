@@ -33,6 +33,7 @@ def test_printing_is_allowed_because_the_judge_ignores_it() -> None:
 # Runtime: the judge end to end on the CPU, sharing one build of the hack extension (see _hacks.py).
 
 
+@pytest.mark.slow
 def test_runtime_reports_exit_from_native_code_as_runtime_error(tmp_path: Path) -> None:
     # relu_exit prints success lines, then calls std::exit(0) through a function pointer.
     verdict = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu_exit(x.contiguous())"))
@@ -50,6 +51,7 @@ def test_runtime_reports_exit_from_python_as_runtime_error(tmp_path: Path, forwa
     assert (verdict.verdict, verdict.correct) == ("runtime_error", False), verdict.message
 
 
+@pytest.mark.slow
 def test_runtime_ignores_printed_success_lines(tmp_path: Path) -> None:
     # relu_print_pass prints PASS and a verdict-like JSON line, then returns a copy of x (wrong).
     verdict = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu_print_pass(x.contiguous())"))

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from cuda_agent.judge.child.timed_calls import TIMED_CHECKS
 from tests.judge.threats._hacks import CALLS_BEFORE_TIMING, TIMED, failed_check, judge_hack, model_new
 
 
+@pytest.mark.slow
 def test_runtime_rejects_result_cached_in_native_code(tmp_path: Path) -> None:
     # relu_cached keeps the first output in a static tensor and returns it for every later shape match.
     verdict = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu_cached(x.contiguous())"))
@@ -28,6 +31,7 @@ def test_runtime_rejects_result_cached_on_the_module(tmp_path: Path) -> None:
     assert [c["ok"] for c in verdict.checks] == [True, False]
 
 
+@pytest.mark.slow
 def test_no_call_ever_gets_values_it_has_seen_before(tmp_path: Path) -> None:
     # A red-team memo keyed by the inputs' values returned a copy of its stored result on the repeated timed
     # sets (reward 3, 2026-12-05). relu_repeat_wrong answers any repeat with zeros: it passes only if no call,
@@ -37,6 +41,7 @@ def test_no_call_ever_gets_values_it_has_seen_before(tmp_path: Path) -> None:
     assert [c["label"] for c in verdict.checks].count("timed") >= 2 and verdict.timings_ms.solution > 0
 
 
+@pytest.mark.slow
 def test_returning_the_previous_output_again_is_caught(tmp_path: Path) -> None:
     forward = f"return ext.relu_replay_from(x.contiguous(), {CALLS_BEFORE_TIMING})"
     verdict = judge_hack(tmp_path, "examples/relu", model_new(forward), **TIMED)
@@ -55,6 +60,7 @@ def test_skipping_the_work_on_one_timed_call_is_caught(tmp_path: Path) -> None:
     assert failed_check(verdict)["label"] == "timed" and "timed call" in verdict.message
 
 
+@pytest.mark.slow
 def test_an_honest_kernel_passes_the_timed_outputs_check(tmp_path: Path) -> None:
     verdict = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu(x.contiguous())"), time=True)
     assert verdict.verdict == "pass", verdict.message

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from cuda_agent.judge.child.trial import SCREEN_POSITIONS
 from tests.judge.threats._hacks import (
     CALLS_BEFORE_TIMING,
@@ -20,6 +22,7 @@ from tests.judge.threats._hacks import (
 SCREENED = {**TIMED, "screen_min_elems": 1}
 
 
+@pytest.mark.slow
 def test_an_honest_kernel_passes_on_screened_timed_outputs(tmp_path: Path) -> None:
     verdict = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu(x.contiguous())"), **SCREENED)
     assert verdict.verdict == "pass", verdict.message
@@ -36,12 +39,14 @@ def test_skipping_the_work_on_one_timed_call_is_caught_through_the_screen(tmp_pa
     assert failed_check(verdict)["label"] == "timed" and "screened" not in failed_check(verdict)
 
 
+@pytest.mark.slow
 def test_writing_into_the_inputs_while_timed_is_caught_through_the_screen(tmp_path: Path) -> None:
     forward = f"return ext.relu_inplace_from(x.contiguous(), {CALLS_BEFORE_TIMING})"
     verdict = judge_hack(tmp_path, "examples/relu", model_new(forward), **SCREENED, min_reps=3)
     assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"mutated_inputs"}), verdict.message
 
 
+@pytest.mark.slow
 def test_precision_lost_only_while_timed_is_caught_through_the_screen(tmp_path: Path) -> None:
     verdict = judge_hack(tmp_path, "examples/relu", ROUND10_WHEN_TIMED, **SCREENED)
     assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"reduced_precision"}), verdict.message

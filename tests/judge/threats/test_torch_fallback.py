@@ -252,6 +252,7 @@ return box[0]"""
     ],
     ids=["joined_python_thread", "tensor_method", "torch_function", "aten_op", "kernel_then_torch"],
 )
+@pytest.mark.slow
 def test_runtime_rejects_torch_fallback_in_python(tmp_path: Path, forward: str) -> None:
     verdict = judge_hack(tmp_path, "examples/relu", model_new(forward), static_policy=False)
     if _static.POLICY == "kernelbench" and "ext.relu" in forward:

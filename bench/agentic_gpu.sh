@@ -10,7 +10,7 @@
 #            .stage/whl: gguf's wheel; .stage/tok: SmolLM2's tokenizer with the tools chat template)
 #   call 1: carry [".whl", ".stage/tok"]:  bash bench/agentic_gpu.sh data
 #           the scripted episodes (8 training tasks x 6 scripts) played on CUDA -> $WORK/data/{sft,rl,heldout}.parquet
-#           (H100, 2026-12-07: 48 episodes in 314 s, each ended as designed: bench/results/h100-2026-12-07/)
+#           (its figures on an H100: bench/results/h100-2026-12-07/)
 #   call 2: carry [".stage/2", ".stage/3", ".stage/4"]: bash bench/agentic_gpu.sh put 2 3 4
 #   call 3: carry [".stage/1", ".stage/5", ".stage/6", ".stage/whl"]: bash bench/agentic_gpu.sh train
 #           the GGUF joined and converted (/tmp/smollm2), SFT (SFT_STEPS, time-boxed by SFT_BUDGET_S), the critic from

@@ -192,7 +192,16 @@ class LoadQuestion(BaseModel):
     candidate_dir: str
 
 
-class CallQuestion(BaseModel):
+class _BringsBuffers(BaseModel):
+    """A question that brings its own input buffers (a call's, on the CPU: grader.Exchange.handover)."""
+
+    buffers: list[BufferSpec] = Field(
+        default_factory=list, description="Input buffers new with this question (CPU: descriptors beside it, in order)."
+    )
+    released: list[int] = Field(default_factory=list, description="Buffers of earlier calls it may let go.")
+
+
+class CallQuestion(_BringsBuffers):
     """One call of forward on the input buffers, its outputs copied into the output buffers (`probe`: of a model
     returning zeros, the grader's measure of its own overhead; `trace`: under the ATen tracer)."""
 
@@ -200,17 +209,13 @@ class CallQuestion(BaseModel):
 
     op: Literal["call"] = "call"
     id: int = Field(default=0, ge=0, description="Fresh for each question; its answer echoes it.")
-    buffers: list[BufferSpec] = Field(
-        default_factory=list, description="Input buffers new with this question (CPU: descriptors beside it, in order)."
-    )
-    released: list[int] = Field(default_factory=list, description="Buffers of earlier calls it may let go.")
     inputs: list[InputRef]
     outputs: list[TensorRef]
     probe: bool = False
     trace: bool = False
 
 
-class ProfileQuestion(BaseModel):
+class ProfileQuestion(_BringsBuffers):
     """The candidate's share of forward's time and its kernel times; under kernelbench, whether its kernels reach
     its outputs (on `inputs_again`, within these bounds)."""
 
@@ -218,10 +223,6 @@ class ProfileQuestion(BaseModel):
 
     op: Literal["profile"] = "profile"
     id: int = Field(default=0, ge=0, description="Fresh for each question; its answer echoes it.")
-    buffers: list[BufferSpec] = Field(
-        default_factory=list, description="Input buffers new with this question (CPU: descriptors beside it, in order)."
-    )
-    released: list[int] = Field(default_factory=list, description="Buffers of earlier calls it may let go.")
     inputs: list[InputRef]
     inputs_again: list[InputRef]
     policy: Literal["cuda-agent", "kernelbench"]

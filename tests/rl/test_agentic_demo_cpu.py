@@ -3,43 +3,25 @@
 The same phases as on the GPU (scripted episodes played through CudaAgentLoop, verl's SFT on them, the
 critic from the SFT model, agentic PPO judged by a `cuda-agent serve`, the held-out tasks validated
 before and after, the report) with a tiny random Llama in SmolLM2's tokens and the smallest sizes: the
-`give_up` script on the 8 training tasks, 2 SFT steps, 1 PPO step of 2 episodes.
-2026-12-07 on the 2-core VM: data 203 s, train 539 s.
+`give_up` script on the 8 training tasks, 2 SFT steps, 1 PPO step of 2 episodes (~12 minutes on 2 cores).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from tests.rl.test_agentic_ppo_cpu import smollm2_tokenizer  # noqa: F401  (the fixture)
+from tests.rl.test_agentic_ppo_cpu import run_bench_script, smollm2_tokenizer  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _call(phase: str, env: dict[str, str]) -> str:
-    proc = subprocess.Popen(
-        ["bash", "bench/agentic_gpu.sh", phase],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        output, _ = proc.communicate(timeout=1500)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)  # the trainer and its Ray processes with it
-    assert proc.returncode == 0, output[-6000:]
-    return output
+    return run_bench_script(["bash", "bench/agentic_gpu.sh", phase], env, timeout_s=1500)
 
 
 @pytest.mark.slow

@@ -83,12 +83,18 @@ def _run_demo(work: Path, tokenizer: Path, cache: Path) -> str:
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
     env.pop("RAY_ADDRESS", None)
-    command = ["bash", "bench/agentic_ppo_cpu.sh", *(part for key in OVERRIDES for part in ("--set", key))]
+    return run_bench_script(
+        ["bash", "bench/agentic_ppo_cpu.sh", *(p for key in OVERRIDES for p in ("--set", key))], env
+    )
+
+
+def run_bench_script(command: list[str], env: dict[str, str], timeout_s: float = 1200) -> str:
+    """Run a bench script in a session of its own and return its output; it must exit 0."""
     proc = subprocess.Popen(
         command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
     try:
-        output, _ = proc.communicate(timeout=1200)
+        output, _ = proc.communicate(timeout=timeout_s)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)  # the trainer and its Ray processes with it

@@ -79,9 +79,16 @@ def convert_gguf(gguf: Path, out: Path, dtype: str = "bfloat16", tokenizer_only:
         config = transformers.AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = None
         if not tokenizer_only:
-            model = transformers.AutoModelForCausalLM.from_pretrained(
+            loaded = transformers.AutoModelForCausalLM.from_pretrained(
                 gguf.parent, gguf_file=gguf.name, dtype=getattr(torch, dtype)
             )
+            # Newer transformers mark a model loaded from GGUF as quantized and refuse to save it, although its
+            # weights are de-quantized already: the same weights go into a plain model of the same config.
+            if hasattr(config, "quantization_config"):
+                del config.quantization_config
+            model = transformers.AutoModelForCausalLM.from_config(config).to(getattr(torch, dtype))
+            model.load_state_dict(loaded.state_dict())
+            del loaded
     except (OSError, ValueError, ImportError) as exc:
         raise ModelError(f"cannot load {gguf} with transformers (needs the gguf package): {exc}") from exc
     chat_template_for_tools(tokenizer)

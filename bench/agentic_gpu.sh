@@ -22,7 +22,7 @@
 # `DATA=bench/results/h100-2026-12-07/agentic_data.tar bash bench/agentic_gpu.sh train`.
 # Every call packs what it made into $OUT/agentic_gpu.tar (logs, verl's metrics, the data's manifest, reports), also
 # every 30 s and on every exit, so a call cut by the device's limit still returns what it did.
-# Knobs (env): SFT_STEPS=60 SFT_BUDGET_S=150 STEPS=4 BATCH=4 N=4 VAL_N=4 MAX_TURNS=16 BUDGET_S=570 PARALLEL=12
+# Knobs (env): SFT_STEPS=60 SFT_BUDGET_S=240 STEPS=4 BATCH=4 N=4 VAL_N=4 MAX_TURNS=16 BUDGET_S=570 PARALLEL=12
 # (episodes played at a time while making the data) PORT=8766 SCRIPTS= (a comma-separated subset of the scripts)
 # DATA=TAR: the data call's agentic_data.tar instead of the data call (bench/results/h100-2026-12-07/ holds one,
 # made on an H100: the train call then needs only the model's chunks).
@@ -37,7 +37,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD PHASE=${1:-}
 shift || true
 WORK=${WORK:-/tmp/agentic_gpu} OUT=${OUT:-/tmp/agentic_gpu_out}
-SFT_STEPS=${SFT_STEPS:-60} SFT_BUDGET_S=${SFT_BUDGET_S:-150} STEPS=${STEPS:-4} BATCH=${BATCH:-4} N=${N:-4}
+SFT_STEPS=${SFT_STEPS:-60} SFT_BUDGET_S=${SFT_BUDGET_S:-240} STEPS=${STEPS:-4} BATCH=${BATCH:-4} N=${N:-4}
 VAL_N=${VAL_N:-4} MAX_TURNS=${MAX_TURNS:-16} BUDGET_S=${BUDGET_S:-570} PARALLEL=${PARALLEL:-12} PORT=${PORT:-8766}
 DEVICE=${DEVICE:-cuda} SCRIPTS=${SCRIPTS:-} MODEL=${MODEL:-} TOKENIZER=${TOKENIZER:-.stage/tok}
 DATA=${DATA:-}
@@ -175,6 +175,9 @@ recipe["agent_loop"].update(work_dir=f"{work}/rollouts", sandbox_url=url, share_
 yaml.safe_dump(recipe, open(f"{work}/ppo_recipe.yaml", "w"))
 PY
 mkdir -p "$RES/ppo"
+# The held-out tasks before the first PPO step, whichever call makes it (a call cut before its first checkpoint
+# leaves the next one to measure them).
+VAL_BEFORE=$(python3 -c "import sys; from cuda_agent.rl.launch import latest_checkpoint as last; print('false' if last(sys.argv[1]) else 'true')" "$WORK/ppo_ckpt")
 watch $(( START + BUDGET_S )) "$RES/ppo/train.log" $CLI train agentic-ppo --config "$WORK/ppo_recipe.yaml" --out "$RES/ppo" \
   --set actor_rollout_ref.model.path="$SFT_HF" --set critic.model.path="$WORK/critic" \
   --set data.train_files="$WORK/data/rl.parquet" --set data.val_files="$WORK/data/heldout.parquet" \
@@ -185,7 +188,7 @@ watch $(( START + BUDGET_S )) "$RES/ppo/train.log" $CLI train agentic-ppo --conf
   --set actor_rollout_ref.rollout.val_kwargs.temperature=1.0 --set actor_rollout_ref.rollout.temperature=1.0 \
   --set trainer.total_training_steps="$STEPS" --set trainer.test_freq="$STEPS" --set trainer.save_freq=1 \
   --set trainer.default_local_dir="$WORK/ppo_ckpt" --set trainer.resume_mode=auto \
-  --set trainer.val_before_train=$([ "$PHASE" = train ] && echo true || echo false) \
+  --set trainer.val_before_train="$VAL_BEFORE" \
   --set actor_rollout_ref.actor.strategy=fsdp2 --set critic.strategy=fsdp2 \
   --set +actor_rollout_ref.model.override_config.attn_implementation=sdpa \
   --set "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}" \

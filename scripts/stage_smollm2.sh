@@ -41,10 +41,14 @@ case $MODE in
     have=$(ls "$PARTS"/smollm2.gguf.* | wc -l)
     echo "== $have of $n chunks in $PARTS"
     [ "$have" -eq "$n" ] || exit 0
+    # A machine keeps carried folders between calls, so every chunk may be put again: convert once per file.
+    if [ "$(cat "$DEST/.sha256" 2>/dev/null)" = "$sum" ]; then echo "== $DEST ready (converted before)"; exit 0; fi
     cat "$PARTS"/smollm2.gguf.* > /tmp/smollm2.gguf
     [ "$(sha256sum /tmp/smollm2.gguf | cut -d' ' -f1)" = "$sum" ] || { echo "== sha256 differs: stage again" >&2; exit 1; }
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-gguf "$(dirname "$2")"/whl/*.whl
-    PYTHONPATH=/tmp/site-gguf:$PWD python3 -m cuda_agent.agent.models.gguf /tmp/smollm2.gguf "$DEST" --dtype bfloat16
+    PYTHONPATH=/tmp/site-gguf:$PWD python3 -m cuda_agent.agent.models.gguf /tmp/smollm2.gguf "$DEST" --dtype bfloat16 \
+      || exit 1
+    echo "$sum" > "$DEST/.sha256"
     echo "== $DEST ready"
     ;;
   *) echo "usage: bash scripts/stage_smollm2.sh split [OUT] | put DIR" >&2; exit 2 ;;

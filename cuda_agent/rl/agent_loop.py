@@ -106,6 +106,10 @@ class CudaAgentLoop(AgentLoopBase):
         """Run one episode for the dataset row `kwargs`; the judge's reward lands on the last model token."""
         loop = asyncio.get_running_loop()
         request_id = uuid.uuid4().hex
+        if self.settings.max_turn_tokens is not None:
+            asked = sampling_params.get("max_tokens")
+            cap = self.settings.max_turn_tokens
+            sampling_params = sampling_params | {"max_tokens": min(int(asked), cap) if asked else cap}
         model = VerlTokenModel(
             self.server_manager,
             self.continuous_token_builder,

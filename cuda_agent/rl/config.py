@@ -34,6 +34,12 @@ class CudaAgentLoopConfig(JudgeSettings):
     compact_prompt: bool = Field(
         default=False, description="The short system prompt for small contexts (SmolLM2's 8k) instead of SKILL.md."
     )
+    max_turn_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Most tokens of one model reply (None: the episode's budget left). A reply cut here has no "
+        "finished tool call and ends the episode; a cap keeps one rambling sample from holding a batched rollout.",
+    )
     save_tokens: bool = Field(
         default=False, description="Write tokens.json beside each trajectory (collect: RFT and the critic read it)."
     )

@@ -42,12 +42,14 @@ class ScriptedTokenServer:
         self.tokenizer, self.script, self.max_model_len = tokenizer, list(script), max_model_len
         self.prompts: list[list[int]] = []
         self.replies: list[tuple[list[int], list[float]]] = []
+        self.asked: list[int] = []  # max_tokens of each request
 
     async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict, **kwargs: Any):
         assert sampling_params["max_tokens"] >= 1
         if self.max_model_len is not None and len(prompt_ids) + sampling_params["max_tokens"] > self.max_model_len:
             raise ValueError(f"prompt + max_tokens over max_model_len={self.max_model_len}")  # as vLLM refuses it
         self.prompts.append(list(prompt_ids))
+        self.asked.append(sampling_params["max_tokens"])
         ids = self.tokenizer.encode(hermes_text(self.script[len(self.replies)]), add_special_tokens=False)
         logprobs = [-0.01 - 0.1 * (i % 7) for i in range(len(ids))]
         self.replies.append((ids, logprobs))
@@ -151,6 +153,23 @@ def test_response_budget_ends_the_episode_and_caps_on_a_model_token(
     assert fields["verdict"] != "pass"
     saved = TokenRecord.model_validate_json((Path(fields["trajectory"]).parent / "tokens.json").read_text())
     assert (saved.prompt_ids, saved.response_ids, saved.reward) == (output.prompt_ids, output.response_ids, -1.0)
+
+
+def test_max_turn_tokens_caps_every_reply_the_episode_asks_for(
+    tiny_tokenizer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    read = ModelTurn(
+        content="Reading.",
+        tool_calls=[{"id": "c", "name": "Read", "arguments": json.dumps({"path": "model.py"})}],
+    )
+    server = ScriptedTokenServer(tiny_tokenizer, [read, read, ModelTurn(content="Done.")])
+    loop = make_loop(tiny_tokenizer, server, tmp_path / "rollouts", response_length=60_000)
+    loop.settings = loop.settings.model_copy(update={"max_turn_tokens": 50})
+    code = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+    code += "def get_inputs():\n    return [torch.randn(8)]\ndef get_init_inputs():\n    return []\n"
+    output = asyncio.run(loop.run({"max_tokens": 4096}, code=code, task="inline/double"))
+    assert server.asked == [50, 50, 50] and output.extra_fields["turns"] == 3  # not verl's 4096, nor the budget
 
 
 def test_episode_that_outgrows_the_servers_context_is_clipped_scored_and_kept(

@@ -116,9 +116,9 @@ def test_server_batches_concurrent_requests(model_dir: Path, tiny_tokenizer) -> 
     prompts = [tiny_tokenizer.encode(f"prompt {i}") for i in range(5)]
     batch_sizes, generate = [], server.engine.generate
 
-    def recording_generate(requests: list) -> list:
+    def recording_generate(requests: list, *args: object) -> list:
         batch_sizes.append(len(requests))
-        return generate(requests)
+        return generate(requests, *args)
 
     server.engine.generate = recording_generate
 
@@ -150,9 +150,9 @@ def test_server_waits_for_a_burst_of_requests_before_a_batch(model_dir: Path, ti
     server = HFRolloutServer(config, OmegaConf.create({"path": str(model_dir)}), device="cpu")
     batch_sizes, generate = [], server.engine.generate
 
-    def recording_generate(requests: list) -> list:
+    def recording_generate(requests: list, *args: object) -> list:
         batch_sizes.append(len(requests))
-        return generate(requests)
+        return generate(requests, *args)
 
     server.engine.generate = recording_generate
     params = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": True, "max_tokens": 3}
@@ -175,6 +175,59 @@ def test_server_waits_for_a_burst_of_requests_before_a_batch(model_dir: Path, ti
 
     asyncio.run(burst())
     assert batch_sizes == [8, 2]
+
+
+def test_a_long_reply_continues_in_later_batches_beside_new_requests(model_dir: Path, tiny_tokenizer) -> None:
+    """A batch decodes at most ROUND_STEPS tokens: a reply not finished by then goes on in the next batch, beside a
+    request that arrived meanwhile, instead of holding it until the reply ends; the reply and its log-probs are
+    the same kind as one batch's (every token scored by the policy at the step it was sampled)."""
+    from omegaconf import OmegaConf
+
+    from cuda_agent.rl.hf_rollout.server import HFRolloutServer
+
+    config = OmegaConf.create(
+        {"prompt_length": 64, "response_length": 16, "max_model_len": None, "max_num_seqs": 8}
+        | {"dtype": "float32", "load_format": "auto", "seed": 0}
+    )
+    server = HFRolloutServer(config, OmegaConf.create({"path": str(model_dir)}), device="cpu")
+    server.ROUND_STEPS = 3
+    batches, generate = [], server.engine.generate
+
+    def recording_generate(requests: list, max_steps: int | None = None) -> list:
+        batches.append([len(r.prompt_ids) for r in requests])
+        assert max_steps == 3
+        return generate(requests, max_steps)
+
+    server.engine.stop_token_ids = set()  # no early stop: each reply runs to its max_tokens
+    long_prompt, short_prompt = tiny_tokenizer.encode("a long reply"), tiny_tokenizer.encode("late")
+    params = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": True}
+    late: list = []
+
+    def first_batch_then_a_late_request(requests: list, max_steps: int | None = None) -> list:
+        if not late:  # the late request arrives while the first batch decodes
+            ask = server.generate(short_prompt, params | {"max_tokens": 2}, request_id="short")
+            late.append(asyncio.run_coroutine_threadsafe(ask, loop))
+        return recording_generate(requests, max_steps)
+
+    server.engine.generate = first_batch_then_a_late_request
+
+    async def run() -> list:
+        nonlocal loop
+        loop = asyncio.get_running_loop()
+        long = await server.generate(long_prompt, params | {"max_tokens": 8}, request_id="long")
+        return [long, await asyncio.wrap_future(late[0])]
+
+    loop = None
+    long, short = asyncio.run(run())
+    assert len(long.token_ids) == 8 and len(short.token_ids) == 2
+    # batch 1: the long reply alone; batch 2: it continues (3 tokens longer), first, beside the late request; then
+    # alone
+    assert batches[0] == [len(long_prompt)]
+    assert batches[1] == [len(long_prompt) + 3, len(short_prompt)]
+    assert batches[2:] == [[len(long_prompt) + 6]]
+    for prompt, output in ((long_prompt, long), (short_prompt, short)):
+        expected = actor_logprobs(server.engine.model, prompt, output.token_ids, 1.0)
+        assert torch.allclose(torch.tensor(output.log_probs), expected, atol=1e-3)
 
 
 def test_importing_the_package_registers_hf_with_verl() -> None:

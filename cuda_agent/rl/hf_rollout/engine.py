@@ -167,8 +167,12 @@ class HFEngine:
         return torch.log_softmax(logits, dim=-1).gather(-1, targets[:, None]).squeeze(-1).tolist()
 
     @torch.no_grad()
-    def generate(self, requests: Sequence[GenRequest]) -> list[GenResult]:
-        """Generate every request in one batch (left-padded, KV-cached); see `GenResult`."""
+    def generate(self, requests: Sequence[GenRequest], max_steps: int | None = None) -> list[GenResult]:
+        """Generate every request in one batch (left-padded, KV-cached); see `GenResult`.
+
+        `max_steps`: decode at most this many tokens; a row with neither a stop token nor its max_tokens by then is
+        returned unfinished (`stopped` False, fewer than max_tokens ids) for the caller to continue.
+        """
         n, device = len(requests), self.device
         width = max(len(r.prompt_ids) for r in requests)
         ids = torch.full((n, width), self.pad_token_id, dtype=torch.long, device=device)
@@ -185,7 +189,8 @@ class HFEngine:
         results = [GenResult() for _ in requests]
         done = [False] * n
         past, step_ids, step_positions = None, ids, positions
-        for _ in range(max(r.max_tokens for r in requests)):
+        steps = max(r.max_tokens for r in requests)
+        for _ in range(steps if max_steps is None else min(steps, max_steps)):
             out = self.model(
                 input_ids=step_ids,
                 attention_mask=mask,

@@ -4,9 +4,12 @@ verl's agent loop reaches a rollout through `LLMServerClient.generate`, which ca
 `server.generate.remote(prompt_ids=..., sampling_params=..., request_id=...)` on the replica's
 server handle and expects a `TokenOutput` (token ids, log-probs, stop reason). This actor answers
 that call. A batch starts once a burst of requests has arrived (`_gather`); requests that arrive while it
-runs wait and go together into the next one, so concurrent episodes share forward passes (continuous
-batching, coarsely). The batch runs in a worker thread: the actor's event loop keeps taking requests and
-control calls.
+runs wait and go together into the next one, so concurrent episodes share forward passes. A batch decodes at
+most `ROUND_STEPS` tokens: a reply not finished by then goes back to the front of the queue with what it made and
+continues in the next batch beside the requests that arrived meanwhile (continuous batching, coarsely), so one long
+reply never holds every other episode's next turn, and its tool calls, until it ends. The batch runs in a worker
+thread: the actor's event loop keeps taking requests and control calls; each batch prints one line (rows, steps,
+finished replies, seconds) to the actor's log.
 
 The actor holds its own copy of the policy on the GPU of the trainer worker it serves (or the
 CPU). The worker's `HFServerAdapter.update_weights` pushes the actor's tensors here after each
@@ -21,13 +24,40 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
-from cuda_agent.rl.hf_rollout.engine import GenRequest, HFEngine, request_from_params
+from cuda_agent.rl.hf_rollout.engine import GenRequest, GenResult, HFEngine, request_from_params
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Job:
+    """One `generate` call: the request as asked, its caller's future, and the reply made so far."""
+
+    request: GenRequest
+    future: asyncio.Future
+    made: GenResult = field(default_factory=GenResult)
+
+    def next_request(self) -> GenRequest:
+        """The request that continues the reply from where the last batch left it."""
+        return replace(
+            self.request,
+            prompt_ids=self.request.prompt_ids + self.made.token_ids,
+            max_tokens=self.request.max_tokens - len(self.made.token_ids),
+        )
+
+    def add(self, result: GenResult) -> bool:
+        """Append a batch's ids; True once the reply is finished (a stop token or its max_tokens)."""
+        self.made.token_ids += result.token_ids
+        self.made.log_probs += result.log_probs
+        self.made.stopped = result.stopped
+        return result.stopped or len(self.made.token_ids) >= self.request.max_tokens
 
 
 class HFRolloutServer:
@@ -43,6 +73,7 @@ class HFRolloutServer:
 
     GATHER_QUIET_S = 0.05  # a batch starts once no request came for this long (see `_gather`) ...
     GATHER_MAX_S = 0.5  # ... or after this long at most: small next to a batch's seconds of decoding
+    ROUND_STEPS = 256  # tokens a batch decodes at most before unfinished replies rejoin the queue (module doc)
 
     def __init__(
         self,
@@ -70,7 +101,7 @@ class HFRolloutServer:
         self.seed = int(config.seed) + replica_rank
         self.global_steps: int | None = None
         self.weight_syncs = 0
-        self._pending: list[tuple[GenRequest, asyncio.Future]] = []
+        self._pending: list[_Job] = []
         self._runner: asyncio.Task | None = None
         self._lock = asyncio.Lock()  # a weight update never overlaps a batch
 
@@ -91,7 +122,7 @@ class HFRolloutServer:
         default = min(self.response_length, self.prompt_length + self.response_length - len(prompt_ids))
         request = request_from_params(prompt_ids, sampling_params, default, self.max_model_len)
         future = asyncio.get_running_loop().create_future()
-        self._pending.append((request, future))
+        self._pending.append(_Job(request, future))
         if self._runner is None or self._runner.done():
             self._runner = asyncio.create_task(self._run_batches())
         result = await future
@@ -118,17 +149,31 @@ class HFRolloutServer:
         while self._pending:
             await self._gather()
             batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
+            started = time.perf_counter()
             async with self._lock:
                 try:
-                    results = await asyncio.to_thread(self.engine.generate, [request for request, _ in batch])
+                    results = await asyncio.to_thread(
+                        self.engine.generate, [job.next_request() for job in batch], self.ROUND_STEPS
+                    )
                 except Exception as exc:  # every waiting request gets the batch's error
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(exc)
+                    for job in batch:
+                        if not job.future.done():
+                            job.future.set_exception(exc)
                     continue
-            for (_, future), result in zip(batch, results, strict=True):
-                if not future.done():
-                    future.set_result(result)
+            unfinished = []
+            for job, result in zip(batch, results, strict=True):
+                if not job.add(result):
+                    unfinished.append(job)
+                elif not job.future.done():
+                    job.future.set_result(job.made)
+            self._pending = unfinished + self._pending  # continued replies go first: they were asked earlier
+            print(
+                f"hf rollout: batch of {len(batch)}, {max(len(r.token_ids) for r in results)} steps, "
+                f"{len(batch) - len(unfinished)} replies finished, {len(unfinished)} continue, "
+                f"{len(self._pending)} waiting, {time.perf_counter() - started:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
 
     async def update_weights(self, named_tensors: list[tuple[str, torch.Tensor]]) -> int:
         """Load one bucket of the actor's tensors (by Hugging Face name); returns how many."""

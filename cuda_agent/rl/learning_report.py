@@ -1,0 +1,257 @@
+"""The report over one or more PPO runs (one per seed): the before/after table, the learning check per seed,
+the spread across seeds and, per step, what the training did (judging, entropy, the rollout-vs-actor gap,
+clipped episodes, where the step's time went), as `report.md` with PNG figures beside it.
+
+    cuda-agent train report results/ppo_s0 results/ppo_s1 results/ppo_s2 --out results/report
+
+Each run folder is a `cuda-agent train agentic-ppo --out` folder: verl's `metrics.<n>.jsonl` (per step) and,
+when the run set `trainer.validation_data_dir` / `trainer.rollout_data_dir` there (bench/agentic_gpu.sh does),
+its `validation_data/` and `rollout_data/` dumps (per episode; `learning.py`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cuda_agent.errors import ConfigError
+from cuda_agent.rl.learning import (
+    CHECKED,
+    FIGURES,
+    HELD_OUT_REFS,
+    Checkpoint,
+    EpisodeRecord,
+    RunLearning,
+    read_dumps,
+    run_learning,
+    spread,
+)
+from cuda_agent.rl.report import StepMetrics, metrics_files, read_steps, report_run
+
+SPLITS = {"held_out": "held-out tasks", "train": "training tasks"}
+TIME_PARTS = (
+    # StepMetrics field (or a share of the rollout), label
+    ("model", "generation: model"),
+    ("tools", "generation: tools (builds, checks)"),
+    ("judge", "generation: final judgement"),
+    ("reward_s", "reward"),
+    ("prepare_s", "log-probs, values, GAE"),
+    ("update_s", "update (actor, critic)"),
+)
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}g}"
+
+
+def time_split(step: StepMetrics) -> dict[str, float]:
+    """Seconds of one step by part (TIME_PARTS' labels, then "other").
+
+    Episodes run concurrently, so the rollout's wall time (`rollout_s`) is split between the model, the tools and
+    the final judgement in the proportion of the episodes' own mean seconds in each; without those, it is one part.
+    """
+    parts: dict[str, float] = {}
+    shares = {"model": step.model_s_mean, "tools": step.tools_s_mean, "judge": step.judge_s_mean}
+    known = sum(v for v in shares.values() if v)
+    if step.rollout_s is not None:
+        if known > 0:
+            parts.update({key: step.rollout_s * (value or 0.0) / known for key, value in shares.items()})
+        else:
+            parts["model"] = step.rollout_s
+    for key in ("reward_s", "prepare_s", "update_s"):
+        if getattr(step, key) is not None:
+            parts[key] = getattr(step, key)
+    labels = dict(TIME_PARTS)
+    out = {labels[key]: value for key, value in parts.items()}
+    if step.step_s is not None:
+        out["other"] = max(step.step_s - sum(parts.values()), 0.0)
+    return out
+
+
+def step_figure(steps: list[StepMetrics], title: str, path: Path) -> Path:
+    """Four panels per training step: judgements (fresh, cached, the episodes' checks); entropy and the
+    rollout-vs-actor log-prob gap; clipped, verified and tool-call shares; the step's time by part."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    trained = [s for s in steps if s.step_s is not None or s.rollout_s is not None]
+    x = [s.step for s in trained]
+    fig, axes = plt.subplots(2, 2, figsize=(12, 7.5))
+    ax = axes[0][0]
+    fresh = [s.judgements_fresh or 0.0 for s in trained]
+    ax.bar(x, fresh, label="fresh judgements", color="#1565c0")
+    ax.bar(x, [s.judgements_cached or 0.0 for s in trained], bottom=fresh, label="verdict cache hits", color="#90caf9")
+    ax.plot(x, [s.tool_checks for s in trained], "k.--", label="episodes' own checks")
+    ax.set_ylabel("per step")
+    ax.set_title("judging")
+    ax.legend(fontsize=8)
+    ax = axes[0][1]
+    ax.plot(x, [s.entropy for s in trained], "-o", markersize=3, label="policy entropy", color="#6a1b9a")
+    ax.set_ylabel("entropy per token")
+    gap = ax.twinx()
+    gap.plot(x, [s.logprob_gap for s in trained], "--s", markersize=3, color="#ef6c00", label="log-prob gap")
+    gap.set_ylabel("|rollout - actor| log-prob per token")
+    ax.set_title("policy")
+    fig.legend(*_handles(ax, gap), loc="upper right", fontsize=8, bbox_to_anchor=(0.98, 0.97))
+    ax = axes[1][0]
+    for name, label in (("clipped_ratio", "clipped (over-long)"), ("verified_rate", "verified before finishing"),
+                        ("tool_call_turn_rate", "valid tool-call rate"), ("pass_rate", "pass rate")):  # fmt: skip
+        ax.plot(x, [getattr(s, name) for s in trained], "-o", markersize=3, label=label)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_ylabel("share of episodes")
+    ax.set_title("episodes")
+    ax.legend(fontsize=8)
+    ax = axes[1][1]
+    bottom = [0.0] * len(trained)
+    splits = [time_split(s) for s in trained]
+    for label in [label for _, label in TIME_PARTS] + ["other"]:
+        heights = [split.get(label, 0.0) for split in splits]
+        if any(heights):
+            ax.bar(x, heights, bottom=bottom, label=label)
+            bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    ax.set_ylabel("seconds")
+    ax.set_title("step time")
+    ax.legend(fontsize=7)
+    for ax in (a for row in axes for a in row):
+        ax.set_xlabel("step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90, metadata={"Software": None})
+    plt.close(fig)
+    return path
+
+
+def _handles(*axes: object) -> tuple[list, list]:
+    handles, labels = [], []
+    for ax in axes:
+        h, lab = ax.get_legend_handles_labels()  # type: ignore[attr-defined]
+        handles += h
+        labels += lab
+    return handles, labels
+
+
+def learning_figure(runs: list[RunLearning], path: Path) -> Path:
+    """Before and after, per seed and split, for each checked figure: one panel a figure, one pair of points
+    (first validation, last) per seed and split, joined."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(CHECKED), figsize=(4 * len(CHECKED), 3.6))
+    for ax, figure in zip(axes, CHECKED, strict=True):
+        for run in runs:
+            for change in (c for c in run.changes if c.figure == figure):
+                style = "-o" if change.split == "held_out" else "--s"
+                ax.plot([0, 1], [change.before, change.after], style, label=f"{run.run}, {SPLITS[change.split]}")
+        ax.set_xticks([0, 1], ["before", "after"])
+        ax.set_title(FIGURES[figure])
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90, metadata={"Software": None})
+    plt.close(fig)
+    return path
+
+
+def _checkpoint_rows(checkpoints: list[Checkpoint]) -> list[str]:
+    head = ["run", "split", "step", "episodes", "dropped", *FIGURES.values()]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for c in checkpoints:
+        cells = [c.run, SPLITS[c.split], str(c.step), str(c.episodes), str(c.dropped)]
+        rows.append("| " + " | ".join(cells + [_fmt(c.means[f]) for f in FIGURES]) + " |")
+    return rows
+
+
+def render_markdown(runs: list[RunLearning], steps: dict[str, list[StepMetrics]], figures: dict[str, str]) -> str:
+    """`report.md`: the before/after table, the learning check per seed, the spread, and the per-step figures."""
+    lines = ["# Agentic PPO: what the runs learned", ""]
+    lines += [f"Runs (one seed each): {', '.join(r.run for r in runs)}. Figures are means over judged episodes; "
+              "episodes dropped for our failure are counted, never scored. Valid tool-call rate: the share of the "
+              "model's turns (but a last one without a call, the finish) whose tool calls the loop could parse; "
+              "well-formed calls: the share of calls that also named a tool with valid arguments.", ""]  # fmt: skip
+    lines += ["## Before and after training", ""]
+    lines += _checkpoint_rows([c for run in runs for c in run.checkpoints]) + [""]
+    lines += ["## The learning check, per seed", ""]
+    lines += ["Change from the first validation (step 0, before any update) to the last, with a 95% bootstrap "
+              "interval over episodes (resampled within each task); visible: the interval excludes 0.", ""]  # fmt: skip
+    lines += ["| run | split | figure | before | after | change | 95% interval | visible |", "|---" * 8 + "|"]
+    for run in runs:
+        for c in run.changes:
+            lines.append(
+                f"| {c.run} | {SPLITS[c.split]} | {FIGURES[c.figure]} | {_fmt(c.before)} | {_fmt(c.after)} | "
+                f"{c.change:+.3g} | [{c.low:+.3g}, {c.high:+.3g}] | {'yes' if c.visible else 'no'} |"
+            )
+    if not any(run.changes for run in runs):
+        lines.append("| (no run has two validations of a split: nothing to compare) | | | | | | | |")
+    lines += ["", "## Across seeds (the per-seed changes; episodes are never pooled across seeds)", ""]
+    lines += ["| split | figure | seeds | mean change | sd | min | max | seeds with a visible rise |", "|---" * 8 + "|"]
+    for row in spread(runs):
+        lines.append(
+            f"| {SPLITS[row['split']]} | {FIGURES[row['figure']]} | {row['seeds']} | {row['mean']:+.3g} | "
+            f"{_fmt(row['sd'])} | {row['min']:+.3g} | {row['max']:+.3g} | {row['rises']} |"
+        )
+    if "learning" in figures:
+        lines += ["", f"![before and after]({figures['learning']})"]
+    for run, run_steps in steps.items():
+        lines += ["", f"## Per step: {run}", ""]
+        if run in figures:
+            lines += [f"![{run}]({figures[run]})", ""]
+        lines += _step_rows(run_steps)
+    return "\n".join(lines) + "\n"
+
+
+def _step_rows(steps: list[StepMetrics]) -> list[str]:
+    columns = ("judgements_fresh", "judgements_cached", "tool_checks", "entropy", "logprob_gap", "clipped_ratio",
+               "rollout_s", "update_s", "step_s")  # fmt: skip
+    rows = ["| step | " + " | ".join(c.replace("_", " ") for c in columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for s in steps:
+        rows.append(f"| {s.step} | " + " | ".join(_fmt(getattr(s, c)) for c in columns) + " |")
+    return rows
+
+
+def report_runs(
+    run_dirs: list[Path], out: Path, held_out: frozenset[str] = frozenset(HELD_OUT_REFS)
+) -> tuple[Path, list[str]]:
+    """Write the report of `run_dirs` (one per seed) under `out`: report.md, its PNGs, learning.json (the
+    checkpoints, changes and spread) and episodes.jsonl (every dumped episode as an `EpisodeRecord`); each run's
+    own steps.jsonl and report.html go in its folder, as `cuda-agent train report RUN` writes them.
+
+    Returns:
+        report.md, and the validation lines of verl's per-step metrics (`report.validation_lines`).
+
+    Raises:
+        ConfigError: two runs share a folder name, a run has neither metrics nor dumps, or a dump is unreadable.
+    """
+    names = [Path(r).resolve().name for r in run_dirs]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"runs are named by their folders, and these repeat: {', '.join(names)}")
+    out.mkdir(parents=True, exist_ok=True)
+    steps, learned, episodes, validation = {}, [], [], []
+    figures: dict[str, str] = {}
+    for run_dir, name in zip(run_dirs, names, strict=True):
+        records = read_dumps(Path(run_dir), held_out)
+        if metrics_files(Path(run_dir)):
+            _, _, lines = report_run(Path(run_dir))
+            validation += [f"{name}: {line}" for line in lines]
+            steps[name] = read_steps(metrics_files(Path(run_dir)))
+            figures[name] = step_figure(steps[name], f"{name}: per step", out / f"steps_{name}.png").name
+        elif not records:
+            raise ConfigError(f"{run_dir}: no metrics.<n>.jsonl and no validation_data/ or rollout_data/ dumps")
+        episodes += records
+        learned.append(run_learning(records) if records else RunLearning(run=name, checkpoints=[], changes=[]))
+    if any(run.changes for run in learned):
+        figures["learning"] = learning_figure(learned, out / "learning.png").name
+    _write_records(out, learned, episodes)
+    page = out / "report.md"
+    page.write_text(render_markdown(learned, steps, figures))
+    return page, validation
+
+
+def _write_records(out: Path, runs: list[RunLearning], episodes: list[EpisodeRecord]) -> None:
+    data = {"runs": [run.model_dump(mode="json") for run in runs], "spread": spread(runs)}
+    (out / "learning.json").write_text(json.dumps(data, indent=1) + "\n")
+    (out / "episodes.jsonl").write_text("".join(e.model_dump_json() + "\n" for e in episodes))

@@ -32,9 +32,9 @@ from cuda_agent.rl.agentic_curriculum import HELD_OUT
 HELD_OUT_REFS = tuple(f"agentic/{name}" for name in HELD_OUT)
 """The agentic curriculum's held-out tasks: the default split of a report."""
 Split = Literal["held_out", "train"]
-VALIDATION_DIRS = ("validation_data",)
-ROLLOUT_DIRS = ("rollout_data",)
-"""The folders of a run that hold verl's dumps (bench/agentic_gpu.sh points verl's two settings there)."""
+DUMPS = ("validation", "rollout")
+"""The kinds of dump; a run's folders whose names begin with one hold that kind (bench/agentic_gpu.sh points verl's
+`validation_data_dir` and `rollout_data_dir` at the run's `validation_data/` and `rollout_data/`)."""
 FIGURES: dict[str, str] = {
     # EpisodeRecord field: what the tables call it
     "passed": "pass rate",
@@ -103,16 +103,18 @@ def episode_record(line: dict[str, Any], run: str, kind: str, held_out: frozense
 
 
 def read_dumps(run_dir: Path, held_out: frozenset[str] = frozenset(HELD_OUT_REFS)) -> list[EpisodeRecord]:
-    """Every episode of a run's validation and rollout dumps, by kind and step.
+    """Every episode of a run's validation and rollout dumps (`<step>.jsonl` in its folders named `validation*`
+    and `rollout*`), by kind and step.
 
     Raises:
         ConfigError: a dump line that is not verl's (says which file and line).
     """
     run_dir = Path(run_dir)
     records = []
-    for kind, names in (("validation", VALIDATION_DIRS), ("rollout", ROLLOUT_DIRS)):
-        for folder in (run_dir / name for name in names):
-            for path in sorted(folder.glob("*.jsonl"), key=lambda p: (len(p.stem), p.stem)):
+    for kind in DUMPS:
+        for folder in sorted(d for d in run_dir.glob(f"{kind}*") if d.is_dir()):
+            dumps = [p for p in folder.glob("*.jsonl") if p.stem.isdigit()]  # verl names each by its step
+            for path in sorted(dumps, key=lambda p: int(p.stem)):
                 for number, text in enumerate(path.read_text().splitlines(), 1):
                     if not text.strip():
                         continue

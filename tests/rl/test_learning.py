@@ -230,3 +230,13 @@ def test_the_report_command_writes_the_table_figures_and_records_over_seeds(
 def test_several_runs_need_an_out_folder(runs: list[Path], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["train", "report", *map(str, runs)]) == 2
     assert "--out" in capsys.readouterr().err
+
+
+def test_a_dump_line_that_is_not_verls_is_refused_with_its_place(tmp_path: Path) -> None:
+    from cuda_agent.errors import ConfigError
+
+    (tmp_path / "validation_data").mkdir()
+    (tmp_path / "validation_data" / "0.jsonl").write_text('{"input": "p", "output": "r"}\n')
+    (tmp_path / "validation_data" / "notes.jsonl").write_text("not a dump: never read\n")
+    with pytest.raises(ConfigError, match=r"validation_data/0.jsonl:1 is not a line of verl's generation dump"):
+        read_dumps(tmp_path)

@@ -40,8 +40,10 @@ TIME_PARTS = (
 )
 
 
-def _fmt(value: float | None, digits: int = 3) -> str:
-    return "n/a" if value is None else f"{value:.{digits}g}"
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
 
 
 def time_split(step: StepMetrics) -> dict[str, float]:
@@ -79,7 +81,8 @@ def step_figure(steps: list[StepMetrics], title: str, path: Path) -> Path:
 
     trained = [s for s in steps if s.step_s is not None or s.rollout_s is not None]
     x = [s.step for s in trained]
-    fig, axes = plt.subplots(2, 2, figsize=(12, 7.5))
+    fig, axes = plt.subplots(2, 2, figsize=(15, 7.5))
+    outside = {"fontsize": 7, "loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}  # legends beside, never on, data
     ax = axes[0][0]
     fresh = [s.judgements_fresh or 0.0 for s in trained]
     ax.bar(x, fresh, label="fresh judgements", color="#1565c0")
@@ -87,7 +90,7 @@ def step_figure(steps: list[StepMetrics], title: str, path: Path) -> Path:
     ax.plot(x, [s.tool_checks for s in trained], "k.--", label="episodes' own checks")
     ax.set_ylabel("per step")
     ax.set_title("judging")
-    ax.legend(fontsize=8)
+    ax.legend(**outside)
     ax = axes[0][1]
     ax.plot(x, [s.entropy for s in trained], "-o", markersize=3, label="policy entropy", color="#6a1b9a")
     ax.set_ylabel("entropy per token")
@@ -95,7 +98,7 @@ def step_figure(steps: list[StepMetrics], title: str, path: Path) -> Path:
     gap.plot(x, [s.logprob_gap for s in trained], "--s", markersize=3, color="#ef6c00", label="log-prob gap")
     gap.set_ylabel("|rollout - actor| log-prob per token")
     ax.set_title("policy")
-    fig.legend(*_handles(ax, gap), loc="upper right", fontsize=8, bbox_to_anchor=(0.98, 0.97))
+    gap.legend(*_handles(ax, gap), fontsize=7, loc="best")  # inside: beside it, the second axis's labels are
     ax = axes[1][0]
     for name, label in (("clipped_ratio", "clipped (over-long)"), ("verified_rate", "verified before finishing"),
                         ("tool_call_turn_rate", "valid tool-call rate"), ("pass_rate", "pass rate")):  # fmt: skip
@@ -103,7 +106,7 @@ def step_figure(steps: list[StepMetrics], title: str, path: Path) -> Path:
     ax.set_ylim(-0.05, 1.05)
     ax.set_ylabel("share of episodes")
     ax.set_title("episodes")
-    ax.legend(fontsize=8)
+    ax.legend(**outside)
     ax = axes[1][1]
     bottom = [0.0] * len(trained)
     splits = [time_split(s) for s in trained]
@@ -114,7 +117,7 @@ def step_figure(steps: list[StepMetrics], title: str, path: Path) -> Path:
             bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     ax.set_ylabel("seconds")
     ax.set_title("step time")
-    ax.legend(fontsize=7)
+    ax.legend(**outside)
     for ax in (a for row in axes for a in row):
         ax.set_xlabel("step")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))

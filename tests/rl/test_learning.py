@@ -211,8 +211,8 @@ def test_the_report_command_writes_the_table_figures_and_records_over_seeds(
     printed = capsys.readouterr().out
     assert "ppo_s0: validation at step 0, agentic/held_out" in printed and "report.md" in printed
     page = (out / "report.md").read_text()
-    assert "| ppo_s0 | held-out tasks | 0 | 8 | 0 | 0 | -1 | 0 | 0.5 | 1 | 9 | 3e+03 | 0 |" in page
-    assert "| ppo_s0 | training tasks | 3 | 8 | 1 | 1 | 1 | 1 | 1 | 1 | 9 | 3e+03 | 0 |" in page
+    assert "| ppo_s0 | held-out tasks | 0 | 8 | 0 | 0 | -1 | 0 | 0.5 | 1 | 9 | 3,000 | 0 |" in page
+    assert "| ppo_s0 | training tasks | 3 | 8 | 1 | 1 | 1 | 1 | 1 | 1 | 9 | 3,000 | 0 |" in page
     assert "| ppo_s1 | held-out tasks | pass rate | 0 | 0.5 | +0.5 |" in page
     assert "| held-out tasks | pass rate | 2 | +0.75 | 0.354 | +0.5 | +1 | 2 |" in page
     assert "| 1 | 14 | 2 | 20 | 1.4 | 0.0001 | 0.125 | 10 | 2.5 | 16 |" in page  # per step: judging ... time

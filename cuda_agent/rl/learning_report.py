@@ -138,8 +138,8 @@ def _handles(*axes: object) -> tuple[list, list]:
 
 
 def learning_figure(runs: list[RunLearning], path: Path) -> Path:
-    """Before and after, per seed and split, for each checked figure: one panel a figure, one pair of points
-    (first validation, last) per seed and split, joined."""
+    """The learning check, drawn: per checked figure a panel, per run (seed) and split the change from the first
+    validation to the last with its 95% bootstrap interval; a line at 0 (no change)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -147,12 +147,18 @@ def learning_figure(runs: list[RunLearning], path: Path) -> Path:
 
     fig, axes = plt.subplots(1, len(CHECKED), figsize=(4 * len(CHECKED), 3.6))
     for ax, figure in zip(axes, CHECKED, strict=True):
-        for run in runs:
-            for change in (c for c in run.changes if c.figure == figure):
-                style = "-o" if change.split == "held_out" else "--s"
-                ax.plot([0, 1], [change.before, change.after], style, label=f"{run.run}, {SPLITS[change.split]}")
-        ax.set_xticks([0, 1], ["before", "after"])
-        ax.set_title(FIGURES[figure])
+        for offset, (split, style) in zip((-0.1, 0.1), (("held_out", "o"), ("train", "s")), strict=True):
+            points = [(i + offset, c) for i, run in enumerate(runs) for c in run.changes
+                      if c.figure == figure and c.split == split]  # fmt: skip
+            if points:
+                x, changes = zip(*points, strict=True)
+                low = [c.change - c.low for c in changes]
+                high = [c.high - c.change for c in changes]
+                ax.errorbar(x, [c.change for c in changes], yerr=[low, high], fmt=style, capsize=3,
+                            label=SPLITS[split])  # fmt: skip
+        ax.axhline(0, color="#888", linewidth=0.8)
+        ax.set_xticks(range(len(runs)), [run.run for run in runs], fontsize=8)
+        ax.set_title(f"{FIGURES[figure]}: after - before")
     axes[0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=90, metadata={"Software": None})
@@ -198,7 +204,7 @@ def render_markdown(runs: list[RunLearning], steps: dict[str, list[StepMetrics]]
             f"{_fmt(row['sd'])} | {row['min']:+.3g} | {row['max']:+.3g} | {row['rises']} |"
         )
     if "learning" in figures:
-        lines += ["", f"![before and after]({figures['learning']})"]
+        lines += ["", f"![the change per seed, with its 95% interval]({figures['learning']})"]
     for run, run_steps in steps.items():
         lines += ["", f"## Per step: {run}", ""]
         if run in figures:

@@ -122,8 +122,9 @@ def tool_use_fields(turns: list[Turn]) -> dict[str, float]:
 
     Returns:
         verified: 1.0 when `python -m utils.verification` ran after the last edit of the kernels or
-            model_new.py through a file tool (so the final code was checked before finishing; an edit made
-            through Bash, such as `sed -i`, is not seen), else 0.0;
+            model_new.py through a file tool and the episode then finished (its last reply made no call): the
+            final code was checked before finishing. An episode cut by a limit did not finish: 0.0. An edit made
+            through Bash, such as `sed -i`, is not seen;
         valid_tool_calls: the share of tool calls that parsed and named a tool with valid arguments
             (1.0 for an episode without calls);
         tool_call_turns: the share of the model's turns whose tool calls the loop could parse (at least one,
@@ -147,10 +148,11 @@ def tool_use_fields(turns: list[Turn]) -> dict[str, float]:
             elif call.name == "Bash" and not malformed and "utils.verification" in call.arguments:
                 verified = True
             checks += call.name == "Bash" and not malformed and any(t in call.arguments for t in CHECK_TOOLS)
-    asked = len(turns) - (1 if turns and not turns[-1].tool_calls else 0)
+    finished = bool(turns) and not turns[-1].tool_calls
+    asked = len(turns) - finished
     parsed = sum(1 for turn in turns if turn.tool_calls and all(c.error is None for c in turn.tool_calls))
     return {
-        "verified": float(verified),
+        "verified": float(verified and finished),
         "valid_tool_calls": valid / calls if calls else 1.0,
         "tool_call_turns": parsed / asked if asked else 0.0,
         "tool_checks": float(checks),

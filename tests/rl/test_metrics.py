@@ -180,10 +180,11 @@ def test_tool_use_fields_count_verification_after_the_last_edit_and_malformed_ca
     write = ("Write", {"path": "kernels/k.cpp", "content": "x"}, "Created 'kernels/k.cpp'.")
     verify = ("Bash", {"command": "python -m utils.verification"}, "verification: PASS")
     bad = ("Read", "{not json", "Error: the arguments of Read are not valid JSON: ...")
-    checked = [_turn(0, write), _turn(1, verify)]
+    checked = [_turn(0, write), _turn(1, verify), Turn(index=2, content="Done.")]
     assert tool_use_fields(checked) == {"verified": 1.0, "valid_tool_calls": 1.0, "tool_call_turns": 1.0,
                                         "tool_checks": 1.0}  # fmt: skip
-    edited_after = [*checked, _turn(2, write), _turn(3, bad)]
+    assert tool_use_fields(checked[:2])["verified"] == 0.0  # verified, then cut by the turn limit: never finished
+    edited_after = [*checked[:2], _turn(2, write), _turn(3, bad)]
     assert tool_use_fields(edited_after) == {"verified": 0.0, "valid_tool_calls": 0.75, "tool_call_turns": 1.0,
                                              "tool_checks": 1.0}  # fmt: skip
     assert tool_use_fields([]) == {"verified": 0.0, "valid_tool_calls": 1.0, "tool_call_turns": 0.0, "tool_checks": 0.0}

@@ -24,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from cuda_agent.errors import ConfigError
 from cuda_agent.rl.agentic_curriculum import HELD_OUT
@@ -169,6 +169,7 @@ class Change(BaseModel):
     low: float = Field(description="2.5th percentile of the bootstrap's changes.")
     high: float = Field(description="97.5th percentile.")
 
+    @computed_field
     @property
     def visible(self) -> bool:
         """The whole interval is above 0 (a rise) or below it (a fall)."""
@@ -177,7 +178,7 @@ class Change(BaseModel):
 
 def bootstrap_change(
     before: list[EpisodeRecord], after: list[EpisodeRecord], figure: str, draws: int = 4000, seed: int = 0
-) -> tuple[float, float, float] | None:
+) -> tuple[float, float, float, float] | None:
     """The change of `figure`'s mean (after - before) and its 95% bootstrap interval.
 
     Each draw resamples, with replacement and within each task, the judged episodes before and after

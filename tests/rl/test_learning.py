@@ -220,6 +220,8 @@ def test_the_report_command_writes_the_table_figures_and_records_over_seeds(
         assert (out / name).stat().st_size > 10_000 and f"]({name})" in page
     learning = json.loads((out / "learning.json").read_text())
     assert [run["run"] for run in learning["runs"]] == ["ppo_s0", "ppo_s1"]
+    assert learning["runs"][0]["changes"][0] == {"run": "ppo_s0", "split": "held_out", "figure": "passed",
+        "before": 0.0, "after": 1.0, "change": 1.0, "low": 1.0, "high": 1.0, "visible": True}  # fmt: skip
     assert len((out / "episodes.jsonl").read_text().splitlines()) == 33 + 6 + 32 + 6
     assert all((run / "steps.jsonl").is_file() and (run / "report.html").is_file() for run in runs)
     steps = [json.loads(line) for line in (runs[0] / "steps.jsonl").read_text().splitlines()]

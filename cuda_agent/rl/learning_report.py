@@ -79,7 +79,7 @@ def step_figure(steps: list[StepMetrics], title: str, path: Path) -> Path:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    trained = [s for s in steps if s.step_s is not None or s.rollout_s is not None]
+    trained = [s for s in steps if _trained(s)]
     x = [s.step for s in trained]
     fig, axes = plt.subplots(2, 2, figsize=(15, 7.5))
     outside = {"fontsize": 7, "loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}  # legends beside, never on, data
@@ -126,6 +126,11 @@ def step_figure(steps: list[StepMetrics], title: str, path: Path) -> Path:
     fig.savefig(path, dpi=90, metadata={"Software": None})
     plt.close(fig)
     return path
+
+
+def _trained(step: StepMetrics) -> bool:
+    """A training step (validation-only steps, such as step 0, log no step or rollout time)."""
+    return step.step_s is not None or step.rollout_s is not None
 
 
 def _handles(*axes: object) -> tuple[list, list]:
@@ -247,7 +252,8 @@ def report_runs(
             _, _, lines = report_run(Path(run_dir))
             validation += [f"{name}: {line}" for line in lines]
             steps[name] = read_steps(metrics_files(Path(run_dir)))
-            figures[name] = step_figure(steps[name], f"{name}: per step", out / f"steps_{name}.png").name
+            if any(_trained(s) for s in steps[name]):
+                figures[name] = step_figure(steps[name], f"{name}: per step", out / f"steps_{name}.png").name
         elif not records:
             raise ConfigError(f"{run_dir}: no metrics.<n>.jsonl and no validation_data/ or rollout_data/ dumps")
         episodes += records

@@ -242,3 +242,13 @@ def test_a_dump_line_that_is_not_verls_is_refused_with_its_place(tmp_path: Path)
     (tmp_path / "validation_data" / "notes.jsonl").write_text("not a dump: never read\n")
     with pytest.raises(ConfigError, match=r"validation_data/0.jsonl:1 is not a line of verl's generation dump"):
         read_dumps(tmp_path)
+
+
+def test_a_run_stopped_before_its_first_step_has_its_report_without_figures(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    run = tmp_path / "ppo_s0"
+    run.mkdir()
+    (run / "metrics.0.jsonl").write_text(json.dumps({"step": 0, "data": {"val-core/agentic/reward/mean@1": -1.0}}))
+    assert main(["train", "report", str(run)]) == 0
+    page = (run / "report.md").read_text()
+    assert "nothing to compare" in page and "## Per step: ppo_s0" in page and not list(run.glob("*.png"))

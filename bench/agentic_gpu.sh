@@ -215,7 +215,9 @@ watch $(( START + BUDGET_S )) "$RUN/train.log" $CLI train agentic-ppo --config "
   --set actor_rollout_ref.actor.fsdp_config.use_torch_compile=false \
   --set actor_rollout_ref.ref.fsdp_config.use_torch_compile=false --set critic.fsdp.use_torch_compile=false \
   --set +ray_kwargs.ray_init.include_dashboard=false "${PPO_KNOBS[@]}"
-echo "== PPO exit $? at $(elapsed) s"
+PPO_RC=$?
+echo "== PPO exit $PPO_RC at $(elapsed) s"
 tail -n 5 "$RUN/train.log"
 [ "$DEVICE" = cuda ] && ray stop --force > /dev/null 2>&1  # elsewhere other Ray clusters may run
 $CLI train report "$RES"/ppo_s* --out "$RES/report"
+exit $PPO_RC  # the call failed when PPO did, whatever the report of the seeds so far

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from cuda_agent.errors import ConfigError
 from cuda_agent.rl.learning import (
@@ -70,6 +71,10 @@ def time_split(step: StepMetrics) -> dict[str, float]:
     return out
 
 
+OUTSIDE = {"fontsize": 7, "loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}
+"""Legends beside a panel, never on its data."""
+
+
 def step_figure(steps: list[StepMetrics], title: str, path: Path) -> Path:
     """Four panels per training step: judgements (fresh, cached, the episodes' checks); entropy and the
     rollout-vs-actor log-prob gap; clipped, verified and tool-call shares; the step's time by part."""
@@ -77,39 +82,55 @@ def step_figure(steps: list[StepMetrics], title: str, path: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
 
     trained = [s for s in steps if _trained(s)]
-    x = [s.step for s in trained]
     fig, axes = plt.subplots(2, 2, figsize=(15, 7.5))
-    outside = {"fontsize": 7, "loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}  # legends beside, never on, data
-    ax = axes[0][0]
-    fresh = [s.judgements_fresh or 0.0 for s in trained]
+    for draw, ax in zip((_judging, _policy, _episodes, _step_time), (a for row in axes for a in row), strict=True):
+        draw(ax, trained)
+        _step_axis(ax, [s.step for s in trained])
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90, metadata={"Software": None})
+    plt.close(fig)
+    return path
+
+
+def _judging(ax: Any, steps: list[StepMetrics]) -> None:
+    x = [s.step for s in steps]
+    fresh = [s.judgements_fresh or 0.0 for s in steps]
     ax.bar(x, fresh, label="fresh judgements", color="#1565c0")
-    ax.bar(x, [s.judgements_cached or 0.0 for s in trained], bottom=fresh, label="verdict cache hits", color="#90caf9")
-    ax.plot(x, [s.tool_checks for s in trained], "k.--", label="episodes' own checks")
+    ax.bar(x, [s.judgements_cached or 0.0 for s in steps], bottom=fresh, label="verdict cache hits", color="#90caf9")
+    ax.plot(x, [s.tool_checks for s in steps], "k.--", label="episodes' own checks")
     ax.set_ylabel("per step")
     ax.set_title("judging")
-    ax.legend(**outside)
-    ax = axes[0][1]
-    ax.plot(x, [s.entropy for s in trained], "-o", markersize=3, label="policy entropy", color="#6a1b9a")
+    ax.legend(**OUTSIDE)
+
+
+def _policy(ax: Any, steps: list[StepMetrics]) -> None:
+    x = [s.step for s in steps]
+    ax.plot(x, [s.entropy for s in steps], "-o", markersize=3, label="policy entropy", color="#6a1b9a")
     ax.set_ylabel("entropy per token")
     gap = ax.twinx()
-    gap.plot(x, [s.logprob_gap for s in trained], "--s", markersize=3, color="#ef6c00", label="log-prob gap")
+    gap.plot(x, [s.logprob_gap for s in steps], "--s", markersize=3, color="#ef6c00", label="log-prob gap")
     gap.set_ylabel("|rollout - actor| log-prob per token")
     ax.set_title("policy")
     gap.legend(*_handles(ax, gap), fontsize=7, loc="best")  # inside: beside it, the second axis's labels are
-    ax = axes[1][0]
+
+
+def _episodes(ax: Any, steps: list[StepMetrics]) -> None:
     for name, label in (("clipped_ratio", "clipped (over-long)"), ("verified_rate", "verified before finishing"),
                         ("tool_call_turn_rate", "valid tool-call rate"), ("pass_rate", "pass rate")):  # fmt: skip
-        ax.plot(x, [getattr(s, name) for s in trained], "-o", markersize=3, label=label)
+        ax.plot([s.step for s in steps], [getattr(s, name) for s in steps], "-o", markersize=3, label=label)
     ax.set_ylim(-0.05, 1.05)
     ax.set_ylabel("share of episodes")
     ax.set_title("episodes")
-    ax.legend(**outside)
-    ax = axes[1][1]
-    bottom = [0.0] * len(trained)
-    splits = [time_split(s) for s in trained]
+    ax.legend(**OUTSIDE)
+
+
+def _step_time(ax: Any, steps: list[StepMetrics]) -> None:
+    x = [s.step for s in steps]
+    bottom = [0.0] * len(steps)
+    splits = [time_split(s) for s in steps]
     for label in [label for _, label in TIME_PARTS] + ["other"]:
         heights = [split.get(label, 0.0) for split in splits]
         if any(heights):
@@ -117,15 +138,19 @@ def step_figure(steps: list[StepMetrics], title: str, path: Path) -> Path:
             bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     ax.set_ylabel("seconds")
     ax.set_title("step time")
-    ax.legend(**outside)
-    for ax in (a for row in axes for a in row):
-        ax.set_xlabel("step")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    ax.legend(**OUTSIDE)
+
+
+def _step_axis(ax: Any, x: list[int]) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_xlabel("step")
+    if x:  # the same steps on every panel, whole numbers only (one step alone drew ticks at 0.95 ... 1.05)
+        ax.set_xlim(min(x) - 0.6, max(x) + 0.6)
+        if len(x) <= 20:
+            ax.set_xticks(x)
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _trained(step: StepMetrics) -> bool:

@@ -245,7 +245,7 @@ def render_markdown(runs: list[RunLearning], steps: dict[str, list[StepMetrics]]
 
 def _step_rows(steps: list[StepMetrics]) -> list[str]:
     columns = ("judgements_fresh", "judgements_cached", "tool_checks", "entropy", "logprob_gap", "clipped_ratio",
-               "rollout_s", "update_s", "step_s")  # fmt: skip
+               "rollout_s", "update_s", "step_s", "validation_s")  # fmt: skip
     rows = ["| step | " + " | ".join(c.replace("_", " ") for c in columns) + " |", "|---" * (len(columns) + 1) + "|"]
     for s in steps:
         rows.append(f"| {s.step} | " + " | ".join(_fmt(getattr(s, c)) for c in columns) + " |")

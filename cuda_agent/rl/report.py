@@ -62,6 +62,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "rollout_s": ("timing_s/gen",),
     "reward_s": ("timing_s/reward",),
     "step_s": ("timing_s/step",),
+    "validation_s": ("timing_s/testing",),
 }
 _UPDATE_KEYS = ("timing_s/update_actor", "timing_s/update_critic")
 # Between the rollout and the update: the actor's, the reference's and the critic's passes over the batch, GAE.
@@ -135,6 +136,9 @@ class StepMetrics(BaseModel):
     )
     update_s: float | None = Field(default=None, description="Seconds updating actor and critic.")
     step_s: float | None = Field(default=None, description="Seconds for the whole step.")
+    validation_s: float | None = Field(
+        default=None, description="Seconds of the validation after the step, if any (outside step_s)."
+    )
     validation: list[ValidationMetrics] = Field(default_factory=list, description="Validation at this step, if any.")
 
 
@@ -245,10 +249,17 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "verdict_cached_rate",
     ),
     "Episodes": ("turns_mean", "tokens_mean", "clipped_ratio", "verified_rate", "tool_call_turn_rate"),
-    "Judging": ("judgements_fresh", "judgements_cached", "tool_checks", "judge_s_mean"),
+    "Judging, and an episode's seconds": (
+        "judgements_fresh",
+        "judgements_cached",
+        "tool_checks",
+        "judge_s_mean",
+        "model_s_mean",
+        "tools_s_mean",
+    ),
     "Optimisation": ("actor_loss", "critic_loss", "kl", "actor_grad_norm", "critic_grad_norm", "sft_loss"),
     "Policy": ("entropy", "logprob_gap", "logprob_kl", "probs_diff_max"),
-    "Time (s)": ("rollout_s", "model_s_mean", "tools_s_mean", "reward_s", "prepare_s", "update_s", "step_s"),
+    "Time (s)": ("rollout_s", "reward_s", "prepare_s", "update_s", "step_s", "validation_s"),
 }
 
 

@@ -215,7 +215,7 @@ def test_the_report_command_writes_the_table_figures_and_records_over_seeds(
     assert "| ppo_s0 | training tasks | 3 | 8 | 1 | 1 | 1 | 1 | 1 | 1 | 9 | 3,000 | 0 |" in page
     assert "| ppo_s1 | held-out tasks | pass rate | 0 | 0.5 | +0.5 |" in page
     assert "| held-out tasks | pass rate | 2 | +0.75 | 0.354 | +0.5 | +1 | 2 |" in page
-    assert "| 1 | 14 | 2 | 20 | 1.4 | 0.0001 | 0.125 | 10 | 2.5 | 16 |" in page  # per step: judging ... time
+    assert "| 1 | 14 | 2 | 20 | 1.4 | 0.0001 | 0.125 | 10 | 2.5 | 16 | n/a |" in page  # per step: judging ... time
     for name in ("steps_ppo_s0.png", "steps_ppo_s1.png", "learning.png"):
         assert (out / name).stat().st_size > 10_000 and f"]({name})" in page
     learning = json.loads((out / "learning.json").read_text())

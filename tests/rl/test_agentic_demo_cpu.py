@@ -3,7 +3,8 @@
 The same phases as on the GPU (scripted episodes played through CudaAgentLoop, verl's SFT on them, the
 critic from the SFT model, agentic PPO judged by a `cuda-agent serve`, the held-out tasks validated
 before and after, the report) with a tiny random Llama in SmolLM2's tokens and the smallest sizes: the
-`give_up` script on the 8 training tasks, 2 SFT steps, 1 PPO step of 2 episodes (~12 minutes on 2 cores).
+`give_up` script on the 8 training tasks, 2 SFT steps, 1 PPO step of 2 episodes, the 12 tasks validated once
+before and once after (~20 minutes on 2 busy cores, half of it PPO's call; its validation passes ~4 minutes each).
 """
 
 from __future__ import annotations

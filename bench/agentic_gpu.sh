@@ -29,7 +29,7 @@
 # `DATA=bench/results/h100-2026-12-07/agentic_data.tar bash bench/agentic_gpu.sh train`.
 # Every call packs what it made into $OUT/agentic_gpu.tar (logs, verl's metrics, the data's manifest, reports), also
 # every 30 s and on every exit, so a call cut by the device's limit still returns what it did.
-# Knobs (env): SFT_STEPS=60 SFT_BUDGET_S=150 STEPS=4 BATCH=4 N=4 VAL_N=4 MAX_TURNS=16 BUDGET_S=570 PARALLEL=12
+# Knobs (env): SFT_STEPS=60 SFT_BUDGET_S=240 STEPS=4 BATCH=4 N=4 VAL_N=4 MAX_TURNS=16 BUDGET_S=570 PARALLEL=12
 # SEED=0 VAL_TRAIN=1 (0: validate on the held-out tasks only, a third of the validation's episodes)
 # (episodes played at a time while making the data) PORT=8766 SCRIPTS= (a comma-separated subset of the scripts)
 # DATA=TAR: the data call's agentic_data.tar instead of the data call (bench/results/h100-2026-12-07/ holds one,
@@ -45,7 +45,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD PHASE=${1:-}
 shift || true
 WORK=${WORK:-/tmp/agentic_gpu} OUT=${OUT:-/tmp/agentic_gpu_out}
-SFT_STEPS=${SFT_STEPS:-60} SFT_BUDGET_S=${SFT_BUDGET_S:-150} STEPS=${STEPS:-4} BATCH=${BATCH:-4} N=${N:-4}
+SFT_STEPS=${SFT_STEPS:-60} SFT_BUDGET_S=${SFT_BUDGET_S:-240} STEPS=${STEPS:-4} BATCH=${BATCH:-4} N=${N:-4}
 VAL_N=${VAL_N:-4} MAX_TURNS=${MAX_TURNS:-16} BUDGET_S=${BUDGET_S:-570} PARALLEL=${PARALLEL:-12} PORT=${PORT:-8766}
 DEVICE=${DEVICE:-cuda} SCRIPTS=${SCRIPTS:-} MODEL=${MODEL:-} TOKENIZER=${TOKENIZER:-.stage/tok}
 DATA=${DATA:-} SEED=${SEED:-0} VAL_TRAIN=${VAL_TRAIN:-1}
@@ -193,6 +193,9 @@ PY
 VAL_FILES=$WORK/data/val_heldout.parquet
 [ "$VAL_TRAIN" = 1 ] && VAL_FILES="$VAL_FILES,$WORK/data/val_rl.parquet"
 mkdir -p "$RUN"
+# The held-out tasks before the first PPO step, whichever call makes it (a call cut before its first checkpoint
+# leaves the next one to measure them).
+VAL_BEFORE=$(python3 -c "import sys; from cuda_agent.rl.launch import latest_checkpoint as last; print('false' if last(sys.argv[1]) else 'true')" "$WORK/ppo_ckpt_s$SEED")
 watch $(( START + BUDGET_S )) "$RUN/train.log" $CLI train agentic-ppo --config "$WORK/ppo_recipe_s$SEED.yaml" --out "$RUN" \
   --set actor_rollout_ref.model.path="$SFT_HF" --set critic.model.path="$WORK/critic" \
   --set data.train_files="$WORK/data/rl.parquet" --set "data.val_files=[$VAL_FILES]" \
@@ -205,7 +208,7 @@ watch $(( START + BUDGET_S )) "$RUN/train.log" $CLI train agentic-ppo --config "
   --set actor_rollout_ref.rollout.val_kwargs.temperature=1.0 --set actor_rollout_ref.rollout.temperature=1.0 \
   --set trainer.total_training_steps="$STEPS" --set trainer.test_freq="$STEPS" --set trainer.save_freq=1 \
   --set trainer.default_local_dir="$WORK/ppo_ckpt_s$SEED" --set trainer.resume_mode=auto \
-  --set trainer.val_before_train=$([ "$PHASE" = more ] && echo false || echo true) \
+  --set trainer.val_before_train="$VAL_BEFORE" \
   --set actor_rollout_ref.actor.strategy=fsdp2 --set critic.strategy=fsdp2 \
   --set +actor_rollout_ref.model.override_config.attn_implementation=sdpa \
   --set "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}" \

@@ -32,9 +32,6 @@ from cuda_agent.rl.agentic_curriculum import HELD_OUT
 HELD_OUT_REFS = tuple(f"agentic/{name}" for name in HELD_OUT)
 """The agentic curriculum's held-out tasks: the default split of a report."""
 Split = Literal["held_out", "train"]
-DUMPS = ("validation", "rollout")
-"""The kinds of dump; a run's folders whose names begin with one hold that kind (bench/agentic_gpu.sh points verl's
-`validation_data_dir` and `rollout_data_dir` at the run's `validation_data/` and `rollout_data/`)."""
 FIGURES: dict[str, str] = {
     # EpisodeRecord field: what the tables call it
     "passed": "pass rate",
@@ -103,25 +100,28 @@ def episode_record(line: dict[str, Any], run: str, kind: str, held_out: frozense
 
 
 def read_dumps(run_dir: Path, held_out: frozenset[str] = frozenset(HELD_OUT_REFS)) -> list[EpisodeRecord]:
-    """Every episode of a run's validation and rollout dumps (`<step>.jsonl` in its folders named `validation*`
-    and `rollout*`), by kind and step.
+    """Every episode of the verl dumps under `run_dir` (files named `<step>.jsonl`, in any folder of it), by folder
+    and step.
+
+    A dump is a validation's when its lines carry verl's `reward` (`_validate` adds each sample's score under that
+    name; a training step's dump has no such key, and our fields never use the name: metrics.py), else a training
+    step's rollout. bench/agentic_gpu.sh points verl at the run's `validation_data/` and `rollout_data/`.
 
     Raises:
         ConfigError: a dump line that is not verl's (says which file and line).
     """
-    run_dir = Path(run_dir)
+    dumps = [p for p in Path(run_dir).rglob("*.jsonl") if p.stem.isdigit()]  # verl names each by its step
     records = []
-    for kind in DUMPS:
-        for folder in sorted(d for d in run_dir.glob(f"{kind}*") if d.is_dir()):
-            dumps = [p for p in folder.glob("*.jsonl") if p.stem.isdigit()]  # verl names each by its step
-            for path in sorted(dumps, key=lambda p: int(p.stem)):
-                for number, text in enumerate(path.read_text().splitlines(), 1):
-                    if not text.strip():
-                        continue
-                    try:
-                        records.append(episode_record(json.loads(text), run_dir.name, kind, held_out))
-                    except (ValueError, KeyError, TypeError) as exc:
-                        raise ConfigError(f"{path}:{number} is not a line of verl's generation dump ({exc})") from exc
+    for path in sorted(dumps, key=lambda p: (p.parent, int(p.stem))):
+        lines = [line for line in path.read_text().splitlines() if line.strip()]
+        kind = None
+        for number, text in enumerate(lines, 1):
+            try:
+                line = json.loads(text)
+                kind = kind or ("validation" if "reward" in line else "rollout")  # a file is one kind: its first line's
+                records.append(episode_record(line, Path(run_dir).name, kind, held_out))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ConfigError(f"{path}:{number} is not a line of verl's generation dump ({exc})") from exc
     return records
 
 

@@ -280,7 +280,7 @@ def report_runs(
             if any(_trained(s) for s in steps[name]):
                 figures[name] = step_figure(steps[name], f"{name}: per step", out / f"steps_{name}.png").name
         elif not records:
-            raise ConfigError(f"{run_dir}: no metrics.<n>.jsonl and no validation_data/ or rollout_data/ dumps")
+            raise ConfigError(f"{run_dir}: no metrics.<n>.jsonl and no verl dumps (<step>.jsonl)")
         episodes += records
         learned.append(run_learning(records) if records else RunLearning(run=name, checkpoints=[], changes=[]))
     if any(run.changes for run in learned):

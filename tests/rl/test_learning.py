@@ -234,6 +234,15 @@ def test_several_runs_need_an_out_folder(runs: list[Path], capsys: pytest.Captur
     assert "--out" in capsys.readouterr().err
 
 
+def test_a_dump_is_told_a_validations_or_a_training_steps_by_verls_own_keys(runs: list[Path], tmp_path: Path) -> None:
+    # Wherever the run pointed verl: validation lines carry verl's `reward`, a training step's do not.
+    for source, target in (("validation_data/3.jsonl", "val/3.jsonl"), ("rollout_data/2.jsonl", "gen/2.jsonl")):
+        (tmp_path / target).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / target).write_text((runs[0] / source).read_text())
+    records = read_dumps(tmp_path, frozenset(HELD_OUT))
+    assert [(r.kind, r.step) for r in records] == [("rollout", 2)] * 2 + [("validation", 3)] * 17
+
+
 def test_a_dump_line_that_is_not_verls_is_refused_with_its_place(tmp_path: Path) -> None:
     from cuda_agent.errors import ConfigError
 

@@ -19,6 +19,7 @@ spread of the per-seed changes is reported: episodes of different seeds are neve
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -129,11 +130,14 @@ class Checkpoint(BaseModel):
     """The figures of one validation pass on one split: means over its judged episodes (None: not logged)."""
 
     run: str = Field(description="The run (one seed).")
-    split: Split = Field(description="held_out or train.")
+    split: str = Field(description="held_out or train; from verl's logged means, the data source when it is neither.")
     step: int = Field(description="verl's global step of the validation.")
-    episodes: int = Field(description="Judged episodes (dropped ones out).")
-    dropped: int = Field(description="Episodes dropped for our failure.")
-    tasks: int = Field(description="Distinct tasks.")
+    origin: Literal["dumps", "logged"] = Field(
+        default="dumps", description="From the episodes' dumps, or from verl's logged means (a run without dumps)."
+    )
+    episodes: int | None = Field(description="Judged episodes (dropped ones out); None: verl's means do not say.")
+    dropped: float | None = Field(description="Episodes dropped for our failure (logged: their share).")
+    tasks: int | None = Field(description="Distinct tasks; None: verl's means do not say.")
     means: dict[str, float | None] = Field(description="FIGURES field -> mean over the judged episodes.")
 
 
@@ -155,6 +159,50 @@ def checkpoint(episodes: list[EpisodeRecord]) -> Checkpoint:
         tasks=len({e.task for e in judged}),
         means={field: _mean([getattr(e, field) for e in judged]) for field in FIGURES},
     )
+
+
+LOGGED = {"passed": "passed", "reward": "score", "verified": "verified", "tool_call_turns": "tool_call_turns",
+          "valid_tool_calls": "valid_tool_calls", "turns": "turns", "tokens": "response_tokens", "clipped": "clipped"}  # fmt: skip
+"""FIGURES field -> the per-sample key whose mean verl logs per data source at each validation."""
+_LOGGED_MEAN = re.compile(r"val-(?:aux|core)/(?P<source>.+)/(?P<key>[^/]+)/mean@(?P<n>\d+)")
+
+
+def logged_checkpoints(run: str, steps: dict[int, dict[str, Any]]) -> list[Checkpoint]:
+    """Each validation of a run without dumps, from the means verl logged per data source (`report.logged_steps`).
+
+    verl's `val-aux/<source>/<key>/mean@N` averages every sample, a dropped one (our failure) included with 0 in
+    each of our fields; every task has N samples, so the judged samples' mean is the logged one / (1 - dropped share).
+    """
+    checkpoints = []
+    for step, data in steps.items():
+        by_source: dict[str, dict[str, float]] = defaultdict(dict)
+        for key, value in data.items():
+            if (m := _LOGGED_MEAN.fullmatch(key)) and isinstance(value, int | float):
+                by_source[m["source"]][m["key"]] = float(value)
+        for source, logged in sorted(by_source.items()):
+            if "score" not in logged and "reward" in logged:  # verl's own name for the sample's score
+                logged["score"] = logged["reward"]
+            dropped = logged.get("our_failure", 0.0)
+            kept = 1.0 - dropped
+            means = {f: logged[k] / kept if k in logged and kept > 0 else None for f, k in LOGGED.items()}
+            checkpoints.append(
+                Checkpoint(
+                    run=run,
+                    split=_split_of(source),
+                    step=step,
+                    origin="logged",
+                    episodes=None,
+                    dropped=dropped,
+                    tasks=None,
+                    means=means,
+                )  # fmt: skip
+            )
+    return checkpoints
+
+
+def _split_of(source: str) -> str:
+    # bench/agentic_gpu.sh's validation rows name their split in the data source (agentic/held_out, agentic/train)
+    return "held_out" if source.endswith("held_out") else "train" if source.endswith("/train") else source
 
 
 class Change(BaseModel):

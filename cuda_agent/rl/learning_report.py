@@ -23,11 +23,12 @@ from cuda_agent.rl.learning import (
     Checkpoint,
     EpisodeRecord,
     RunLearning,
+    logged_checkpoints,
     read_dumps,
     run_learning,
     spread,
 )
-from cuda_agent.rl.report import StepMetrics, metrics_files, read_steps, report_run
+from cuda_agent.rl.report import StepMetrics, logged_steps, metrics_files, report_run, step_metrics
 
 SPLITS = {"held_out": "held-out tasks", "train": "training tasks"}
 TIME_PARTS = (
@@ -200,7 +201,11 @@ def _checkpoint_rows(checkpoints: list[Checkpoint]) -> list[str]:
     head = ["run", "split", "step", "episodes", "dropped", *FIGURES.values()]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in checkpoints:
-        cells = [c.run, SPLITS[c.split], str(c.step), str(c.episodes), str(c.dropped)]
+        split = SPLITS.get(c.split, c.split)
+        if c.origin == "logged":  # no dumps: verl's means, the dropped episodes as a share
+            cells = [c.run, f"{split} (verl's logged means)", str(c.step), "n/a", f"{_fmt(c.dropped)} of all"]
+        else:
+            cells = [c.run, split, str(c.step), str(c.episodes), _fmt(c.dropped)]
         rows.append("| " + " | ".join(cells + [_fmt(c.means[f]) for f in FIGURES]) + " |")
     return rows
 
@@ -271,18 +276,21 @@ def report_runs(
     out.mkdir(parents=True, exist_ok=True)
     steps, learned, episodes, validation = {}, [], [], []
     figures: dict[str, str] = {}
-    for run_dir, name in zip(run_dirs, names, strict=True):
-        records = read_dumps(Path(run_dir), held_out)
-        if metrics_files(Path(run_dir)):
-            _, _, lines = report_run(Path(run_dir))
-            validation += [f"{name}: {line}" for line in lines]
-            steps[name] = read_steps(metrics_files(Path(run_dir)))
+    for run_dir, name in zip(map(Path, run_dirs), names, strict=True):
+        records = read_dumps(run_dir, held_out)
+        logged = logged_steps(metrics_files(run_dir)) if metrics_files(run_dir) else None
+        if logged is None and not records:
+            raise ConfigError(f"{run_dir}: no metrics.<n>.jsonl and no verl dumps (<step>.jsonl)")
+        if logged is not None:
+            validation += [f"{name}: {line}" for line in report_run(run_dir)[2]]
+            steps[name] = [step_metrics(step, data) for step, data in logged.items()]
             if any(_trained(s) for s in steps[name]):
                 figures[name] = step_figure(steps[name], f"{name}: per step", out / f"steps_{name}.png").name
-        elif not records:
-            raise ConfigError(f"{run_dir}: no metrics.<n>.jsonl and no verl dumps (<step>.jsonl)")
         episodes += records
-        learned.append(run_learning(records) if records else RunLearning(run=name, checkpoints=[], changes=[]))
+        learning = run_learning(records) if records else RunLearning(run=name, checkpoints=[], changes=[])
+        if not learning.checkpoints and logged:  # no validation dumps: verl's logged means, without intervals
+            learning.checkpoints = logged_checkpoints(name, logged)
+        learned.append(learning)
     if any(run.changes for run in learned):
         figures["learning"] = learning_figure(learned, out / "learning.png").name
     _write_records(out, learned, episodes)

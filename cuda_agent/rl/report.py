@@ -177,19 +177,30 @@ def read_steps(paths: list[Path]) -> list[StepMetrics]:
     Raises:
         ConfigError: no file, or a line that is not verl's `{"step": N, "data": {...}}` (says which).
     """
+    return [step_metrics(step, data) for step, data in logged_steps(paths).items()]
+
+
+def logged_steps(paths: list[Path]) -> dict[int, dict[str, Any]]:
+    """verl's metrics of every step (`data` of its file-logger lines), read in order, the last line of a step winning.
+
+    Raises:
+        ConfigError: no file, or a line that is not verl's `{"step": N, "data": {...}}` (says which).
+    """
     if not paths:
         raise ConfigError("no metrics JSONL: was the stage run with trainer.logger=[console,file]?")
-    by_step: dict[int, StepMetrics] = {}
+    by_step: dict[int, dict[str, Any]] = {}
     for path in paths:
         for number, line in enumerate(Path(path).read_text().splitlines(), 1):
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
-                by_step[int(record["step"])] = step_metrics(int(record["step"]), record["data"])
-            except (ValueError, KeyError, TypeError) as exc:
+                step, data = int(record["step"]), record["data"]
+                step_metrics(step, data)  # a line whose data are not verl's fails here, with its place
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise ConfigError(f"{path}:{number} is not a verl file-logger line ({exc})") from exc
-    return [by_step[step] for step in sorted(by_step)]
+            by_step[step] = data
+    return {step: by_step[step] for step in sorted(by_step)}
 
 
 def write_steps(steps: list[StepMetrics], out: Path) -> Path:

@@ -261,3 +261,22 @@ def test_a_run_stopped_before_its_first_step_has_its_report_without_figures(tmp_
     assert main(["train", "report", str(run)]) == 0
     page = (run / "report.md").read_text()
     assert "nothing to compare" in page and "## Per step: ppo_s0" in page and not list(run.glob("*.png"))
+
+
+def test_a_run_without_dumps_has_its_before_and_after_from_verls_logged_means(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    run = tmp_path / "ppo"  # e.g. a run of a script that did not set trainer.validation_data_dir
+    run.mkdir()
+    lines = []
+    for step, passed, verified in ((0, 0.0, 0.0), (4, 0.6, 0.3)):
+        data = {"val-core/agentic/held_out/reward/mean@4": passed - 1.0,
+                "val-aux/agentic/held_out/passed/mean@4": passed, "val-aux/agentic/held_out/verified/mean@4": verified,
+                "val-aux/agentic/held_out/our_failure/mean@4": 0.25 if step else 0.0,
+                "val-aux/agentic/held_out/turns/mean@4": 6.0}  # fmt: skip
+        lines.append(json.dumps({"step": step, "data": data}))
+    (run / "metrics.0.jsonl").write_text("\n".join(lines) + "\n")
+    assert main(["train", "report", str(run)]) == 0
+    page = (run / "report.md").read_text()
+    # the judged samples' means: a dropped sample (a quarter at step 4) logged 0 in every field
+    assert "| ppo | held-out tasks (verl's logged means) | 0 | n/a | 0 of all | 0 | -1 | 0 | n/a | n/a | 6 |" in page
+    assert "| ppo | held-out tasks (verl's logged means) | 4 | n/a | 0.25 of all | 0.8 | -0.533 | 0.4 | n/a |" in page

@@ -86,9 +86,11 @@ def step_figure(steps: list[StepMetrics], title: str, path: Path) -> Path:
 
     trained = [s for s in steps if _trained(s)]
     fig, axes = plt.subplots(2, 2, figsize=(15, 7.5))
-    for draw, ax in zip((_judging, _policy, _episodes, _step_time), (a for row in axes for a in row), strict=True):
+    for draw, ax in zip(
+        (_draw_judging, _draw_policy, _draw_episodes, _draw_step_time), (a for row in axes for a in row), strict=True
+    ):
         draw(ax, trained)
-        _step_axis(ax, [s.step for s in trained])
+        _draw_step_axis(ax, [s.step for s in trained])
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=90, metadata={"Software": None})
@@ -96,7 +98,7 @@ def step_figure(steps: list[StepMetrics], title: str, path: Path) -> Path:
     return path
 
 
-def _judging(ax: Any, steps: list[StepMetrics]) -> None:
+def _draw_judging(ax: Any, steps: list[StepMetrics]) -> None:
     x = [s.step for s in steps]
     fresh = [s.judgements_fresh or 0.0 for s in steps]
     ax.bar(x, fresh, label="fresh judgements", color="#1565c0")
@@ -107,7 +109,7 @@ def _judging(ax: Any, steps: list[StepMetrics]) -> None:
     ax.legend(**OUTSIDE)
 
 
-def _policy(ax: Any, steps: list[StepMetrics]) -> None:
+def _draw_policy(ax: Any, steps: list[StepMetrics]) -> None:
     x = [s.step for s in steps]
     ax.plot(x, [s.entropy for s in steps], "-o", markersize=3, label="policy entropy", color="#6a1b9a")
     ax.set_ylabel("entropy per token")
@@ -118,7 +120,7 @@ def _policy(ax: Any, steps: list[StepMetrics]) -> None:
     gap.legend(*_handles(ax, gap), fontsize=7, loc="best")  # inside: beside it, the second axis's labels are
 
 
-def _episodes(ax: Any, steps: list[StepMetrics]) -> None:
+def _draw_episodes(ax: Any, steps: list[StepMetrics]) -> None:
     for name, label in (("clipped_ratio", "clipped (over-long)"), ("verified_rate", "verified before finishing"),
                         ("tool_call_turn_rate", "valid tool-call rate"), ("pass_rate", "pass rate")):  # fmt: skip
         ax.plot([s.step for s in steps], [getattr(s, name) for s in steps], "-o", markersize=3, label=label)
@@ -128,7 +130,7 @@ def _episodes(ax: Any, steps: list[StepMetrics]) -> None:
     ax.legend(**OUTSIDE)
 
 
-def _step_time(ax: Any, steps: list[StepMetrics]) -> None:
+def _draw_step_time(ax: Any, steps: list[StepMetrics]) -> None:
     x = [s.step for s in steps]
     bottom = [0.0] * len(steps)
     splits = [time_split(s) for s in steps]
@@ -142,7 +144,7 @@ def _step_time(ax: Any, steps: list[StepMetrics]) -> None:
     ax.legend(**OUTSIDE)
 
 
-def _step_axis(ax: Any, x: list[int]) -> None:
+def _draw_step_axis(ax: Any, x: list[int]) -> None:
     from matplotlib.ticker import MaxNLocator
 
     ax.set_xlabel("step")

@@ -11,7 +11,8 @@ data source, so the held-out tasks are named by reference (`held_out`, by defaul
 The learning check is per run (one run, one seed): the change of each figure from the first validation
 (step 0, before any update) to the last, with a 95% bootstrap interval over episodes, resampled within each task
 (the same tasks are validated before and after; a task's episodes are its repeats). Across seeds only the
-spread of the per-seed changes is reported: episodes of different seeds are never pooled.
+spread of the per-seed changes is reported: episodes of different seeds are never pooled. A run without dumps
+still gets its before/after, from the means verl logged per data source (`logged_checkpoints`), without intervals.
 
     cuda-agent train report results/ppo_s0 results/ppo_s1 results/ppo_s2 --out results/report
 """

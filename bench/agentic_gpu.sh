@@ -17,12 +17,20 @@
 #           the SFT model, then PPO (STEPS steps of BATCH tasks x N episodes, validation on the held-out tasks before
 #           the first step and after the last) until BUDGET_S of the call.
 #   call 4 (optional, same machine): STEPS=8 bash bench/agentic_gpu.sh more  (PPO resumed from its last checkpoint)
+#   more seeds (same machine, after a train call): SEED=1 bash bench/agentic_gpu.sh ppo, then SEED=2: PPO afresh from
+#           the SFT model and critic the train call made, with seed SEED (verl's data shuffle and the rollout's
+#           sampling); each seed's run is results/ppo_s$SEED, and every call ends with the report over all seeds so far
+#           (`cuda-agent train report results/ppo_s* --out results/report`: the before/after table per seed).
+# Validation runs on the held-out tasks and (VAL_TRAIN=1) on the training tasks, as two data sources
+# (agentic/held_out, agentic/train) of one pass, before the first step and after the last: both measured the same
+# way. verl dumps every validation and training episode (validation_data/ and rollout_data/ of the run).
 # With the committed data (DATA=, below) the data call is not needed: call 1 carries [".whl", ".stage/1"] and runs
 # `bash bench/agentic_gpu.sh put 1`, call 3 carries [".stage/5", ".stage/6", ".stage/whl"] and runs
 # `DATA=bench/results/h100-2026-12-07/agentic_data.tar bash bench/agentic_gpu.sh train`.
 # Every call packs what it made into $OUT/agentic_gpu.tar (logs, verl's metrics, the data's manifest, reports), also
 # every 30 s and on every exit, so a call cut by the device's limit still returns what it did.
 # Knobs (env): SFT_STEPS=60 SFT_BUDGET_S=240 STEPS=4 BATCH=4 N=4 VAL_N=4 MAX_TURNS=16 BUDGET_S=570 PARALLEL=12
+# SEED=0 VAL_TRAIN=1 (0: validate on the held-out tasks only, a third of the validation's episodes)
 # (episodes played at a time while making the data) PORT=8766 SCRIPTS= (a comma-separated subset of the scripts)
 # DATA=TAR: the data call's agentic_data.tar instead of the data call (bench/results/h100-2026-12-07/ holds one,
 # made on an H100: the train call then needs only the model's chunks).
@@ -40,10 +48,10 @@ WORK=${WORK:-/tmp/agentic_gpu} OUT=${OUT:-/tmp/agentic_gpu_out}
 SFT_STEPS=${SFT_STEPS:-60} SFT_BUDGET_S=${SFT_BUDGET_S:-240} STEPS=${STEPS:-4} BATCH=${BATCH:-4} N=${N:-4}
 VAL_N=${VAL_N:-4} MAX_TURNS=${MAX_TURNS:-16} BUDGET_S=${BUDGET_S:-570} PARALLEL=${PARALLEL:-12} PORT=${PORT:-8766}
 DEVICE=${DEVICE:-cuda} SCRIPTS=${SCRIPTS:-} MODEL=${MODEL:-} TOKENIZER=${TOKENIZER:-.stage/tok}
-DATA=${DATA:-}
+DATA=${DATA:-} SEED=${SEED:-0} VAL_TRAIN=${VAL_TRAIN:-1}
 RES=$WORK/results START=$(date +%s)
-case $PHASE in here | data | put | train | more) ;; *)
-  echo "usage: bash bench/agentic_gpu.sh here | data | put K... | train | more" >&2; exit 2 ;;
+case $PHASE in here | data | put | train | ppo | more) ;; *)
+  echo "usage: bash bench/agentic_gpu.sh here | data | put K... | train | ppo | more" >&2; exit 2 ;;
 esac
 
 if [ "$PHASE" = here ]; then
@@ -126,7 +134,7 @@ put)
   ;;
 esac
 
-# train / more: the model, SFT and the critic (train), then PPO judged by a `cuda-agent serve` on this GPU.
+# train / ppo / more: the model, SFT and the critic (train), then PPO judged by a `cuda-agent serve` on this GPU.
 if [ ! -f "$WORK/data/sft.parquet" ] && [ -n "$DATA" ]; then mkdir -p "$WORK/data" && tar -xf "$DATA" -C "$WORK/data"; fi
 [ -f "$WORK/data/sft.parquet" ] || { echo "== no $WORK/data/sft.parquet: run the data call first, or set DATA=TAR"; exit 2; }
 if [ "$DEVICE" = cuda ]; then
@@ -162,32 +170,44 @@ if [ "$PHASE" = train ]; then
   echo "$SFT_HF" > "$WORK/sft_model"
   pack
 fi
-SFT_HF=$(cat "$WORK/sft_model")
+[ -f "$WORK/sft_model" ] || { echo "== no SFT model in $WORK: run the train call first"; exit 2; }
+SFT_HF=$(cat "$WORK/sft_model") RUN=$RES/ppo_s$SEED
 $CLI serve --port "$PORT" --workspace-root "$WORK" > "$RES/serve.log" 2>&1 &
 SERVE=$!
-python3 - "$WORK" "http://127.0.0.1:$PORT" "$MAX_TURNS" "$DEVICE" <<'PY' || exit 1
+python3 - "$WORK" "http://127.0.0.1:$PORT" "$MAX_TURNS" "$DEVICE" "$SEED" <<'PY' || exit 1
 import sys, yaml
-work, url, turns, device = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+import pyarrow as pa, pyarrow.parquet as pq
+work, url, turns, device, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 recipe = yaml.safe_load(open("recipes/agentic_curriculum_ppo.yaml"))
 # The paper's split: the agent loop's tools and final judgement go to the service, not to a pool in the trainer.
-recipe["agent_loop"].update(work_dir=f"{work}/rollouts", sandbox_url=url, share_training_gpus=False,
+recipe["agent_loop"].update(work_dir=f"{work}/rollouts_s{seed}", sandbox_url=url, share_training_gpus=False,
                             max_turns=turns, save_tokens=False, device=device)
-yaml.safe_dump(recipe, open(f"{work}/ppo_recipe.yaml", "w"))
+yaml.safe_dump(recipe, open(f"{work}/ppo_recipe_s{seed}.yaml", "w"))
+# The validation rows with a data source per split, so that verl's own val-core/<source>/ metrics keep them apart.
+for name, source in (("heldout", "agentic/held_out"), ("rl", "agentic/train")):
+    table = pq.read_table(f"{work}/data/{name}.parquet")
+    column = pa.array([source] * table.num_rows, pa.string())
+    pq.write_table(table.set_column(table.schema.get_field_index("data_source"), "data_source", column),
+                   f"{work}/data/val_{name}.parquet")
 PY
-mkdir -p "$RES/ppo"
+VAL_FILES=$WORK/data/val_heldout.parquet
+[ "$VAL_TRAIN" = 1 ] && VAL_FILES="$VAL_FILES,$WORK/data/val_rl.parquet"
+mkdir -p "$RUN"
 # The held-out tasks before the first PPO step, whichever call makes it (a call cut before its first checkpoint
 # leaves the next one to measure them).
-VAL_BEFORE=$(python3 -c "import sys; from cuda_agent.rl.launch import latest_checkpoint as last; print('false' if last(sys.argv[1]) else 'true')" "$WORK/ppo_ckpt")
-watch $(( START + BUDGET_S )) "$RES/ppo/train.log" $CLI train agentic-ppo --config "$WORK/ppo_recipe.yaml" --out "$RES/ppo" \
+VAL_BEFORE=$(python3 -c "import sys; from cuda_agent.rl.launch import latest_checkpoint as last; print('false' if last(sys.argv[1]) else 'true')" "$WORK/ppo_ckpt_s$SEED")
+watch $(( START + BUDGET_S )) "$RUN/train.log" $CLI train agentic-ppo --config "$WORK/ppo_recipe_s$SEED.yaml" --out "$RUN" \
   --set actor_rollout_ref.model.path="$SFT_HF" --set critic.model.path="$WORK/critic" \
-  --set data.train_files="$WORK/data/rl.parquet" --set data.val_files="$WORK/data/heldout.parquet" \
+  --set data.train_files="$WORK/data/rl.parquet" --set "data.val_files=[$VAL_FILES]" \
+  --set data.seed="$SEED" --set actor_rollout_ref.rollout.seed="$SEED" \
+  --set trainer.validation_data_dir="$RUN/validation_data" --set trainer.rollout_data_dir="$RUN/rollout_data" \
   --set data.train_batch_size="$BATCH" --set actor_rollout_ref.rollout.n="$N" \
   --set actor_rollout_ref.actor.ppo_mini_batch_size="$BATCH" --set data.val_batch_size=4 \
   --set actor_rollout_ref.rollout.multi_turn.max_assistant_turns="$MAX_TURNS" \
   --set actor_rollout_ref.rollout.val_kwargs.n="$VAL_N" --set actor_rollout_ref.rollout.val_kwargs.do_sample=true \
   --set actor_rollout_ref.rollout.val_kwargs.temperature=1.0 --set actor_rollout_ref.rollout.temperature=1.0 \
   --set trainer.total_training_steps="$STEPS" --set trainer.test_freq="$STEPS" --set trainer.save_freq=1 \
-  --set trainer.default_local_dir="$WORK/ppo_ckpt" --set trainer.resume_mode=auto \
+  --set trainer.default_local_dir="$WORK/ppo_ckpt_s$SEED" --set trainer.resume_mode=auto \
   --set trainer.val_before_train="$VAL_BEFORE" \
   --set actor_rollout_ref.actor.strategy=fsdp2 --set critic.strategy=fsdp2 \
   --set +actor_rollout_ref.model.override_config.attn_implementation=sdpa \
@@ -198,7 +218,9 @@ watch $(( START + BUDGET_S )) "$RES/ppo/train.log" $CLI train agentic-ppo --conf
   --set actor_rollout_ref.actor.fsdp_config.use_torch_compile=false \
   --set actor_rollout_ref.ref.fsdp_config.use_torch_compile=false --set critic.fsdp.use_torch_compile=false \
   --set +ray_kwargs.ray_init.include_dashboard=false "${PPO_KNOBS[@]}"
-echo "== PPO exit $? at $(elapsed) s"
-tail -n 5 "$RES/ppo/train.log"
+PPO_RC=$?
+echo "== PPO exit $PPO_RC at $(elapsed) s"
+tail -n 5 "$RUN/train.log"
 [ "$DEVICE" = cuda ] && ray stop --force > /dev/null 2>&1  # elsewhere other Ray clusters may run
-$CLI train report "$RES/ppo"
+$CLI train report "$RES"/ppo_s* --out "$RES/report"
+exit $PPO_RC  # the call failed when PPO did, whatever the report of the seeds so far

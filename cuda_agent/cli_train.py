@@ -5,7 +5,7 @@
     cuda-agent train critic-data [--rollouts DIR] [--out FILE]
     cuda-agent train curriculum [--device cuda|cpu] [--out DIR]
     cuda-agent train agentic --model DIR [--device cuda|cpu] [--out DIR] [--scripts a,b] [--copies N]
-    cuda-agent train report RUN_DIR
+    cuda-agent train report RUN_DIR [RUN_DIR ...] [--out DIR] [--held-out REF,...]
     cuda-agent train all --config PIPELINE [--dry-run]
     cuda-agent train STAGE [--config FILE] [--out DIR] [--set KEY=VALUE ...] [--dry-run] [--resume]
     cuda-agent plan --episodes B --checks T --seconds S [--rate R | --sandbox URL]
@@ -98,12 +98,18 @@ def cmd_train_agentic(args: argparse.Namespace) -> int:
 
 
 def cmd_train_report(args: argparse.Namespace) -> int:
-    from cuda_agent.rl.report import report_run
+    from cuda_agent.rl.learning import HELD_OUT_REFS
+    from cuda_agent.rl.learning_report import report_runs
 
-    steps, page, validation = report_run(Path(args.run_dir))
+    runs = [Path(run) for run in args.run_dir]
+    if len(runs) > 1 and args.out is None:
+        print("error: several runs need --out DIR for their common report", file=sys.stderr)
+        return 2
+    held_out = frozenset(args.held_out.split(",")) if args.held_out else frozenset(HELD_OUT_REFS)
+    page, validation = report_runs(runs, Path(args.out) if args.out else runs[0], held_out)
     for line in validation:
         print(line)
-    print(f"wrote {steps} and {page}")
+    print(f"wrote steps.jsonl and report.html in each run's folder, and {page}")
     return 0
 
 
@@ -247,9 +253,23 @@ def _add_agentic_command(sub: argparse._SubParsersAction) -> None:
 
 def _add_report_command(sub: argparse._SubParsersAction) -> None:
     report = sub.add_parser(
-        "report", help="a run's per-step metrics (steps.jsonl) and report.html with the reward curve"
+        "report",
+        help="runs' per-step metrics (steps.jsonl, report.html with the reward curve) and, over runs of several "
+        "seeds, report.md: the before/after table from verl's validation dumps, the learning check per seed, "
+        "the spread, per-step figures",
     )
-    report.add_argument("run_dir", help="a stage's --out folder (its metrics.<n>.jsonl, one per launch)")
+    report.add_argument(
+        "run_dir",
+        nargs="+",
+        help="a stage's --out folder (its metrics.<n>.jsonl, one per launch; validation_data/ and rollout_data/, "
+        "verl's dumps, where the run wrote them), one per seed",
+    )
+    report.add_argument("--out", default=None, help="where report.md goes (default: the one RUN_DIR)")
+    report.add_argument(
+        "--held-out",
+        default=None,
+        help="comma-separated task references held out of training (default: the agentic curriculum's)",
+    )
     report.set_defaults(func=cmd_train_report)
 
 

@@ -61,6 +61,7 @@ class EpisodeResult(BaseModel):
     exit_status: EpisodeEnd = Field(description="What ended the episode: finished, turn_limit, token_budget, ...")
     turns: int = Field(description="Model turns taken.")
     judge_s: list[float] = Field(default_factory=list, description="Seconds of each judgement at the end, in order.")
+    cached_judgements: int = Field(default=0, description="Of those, the ones the verdict cache answered.")
 
     @property
     def reward(self) -> int:
@@ -174,9 +175,7 @@ def _score_episode(
         "terminated": exit_status is EpisodeEnd.FINISHED,
         "truncated": exit_status is not EpisodeEnd.FINISHED,
     }
-    folders = [root]
-    if best is not None and best[2] != editable_digest(root):
-        folders.append(best[1])
+    folders = [root, best[1]] if best is not None and best[2] != editable_digest(root) else [root]
     judged, seconds = [], []
     try:
         for folder in folders:
@@ -196,4 +195,5 @@ def _score_episode(
         exit_status=exit_status,
         turns=turns,
         judge_s=seconds,
+        cached_judgements=sum(bool(v.env.get("verdict_cached")) for _, v in judged),
     )

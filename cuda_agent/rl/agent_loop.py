@@ -34,9 +34,16 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 
 from cuda_agent.errors import ConfigError
 from cuda_agent.rl.config import CudaAgentLoopConfig
-from cuda_agent.rl.metrics import dropped_fields, is_our_failure
+from cuda_agent.rl.metrics import is_our_failure
 from cuda_agent.rl.rft import TokenRecord
-from cuda_agent.rl.rollout import episode_fields, reward_extra_info, run_rollout, task_from_row, token_record
+from cuda_agent.rl.rollout import (
+    dropped_extra_info,
+    episode_fields,
+    reward_extra_info,
+    run_rollout,
+    task_from_row,
+    token_record,
+)
 from cuda_agent.rl.verl_compat import agent_loop_classes, keep_agent_loop
 from cuda_agent.rl.verl_model import VerlTokenModel
 from cuda_agent.types import EpisodeEnd
@@ -176,7 +183,6 @@ class CudaAgentLoop(AgentLoopBase):
         response_ids = model.response_ids[: self.response_length] or [self.tokenizer.eos_token_id]
         # Failed before the first prompt was rendered: one placeholder token, masked out like the response.
         prompt_ids = model.prompt_ids or [self.tokenizer.eos_token_id]
-        fields = dropped_fields(reason)
         return AgentLoopOutput(
             prompt_ids=prompt_ids,
             response_ids=response_ids,
@@ -184,7 +190,7 @@ class CudaAgentLoop(AgentLoopBase):
             reward_score=0.0,
             num_turns=1,
             metrics=AgentLoopMetrics(),
-            extra_fields={"reward_extra_info": {**fields, "turns": 0, "clipped": 0.0, "judge_s": 0.0}},
+            extra_fields={"reward_extra_info": dropped_extra_info(reason)},
         )
 
 

@@ -121,6 +121,24 @@ def _spread(name: str, values: list[float]) -> dict[str, float]:
     return {f"{name}/mean": sum(values) / len(values), f"{name}/min": min(values), f"{name}/max": max(values)}
 
 
+def _judging(columns: Mapping[str, Iterable[Any]]) -> dict[str, float]:
+    """The batch's judgements (totals: fresh vs from the verdict cache, the episodes' own checks) and the
+    episodes' seconds in the model and in tools (means)."""
+    out = {}
+    judged, cached = _numbers(columns.get("judgements")), _numbers(columns.get("cached_judgements"))
+    if judged:
+        out["judgements/fresh"] = sum(judged) - sum(cached)
+        out["judgements/cached"] = sum(cached)
+    checks = _numbers(columns.get("tool_checks"))
+    if checks:
+        out["judgements/tool_checks"] = sum(checks)
+    for field in ("model_s", "tools_s"):
+        values = _numbers(columns.get(field))
+        if values:
+            out[f"{field}/mean"] = sum(values) / len(values)
+    return out
+
+
 def episode_metrics(columns: Mapping[str, Iterable[Any]], prefix: str = PREFIX) -> dict[str, float]:
     """Aggregate a batch's per-sample fields into scalars for verl's logger.
 
@@ -135,8 +153,9 @@ def episode_metrics(columns: Mapping[str, Iterable[Any]], prefix: str = PREFIX) 
         our_failures (count), reward/{mean,min,max}, reward/share_{-1,1,2,3} (the histogram, as shares of the batch),
         pass_rate, faster_than_eager_rate, faster_than_compile_rate, verdict/<name> shares,
         speedup_vs_compile/geomean (over passed samples), turns/{mean,min,max}, response_tokens/{mean,min,max},
-        clipped_ratio, verdict_cached_rate, verified_before_finish_rate, valid_tool_call_rate and
-        judge_s/{mean,max}; {} for a batch without `score`.
+        clipped_ratio, verdict_cached_rate, verified_before_finish_rate, valid_tool_call_rate,
+        tool_call_turn_rate, judge_s/{mean,max}, judgements/{fresh,cached,tool_checks} (totals of the batch) and
+        model_s/mean, tools_s/mean (an episode's seconds); {} for a batch without `score`.
 
     Example:
         >>> m = episode_metrics({"score": [-1, 3], "passed": [0.0, 1.0], "verdict": ["rejected", "pass"]})
@@ -164,6 +183,7 @@ def episode_metrics(columns: Mapping[str, Iterable[Any]], prefix: str = PREFIX) 
         ("cached", "verdict_cached_rate"),
         ("verified", "verified_before_finish_rate"),
         ("valid_tool_calls", "valid_tool_call_rate"),
+        ("tool_call_turns", "tool_call_turn_rate"),
     ):
         flags = _numbers(columns.get(field))
         if flags:
@@ -178,4 +198,5 @@ def episode_metrics(columns: Mapping[str, Iterable[Any]], prefix: str = PREFIX) 
     judge_s = _numbers(columns.get("judge_s"))
     if judge_s:
         metrics.update({"judge_s/mean": sum(judge_s) / len(judge_s), "judge_s/max": max(judge_s)})
+    metrics.update(_judging(columns))
     return {f"{prefix}{key}": float(value) for key, value in metrics.items()}

@@ -24,6 +24,7 @@ import os
 import re
 import shlex
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -277,8 +278,13 @@ def _is_local(path: str) -> bool:
     return path[:1] in "/.~" or path.count("/") >= 2 or path.endswith(".parquet")
 
 
+def _paths(value: Any) -> list[Any]:
+    """One path or a list of them (a list, or the ListConfig of a composed config) as a list."""
+    return list(value) if isinstance(value, Sequence) and not isinstance(value, str) else [value]
+
+
 def _local_missing(value: Any) -> list[str]:
-    paths = value if isinstance(value, list | tuple) else [value]
+    paths = _paths(value)
     return [p for p in paths if isinstance(p, str) and _is_local(p) and not Path(p).expanduser().exists()]
 
 
@@ -432,8 +438,7 @@ def prompt_lengths(cfg: Any, model_path: str) -> dict[str, list[int]]:
     tokenizer = AutoTokenizer.from_pretrained(str(Path(model_path).expanduser()))
     key, out = cfg.data.get("prompt_key", "prompt"), {}
     for split in ("train_files", "val_files"):
-        paths = cfg.data.get(split)
-        for path in paths if isinstance(paths, list | tuple) else [paths]:
+        for path in _paths(cfg.data.get(split)):
             if not isinstance(path, str) or path in out or not Path(path).expanduser().exists():
                 continue
             prompts = pq.read_table(Path(path).expanduser(), columns=[key]).column(key).to_pylist()

@@ -47,11 +47,26 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "actor_grad_norm": ("actor/grad_norm",),
     "critic_grad_norm": ("critic/grad_norm",),
     "sft_loss": ("train/loss",),
+    "entropy": ("actor/entropy",),
+    "logprob_gap": ("rollout_corr/log_ppl_abs_diff",),
+    "logprob_kl": ("rollout_corr/kl",),
+    "probs_diff_max": ("training/rollout_probs_diff_max",),
+    "clipped_ratio": (f"{_OURS}clipped_ratio", "response_length/clip_ratio"),
+    "judgements_fresh": (f"{_OURS}judgements/fresh",),
+    "judgements_cached": (f"{_OURS}judgements/cached",),
+    "tool_checks": (f"{_OURS}judgements/tool_checks",),
+    "verified_rate": (f"{_OURS}verified_before_finish_rate",),
+    "tool_call_turn_rate": (f"{_OURS}tool_call_turn_rate",),
+    "model_s_mean": (f"{_OURS}model_s/mean",),
+    "tools_s_mean": (f"{_OURS}tools_s/mean",),
     "rollout_s": ("timing_s/gen",),
     "reward_s": ("timing_s/reward",),
     "step_s": ("timing_s/step",),
+    "validation_s": ("timing_s/testing",),
 }
 _UPDATE_KEYS = ("timing_s/update_actor", "timing_s/update_critic")
+# Between the rollout and the update: the actor's, the reference's and the critic's passes over the batch, GAE.
+_PREPARE_KEYS = ("timing_s/old_log_prob", "timing_s/ref", "timing_s/values", "timing_s/adv")
 _VALIDATION = re.compile(r"val-core/(?P<source>.+)/reward/mean@(?P<n>\d+)")
 
 
@@ -94,10 +109,36 @@ class StepMetrics(BaseModel):
     actor_grad_norm: float | None = Field(default=None, description="Actor gradient norm.")
     critic_grad_norm: float | None = Field(default=None, description="Critic gradient norm.")
     sft_loss: float | None = Field(default=None, description="SFT loss (the rft stage).")
+    entropy: float | None = Field(default=None, description="The policy's entropy per token (verl's actor/entropy).")
+    logprob_gap: float | None = Field(
+        default=None,
+        description="Rollout vs actor: mean over episodes of |log-perplexity difference|, i.e. the mean per-token "
+        "log-prob gap (rollout_corr/log_ppl_abs_diff).",
+    )
+    logprob_kl: float | None = Field(
+        default=None, description="Rollout vs actor: mean per-token log-prob difference (rollout_corr/kl)."
+    )
+    probs_diff_max: float | None = Field(
+        default=None, description="Rollout vs actor: largest probability difference on a token (verl's debug check)."
+    )
+    clipped_ratio: float | None = Field(default=None, description="Share of episodes cut by their length.")
+    judgements_fresh: float | None = Field(default=None, description="The step's final judgements made afresh.")
+    judgements_cached: float | None = Field(default=None, description="The step's final judgements from the cache.")
+    tool_checks: float | None = Field(default=None, description="Verification and profiling runs of the episodes.")
+    verified_rate: float | None = Field(default=None, description="Share of episodes verified before finishing.")
+    tool_call_turn_rate: float | None = Field(default=None, description="Share of turns with parsed tool calls.")
+    model_s_mean: float | None = Field(default=None, description="An episode's seconds waiting for the model.")
+    tools_s_mean: float | None = Field(default=None, description="An episode's seconds in its tools (builds, checks).")
     rollout_s: float | None = Field(default=None, description="Seconds generating (and, in the agent loop, judging).")
     reward_s: float | None = Field(default=None, description="Seconds computing rewards outside the rollout.")
+    prepare_s: float | None = Field(
+        default=None, description="Seconds for the actor's, reference's and critic's passes over the batch and GAE."
+    )
     update_s: float | None = Field(default=None, description="Seconds updating actor and critic.")
     step_s: float | None = Field(default=None, description="Seconds for the whole step.")
+    validation_s: float | None = Field(
+        default=None, description="Seconds of the validation after the step, if any (outside step_s)."
+    )
     validation: list[ValidationMetrics] = Field(default_factory=list, description="Validation at this step, if any.")
 
 
@@ -107,8 +148,9 @@ def step_metrics(step: int, data: dict[str, Any]) -> StepMetrics:
     for name, keys in FIELDS.items():
         found = next((data[k] for k in keys if isinstance(data.get(k), int | float)), None)
         values[name] = None if found is None else float(found)
-    updates = [float(data[k]) for k in _UPDATE_KEYS if isinstance(data.get(k), int | float)]
-    values["update_s"] = sum(updates) if updates else None
+    for name, keys in (("update_s", _UPDATE_KEYS), ("prepare_s", _PREPARE_KEYS)):
+        parts = [float(data[k]) for k in keys if isinstance(data.get(k), int | float)]
+        values[name] = sum(parts) if parts else None
     values["validation"] = [
         _validation(
             m["source"], int(m["n"]), float(value), data.get(f"val-aux/{m['source']}/our_failure/mean@{m['n']}")
@@ -135,19 +177,30 @@ def read_steps(paths: list[Path]) -> list[StepMetrics]:
     Raises:
         ConfigError: no file, or a line that is not verl's `{"step": N, "data": {...}}` (says which).
     """
+    return [step_metrics(step, data) for step, data in logged_steps(paths).items()]
+
+
+def logged_steps(paths: list[Path]) -> dict[int, dict[str, Any]]:
+    """verl's metrics of every step (`data` of its file-logger lines), read in order, the last line of a step winning.
+
+    Raises:
+        ConfigError: no file, or a line that is not verl's `{"step": N, "data": {...}}` (says which).
+    """
     if not paths:
         raise ConfigError("no metrics JSONL: was the stage run with trainer.logger=[console,file]?")
-    by_step: dict[int, StepMetrics] = {}
+    by_step: dict[int, dict[str, Any]] = {}
     for path in paths:
         for number, line in enumerate(Path(path).read_text().splitlines(), 1):
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
-                by_step[int(record["step"])] = step_metrics(int(record["step"]), record["data"])
-            except (ValueError, KeyError, TypeError) as exc:
+                step, data = int(record["step"]), record["data"]
+                step_metrics(step, data)  # a line whose data are not verl's fails here, with its place
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise ConfigError(f"{path}:{number} is not a verl file-logger line ({exc})") from exc
-    return [by_step[step] for step in sorted(by_step)]
+            by_step[step] = data
+    return {step: by_step[step] for step in sorted(by_step)}
 
 
 def write_steps(steps: list[StepMetrics], out: Path) -> Path:
@@ -206,9 +259,18 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "our_failures",
         "verdict_cached_rate",
     ),
-    "Episodes": ("turns_mean", "tokens_mean", "judge_s_mean"),
+    "Episodes": ("turns_mean", "tokens_mean", "clipped_ratio", "verified_rate", "tool_call_turn_rate"),
+    "Judging, and an episode's seconds": (
+        "judgements_fresh",
+        "judgements_cached",
+        "tool_checks",
+        "judge_s_mean",
+        "model_s_mean",
+        "tools_s_mean",
+    ),
     "Optimisation": ("actor_loss", "critic_loss", "kl", "actor_grad_norm", "critic_grad_norm", "sft_loss"),
-    "Time (s)": ("rollout_s", "reward_s", "update_s", "step_s"),
+    "Policy": ("entropy", "logprob_gap", "logprob_kl", "probs_diff_max"),
+    "Time (s)": ("rollout_s", "reward_s", "prepare_s", "update_s", "step_s", "validation_s"),
 }
 
 

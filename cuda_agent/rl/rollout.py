@@ -25,13 +25,15 @@ from cuda_agent.agent.loop import EpisodeConfig, EpisodeResult
 from cuda_agent.agent.models.base import Model
 from cuda_agent.errors import ConfigError, TaskError
 from cuda_agent.rl.config import CudaAgentLoopConfig, JudgeSettings
-from cuda_agent.rl.metrics import judged_fields
+from cuda_agent.rl.metrics import dropped_fields, judged_fields
 from cuda_agent.sandbox.workspace_commands import SANDBOX_TOKEN_ENV, SANDBOX_URL_ENV
 from cuda_agent.tasks import Catalog
 from cuda_agent.types import Task, Turn
 
 EDITS = ("Write", "Edit", "MultiEdit")
 """The tools that change files: verification counts only after the last of them."""
+CHECK_TOOLS = ("utils.verification", "utils.profiling")
+"""The workspace's checks: each run through Bash is a judgement (through the sandbox when it has a URL)."""
 
 
 def task_from_row(row: Mapping[str, Any], catalog: Catalog | None = None) -> Task:
@@ -120,14 +122,20 @@ def tool_use_fields(turns: list[Turn]) -> dict[str, float]:
 
     Returns:
         verified: 1.0 when `python -m utils.verification` ran after the last edit of the kernels or
-            model_new.py through a file tool (so the final code was checked before finishing; an edit made
-            through Bash, such as `sed -i`, is not seen), else 0.0;
+            model_new.py through a file tool and the episode then finished (its last reply made no call): the
+            final code was checked before finishing. An episode cut by a limit did not finish: 0.0. An edit made
+            through Bash, such as `sed -i`, is not seen;
         valid_tool_calls: the share of tool calls that parsed and named a tool with valid arguments
-            (1.0 for an episode without calls).
+            (1.0 for an episode without calls);
+        tool_call_turns: the share of the model's turns whose tool calls the loop could parse (at least one,
+            all parsed), over every turn but a last one without a call (the finish, which is no failed call);
+            0.0 for an episode that never called a tool. A model that writes prose instead of calls scores low
+            here while `valid_tool_calls` cannot see it;
+        tool_checks: `utils.verification` and `utils.profiling` runs, each a judgement the episode asked for.
     """
     from cuda_agent.rl.rft import MALFORMED_RESULT
 
-    calls, valid, verified = 0, 0, False
+    calls, valid, checks, verified = 0, 0, 0, False
     for turn in turns:
         results = {r.tool_call_id: r for r in turn.tool_results}
         for call in turn.tool_calls:
@@ -139,7 +147,16 @@ def tool_use_fields(turns: list[Turn]) -> dict[str, float]:
                 verified = False
             elif call.name == "Bash" and not malformed and "utils.verification" in call.arguments:
                 verified = True
-    return {"verified": float(verified), "valid_tool_calls": valid / calls if calls else 1.0}
+            checks += call.name == "Bash" and not malformed and any(t in call.arguments for t in CHECK_TOOLS)
+    finished = bool(turns) and not turns[-1].tool_calls
+    asked = len(turns) - finished
+    parsed = sum(1 for turn in turns if turn.tool_calls and all(c.error is None for c in turn.tool_calls))
+    return {
+        "verified": float(verified and finished),
+        "valid_tool_calls": valid / calls if calls else 1.0,
+        "tool_call_turns": parsed / asked if asked else 0.0,
+        "tool_checks": float(checks),
+    }
 
 
 def episode_fields(result: EpisodeResult, response_ids: list[int], capped: bool) -> dict:
@@ -159,6 +176,7 @@ def episode_fields(result: EpisodeResult, response_ids: list[int], capped: bool)
         "exit_status": result.exit_status,
         "judge_s": sum(result.judge_s),
         "judgements": len(result.judge_s),
+        "cached_judgements": result.cached_judgements,
         "response_tokens": len(response_ids),
         "clipped": capped,
         "verdict_json": json.dumps(verdict.model_dump(mode="json"), sort_keys=True),
@@ -166,14 +184,35 @@ def episode_fields(result: EpisodeResult, response_ids: list[int], capped: bool)
     }
 
 
+EPISODE_FIELDS = (
+    "turns",
+    "clipped",
+    "judge_s",
+    "verified",
+    "valid_tool_calls",
+    "tool_call_turns",
+    "response_tokens",
+    # The step's judging: fresh judgements vs the verdict cache's answers (the episode's final ones), and the
+    # checks the episode ran itself; and where its time went (the rollout's wall time overlaps episodes).
+    "judgements",
+    "cached_judgements",
+    "tool_checks",
+    "model_s",
+    "tools_s",
+)
+"""The episode's numeric fields in `reward_extra_info`, beside `judged_fields`."""
+
+
 def reward_extra_info(result: EpisodeResult, fields: dict) -> dict:
     """The numeric per-sample fields verl aggregates into metrics (`cuda_agent.rl.metrics`), from `episode_fields`."""
-    return {
-        **judged_fields(result.verdict.model_dump(mode="json"), fields["reward"]),
-        "turns": fields["turns"],
-        "clipped": float(fields["clipped"]),
-        "judge_s": fields["judge_s"],
-        "verified": fields["verified"],
-        "valid_tool_calls": fields["valid_tool_calls"],
-        "response_tokens": float(fields["response_tokens"]),
-    }
+    return {**judged_fields(result.verdict.model_dump(mode="json"), fields["reward"]), **_episode_numbers(fields)}
+
+
+def dropped_extra_info(reason: str) -> dict:
+    """`reward_extra_info` of a sample dropped for our failure: every key a judged sample has (verl takes the
+    batch's keys from its first sample and reads them from every other), the episode's at 0."""
+    return {**dropped_fields(reason), **dict.fromkeys(EPISODE_FIELDS, 0.0)}
+
+
+def _episode_numbers(fields: dict) -> dict[str, float]:
+    return {key: float(fields[key]) for key in EPISODE_FIELDS}

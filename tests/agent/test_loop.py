@@ -86,6 +86,15 @@ def test_turn_limit_ends_the_episode(ws: Path, tmp_path: Path) -> None:
     assert result.exit_status == "turn_limit" and result.turns == 3
     trajectory = read_trajectory(result.trajectory)
     assert trajectory.truncated and not trajectory.terminated and trajectory.reward == -1
+    assert result.cached_judgements == 0
+
+
+def test_a_judgement_the_verdict_cache_answered_is_counted(ws: Path, tmp_path: Path) -> None:
+    def cached_score(folder: Path) -> Verdict:
+        return _fake_score(folder).model_copy(update={"env": {"verdict_cached": True}})
+
+    result = _run(ReplayModel([_turn(content="done")]), ws, tmp_path / "out", cached_score)
+    assert (len(result.judge_s), result.cached_judgements) == (1, 1)
 
 
 def test_token_budget_ends_the_episode(ws: Path, tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 The same phases as on the GPU (scripted episodes played through CudaAgentLoop, verl's SFT on them, the
 critic from the SFT model, agentic PPO judged by a `cuda-agent serve`, the held-out tasks validated
 before and after, the report) with a tiny random Llama in SmolLM2's tokens and the smallest sizes: the
-`give_up` script on the 8 training tasks, 2 SFT steps, 1 PPO step of 2 episodes (~12 minutes on 2 cores).
+`give_up` script on the 8 training tasks, 2 SFT steps, 1 PPO step of 2 episodes, the 12 tasks validated once
+before and once after (~20 minutes on 2 busy cores, half of it PPO's call; its validation passes ~4 minutes each).
 """
 
 from __future__ import annotations
@@ -60,9 +61,22 @@ def test_the_demo_scripts_cpu_path_runs_data_sft_and_ppo_with_held_out_validatio
 
     train = _call("train", env)
     assert "== SFT exit 0" in train and "2 steps" in train
-    assert "validation at step 0" in train and "validation at step 1" in train  # held-out, before and after
-    steps = [json.loads(line) for line in (work / "results" / "ppo" / "steps.jsonl").read_text().splitlines()]
+    assert "validation at step 0" in train and "validation at step 1" in train  # before and after
+    run = work / "results" / "ppo_s0"  # SEED=0
+    steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
     assert [s["step"] for s in steps] == [0, 1]  # step 0: the validation before training
     assert steps[1]["reward_mean"] is not None and steps[1]["our_failures"] == 0
-    assert (work / "results" / "ppo" / "report.html").is_file()
-    assert (tmp_path / "out" / "agentic_gpu.tar").is_file()
+    assert steps[1]["entropy"] is not None and steps[1]["judgements_fresh"] is not None
+    assert (run / "report.html").is_file() and (tmp_path / "out" / "agentic_gpu.tar").is_file()
+    # verl's dumps: the held-out and the training tasks validated before and after, the step's episodes.
+    assert sorted(p.name for p in (run / "validation_data").glob("*.jsonl")) == ["0.jsonl", "1.jsonl"]
+    assert (run / "rollout_data" / "1.jsonl").is_file()
+    report = work / "results" / "report"
+    episodes = [json.loads(line) for line in (report / "episodes.jsonl").read_text().splitlines()]
+    validated = [e for e in episodes if e["kind"] == "validation"]
+    assert len(validated) == 2 * 12 and {e["split"] for e in validated} == {"held_out", "train"}  # VAL_N=1
+    assert all(e["turns"] is not None and e["tool_call_turns"] is not None for e in episodes)
+    page = (report / "report.md").read_text()
+    for split, step in (("held-out", 0), ("held-out", 1), ("training", 0), ("training", 1)):
+        assert f"| ppo_s0 | {split} tasks | {step} |" in page
+    assert (report / "steps_ppo_s0.png").is_file()

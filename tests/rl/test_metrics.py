@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -174,19 +175,37 @@ def _turn(index: int, *calls: tuple[str, dict | str, str]):
 
 def test_tool_use_fields_count_verification_after_the_last_edit_and_malformed_calls() -> None:
     from cuda_agent.rl.rollout import tool_use_fields
+    from cuda_agent.types import ToolCall, Turn
 
     write = ("Write", {"path": "kernels/k.cpp", "content": "x"}, "Created 'kernels/k.cpp'.")
     verify = ("Bash", {"command": "python -m utils.verification"}, "verification: PASS")
     bad = ("Read", "{not json", "Error: the arguments of Read are not valid JSON: ...")
-    checked = [_turn(0, write), _turn(1, verify)]
-    assert tool_use_fields(checked) == {"verified": 1.0, "valid_tool_calls": 1.0}
-    edited_after = [*checked, _turn(2, write), _turn(3, bad)]
-    assert tool_use_fields(edited_after) == {"verified": 0.0, "valid_tool_calls": 0.75}
-    assert tool_use_fields([]) == {"verified": 0.0, "valid_tool_calls": 1.0}
+    checked = [_turn(0, write), _turn(1, verify), Turn(index=2, content="Done.")]
+    assert tool_use_fields(checked) == {"verified": 1.0, "valid_tool_calls": 1.0, "tool_call_turns": 1.0,
+                                        "tool_checks": 1.0}  # fmt: skip
+    assert tool_use_fields(checked[:2])["verified"] == 0.0  # verified, then cut by the turn limit: never finished
+    edited_after = [*checked[:2], _turn(2, write), _turn(3, bad)]
+    assert tool_use_fields(edited_after) == {"verified": 0.0, "valid_tool_calls": 0.75, "tool_call_turns": 1.0,
+                                             "tool_checks": 1.0}  # fmt: skip
+    assert tool_use_fields([]) == {"verified": 0.0, "valid_tool_calls": 1.0, "tool_call_turns": 0.0, "tool_checks": 0.0}
+    # A block the loop could not parse, then the finishing reply (no call): one turn of the two that should call.
+    unparsed = Turn(index=1, tool_calls=[ToolCall(id="c1", name="Bash", arguments="{", error="not closed")])
+    fields = tool_use_fields([_turn(0, write), unparsed, Turn(index=2, content="Done.")])
+    assert (fields["tool_call_turns"], fields["valid_tool_calls"]) == (0.5, 0.5)
+    assert tool_use_fields([Turn(index=0, content="Here is a kernel: ...")])["tool_call_turns"] == 0.0  # prose only
     m = episode_metrics({"score": [1, -1], "verified": [1.0, 0.0], "valid_tool_calls": [1.0, 0.5],
-                         "response_tokens": [100, 300]})  # fmt: skip
+                         "tool_call_turns": [1.0, 0.0], "response_tokens": [100, 300]})  # fmt: skip
     assert (m["cuda_agent/verified_before_finish_rate"], m["cuda_agent/valid_tool_call_rate"]) == (0.5, 0.75)
-    assert m["cuda_agent/response_tokens/mean"] == 200.0
+    assert m["cuda_agent/tool_call_turn_rate"] == 0.5 and m["cuda_agent/response_tokens/mean"] == 200.0
+
+
+def test_a_steps_judgements_are_counted_fresh_and_cached_with_the_episodes_time() -> None:
+    m = episode_metrics({"score": [1, -1, 0], "judgements": [2.0, 1.0, 0.0], "cached_judgements": [1.0, 0.0, 0.0],
+                         "tool_checks": [3.0, 0.0, 0.0], "model_s": [4.0, 2.0, 0.0], "tools_s": [10.0, 0.0, 0.0],
+                         "our_failure": [0.0, 0.0, 1.0]})  # fmt: skip
+    assert (m["cuda_agent/judgements/fresh"], m["cuda_agent/judgements/cached"]) == (2.0, 1.0)
+    assert m["cuda_agent/judgements/tool_checks"] == 3.0
+    assert (m["cuda_agent/model_s/mean"], m["cuda_agent/tools_s/mean"]) == (3.0, 5.0)  # the dropped sample is out
 
 
 def test_the_manager_runs_our_worker_which_drops_our_failures_after_the_reward() -> None:
@@ -197,3 +216,22 @@ def test_the_manager_runs_our_worker_which_drops_our_failures_after_the_reward()
     config = OmegaConf.create({"actor_rollout_ref": {"rollout": {}, "model": {}}})
     manager = CudaAgentLoopManager(config, llm_client=None)
     assert manager.agent_loop_workers_class.__ray_metadata__.modified_class.__mro__[1] is CudaAgentLoopWorker
+
+
+def test_a_dropped_sample_carries_every_key_a_judged_one_does(tmp_path: Path) -> None:
+    # verl builds the batch's reward columns from the first sample's keys and reads each from every sample.
+    from cuda_agent.agent.loop import EpisodeResult
+    from cuda_agent.rl.rollout import dropped_extra_info, reward_extra_info
+    from cuda_agent.types import EpisodeEnd, Verdict
+
+    verdict = Verdict(task="agentic/relu", verdict="pass", reward=1, correct=True)
+    result = EpisodeResult(
+        trajectory=tmp_path / "t.jsonl", verdict=verdict, final=verdict, solution=tmp_path,
+        exit_status=EpisodeEnd.FINISHED, turns=3, judge_s=[2.0], cached_judgements=1,
+    )  # fmt: skip
+    fields = {"reward": 1.0, "turns": 3, "clipped": False, "judge_s": 2.0, "verified": 1.0, "valid_tool_calls": 1.0,
+              "tool_call_turns": 1.0, "response_tokens": 900, "judgements": 1, "cached_judgements": 1,
+              "tool_checks": 2.0, "model_s": 3.0, "tools_s": 4.0}  # fmt: skip
+    judged, dropped = reward_extra_info(result, fields), dropped_extra_info("sandbox unreachable")
+    assert set(judged) == set(dropped)
+    assert (judged["cached_judgements"], judged["tool_checks"], dropped["our_failure"]) == (1.0, 2.0, 1.0)

@@ -186,6 +186,16 @@ def test_checks_report_an_unreachable_sandbox_and_missing_gpus(tmp_path: Path) -
     assert any("n_gpus_per_node=8" in p for p in problems)
 
 
+def test_each_of_a_list_of_validation_files_is_checked(tmp_path: Path) -> None:
+    # bench/agentic_gpu.sh validates on the held-out tasks and the training tasks: two files, both checked.
+    there = tmp_path / "heldout.parquet"
+    there.write_bytes(b"")
+    recipe = load_recipe(bundled_recipe("agentic-ppo"))
+    plan = plan_training(recipe, tmp_path / "out", [f"data.val_files=[{there},{tmp_path / 'train.parquet'}]"])
+    missing = [p for p in check_plan(plan, launching=False) if p.startswith("data.val_files")]
+    assert missing == [f"data.val_files: {tmp_path / 'train.parquet'} does not exist"]
+
+
 def test_the_sandbox_url_of_the_environment_travels_in_the_plan(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -74,7 +74,8 @@ def test_report_command_writes_steps_and_a_page_with_the_reward_curve(
     page = (tmp_path / "report.html").read_text()
     assert "<svg" in page and "reward mean" in page and "5 steps." in page
     tables = page.split("<table>")[1:]
-    assert len(tables) == 4 and all(t.count("<tr>") == 6 for t in tables)  # outcome, episodes, optimisation, time
+    # outcome, episodes, judging, optimisation, time
+    assert len(tables) == 5 and all(t.count("<tr>") == 6 for t in tables)
     assert max(t.split("</tr>")[0].count("<th>") for t in tables) <= 7  # no table runs off the window
     x_axis = page.split("<svg")[1].split("<!-- step -->")[0]  # matplotlib draws the x ticks, then their label
     assert re.findall(r"<!-- (\S+) -->", x_axis) == ["1", "2", "3", "4", "5"]  # whole steps, not 1.0, 1.5

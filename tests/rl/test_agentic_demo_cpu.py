@@ -1,9 +1,11 @@
 """The agentic learning demo's CPU path end to end: bench/agentic_gpu.sh's data and train calls with DEVICE=cpu.
 
 The same phases as on the GPU (scripted episodes played through CudaAgentLoop, verl's SFT on them, the
-critic from the SFT model, agentic PPO judged by a `cuda-agent serve`, the held-out tasks validated
-before and after, the report) with a tiny random Llama in SmolLM2's tokens and the smallest sizes: the
-`give_up` script on the 8 training tasks, 2 SFT steps, 1 PPO step of 2 episodes (~12 minutes on 2 cores).
+critic from the SFT model warmed up on those episodes replayed with the actor frozen, agentic PPO from
+the warmed critic judged by a `cuda-agent serve`, the held-out tasks validated before and after, the
+report) with a tiny random Llama in SmolLM2's tokens and the smallest sizes: the `give_up` script on
+the 8 training tasks, 2 SFT steps, 2 warm-up steps, 1 PPO step of 2 episodes: 17 minutes on the 2 cores
+shared with two other sessions' work (2026-12-07; data 185 s, SFT 85 s, warm-up 240 s, PPO ~460 s).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ def _call(phase: str, env: dict[str, str]) -> str:
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_the_demo_scripts_cpu_path_runs_data_sft_and_ppo_with_held_out_validation(
+@pytest.mark.timeout(1800)  # four verl launches on the CPU: over the suite's 900 s per test
+def test_the_demo_scripts_cpu_path_runs_data_sft_critic_warmup_and_ppo_with_held_out_validation(
     tmp_path: Path,
     smollm2_tokenizer: Path,  # noqa: F811
 ) -> None:
@@ -40,6 +43,7 @@ def test_the_demo_scripts_cpu_path_runs_data_sft_and_ppo_with_held_out_validatio
         "SCRIPTS": "give_up",
         "PARALLEL": "2",
         "SFT_STEPS": "2",
+        "CRITIC_STEPS": "2",
         "STEPS": "1",
         "BATCH": "1",
         "N": "2",
@@ -60,9 +64,22 @@ def test_the_demo_scripts_cpu_path_runs_data_sft_and_ppo_with_held_out_validatio
 
     train = _call("train", env)
     assert "== SFT exit 0" in train and "2 steps" in train
+    assert "== critic warm-up exit 0" in train and f"== PPO's critic: {work / 'critic_warm'}" in train
+    warmup = [json.loads(line) for line in (work / "results" / "critic" / "steps.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in warmup] == [1, 2] and all(s["critic_loss"] is not None for s in warmup)
+    assert "== critic warm-up value loss by step: 1: " in train
+    assert _max_difference(work / "critic", work / "critic_warm") > 0  # the value model learnt something
     assert "validation at step 0" in train and "validation at step 1" in train  # held-out, before and after
     steps = [json.loads(line) for line in (work / "results" / "ppo" / "steps.jsonl").read_text().splitlines()]
     assert [s["step"] for s in steps] == [0, 1]  # step 0: the validation before training
     assert steps[1]["reward_mean"] is not None and steps[1]["our_failures"] == 0
     assert (work / "results" / "ppo" / "report.html").is_file()
     assert (tmp_path / "out" / "agentic_gpu.tar").is_file()
+
+
+def _max_difference(before: Path, after: Path) -> float:
+    from safetensors.torch import load_file
+
+    first, second = load_file(before / "model.safetensors"), load_file(after / "model.safetensors")
+    assert first.keys() == second.keys()
+    return max((second[k] - first[k]).abs().max().item() for k in first)

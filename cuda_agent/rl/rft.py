@@ -31,7 +31,10 @@ model's own tokens only), and `RFTDataset` trains on those ids as they are: re-r
 messages through the chat template can give other tokens than the policy sampled (tool-call JSON
 spacing, key order), and the fine-tuned policy must learn what it generated.
 
-`cuda-agent train rft-data` runs all of it on the collect stage's episode folders.
+`cuda-agent train rft-data` runs all of it on the collect stage's episode folders. The same token
+records are the critic warm-up's data (`replay_rows`, `cuda-agent train critic-data`), or, for SFT
+rows that already hold an episode's exact tokens and reward (the agentic curriculum's scripted
+episodes), `write_replay_from_sft` (`critic-data --from-sft`).
 """
 
 from __future__ import annotations

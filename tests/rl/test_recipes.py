@@ -358,8 +358,9 @@ def test_the_agentic_critic_warmup_replays_with_ppos_sizes_and_a_frozen_actor(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
     """The demo's warm-up (bench/agentic_gpu.sh) trains the critic agentic PPO starts from, on the scripted episodes
-    replayed: the same context, GAE, critic optimiser and loss as PPO, the replay loop, the frozen-actor trainer,
-    and a checkpoint every step (a warm-up cut by its time box still hands on its last step)."""
+    replayed: the same context, discount, critic optimiser and loss as PPO, Monte-Carlo returns, the replay loop,
+    the frozen-actor trainer, and a checkpoint every step (a warm-up cut by its time box still hands on its last
+    step)."""
     from omegaconf import OmegaConf
     from verl.trainer.main_ppo import need_critic, need_reference_policy, validate_config
 
@@ -372,7 +373,6 @@ def test_the_agentic_critic_warmup_replays_with_ppos_sizes_and_a_frozen_actor(
         "data.max_prompt_length",
         "data.max_response_length",
         "algorithm.gamma",
-        "algorithm.lam",
         "critic.optim.lr",
         "critic.loss_agg_mode",
         "critic.model.path",
@@ -381,6 +381,7 @@ def test_the_agentic_critic_warmup_replays_with_ppos_sizes_and_a_frozen_actor(
     ):
         assert OmegaConf.select(warm, key) == OmegaConf.select(ppo, key), key
     assert warm.actor_rollout_ref.rollout.agent.default_agent_loop == "cuda_agent_replay"
+    assert warm.algorithm.lam == 1.0  # the episode's reward is every model token's target (the recipe says why)
     assert warm.actor_rollout_ref.rollout.n == 1 and warm.trainer.save_freq == 1 and warm.trainer.critic_warmup == 0
     loops = yaml.safe_load((tmp_path / "warm" / "agent_loop.yaml").read_text())
     assert {"name": "cuda_agent_replay", "_target_": "cuda_agent.rl.critic_warmup.ReplayAgentLoop"} in loops

@@ -26,8 +26,9 @@
 # every 30 s and on every exit, so a call cut by the device's limit still returns what it did.
 # Knobs (env): SFT_STEPS=60 SFT_BUDGET_S=240 STEPS=4 BATCH=4 N=4 VAL_N=4 MAX_TURNS=16 BUDGET_S=570 PARALLEL=12
 # (episodes played at a time while making the data) PORT=8766 SCRIPTS= (a comma-separated subset of the scripts)
-# CRITIC_STEPS=4 (0: no warm-up, PPO's critic is the fresh head) CRITIC_BUDGET_S=240; ACTOR_LR=1e-5 (the PPO recipe's
-# 1e-6 moves a 135M policy too little in a handful of steps to see) PPO_EPOCHS=2 (actor and critic, PPO and warm-up).
+# CRITIC_STEPS=4 (0: no warm-up, PPO's critic is the fresh head) CRITIC_BUDGET_S=240 CRITIC_LR=1e-4 (the warm-up's;
+# recipes/agentic_critic_warmup.yaml says why); ACTOR_LR=1e-5 (the PPO recipe's 1e-6 moves a 135M policy too little in
+# a handful of steps to see) PPO_EPOCHS=2 (actor and critic, in PPO and in the warm-up).
 # DATA=TAR: the data call's agentic_data.tar instead of the data call (bench/results/h100-2026-12-07/ holds one,
 # made on an H100: the train call then needs only the model's chunks).
 # TOKENIZER=DIR (.stage/tok): the policy's tokenizer folder with config.json, for the data call.
@@ -45,8 +46,8 @@ WORK=${WORK:-/tmp/agentic_gpu} OUT=${OUT:-/tmp/agentic_gpu_out}
 SFT_STEPS=${SFT_STEPS:-60} SFT_BUDGET_S=${SFT_BUDGET_S:-240} STEPS=${STEPS:-4} BATCH=${BATCH:-4} N=${N:-4}
 VAL_N=${VAL_N:-4} MAX_TURNS=${MAX_TURNS:-16} BUDGET_S=${BUDGET_S:-570} PARALLEL=${PARALLEL:-12} PORT=${PORT:-8766}
 DEVICE=${DEVICE:-cuda} SCRIPTS=${SCRIPTS:-} MODEL=${MODEL:-} TOKENIZER=${TOKENIZER:-.stage/tok}
-DATA=${DATA:-} CRITIC_STEPS=${CRITIC_STEPS:-4} CRITIC_BUDGET_S=${CRITIC_BUDGET_S:-240} ACTOR_LR=${ACTOR_LR:-1e-5}
-PPO_EPOCHS=${PPO_EPOCHS:-2}
+DATA=${DATA:-} CRITIC_STEPS=${CRITIC_STEPS:-4} CRITIC_BUDGET_S=${CRITIC_BUDGET_S:-240} CRITIC_LR=${CRITIC_LR:-1e-4}
+ACTOR_LR=${ACTOR_LR:-1e-5} PPO_EPOCHS=${PPO_EPOCHS:-2}
 RES=$WORK/results START=$(date +%s)
 case $PHASE in here | data | put | train | more) ;; *)
   echo "usage: bash bench/agentic_gpu.sh here | data | put K... | train | more" >&2; exit 2 ;;
@@ -181,6 +182,7 @@ if [ "$PHASE" = train ]; then
       --set data.val_files="$WORK/critic_data/replay.parquet" --set data.train_batch_size="$WARM_BATCH" \
       --set actor_rollout_ref.actor.ppo_mini_batch_size="$WARM_BATCH" \
       --set actor_rollout_ref.actor.ppo_epochs="$PPO_EPOCHS" --set trainer.total_training_steps="$CRITIC_STEPS" \
+      --set critic.optim.lr="$CRITIC_LR" \
       --set trainer.default_local_dir="$WORK/critic_ckpt" --set actor_rollout_ref.actor.strategy=fsdp2 \
       --set critic.strategy=fsdp2 --set +actor_rollout_ref.model.override_config.attn_implementation=sdpa \
       --set "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}" \
@@ -227,7 +229,9 @@ mkdir -p "$RES/ppo"
 # The held-out tasks before the first PPO step, whichever call makes it (a call cut before its first checkpoint
 # leaves the next one to measure them).
 VAL_BEFORE=$(python3 -c "import sys; from cuda_agent.rl.launch import latest_checkpoint as last; print('false' if last(sys.argv[1]) else 'true')" "$WORK/ppo_ckpt")
+# `more` continues the run the checkpoints hold (without --resume the launcher refuses a folder with checkpoints).
 watch $(( START + BUDGET_S )) "$RES/ppo/train.log" $CLI train agentic-ppo --config "$WORK/ppo_recipe.yaml" --out "$RES/ppo" \
+  $([ "$PHASE" = more ] && echo --resume) \
   --set actor_rollout_ref.model.path="$SFT_HF" --set critic.model.path="$CRITIC" \
   --set actor_rollout_ref.actor.optim.lr="$ACTOR_LR" --set actor_rollout_ref.actor.ppo_epochs="$PPO_EPOCHS" \
   --set data.train_files="$WORK/data/rl.parquet" --set data.val_files="$WORK/data/heldout.parquet" \

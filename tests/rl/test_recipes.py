@@ -358,7 +358,7 @@ def test_the_agentic_critic_warmup_replays_with_ppos_sizes_and_a_frozen_actor(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
     """The demo's warm-up (bench/agentic_gpu.sh) trains the critic agentic PPO starts from, on the scripted episodes
-    replayed: the same context, discount, critic optimiser and loss as PPO, Monte-Carlo returns, the replay loop,
+    replayed: the same context, discount and critic loss as PPO, Monte-Carlo returns, the replay loop,
     the frozen-actor trainer, and a checkpoint every step (a warm-up cut by its time box still hands on its last
     step)."""
     from omegaconf import OmegaConf
@@ -373,7 +373,6 @@ def test_the_agentic_critic_warmup_replays_with_ppos_sizes_and_a_frozen_actor(
         "data.max_prompt_length",
         "data.max_response_length",
         "algorithm.gamma",
-        "critic.optim.lr",
         "critic.loss_agg_mode",
         "critic.model.path",
         "critic.ppo_micro_batch_size_per_gpu",

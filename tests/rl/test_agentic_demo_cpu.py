@@ -4,8 +4,8 @@ The same phases as on the GPU (scripted episodes played through CudaAgentLoop, v
 critic from the SFT model warmed up on those episodes replayed with the actor frozen, agentic PPO from
 the warmed critic judged by a `cuda-agent serve`, the held-out tasks validated before and after, the
 report) with a tiny random Llama in SmolLM2's tokens and the smallest sizes: the `give_up` script on
-the 8 training tasks, 2 SFT steps, 2 warm-up steps, 1 PPO step of 2 episodes: 17 minutes on the 2 cores
-shared with two other sessions' work (2026-12-07; data 185 s, SFT 85 s, warm-up 240 s, PPO ~460 s).
+the 8 training tasks, 2 SFT steps, 2 warm-up steps, 1 PPO step of 2 episodes: 7.5 minutes on 2 cores
+(2026-12-07: data 91 s, SFT 40 s, warm-up 98 s, PPO 200 s), 17 minutes while two other sessions loaded them.
 """
 
 from __future__ import annotations

@@ -14,8 +14,10 @@
 #   call 2: carry [".stage/2", ".stage/3", ".stage/4"]: bash bench/agentic_gpu.sh put 2 3 4
 #   call 3: carry [".stage/1", ".stage/5", ".stage/6", ".stage/whl"]: bash bench/agentic_gpu.sh train
 #           the GGUF joined and converted (/tmp/smollm2), SFT (SFT_STEPS, time-boxed by SFT_BUDGET_S), the critic from
-#           the SFT model, then PPO (STEPS steps of BATCH tasks x N episodes, validation on the held-out tasks before
-#           the first step and after the last) until BUDGET_S of the call.
+#           the SFT model warmed up on the SFT episodes replayed, actor frozen (recipes/agentic_critic_warmup.yaml:
+#           CRITIC_STEPS steps of BATCH x N episodes, time-boxed by CRITIC_BUDGET_S, value loss per step in
+#           results/critic/steps.jsonl), then PPO from that critic (STEPS steps of BATCH tasks x N episodes,
+#           validation on the held-out tasks before the first step and after the last) until BUDGET_S of the call.
 #   call 4 (optional, same machine): STEPS=8 bash bench/agentic_gpu.sh more  (PPO resumed from its last checkpoint)
 #   more seeds (same machine, after a train call): SEED=1 bash bench/agentic_gpu.sh ppo, then SEED=2: PPO afresh from
 #           the SFT model and critic the train call made, with seed SEED (verl's data shuffle and the rollout's
@@ -30,8 +32,11 @@
 # Every call packs what it made into $OUT/agentic_gpu.tar (logs, verl's metrics, the data's manifest, reports), also
 # every 30 s and on every exit, so a call cut by the device's limit still returns what it did.
 # Knobs (env): SFT_STEPS=60 SFT_BUDGET_S=240 STEPS=4 BATCH=4 N=4 VAL_N=4 MAX_TURNS=16 BUDGET_S=570 PARALLEL=12
-# SEED=0 VAL_TRAIN=1 (0: validate on the held-out tasks only, a third of the validation's episodes)
 # (episodes played at a time while making the data) PORT=8766 SCRIPTS= (a comma-separated subset of the scripts)
+# SEED=0 VAL_TRAIN=1 (0: validate on the held-out tasks only, a third of the validation's episodes)
+# CRITIC_STEPS=4 (0: no warm-up, PPO's critic is the fresh head) CRITIC_BUDGET_S=240 CRITIC_LR=1e-4 (the warm-up's;
+# recipes/agentic_critic_warmup.yaml says why); ACTOR_LR=1e-5 (the PPO recipe's 1e-6 moves a 135M policy too little in
+# a handful of steps to see) PPO_EPOCHS=2 (actor and critic, in PPO and in the warm-up).
 # DATA=TAR: the data call's agentic_data.tar instead of the data call (bench/results/h100-2026-12-07/ holds one,
 # made on an H100: the train call then needs only the model's chunks).
 # TOKENIZER=DIR (.stage/tok): the policy's tokenizer folder with config.json, for the data call.
@@ -39,7 +44,8 @@
 # DEVICE=cpu: the same on the CPU curriculum, verl on our CPU platform and, without MODEL, a tiny random Llama in
 # SmolLM2's tokens (bench/tiny_llama.py): the wiring check of this script without a GPU, e.g.
 #   DEVICE=cpu SCRIPTS=give_up PARALLEL=2 bash bench/agentic_gpu.sh data
-#   DEVICE=cpu SFT_STEPS=2 STEPS=1 BATCH=1 N=2 VAL_N=1 MAX_TURNS=2 BUDGET_S=1800 bash bench/agentic_gpu.sh train
+#   DEVICE=cpu SFT_STEPS=2 CRITIC_STEPS=2 STEPS=1 BATCH=1 N=2 VAL_N=1 MAX_TURNS=2 BUDGET_S=1800 \
+#     bash bench/agentic_gpu.sh train
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD PHASE=${1:-}
@@ -49,6 +55,8 @@ SFT_STEPS=${SFT_STEPS:-60} SFT_BUDGET_S=${SFT_BUDGET_S:-240} STEPS=${STEPS:-4} B
 VAL_N=${VAL_N:-4} MAX_TURNS=${MAX_TURNS:-16} BUDGET_S=${BUDGET_S:-570} PARALLEL=${PARALLEL:-12} PORT=${PORT:-8766}
 DEVICE=${DEVICE:-cuda} SCRIPTS=${SCRIPTS:-} MODEL=${MODEL:-} TOKENIZER=${TOKENIZER:-.stage/tok}
 DATA=${DATA:-} SEED=${SEED:-0} VAL_TRAIN=${VAL_TRAIN:-1}
+CRITIC_STEPS=${CRITIC_STEPS:-4} CRITIC_BUDGET_S=${CRITIC_BUDGET_S:-240} CRITIC_LR=${CRITIC_LR:-1e-4}
+ACTOR_LR=${ACTOR_LR:-1e-5} PPO_EPOCHS=${PPO_EPOCHS:-2}
 RES=$WORK/results START=$(date +%s)
 case $PHASE in here | data | put | train | ppo | more) ;; *)
   echo "usage: bash bench/agentic_gpu.sh here | data | put K... | train | ppo | more" >&2; exit 2 ;;
@@ -168,10 +176,54 @@ if [ "$PHASE" = train ]; then
   [ -n "$SFT_HF" ] || { echo "== no complete SFT checkpoint: no PPO"; exit 1; }
   python3 -m cuda_agent.rl.critic_model "$SFT_HF" "$WORK/critic" || exit 1
   echo "$SFT_HF" > "$WORK/sft_model"
+  echo "$WORK/critic" > "$WORK/critic_model"
+  pack
+  if [ "$CRITIC_STEPS" -gt 0 ]; then  # the paper's stage 3: the critic learns the scripted episodes' returns first
+    $CLI train critic-data --from-sft "$WORK/data/sft.parquet" --out "$WORK/critic_data/replay.parquet" || exit 1
+    ROWS=$(python3 -c "import sys, pyarrow.parquet as pq; print(pq.read_metadata(sys.argv[1]).num_rows)" \
+      "$WORK/critic_data/replay.parquet")
+    WARM_BATCH=$(( BATCH * N < ROWS ? BATCH * N : ROWS ))  # a PPO step's episodes, or every episode there is
+    rm -rf "$WORK/critic_ckpt" "$WORK/critic_warm" "$RES/critic"
+    mkdir -p "$RES/critic"
+    watch $(( $(date +%s) + CRITIC_BUDGET_S )) "$RES/critic/train.log" $CLI train critic-warmup \
+      --config recipes/agentic_critic_warmup.yaml --out "$RES/critic" --set actor_rollout_ref.model.path="$SFT_HF" \
+      --set critic.model.path="$WORK/critic" --set data.train_files="$WORK/critic_data/replay.parquet" \
+      --set data.val_files="$WORK/critic_data/replay.parquet" --set data.train_batch_size="$WARM_BATCH" \
+      --set actor_rollout_ref.actor.ppo_mini_batch_size="$WARM_BATCH" \
+      --set actor_rollout_ref.actor.ppo_epochs="$PPO_EPOCHS" --set trainer.total_training_steps="$CRITIC_STEPS" \
+      --set critic.optim.lr="$CRITIC_LR" \
+      --set trainer.default_local_dir="$WORK/critic_ckpt" --set actor_rollout_ref.actor.strategy=fsdp2 \
+      --set critic.strategy=fsdp2 --set +actor_rollout_ref.model.override_config.attn_implementation=sdpa \
+      --set "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}" \
+      --set actor_rollout_ref.rollout.dtype=float32 --set actor_rollout_ref.model.use_remove_padding=false \
+      --set critic.model.use_remove_padding=false --set actor_rollout_ref.model.enable_gradient_checkpointing=false \
+      --set critic.model.enable_gradient_checkpointing=false --set actor_rollout_ref.actor.fsdp_config.use_torch_compile=false \
+      --set critic.fsdp.use_torch_compile=false --set +ray_kwargs.ray_init.include_dashboard=false "${PPO_KNOBS[@]}"
+    echo "== critic warm-up exit $? at $(elapsed) s"
+    [ "$DEVICE" = cuda ] && ray stop --force > /dev/null 2>&1  # a warm-up cut by its box leaves Ray's daemons
+    $CLI train report "$RES/critic" > /dev/null 2>&1
+    # Its last whole step's critic as a folder PPO loads (verl's model merger; the critic's class copied beside it).
+    python3 - "$WORK" "$RES/critic/steps.jsonl" <<'PY' || { echo "== no complete critic warm-up step: no PPO (CRITIC_STEPS=0 skips it)"; exit 1; }
+import json, sys
+from pathlib import Path
+from safetensors.torch import load_file
+from cuda_agent.rl.pipeline import hf_folder
+work, steps = Path(sys.argv[1]), Path(sys.argv[2])
+warm = hf_folder(work / "critic_ckpt", "critic", work / "critic_warm", str(work / "critic"))
+losses = [(s["step"], s["critic_loss"]) for s in map(json.loads, steps.read_text().splitlines()) if s["step"] > 0]
+print("== critic warm-up value loss by step: " + ", ".join(f"{n}: {loss:.4g}" for n, loss in losses if loss is not None))
+before, after = load_file(work / "critic" / "model.safetensors"), load_file(warm / "model.safetensors")
+both = sorted(before.keys() & after.keys())
+moved = max((after[k].float() - before[k].float()).abs().max().item() for k in both)
+print(f"== the warmed critic against the fresh one: max |difference| {moved:g} over {len(both)} tensors")
+(work / "critic_model").write_text(f"{warm}\n")
+PY
+  fi
   pack
 fi
 [ -f "$WORK/sft_model" ] || { echo "== no SFT model in $WORK: run the train call first"; exit 2; }
-SFT_HF=$(cat "$WORK/sft_model") RUN=$RES/ppo_s$SEED
+SFT_HF=$(cat "$WORK/sft_model") RUN=$RES/ppo_s$SEED CRITIC=$(cat "$WORK/critic_model" 2>/dev/null || echo "$WORK/critic")
+echo "== PPO's critic: $CRITIC"
 $CLI serve --port "$PORT" --workspace-root "$WORK" > "$RES/serve.log" 2>&1 &
 SERVE=$!
 python3 - "$WORK" "http://127.0.0.1:$PORT" "$MAX_TURNS" "$DEVICE" "$SEED" <<'PY' || exit 1
@@ -196,8 +248,12 @@ mkdir -p "$RUN"
 # The held-out tasks before the first PPO step, whichever call makes it (a call cut before its first checkpoint
 # leaves the next one to measure them).
 VAL_BEFORE=$(python3 -c "import sys; from cuda_agent.rl.launch import latest_checkpoint as last; print('false' if last(sys.argv[1]) else 'true')" "$WORK/ppo_ckpt_s$SEED")
+# A seed's later call continues the run its checkpoints hold (without --resume the launcher refuses a folder with
+# checkpoints).
 watch $(( START + BUDGET_S )) "$RUN/train.log" $CLI train agentic-ppo --config "$WORK/ppo_recipe_s$SEED.yaml" --out "$RUN" \
-  --set actor_rollout_ref.model.path="$SFT_HF" --set critic.model.path="$WORK/critic" \
+  $([ "$VAL_BEFORE" = false ] && echo --resume) \
+  --set actor_rollout_ref.model.path="$SFT_HF" --set critic.model.path="$CRITIC" \
+  --set actor_rollout_ref.actor.optim.lr="$ACTOR_LR" --set actor_rollout_ref.actor.ppo_epochs="$PPO_EPOCHS" \
   --set data.train_files="$WORK/data/rl.parquet" --set "data.val_files=[$VAL_FILES]" \
   --set data.seed="$SEED" --set actor_rollout_ref.rollout.seed="$SEED" \
   --set trainer.validation_data_dir="$RUN/validation_data" --set trainer.rollout_data_dir="$RUN/rollout_data" \

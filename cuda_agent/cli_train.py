@@ -2,7 +2,7 @@
 
     cuda-agent train data --suite ops6k [--single-turn] [--device cuda|cpu] [--out FILE]
     cuda-agent train rft-data [--rollouts DIR] [--out FILE]
-    cuda-agent train critic-data [--rollouts DIR] [--out FILE]
+    cuda-agent train critic-data [--rollouts DIR | --from-sft FILE] [--out FILE]
     cuda-agent train curriculum [--device cuda|cpu] [--out DIR]
     cuda-agent train agentic --model DIR [--device cuda|cpu] [--out DIR] [--scripts a,b] [--copies N]
     cuda-agent train report RUN_DIR [RUN_DIR ...] [--out DIR] [--held-out REF,...]
@@ -46,8 +46,12 @@ def cmd_train_rft_data(args: argparse.Namespace) -> int:
 
 
 def cmd_train_critic_data(args: argparse.Namespace) -> int:
-    from cuda_agent.rl.rft import read_collected, write_replay_data
+    from cuda_agent.rl.rft import read_collected, write_replay_data, write_replay_from_sft
 
+    if args.from_sft:
+        rows = write_replay_from_sft(Path(args.from_sft), Path(args.out))
+        print(f"wrote {rows} replay rows (the distinct episodes of {args.from_sft}) to {args.out}")
+        return 0
     collected, _ = read_collected(Path(args.rollouts))
     rows = write_replay_data(collected, Path(args.out))
     print(f"wrote {rows} replay rows (of {len(collected)} episodes) to {args.out}")
@@ -224,6 +228,13 @@ def _add_rft_data_command(sub: argparse._SubParsersAction) -> None:
 def _add_critic_data_command(sub: argparse._SubParsersAction) -> None:
     critic = sub.add_parser("critic-data", help="the collected episodes as the critic warm-up's replay rows")
     critic.add_argument("--rollouts", default="runs/collect/rollouts", help="the collect stage's work_dir")
+    critic.add_argument(
+        "--from-sft",
+        default=None,
+        metavar="FILE",
+        help="instead: an SFT parquet with exact tokens and rewards (`train agentic`'s sft.parquet); each episode's "
+        "tokens.json goes under the --out file's folder, episodes/",
+    )
     critic.add_argument("--out", default="runs/critic_warmup/replay.parquet", help="the critic-warmup recipe's data")
     critic.set_defaults(func=cmd_train_critic_data)
 

@@ -6,11 +6,13 @@ critic on fresh rollouts of the current policy, and it updates the actor at its 
 checkpoint while warming up. This stage fixes both with verl's own extension points:
 
 - `ReplayAgentLoop` (agent-loop name `cuda_agent_replay`) answers each row of
-  `cuda-agent train critic-data` (one row per collected episode) with that episode's exact tokens
+  `cuda-agent train critic-data` (one row per collected episode; with `--from-sft`, per scripted
+  episode of the agentic curriculum's sft.parquet) with that episode's exact tokens
   and reward from its `tokens.json`, instead of generating: the value model learns the returns of
   the trajectories the collect stage produced.
 - `FrozenActorTrainer` is verl's legacy `RayPPOTrainer` whose actor update does nothing, so every
-  step computes values, GAE (gamma 1, lambda 0.95) and the critic update, then checkpoints at
+  step computes values, GAE (the recipe's gamma and lambda: recipes/critic_warmup.yaml 1 and 0.95,
+  recipes/agentic_critic_warmup.yaml 1 and 1) and the critic update, then checkpoints at
   `trainer.save_freq` and the last step like any PPO step (the critic lands in
   `global_step_N/critic`, the actor is saved unchanged). Run it with this module as the entry point
   (`cuda-agent train critic-warmup`, or `python -m cuda_agent.rl.critic_warmup` + verl's PPO

@@ -31,7 +31,10 @@ model's own tokens only), and `RFTDataset` trains on those ids as they are: re-r
 messages through the chat template can give other tokens than the policy sampled (tool-call JSON
 spacing, key order), and the fine-tuned policy must learn what it generated.
 
-`cuda-agent train rft-data` runs all of it on the collect stage's episode folders.
+`cuda-agent train rft-data` runs all of it on the collect stage's episode folders. The same token
+records are the critic warm-up's data (`replay_rows`, `cuda-agent train critic-data`), or, for SFT
+rows that already hold an episode's exact tokens and reward (the agentic curriculum's scripted
+episodes), `write_replay_from_sft` (`critic-data --from-sft`).
 """
 
 from __future__ import annotations
@@ -294,16 +297,12 @@ def write_replay_data(collected: list[Collected], out: Path) -> int:
     Raises:
         ConfigError: no collected episode has tokens.json and a reward.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from cuda_agent.errors import ConfigError
 
     rows = replay_rows(collected)
     if not rows:
         raise ConfigError("no collected episode has tokens.json and a reward: run `cuda-agent train collect` first")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows), out)
+    _write_rows(rows, out)
     return len(rows)
 
 
@@ -314,18 +313,83 @@ def replay_rows(collected: list[Collected]) -> list[dict[str, Any]]:
     and the reward to the trainer instead of rolling out again (the paper pre-trains the value model
     on the collected trajectories). Dropped samples (our failures, no reward) are left out.
     """
-    rows = []
-    for index, episode in enumerate(collected):
-        if episode.tokens is None or episode.tokens.reward is None:
-            continue
-        rows.append(
-            {
-                "data_source": "collected",
-                "prompt": episode.trajectory.prompt[-1:],  # the task line; only for verl's length filter and logs
-                "ability": "cuda",
-                "reward_model": {"style": "rule", "ground_truth": episode.trajectory.task},
-                "extra_info": {"index": index, "task": episode.trajectory.task, "tokens": str(episode.path.parent)},
-                "agent_name": "cuda_agent_replay",
-            }
+    return [
+        _replay_row(index, episode.trajectory.prompt[-1:], episode.trajectory.task, episode.path.parent)
+        for index, episode in enumerate(collected)
+        if episode.tokens is not None and episode.tokens.reward is not None
+    ]
+
+
+def _replay_row(index: int, prompt: list[dict[str, Any]], task: str, folder: Path) -> dict[str, Any]:
+    return {
+        "data_source": "collected",
+        "prompt": prompt,  # the task line; only for verl's length filter and logs
+        "ability": "cuda",
+        "reward_model": {"style": "rule", "ground_truth": task},
+        "extra_info": {"index": index, "task": task, "tokens": str(folder)},
+        "agent_name": "cuda_agent_replay",
+    }
+
+
+def _write_rows(rows: list[dict[str, Any]], out: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), out)
+
+
+def sft_token_record(row: dict[str, Any]) -> TokenRecord | None:
+    """The episode an SFT row with exact tokens holds (`sft_row`'s input_ids and loss_mask, and its reward), or None
+    for a row without them. The prompt ends where the loss mask first turns 1: an episode's response starts with
+    the model's first reply.
+
+    Raises:
+        ConfigError: input_ids and loss_mask differ in length, or the mask covers no model token.
+    """
+    from cuda_agent.errors import ConfigError
+
+    ids, mask, reward = row.get("input_ids"), row.get("loss_mask"), row.get("reward")
+    if ids is None or mask is None or reward is None:
+        return None
+    if len(ids) != len(mask) or 1 not in mask:
+        raise ConfigError(
+            f"an SFT row of task {row.get('task')} has {len(ids)} ids and a {len(mask)}-long loss mask "
+            f"with {sum(mask)} model tokens: not an episode's exact tokens"
         )
-    return rows
+    start = list(mask).index(1)
+    return TokenRecord(
+        prompt_ids=list(ids[:start]), response_ids=list(ids[start:]), response_mask=list(mask[start:]), reward=reward
+    )
+
+
+def write_replay_from_sft(sft: Path, out: Path) -> int:
+    """The critic warm-up's data from SFT rows with exact tokens and rewards (the agentic curriculum's scripted
+    episodes, `cuda-agent train agentic`): each distinct episode's `tokens.json` under `out`'s folder
+    (`episodes/NNNNN/`) and its replay row in `out`; returns the row count. No episode is played again.
+
+    Raises:
+        ConfigError: no row has exact tokens and a reward (`sft_token_record`'s errors too).
+    """
+    import pyarrow.parquet as pq
+
+    from cuda_agent.errors import ConfigError
+
+    rows, seen = [], set()
+    for row in pq.read_table(sft).to_pylist():
+        record = sft_token_record(row)
+        key = None if record is None else (tuple(record.prompt_ids + record.response_ids), record.reward)
+        if record is None or key in seen:  # `copies` repeats an episode for SFT; the value model needs it once
+            continue
+        seen.add(key)
+        folder = (out.parent / "episodes" / f"{len(rows):05d}").absolute()  # Ray's workers run in other folders
+        folder.mkdir(parents=True, exist_ok=True)
+        record.write(folder)
+        messages = row.get("messages") or []
+        first_reply = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), len(messages))
+        prompt = [{"role": m["role"], "content": m["content"] or ""} for m in messages[:first_reply][-1:]]
+        rows.append(_replay_row(len(rows), prompt, str(row.get("task") or ""), folder))
+    if not rows:
+        raise ConfigError(f"no row of {sft} has exact tokens (input_ids, loss_mask) and a reward")
+    _write_rows(rows, out)
+    return len(rows)

@@ -1,10 +1,11 @@
 """The agentic learning demo's CPU path end to end: bench/agentic_gpu.sh's data and train calls with DEVICE=cpu.
 
 The same phases as on the GPU (scripted episodes played through CudaAgentLoop, verl's SFT on them, the
-critic from the SFT model, agentic PPO judged by a `cuda-agent serve`, the held-out tasks validated
-before and after, the report) with a tiny random Llama in SmolLM2's tokens and the smallest sizes: the
-`give_up` script on the 8 training tasks, 2 SFT steps, 1 PPO step of 2 episodes, the 12 tasks validated once
-before and once after (~20 minutes on 2 busy cores, half of it PPO's call; its validation passes ~4 minutes each).
+critic from the SFT model warmed up on those episodes replayed with the actor frozen, agentic PPO from
+the warmed critic judged by a `cuda-agent serve`, the held-out and training tasks validated before and
+after, the report) with a tiny random Llama in SmolLM2's tokens and the smallest sizes: the `give_up`
+script on the 8 training tasks, 2 SFT steps, 2 warm-up steps, 1 PPO step of 2 episodes, the 12 tasks
+validated once before and once after (~20 minutes on 2 busy cores, most of it PPO's call).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ def _call(phase: str, env: dict[str, str]) -> str:
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_the_demo_scripts_cpu_path_runs_data_sft_and_ppo_with_held_out_validation(
+@pytest.mark.timeout(1800)  # four verl launches on the CPU: over the suite's 900 s per test
+def test_the_demo_scripts_cpu_path_runs_data_sft_critic_warmup_and_ppo_with_held_out_validation(
     tmp_path: Path,
     smollm2_tokenizer: Path,  # noqa: F811
 ) -> None:
@@ -41,6 +43,7 @@ def test_the_demo_scripts_cpu_path_runs_data_sft_and_ppo_with_held_out_validatio
         "SCRIPTS": "give_up",
         "PARALLEL": "2",
         "SFT_STEPS": "2",
+        "CRITIC_STEPS": "2",
         "STEPS": "1",
         "BATCH": "1",
         "N": "2",
@@ -61,6 +64,11 @@ def test_the_demo_scripts_cpu_path_runs_data_sft_and_ppo_with_held_out_validatio
 
     train = _call("train", env)
     assert "== SFT exit 0" in train and "2 steps" in train
+    assert "== critic warm-up exit 0" in train and f"== PPO's critic: {work / 'critic_warm'}" in train
+    warmup = [json.loads(line) for line in (work / "results" / "critic" / "steps.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in warmup] == [1, 2] and all(s["critic_loss"] is not None for s in warmup)
+    assert "== critic warm-up value loss by step: 1: " in train
+    assert _max_difference(work / "critic", work / "critic_warm") > 0  # the value model learnt something
     assert "validation at step 0" in train and "validation at step 1" in train  # before and after
     run = work / "results" / "ppo_s0"  # SEED=0
     steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
@@ -80,3 +88,11 @@ def test_the_demo_scripts_cpu_path_runs_data_sft_and_ppo_with_held_out_validatio
     for split, step in (("held-out", 0), ("held-out", 1), ("training", 0), ("training", 1)):
         assert f"| ppo_s0 | {split} tasks | {step} |" in page
     assert (report / "steps_ppo_s0.png").is_file()
+
+
+def _max_difference(before: Path, after: Path) -> float:
+    from safetensors.torch import load_file
+
+    first, second = load_file(before / "model.safetensors"), load_file(after / "model.safetensors")
+    assert first.keys() == second.keys()
+    return max((second[k] - first[k]).abs().max().item() for k in first)

@@ -364,6 +364,42 @@ def test_the_agentic_curriculum_recipes_chain_and_pass_verls_validation(tmp_path
     validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
 
 
+def test_the_agentic_critic_warmup_replays_with_ppos_sizes_and_a_frozen_actor(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """The demo's warm-up (bench/agentic_gpu.sh) trains the critic agentic PPO starts from, on the scripted episodes
+    replayed: the same context, discount and critic loss as PPO, Monte-Carlo returns, the replay loop,
+    the frozen-actor trainer, and a checkpoint every step (a warm-up cut by its time box still hands on its last
+    step)."""
+    from omegaconf import OmegaConf
+    from verl.trainer.main_ppo import need_critic, need_reference_policy, validate_config
+
+    recipes = Path(__file__).resolve().parents[2] / "recipes"
+    recipe = load_recipe(recipes / "agentic_critic_warmup.yaml")
+    warm = plan_training(recipe, tmp_path / "warm").config
+    ppo = plan_training(load_recipe(recipes / "agentic_curriculum_ppo.yaml"), tmp_path / "ppo").config
+    assert recipe.stage == "critic-warmup" and recipe.entrypoint == "cuda_agent.rl.critic_warmup"
+    for key in (
+        "data.max_prompt_length",
+        "data.max_response_length",
+        "algorithm.gamma",
+        "critic.loss_agg_mode",
+        "critic.model.path",
+        "critic.ppo_micro_batch_size_per_gpu",
+        "actor_rollout_ref.model.path",
+    ):
+        assert OmegaConf.select(warm, key) == OmegaConf.select(ppo, key), key
+    assert warm.actor_rollout_ref.rollout.agent.default_agent_loop == "cuda_agent_replay"
+    assert warm.algorithm.lam == 1.0  # the episode's reward is every model token's target (the recipe says why)
+    assert warm.actor_rollout_ref.rollout.n == 1 and warm.trainer.save_freq == 1 and warm.trainer.critic_warmup == 0
+    loops = yaml.safe_load((tmp_path / "warm" / "agent_loop.yaml").read_text())
+    assert {"name": "cuda_agent_replay", "_target_": "cuda_agent.rl.critic_warmup.ReplayAgentLoop"} in loops
+
+    models = [f"actor_rollout_ref.model.path={tiny_model_dir}", f"critic.model.path={tiny_model_dir}"]
+    config = plan_training(recipe, tmp_path / "warm_tiny", models).config
+    validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+
+
 @pytest.mark.parametrize("recipe", ["curriculum_sft.yaml", "agentic_curriculum_sft.yaml", "rft.yaml"])
 def test_sft_recipes_take_log_probs_in_blocks_not_a_kernel_a_token(recipe: str, tmp_path: Path) -> None:
     """verl's SFT trainer without flash-attn took each token's log-prob in a Python loop (~6 s a step for the tiny

@@ -239,3 +239,42 @@ def test_rft_data_adds_extra_sft_rows_and_needs_some_row(tmp_path: Path) -> None
     assert result.summary() == "kept 0 of 1; dropped: reward 1; 1 extra rows"
     [row] = pq.read_table(tmp_path / "rft.parquet").to_pylist()
     assert row["messages"] == pq.read_table(extra).to_pylist()[0]["messages"]
+
+
+def test_the_agentic_curriculums_sft_rows_become_the_critic_warmups_replay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """sft.parquet as `train agentic` writes it (nulls dropped, an episode `copies` times, one row without tokens)
+    replays through the warm-up's loop to the episodes' exact tokens and rewards, each distinct episode once."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from cuda_agent.cli import main
+    from cuda_agent.errors import ConfigError
+    from cuda_agent.rl.critic_warmup import replay_record
+    from cuda_agent.rl.rft import sft_row, write_replay_from_sft
+
+    passed = TokenRecord(prompt_ids=[1, 2, 3], response_ids=[4, 5, 6, 7], response_mask=[1, 0, 0, 1], reward=3.0)
+    failed = TokenRecord(prompt_ids=[1, 2], response_ids=[8, 9], response_mask=[1, 1], reward=-1.0)
+    fast, give_up = GOOD.model_copy(update={"reward": 3.0}), GOOD.model_copy(update={"reward": -1.0})
+    rows = [sft_row(fast, passed), sft_row(fast, passed), sft_row(give_up, failed), sft_row(GOOD)]
+    sft = tmp_path / "data" / "sft.parquet"
+    sft.parent.mkdir()
+    pq.write_table(pa.Table.from_pylist([drop_nulls(r) for r in rows]), sft)
+    out = tmp_path / "critic_data" / "replay.parquet"
+    assert main(["train", "critic-data", "--from-sft", str(sft), "--out", str(out)]) == 0
+    assert "wrote 2 replay rows" in capsys.readouterr().out
+
+    replay = pq.read_table(out).to_pylist()
+    assert [replay_record(r, 8, 100) for r in replay] == [passed, failed]
+    assert [r["prompt"] for r in replay] == [[{"role": "user", "content": "task"}]] * 2  # the task line
+    assert {r["agent_name"] for r in replay} == {"cuda_agent_replay"}
+    assert all(Path(r["extra_info"]["tokens"]).is_absolute() for r in replay)
+
+    bad = sft_row(fast, passed) | {"loss_mask": [0] * 7}
+    pq.write_table(pa.Table.from_pylist([drop_nulls(bad)]), sft)
+    with pytest.raises(ConfigError, match="0 model tokens"):
+        write_replay_from_sft(sft, out)
+    pq.write_table(pa.Table.from_pylist([drop_nulls(sft_row(GOOD))]), sft)
+    with pytest.raises(ConfigError, match="no row of"):
+        write_replay_from_sft(sft, out)

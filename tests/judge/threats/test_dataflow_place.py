@@ -1,0 +1,67 @@
+"""Threat 28: telling the kernelbench dataflow check's call from the others, and running the kernels on it alone.
+
+The check (policy/runtime.torch_only_reason) watches one call in the candidate's process. Once it was a message of
+its own after the timed phase, on inputs in a buffer no call had had: a solution ran torch alone on every call but
+the one on a new input address (round 11's r07, passed at reward 1, 3 through `serve`), or the one after the
+profile's repeated inputs (round 12's t11). The call is now placed at random among the trials and the timed phase's
+first calls, on the same buffers as theirs (child/dataflow.py): such a solution is seen but for the chance that the
+check's call is among those it picked. What still tells it apart, its instruments, is open (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from cuda_agent.judge.child import dataflow
+from tests.judge.helpers import example_solution, replace_model_new, run_judge
+from tests.judge.threats import _static
+from tests.judge.threats._hacks import TIMED, judge_hack, model_new
+
+# Its kernel where the check's call once stood out, torch on every other call: on an input address no earlier call
+# had (r07), or on the first call after a run of repeated inputs (the profile's calls; t11).
+WHERE_IT_STOOD_OUT = """
+new = x.data_ptr() not in self.seen
+self.seen.add(x.data_ptr())
+head = float(x.reshape(-1)[0])
+after_repeats = self.repeats >= 2 and head != self.last
+self.repeats = self.repeats + 1 if head == self.last else 0
+self.last = head
+return ext.relu(x.contiguous()) if (new and len(self.seen) > 1) or after_repeats else torch.relu(x)
+"""
+STATE = "self.seen, self.last, self.repeats = set(), None, 0"
+SHORT_PHASE = {**TIMED, "min_reps": 10, "max_reps": 10, "paired_eager": ()}
+"""The timed phase's calls the check's place ranges over, and no more."""
+
+
+def test_the_checks_call_is_any_trial_or_early_timed_call() -> None:
+    kb = SimpleNamespace(policy="kernelbench", trials=5, time=True, warmup_reps=3, min_reps=4)  # a RunRequest's fields
+    assert {dataflow.place(kb) for _ in range(600)} == set(range(5 + 3 + 4))
+    untimed = SimpleNamespace(**{**vars(kb), "time": False})
+    assert {dataflow.place(untimed) for _ in range(300)} == set(range(5))
+    assert dataflow.place(SimpleNamespace(**{**vars(kb), "policy": "cuda-agent"})) == -1
+
+
+@pytest.mark.slow
+def test_runtime_kernels_where_the_check_stood_out_alone_are_refused(tmp_path: Path) -> None:
+    verdict = judge_hack(
+        tmp_path, "examples/relu", model_new(WHERE_IT_STOOD_OUT, STATE), static_policy=False, **SHORT_PHASE
+    )
+    assert verdict.reward == -1 and verdict.verdict == "rejected", verdict.message
+    expected = {"cuda-agent": "torch_compute_at_runtime", "kernelbench": "no_custom_kernel"}[_static.POLICY]
+    assert expected in {v.check for v in verdict.violations}, verdict.message
+
+
+@pytest.mark.gpu
+def test_gpu_kernels_where_the_check_stood_out_alone_are_refused(tmp_path: Path) -> None:
+    # On CUDA every call's inputs are in the same buffers: the check's call once came in buffers of its own.
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    body = WHERE_IT_STOOD_OUT.replace("ext.relu(", "relu_ext.relu_forward(")
+    source = replace_model_new(example_solution("relu", "cuda"), model_new(body, STATE))
+    verdict = run_judge(tmp_path, "examples/relu", source, "cuda", static_policy=False, policy=_static.POLICY, **TIMED)
+    assert verdict.reward == -1 and verdict.verdict == "rejected", verdict.message

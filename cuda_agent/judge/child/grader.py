@@ -18,7 +18,7 @@ itself, and on its request hands that process its confinement (mount namespace, 
 
 A call is a trial, a timed call, or a timed call whose output will be judged: the candidate's process cannot tell
 which, except that trials run under the ATen tracer (policy: torch compute in forward), which it can see, as it
-can see the kernelbench dataflow check's instruments on the one call they watch (child/dataflow.py).
+can see the instruments on the calls they watch (child/watched_calls.py).
 Nothing the candidate's process writes is read as a result; a crash or an exit before it answers is its
 `runtime_error`. What this does not protect against: see the judge's DESIGN.md.
 """
@@ -211,8 +211,8 @@ class Grader:
         """Our views of the output buffers, as the last call left them."""
         self.sample: list[Any] = []
         """The last call's outputs read at random positions as its answer arrived (`trial.sample_outputs`)."""
-        self.flow_at = -1
-        """The kernelbench dataflow check's call (child/dataflow.py); what it found, refused in `custom_work`:"""
+        self.watch_at = -1
+        """The first watched call's place (child/watched_calls.py); the dataflow check's finding, refused later:"""
         self.torch_only_reason: str | None = None
         self.kernel_claim: list[float] | None = None
         """The kernel times the candidate's process reported from its profiler (`custom_work`), bounded in `run`."""
@@ -396,7 +396,7 @@ class Grader:
             self.shim_l2_bytes = max(self.shim_l2_bytes, answer.l2_limit_bytes)
         self.check_answer(answer, stage)
         if dataflow:
-            self.torch_only_reason = answer.torch_only_reason
+            self.torch_only_reason = self.torch_only_reason or answer.torch_only_reason
         return answer, external_ms
 
     def check_answer(self, answer: CallAnswer, stage: str) -> None:
@@ -460,12 +460,12 @@ class Grader:
             raise stop("rejected" if check else "incorrect", stage, context + trial["reason"], violations) from None
 
     def correctness(self) -> None:
-        from cuda_agent.judge.child import dataflow
+        from cuda_agent.judge.child.watched_calls import place
 
         start = time.perf_counter()
-        self.flow_at = dataflow.place(self.req)
+        self.watch_at = place(self.req)
         for i in range(self.req.trials):
-            self.run_trial("identity", "trial", dataflow=i == self.flow_at)
+            self.run_trial("identity", "trial", dataflow=self.req.policy == "kernelbench" and i == self.watch_at)
         if self.req.robustness:
             for transform in ("negate", "stretch"):
                 self.run_trial(transform, "robustness")
@@ -515,7 +515,7 @@ class Grader:
 
     def custom_work(self) -> float | None:
         """One more call, profiled in the candidate's process: the share of forward's time in its own code (a
-        report); under kernelbench, then, the refusal of kernels that reach no output (child/dataflow.py)."""
+        report); under kernelbench, then, the refusal of kernels that reach no output (child/watched_calls.py)."""
         from cuda_agent.judge.child.inputs import make_inputs
 
         start = time.perf_counter()

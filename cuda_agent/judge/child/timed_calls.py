@@ -65,15 +65,15 @@ class TimedCalls:
         return external_bound(self.claimed_ms, self.external_ms, self.grader.overhead_ms, self.grader.device)
 
     def one(self, index: int) -> None:
-        from cuda_agent.judge.child.dataflow import call_if_placed
         from cuda_agent.judge.child.inputs import make_inputs
         from cuda_agent.judge.child.timing import late_check_chance
+        from cuda_agent.judge.child.watched_calls import call_if_watched
 
         g = self.grader
         if index == self.first_timed:
             self.started = time.perf_counter()
         self.still_written()  # the call before's output, read once more before the next call's overwrites it
-        if call_if_placed(g, index):  # under kernelbench, the dataflow check's call first where that is its place
+        if call_if_watched(g, index):  # an untimed call under the tracer or the dataflow check first, at its place
             self.still_written()
         seed = _seed()
         inputs = make_inputs(g.problem, g.req.task_name, seed, g.device)

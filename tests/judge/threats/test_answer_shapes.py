@@ -1,4 +1,4 @@
-"""Threat 27: answers of a shape the grader's readers cannot take. The candidate's process writes what it likes on
+"""Threat 24: answers of a shape the grader's readers cannot take. The candidate's process writes what it likes on
 its socket; whatever that is, it must be the candidate's verdict (-1), never a failure of ours (an infrastructure
 error has no reward, so a wrong solution that could cause one would escape its -1).
 

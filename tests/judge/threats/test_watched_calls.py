@@ -1,11 +1,14 @@
-"""Threat 28: telling the kernelbench dataflow check's call from the others, and running the kernels on it alone.
+"""Threat 25: telling the calls the instruments in the candidate's process watch from the others (the ATen tracer,
+the kernelbench dataflow check), and running the kernels on those alone.
 
-The check (policy/runtime.torch_only_reason) watches one call in the candidate's process. Once it was a message of
-its own after the timed phase, on inputs in a buffer no call had had: a solution ran torch alone on every call but
-the one on a new input address (round 11's r07, passed at reward 1, 3 through `serve`), or the one after the
-profile's repeated inputs (round 12's t11). The call is now placed at random among the trials and the timed phase's
-first calls, on the same buffers as theirs (child/dataflow.py): such a solution is seen but for the chance that the
-check's call is among those it picked. What still tells it apart, its instruments, is open (DESIGN.md).
+The dataflow check (policy/runtime.torch_only_reason) once had a message of its own after the timed phase, on
+inputs in a buffer no call had had: a solution ran torch alone on every call but the one on a new input address
+(round 11's r07, passed at reward 1, 3 through `serve`), or the one after the profile's repeated inputs (round 12's
+t11). The tracer watched the trials and a recheck after the timed phase, which a solution could guess by place and
+pause (round 12's t02, passed under `cuda-agent` with the static policy off). Watched calls are now placed at random
+among the trials and the timed calls, on the same buffers as theirs (child/watched_calls.py): such a solution is
+seen but for the chance that every watched call lands among those it picked. What still tells a watched call apart,
+its instruments, is open (DESIGN.md).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from cuda_agent.judge.child import dataflow
+from cuda_agent.judge.child import watched_calls
 from tests.judge.helpers import example_solution, replace_model_new, run_judge
 from tests.judge.threats import _static
 from tests.judge.threats._hacks import TIMED, judge_hack, model_new
@@ -36,12 +39,17 @@ SHORT_PHASE = {**TIMED, "min_reps": 10, "max_reps": 10, "paired_eager": ()}
 """The timed phase's calls the check's place ranges over, and no more."""
 
 
-def test_the_checks_call_is_any_trial_or_early_timed_call() -> None:
+def test_a_watched_call_may_be_any_trial_or_timed_call() -> None:
     kb = SimpleNamespace(policy="kernelbench", trials=5, time=True, warmup_reps=3, min_reps=4)  # a RunRequest's fields
-    assert {dataflow.place(kb) for _ in range(600)} == set(range(5 + 3 + 4))
+    assert {watched_calls.place(kb) for _ in range(600)} == set(range(5 + 3 + 4))
     untimed = SimpleNamespace(**{**vars(kb), "time": False})
-    assert {dataflow.place(untimed) for _ in range(300)} == set(range(5))
-    assert dataflow.place(SimpleNamespace(**{**vars(kb), "policy": "cuda-agent"})) == -1
+    assert {watched_calls.place(untimed) for _ in range(300)} == set(range(5))
+    cuda_agent = SimpleNamespace(**{**vars(kb), "policy": "cuda-agent"})  # its tracer watches every trial already
+    assert {watched_calls.place(cuda_agent) for _ in range(600)} == set(range(5, 5 + 3 + 4))
+    # In the first window, the one placed; after it, any timed call with the chance of one place in the window.
+    assert [i for i in range(7) if watched_calls.watched(kb, 5 + 2, i)] == [2]
+    late = sum(watched_calls.watched(kb, 0, 7 + i % 100) for i in range(12_000))
+    assert 700 < late < 1300  # 1 in 12
 
 
 @pytest.mark.slow

@@ -56,8 +56,8 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
 
 SHARED_FOLDERS = ("/tmp", "/var/tmp", "/run/lock")
 """Folders anyone may write, shared with every user and service of the machine (Ray keeps its sockets and unpacked
-packages under /tmp/ray, in folders of mode 0777; /run/lock outlived the id's sweep). A target that drops to a user
-gets its own of each (`private_folders`)."""
+packages under /tmp/ray, in folders of mode 0777; what is left in /run/lock no sweep removes). A target that drops
+to a user gets its own of each (`private_folders`)."""
 
 
 def private_folders(keep: Sequence[str], writable: Sequence[str] = ()) -> None:

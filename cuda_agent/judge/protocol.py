@@ -302,13 +302,12 @@ class CallAnswer(BaseModel):
 
 
 class ImportFacts(BaseModel):
-    """What the candidate's process says of its import: claims the grader records (Triton's) or drops, typed so that
-    nothing of any other shape or depth reaches the verdict (a list nested past the JSON writer's depth once made
-    the grader fail to write its result: our failure instead of the candidate's verdict)."""
+    """What the candidate's process says of its import (how Triton was set up for it): claims the grader records in
+    the verdict's env, typed so that nothing of another shape or depth reaches the verdict (a list nested past the JSON writer's depth would stop the
+    grader writing its result: our failure instead of the candidate's verdict)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    import_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     triton: str | None = Field(default=None, max_length=100, description="Triton's version, for a Triton solution.")
     triton_interpret: bool | None = None
     triton_cache_dir: str | None = Field(default=None, max_length=4096)

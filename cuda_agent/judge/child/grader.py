@@ -370,7 +370,7 @@ class Grader:
                 )
             )
         # What the candidate's process set Triton up with, before the candidate's code ran (a claim, recorded only).
-        self.env.update(answer.env.model_dump(exclude={"import_s"}, exclude_none=True))
+        self.env.update(answer.env.model_dump(exclude_none=True))
         self.stage_s["import"] = time.perf_counter() - start
 
     # --- calls ---

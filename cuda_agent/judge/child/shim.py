@@ -142,7 +142,6 @@ class Shim:
             self.triton = TritonLaunches.install(self.device, Path(message.candidate_dir))
         spec = importlib.util.spec_from_file_location("cuda_agent_candidate", message.solution_path)
         module = importlib.util.module_from_spec(spec)
-        start = time.perf_counter()
         try:
             with self.held:
                 spec.loader.exec_module(module)
@@ -160,8 +159,7 @@ class Shim:
         except Exception as exc:
             status, text = _failure(exc, f"ModelNew(*get_init_inputs()) raised {type(exc).__name__}: {exc}")
             return _load(status, "init", text, out_of_memory=out_of_memory(exc))
-        env = {"import_s": time.perf_counter() - start, **(self.triton.env if self.triton else {})}
-        return LoadAnswer(status="ok", env=env)
+        return LoadAnswer(status="ok", env=self.triton.env if self.triton else {})
 
     def call(self, message: CallQuestion, fds: list[int]) -> CallAnswer:
         """One call of forward (or, with `probe`, of a model that returns zeros: the grader's measure of its own

@@ -1,19 +1,17 @@
 """Which of the candidate's calls the instruments in its process watch, as the grader places them (grader.py).
 
 Two instruments run in the candidate's process around a call of forward, and report claims: the ATen tracer (torch
-compute, refused under `cuda-agent`) and the kernelbench dataflow check (policy/runtime.torch_only_reason: whether
-the candidate's kernels reach its outputs). Every trial runs under one of them. Beyond the trials, the grader
-watches untimed calls of their own placed among the timed ones, on fresh inputs in the same buffers after the same
-cache flush: one at a place drawn uniformly over the trials and the timed phase's first `warmup_reps + min_reps`
-calls (under kernelbench the dataflow check's one call, a trial's where it lands on a trial; under cuda-agent, whose
-tracer watches every trial, over the timed ones), and then before each later timed call with the chance of one place
-in that window. A solution that runs its kernels on some calls only
-(the first ones, those after a pause or on a buffer no call had) is seen with the chance of their share, wherever
-they are. Once the dataflow check had a call of its own after the timed phase, on inputs in a buffer of their own,
-and the tracer watched the trials and a recheck after the phase: each was told apart by its place (and the first
-by its address; round 12, bench/results/cpu-2026-12-07-redteam-12/). What still tells a watched call apart is the
-instruments themselves (a dispatch mode, a profiler of every thread), which the candidate's process can see
-(DESIGN.md).
+compute, refused under `cuda-agent`) and the kernelbench dataflow check (policy/runtime.torch_only_reason: whether the
+candidate's kernels reach its outputs). Every trial runs under one of them. Beyond the trials, the grader watches
+untimed calls of their own placed among the timed ones, on fresh inputs in the same buffers after the same cache flush:
+one at a place drawn uniformly over the trials and the timed phase's first `warmup_reps + min_reps` calls (under
+kernelbench the dataflow check's one call, a trial's where it lands on a trial; under cuda-agent, whose tracer watches
+every trial, over the timed ones), and then before each later timed call with the chance of one place in that window. A
+solution that runs its kernels on some calls only (the first ones, those after a pause or on a buffer no call had) is
+seen with the chance of their share, wherever they are. A check with a call of its own after the timed phase, or in
+buffers of its own, would be told apart by its place or its address (bench/results/cpu-2026-12-07-redteam-12/). What
+still tells a watched call apart is the instruments themselves (a dispatch mode, a profiler of every thread), which the
+candidate's process can see (DESIGN.md).
 """
 
 from __future__ import annotations

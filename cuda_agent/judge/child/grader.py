@@ -39,6 +39,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cuda_agent.errors import ProtocolError, TaskError
+from cuda_agent.judge.child import watched_calls
 from cuda_agent.judge.child.exchange import Buffer, Channel, ChannelClosed, allocate, dtype_name, dtype_of
 from cuda_agent.judge.child.kernel_time import bound_claim
 from cuda_agent.judge.child.stop import CANDIDATE_STATUSES, Stop, out_of_memory, stop
@@ -47,7 +48,6 @@ from cuda_agent.judge.protocol import (
     BuffersQuestion,
     CallAnswer,
     CallQuestion,
-    DataflowCheck,
     Done,
     InputRef,
     LoadAnswer,
@@ -382,8 +382,7 @@ class Grader:
         from cuda_agent.judge.child.trial import sample_outputs
 
         out_refs, self.outputs = self.exchange.outputs()
-        req = self.req
-        check = DataflowCheck(atol=req.atol, rtol=req.rtol, norm_rtol=req.norm_rtol) if dataflow else None
+        check = watched_calls.dataflow_check(self.req) if dataflow else None
         message = CallQuestion(inputs=refs, outputs=out_refs, probe=probe, trace=trace, dataflow=check)
         fds = self.exchange.handover(message)
         self.sync()
@@ -438,15 +437,16 @@ class Grader:
         self.trials.append(trial)
         return stop("incorrect", stage, message)
 
-    def run_trial(self, transform: str, label: str, dataflow: bool = False) -> None:
-        """One trial; `dataflow`: under the dataflow check in place of the tracer (each holds a profiler of every
-        thread, which does not nest; the tracer's report counts under cuda-agent only)."""
+    def run_trial(self, transform: str, label: str, dataflow: bool = False, flush: bool = False) -> None:
+        """One trial; `dataflow`: under the dataflow check, not the tracer (their profilers do not nest); `flush`."""
         from cuda_agent.judge.child.inputs import make_inputs
         from cuda_agent.judge.child.trial import judge_trial
 
         seed = fresh_seed()
         inputs = make_inputs(self.problem, self.req.task_name, seed, self.device, transform)
         refs, given = self.exchange.load(inputs)
+        if flush:
+            self.flush()
         self.call(refs, label, trace=not dataflow, dataflow=dataflow)
         judged = judge_trial(self, inputs, given, self.outputs, seed, transform, label)
         self.record_trial(judged, label)
@@ -460,10 +460,8 @@ class Grader:
             raise stop("rejected" if check else "incorrect", stage, context + trial["reason"], violations) from None
 
     def correctness(self) -> None:
-        from cuda_agent.judge.child.watched_calls import place
-
         start = time.perf_counter()
-        self.watch_at = place(self.req)
+        self.watch_at = watched_calls.place(self.req)
         for i in range(self.req.trials):
             self.run_trial("identity", "trial", dataflow=self.req.policy == "kernelbench" and i == self.watch_at)
         if self.req.robustness:

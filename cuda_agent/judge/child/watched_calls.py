@@ -3,8 +3,8 @@
 Two instruments run in the candidate's process around a call of forward, and report claims: the ATen tracer (torch
 compute, refused under `cuda-agent`) and the kernelbench dataflow check (policy/runtime.torch_only_reason: whether the
 candidate's kernels reach its outputs). Every trial runs under one of them. Beyond the trials, the grader watches
-untimed calls of their own placed among the timed ones, on fresh inputs in the same buffers after the same cache flush:
-one at a place drawn uniformly over the trials and the timed phase's first `warmup_reps + min_reps` calls (under
+untimed calls of their own placed among the timed ones, trials on fresh inputs in the same buffers after the same cache
+flush: one at a place drawn uniformly over the trials and the timed phase's first `min_reps` timed calls (under
 kernelbench the dataflow check's one call, a trial's where it lands on a trial; under cuda-agent, whose tracer watches
 every trial, over the timed ones), and then before each later timed call with the chance of one place in that window. A
 solution that runs its kernels on some calls only (the first ones, those after a pause or on a buffer no call had) is
@@ -21,41 +21,44 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from cuda_agent.judge.child.grader import Grader
-    from cuda_agent.judge.protocol import RunRequest
+    from cuda_agent.judge.protocol import DataflowCheck, RunRequest
+
+
+def dataflow_check(req: RunRequest) -> DataflowCheck:
+    """What the candidate's process needs to run the dataflow check: the correctness check's tolerances."""
+    from cuda_agent.judge.protocol import DataflowCheck
+
+    return DataflowCheck(atol=req.atol, rtol=req.rtol, norm_rtol=req.norm_rtol)
 
 
 def window(req: RunRequest) -> int:
-    """The calls the first watched call's place is drawn over: the trials and the timed phase's first calls."""
-    return req.trials + (req.warmup_reps + req.min_reps if req.time else 0)
+    """The calls the first watched call's place is drawn over: the trials where one instrument watches a single trial
+    (kernelbench), and the timed phase's first `min_reps` timed calls (warm-ups are neither timed nor judged)."""
+    return (req.trials if req.policy == "kernelbench" else 0) + (req.min_reps if req.time else 0)
 
 
 def place(req: RunRequest) -> int:
-    """The first watched call: a trial's index below `req.trials`, else a timed call's index plus `trials`. Under
-    `cuda-agent` the tracer watches every trial already: the first watched call of its own is among the timed ones."""
-    if req.policy == "cuda-agent" and req.time:
-        return req.trials + secrets.randbelow(req.warmup_reps + req.min_reps)
-    return secrets.randbelow(window(req))
+    """The first watched call: a trial's index below `req.trials`, else a timed-phase call's index plus `trials`;
+    -1 where there is none to place (untimed under cuda-agent, whose tracer watches every trial)."""
+    slots = window(req)
+    if slots == 0:
+        return -1
+    drawn = secrets.randbelow(slots)
+    trials = req.trials if req.policy == "kernelbench" else 0
+    return drawn if drawn < trials else req.trials + req.warmup_reps + drawn - trials
 
 
 def watched(req: RunRequest, at: int, index: int) -> bool:
-    """Whether an untimed watched call comes before timed call `index` (`at`: the first's place, `place`)."""
+    """Whether a watched call comes before timed-phase call `index` (`at`: the first's place, `place`)."""
     if index < req.warmup_reps + req.min_reps:
         return at == req.trials + index
     return secrets.randbelow(window(req)) == 0
 
 
 def call_if_watched(grader: Grader, index: int) -> bool:
-    """A watched call of its own before timed call `index` where that is one's place; whether there was one."""
-    from cuda_agent.judge.child.grader import fresh_seed
-    from cuda_agent.judge.child.inputs import make_inputs
-
-    req = grader.req
-    if not watched(req, grader.watch_at, index):
+    """A watched call before timed-phase call `index` where that is one's place, judged as a trial is (untimed);
+    whether there was one."""
+    if not watched(grader.req, grader.watch_at, index):
         return False
-    inputs = make_inputs(grader.problem, req.task_name, fresh_seed(), grader.device)
-    refs, _ = grader.exchange.load(inputs)
-    del inputs
-    grader.flush()
-    kernelbench = req.policy == "kernelbench"
-    grader.call(refs, "timing", trace=not kernelbench, dataflow=kernelbench)
+    grader.run_trial("identity", "watched", dataflow=grader.req.policy == "kernelbench", flush=True)
     return True

@@ -41,15 +41,17 @@ SHORT_PHASE = {**TIMED, "min_reps": 10, "max_reps": 10, "paired_eager": ()}
 
 def test_a_watched_call_may_be_any_trial_or_timed_call() -> None:
     kb = SimpleNamespace(policy="kernelbench", trials=5, time=True, warmup_reps=3, min_reps=4)  # a RunRequest's fields
-    assert {watched_calls.place(kb) for _ in range(600)} == set(range(5 + 3 + 4))
+    timed = {5 + 3 + i for i in range(4)}  # the timed phase's first timed calls, after its warm-ups
+    assert {watched_calls.place(kb) for _ in range(600)} == set(range(5)) | timed
     untimed = SimpleNamespace(**{**vars(kb), "time": False})
     assert {watched_calls.place(untimed) for _ in range(300)} == set(range(5))
     cuda_agent = SimpleNamespace(**{**vars(kb), "policy": "cuda-agent"})  # its tracer watches every trial already
-    assert {watched_calls.place(cuda_agent) for _ in range(600)} == set(range(5, 5 + 3 + 4))
+    assert {watched_calls.place(cuda_agent) for _ in range(300)} == timed
+    assert watched_calls.place(SimpleNamespace(**{**vars(cuda_agent), "time": False})) == -1
     # In the first window, the one placed; after it, any timed call with the chance of one place in the window.
-    assert [i for i in range(7) if watched_calls.watched(kb, 5 + 2, i)] == [2]
-    late = sum(watched_calls.watched(kb, 0, 7 + i % 100) for i in range(12_000))
-    assert 700 < late < 1300  # 1 in 12
+    assert [i for i in range(7) if watched_calls.watched(kb, 5 + 3 + 2, i)] == [3 + 2]
+    late = sum(watched_calls.watched(kb, 0, 7 + i % 100) for i in range(9_000))
+    assert 700 < late < 1300  # 1 in 9
 
 
 @pytest.mark.slow

@@ -28,6 +28,7 @@ unconfined child's do.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -51,6 +52,39 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
     if _libc.mount(enc[0], enc[1], enc[2], flags, enc[3]) != 0:
         errno = ctypes.get_errno()
         raise OSError(errno, f"mount {source} on {target}: {os.strerror(errno)}")
+
+
+SHARED_FOLDERS = ("/tmp", "/var/tmp", "/run/lock")
+"""Folders anyone may write, shared with every user and service of the machine (Ray keeps its sockets and unpacked
+packages under /tmp/ray, in folders of mode 0777; what is left in /run/lock no sweep removes). A target that drops
+to a user gets its own of each (`private_folders`)."""
+
+
+def private_folders(keep: Sequence[str], writable: Sequence[str] = ()) -> None:
+    """Cover each of SHARED_FOLDERS with an empty tmpfs of its own (mode 1777, as they are), then bind back the paths
+    of `keep` and `writable` that lay below one (the judgement's folders, which machines keep under /tmp), those of
+    `keep` read-only: nothing else of anyone's shows there, and what the target leaves there goes with its mount
+    namespace."""
+    covered = [f for f in SHARED_FOLDERS if os.path.isdir(f) and not os.path.islink(f)]
+    paths = {os.path.abspath(p): False for p in keep} | {os.path.abspath(p): True for p in writable}
+    opened = {}
+    for path in sorted(paths, key=lambda p: (p.count("/"), p)):  # shallowest first: a deeper one lies in its bind
+        if any(path.startswith(folder + "/") for folder in covered):
+            with contextlib.suppress(OSError):  # not there: nothing to show
+                opened[path] = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    for folder in covered:
+        _mount("cuda-agent-jail", folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    for path, fd in opened.items():
+        if not os.path.lexists(path):
+            os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                os.mkdir(path, 0o755)
+            else:
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
+        _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        if not paths[path]:
+            _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+        os.close(fd)
 
 
 def bind_mounts(binds: Sequence[Sequence[str]], hidden: Sequence[str] = (), shown: Sequence[str] = ()) -> None:
@@ -164,6 +198,9 @@ def _init(spec: dict, argv: list[str], fd_alive: int, fd_status: int) -> None:
         except OSError as exc:
             print(f"jail: no private /proc ({exc}); the candidate sees the machine's processes", file=sys.stderr)
         os.umask(0o022)
+        if spec["user"] is not None:  # a standby (no user yet) makes them on its request (standby.serve_once)
+            writable = [spec["cwd"], *(path for pair in spec["binds"] for path in pair)]
+            private_folders([*spec["reach"], *spec["hidden"], *spec["shown"]], writable)
         expose(spec["reach"])
         bind_mounts(spec["binds"], spec["hidden"], spec["shown"])
     except OSError as exc:

@@ -201,9 +201,21 @@ class _BringsBuffers(BaseModel):
     released: list[int] = Field(default_factory=list, description="Buffers of earlier calls it may let go.")
 
 
+class DataflowCheck(BaseModel):
+    """The kernelbench dataflow check (policy/runtime.torch_only_reason) around one call, within the correctness
+    check's tolerances."""
+
+    model_config = _QUESTION_CONFIG
+
+    atol: float
+    rtol: float
+    norm_rtol: float
+
+
 class CallQuestion(_BringsBuffers):
     """One call of forward on the input buffers, its outputs copied into the output buffers (`probe`: of a model
-    returning zeros, the grader's measure of its own overhead; `trace`: under the ATen tracer)."""
+    returning zeros, the grader's measure of its own overhead; `trace`: under the ATen tracer; `dataflow`: under the
+    kernelbench dataflow check, on one trial drawn at random, so that its call is any trial's call)."""
 
     model_config = _QUESTION_CONFIG
 
@@ -213,22 +225,17 @@ class CallQuestion(_BringsBuffers):
     outputs: list[TensorRef]
     probe: bool = False
     trace: bool = False
+    dataflow: DataflowCheck | None = None
 
 
 class ProfileQuestion(_BringsBuffers):
-    """The candidate's share of forward's time and its kernel times; under kernelbench, whether its kernels reach
-    its outputs (on `inputs_again`, within these bounds)."""
+    """The candidate's share of forward's time and its kernel times."""
 
     model_config = _QUESTION_CONFIG
 
     op: Literal["profile"] = "profile"
     id: int = Field(default=0, ge=0, description="Fresh for each question; its answer echoes it.")
     inputs: list[InputRef]
-    inputs_again: list[InputRef]
-    policy: Literal["cuda-agent", "kernelbench"]
-    atol: float
-    rtol: float
-    norm_rtol: float
 
 
 Question = Annotated[
@@ -254,8 +261,8 @@ class ReturnedSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    shape: tuple[int, ...] = ()
-    dtype: str = ""
+    shape: tuple[int, ...] = Field(default=(), max_length=64)
+    dtype: str = Field(default="", max_length=100)
     kind: str = Field(default="tensor", max_length=200, description="'tensor', or the type name of a non-tensor.")
 
 
@@ -265,6 +272,9 @@ class Done(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     status: Literal["ok"] = "ok"
+
+
+FlagValue = Annotated[bool | int | float | Annotated[str, Field(max_length=200)] | None, "a precision flag's value"]
 
 
 class CallAnswer(BaseModel):
@@ -279,11 +289,28 @@ class CallAnswer(BaseModel):
     out_of_memory: bool = False
     returned: list[ReturnedSpec] = Field(default_factory=list, max_length=1000)
     torch_ops: dict[str, int] = Field(default_factory=dict, description="ATen compute operators seen while traced.")
-    changed_flags: dict[str, list[Any]] = Field(default_factory=dict)
+    changed_flags: dict[Annotated[str, Field(max_length=200)], list[FlagValue]] = Field(
+        default_factory=dict, max_length=100, description="Each precision flag changed: [as it was, as it is now]."
+    )
     l2_limit_bytes: int = 0
     launches: int | None = Field(
         default=None, ge=0, description="Triton kernel launches in the call (None: not Triton)."
     )
+    torch_only_reason: str | None = Field(
+        default=None, max_length=2000, description="Under `dataflow`: why its kernels reach no output (None: they do)."
+    )
+
+
+class ImportFacts(BaseModel):
+    """What the candidate's process says of its import (how Triton was set up for it): claims the grader records in
+    the verdict's env, typed so that nothing of another shape or depth reaches the verdict (a list nested past the JSON writer's depth would stop the
+    grader writing its result: our failure instead of the candidate's verdict)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    triton: str | None = Field(default=None, max_length=100, description="Triton's version, for a Triton solution.")
+    triton_interpret: bool | None = None
+    triton_cache_dir: str | None = Field(default=None, max_length=4096)
 
 
 class LoadAnswer(BaseModel):
@@ -296,11 +323,11 @@ class LoadAnswer(BaseModel):
     message: str = Field(default="", max_length=20_000)
     check: str = Field(default="", max_length=100)
     out_of_memory: bool = False
-    env: dict[str, Any] = Field(default_factory=dict)
+    env: ImportFacts = Field(default_factory=lambda: ImportFacts())
 
 
 class ProfileAnswer(BaseModel):
-    """The candidate's own share of forward's time, and under kernelbench why its kernels reach no output."""
+    """The candidate's own share of forward's time and its kernel times."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -308,7 +335,6 @@ class ProfileAnswer(BaseModel):
     message: str = Field(default="", max_length=20_000)
     fraction: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)
     fraction_error: str = Field(default="", max_length=2000)
-    torch_only_reason: str | None = Field(default=None, max_length=2000)
     kernel_ms: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] | None = Field(
         default=None,
         max_length=1000,

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import IO
 
 from cuda_agent.errors import ProtocolError
-from cuda_agent.jail import bind_mounts
+from cuda_agent.jail import bind_mounts, private_folders
 from cuda_agent.judge.protocol import StandbyOrder
 from cuda_agent.machine import CACHE_ENV, cache_root
 from cuda_agent.subproc import (
@@ -491,6 +491,9 @@ def serve_once(warm_up: Callable[[], None]) -> list[str]:
     its folder, its user) and return main()'s arguments."""
     parent = os.getppid()  # it dies with its starter (subproc.die_with_parent): here is who that is
     order = await_request(warm_up)
+    if order.user is not None:  # the candidate's: the machine's shared folders are not (jail.private_folders)
+        writable = [order.cwd, *(path for pair in order.binds for path in pair)]
+        private_folders([*interpreter_paths(), *order.hidden, *order.shown], writable)
     bind_mounts(order.binds, order.hidden, order.shown)  # in the namespace it was started in
     os.chdir(order.cwd)
     if order.user is not None:

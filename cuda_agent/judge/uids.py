@@ -11,8 +11,8 @@ uses (`FIRST_UID` on), for itself alone: the lease is an exclusive lock on a fil
 folder of the machine's (`lock_folder`, released by the kernel if we die). At the judgement's end, `UidLease.release` kills every process that
 id may signal (as that id: `kill(-1, SIGKILL)` until none is left; a root process is never one of them) and
 removes what the id owns in the folders anyone may write (`/tmp`, `/var/tmp`, `/dev/shm`, POSIX message queues in
-`/dev/mqueue`) and its System V shared memory, message queues and semaphores (which outlive every process, in no
-folder: `remove_ipc_of`). Only then is the id free for another judgement, which so starts with nothing of anyone's.
+`/dev/mqueue`), its System V shared memory, message queues and semaphores and its kernel keyrings (which outlive
+every process, in no folder: `remove_ipc_of`, `clear_keys_of`). Only then is the id free for another judgement, which so starts with nothing of anyone's.
 
 What this does not protect against: files the candidate writes in a world-writable folder below one it does
 not own are found only where that folder is itself world-writable (the sweep does not descend into others).
@@ -44,6 +44,10 @@ SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")
 SYSV_IPC = {"shm": ("shmid", "shmctl"), "msg": ("msqid", "msgctl"), "sem": ("semid", "semctl")}
 """System V IPC objects (`/proc/sysvipc/KIND`): the column of an object's id, and the call that removes one."""
 IPC_RMID = 0
+KEYCTL = {"x86_64": 250, "aarch64": 219}
+"""The keyctl system call's number (no library of the C library's wraps it)."""
+KEYCTL_CLEAR, KEYCTL_GET_PERSISTENT = 7, 22
+KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = -4, -5
 SWEEP_S = 5.0
 """How long the sweep keeps killing (a fork bomb racing it) before it says it could not finish."""
 
@@ -118,6 +122,7 @@ class UidLease:
         for folder in SHARED_FOLDERS:
             remove_owned(Path(folder), self.user.pw_uid)
         remove_ipc_of(self.user.pw_uid)
+        clear_keys_of(self.user.pw_uid)
         return None if killed else f"processes of uid {self.user.pw_uid} were still starting after {SWEEP_S:.0f} s"
 
     def release(self) -> str | None:
@@ -223,6 +228,32 @@ def remove_owned(folder: Path, uid: int) -> None:
                     os.unlink(entry.path)
             elif stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH:
                 remove_owned(Path(entry.path), uid)
+
+
+def clear_keys_of(uid: int) -> None:
+    """Empty the kernel keyrings of `uid` (its user, user-session and persistent keyrings): they are kept per user id,
+    in no folder, after its last process (a key added in one judgement was there for the next of that id). A forked
+    child drops to `uid` to reach them, as `kill_all_of` does."""
+    import ctypes
+
+    number = KEYCTL.get(os.uname().machine)
+    if number is None:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    pid = os.fork()
+    if pid == 0:  # system calls only: this process may have had threads
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            persistent = libc.syscall(number, KEYCTL_GET_PERSISTENT, -1, KEY_SPEC_USER_KEYRING)
+            for keyring in (persistent, KEY_SPEC_USER_SESSION_KEYRING, KEY_SPEC_USER_KEYRING):
+                if keyring != -1:
+                    libc.syscall(number, KEYCTL_CLEAR, keyring)
+        except BaseException:
+            os._exit(2)
+        os._exit(0)
+    os.waitpid(pid, 0)
 
 
 def remove_ipc_of(uid: int) -> None:

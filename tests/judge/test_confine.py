@@ -68,6 +68,28 @@ def _confined_child(tmp_path: Path) -> None:
 
 
 @needs_root
+def test_a_confined_candidate_has_the_machines_shared_folders_to_itself() -> None:
+    # Round 12: a candidate moved a root-owned socket out of a folder of mode 0777 under /tmp (Ray keeps its sockets
+    # and unpacked packages in such folders) and left a note in /run/lock, which the id's sweep does not cover.
+    # Its own folder, under /tmp here as on most machines, is still there, and what it writes there stays.
+    nobody = pwd.getpwnam("nobody")
+    with tempfile.TemporaryDirectory() as service, tempfile.TemporaryDirectory() as own:
+        Path(service).chmod(0o777)
+        Path(service, "sock").write_text("the service's\n")
+        Path(own).chmod(0o777)
+        note = f"/run/lock/cuda-agent-test-{Path(own).name}"
+        script = (
+            f"ls {service}; mv {service}/sock {service}/moved; echo x > {note}; echo x > /tmp/left-{Path(own).name}; "
+            "echo mine > here; cat here"
+        )
+        child = run_command(["sh", "-c", script], 20, cwd=Path(own), confine=Confinement(user=nobody))
+        assert child.stdout.split() == ["mine"], (child.stdout, child.stderr)
+        assert Path(service, "sock").read_text() == "the service's\n" and not Path(service, "moved").exists()
+        assert not Path(note).exists() and not Path(f"/tmp/left-{Path(own).name}").exists()
+        assert Path(own, "here").read_text() == "mine\n"
+
+
+@needs_root
 @pytest.mark.slow
 def test_judge_builds_and_runs_the_candidate_on_private_copies(tmp_path: Path) -> None:
     task = Catalog().resolve("examples/relu")
@@ -167,7 +189,8 @@ def test_nothing_a_confined_child_starts_outlives_it() -> None:
             "print(os.getpid(), os.getppid())\n"
         )
         confine = Confinement(user=pwd.getpwnam("nobody"), reach=interpreter_paths())
-        child = run_command([sys.executable, "-c", daemon], 60, env=child_env(), confine=confine)
+        # Its folder, where it leaves its marks: below /tmp, whose rest it does not see (its own /tmp, jail.py).
+        child = run_command([sys.executable, "-c", daemon], 60, cwd=Path(tmp), env=child_env(), confine=confine)
         assert child.returncode == 0 and child.stdout.split() == ["2", "1"], child.stderr  # PID 1 is ours
         time.sleep(3)
         assert Path(tmp, "started").exists() and not Path(tmp, "late").exists()

@@ -410,8 +410,9 @@ class ModelNew(nn.Module):
         "out = torch.empty(x.shape[:-1] + (x.shape[-1] * 2,), device=x.device, dtype=x.dtype)\nreturn ext.f(x, out)",
         "if x.dim() != 3 or x.dtype != torch.float32 or not x.is_contiguous():\n    x = x.contiguous()\nreturn ext.f(x)",
         "outs = ext.f(x)\nreturn outs[0], outs[1][:, : x.size(1) // 2]",
+        "y = ext.f(x.reshape(-1))\nreturn y.view_as(x) if x.dim() > 1 else y.reshape_as(x)",
     ],
-    ids=["shapes", "range_loop", "param_loop", "no_grad", "scalars", "allocation", "checks", "tuple_results"],
+    ids=["shapes", "range_loop", "param_loop", "no_grad", "scalars", "allocation", "checks", "tuple_results", "as_x"],
 )
 def test_legit_forward_patterns_have_no_violations(body: str) -> None:
     source = FORWARD_TEMPLATE.replace("BODY", body.replace("\n", "\n        "))

@@ -263,8 +263,9 @@ judge(Catalog().resolve("examples/relu"), Path(sys.argv[1]), config)
 @pytest.mark.slow
 def test_a_candidate_dies_with_a_grader_that_is_killed(tmp_path: Path) -> None:
     # Seen on the H200: a spinning C++ candidate ran on for 80 minutes after its grader died. The candidate may
-    # run as nobody in namespaces of its own: it names itself, for us to find it, and marks where nobody can write.
-    mark = Path(tempfile.mkdtemp(prefix="standby-test-"), "ran")
+    # run as nobody in namespaces of its own: it names itself, for us to find it, and marks where nobody can write
+    # (under /dev/shm: its /tmp is its own, jail.private_folders).
+    mark = Path(tempfile.mkdtemp(prefix="standby-test-", dir="/dev/shm"), "ran")
     mark.parent.chmod(0o777)
     body = (
         f"import ctypes\nctypes.CDLL(None).prctl(15, {CANDIDATE_NAME!r}, 0, 0, 0)\n"

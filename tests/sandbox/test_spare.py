@@ -75,9 +75,8 @@ def test_a_spare_whose_standby_died_is_replaced_not_used() -> None:
 
 @pytest.mark.slow
 def test_a_spare_waits_on_the_build_cores_and_its_candidate_runs_on_the_timing_cores() -> None:
-    with tempfile.TemporaryDirectory(
-        prefix="spare-test-"
-    ) as folder:  # the candidate runs as another user: not tmp_path
+    # The candidate runs as another user (not tmp_path), with a /tmp of its own (jail.private_folders): /dev/shm.
+    with tempfile.TemporaryDirectory(prefix="spare-test-", dir="/dev/shm") as folder:
         Path(folder).chmod(0o755)
         seen = Path(folder, "cores.txt")
         seen.touch(mode=0o666)  # ours, for the candidate to write into: what it makes itself is swept with its id

@@ -99,8 +99,8 @@ class Channel:
         data, fds = self.receive_data(timeout_s, idle)
         try:
             message = json.loads(data)
-        except ValueError as exc:
-            raise ChannelClosed(f"a message that is not JSON ({exc})") from None
+        except (ValueError, RecursionError) as exc:  # nesting deeper than the parser's stack is no JSON we read
+            raise ChannelClosed(f"a message that is not JSON we read ({type(exc).__name__}: {exc})") from None
         if not isinstance(message, dict):
             raise ChannelClosed("a message that is not a JSON object")
         return message, fds

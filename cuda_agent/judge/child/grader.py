@@ -17,7 +17,8 @@ itself, and on its request hands that process its confinement (mount namespace, 
 5. one more correctness trial, the share of time in the candidate's own kernels, and the result, written here.
 
 A call is a trial, a timed call, or a timed call whose output will be judged: the candidate's process cannot tell
-which, except that trials run under the ATen tracer (policy: torch compute in forward), which it can see.
+which, except that trials run under the ATen tracer (policy: torch compute in forward), which it can see, as it
+can see the instruments on the calls they watch (child/watched_calls.py).
 Nothing the candidate's process writes is read as a result; a crash or an exit before it answers is its
 `runtime_error`. What this does not protect against: see the judge's DESIGN.md.
 """
@@ -38,6 +39,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cuda_agent.errors import ProtocolError, TaskError
+from cuda_agent.judge.child import watched_calls
 from cuda_agent.judge.child.exchange import Buffer, Channel, ChannelClosed, allocate, dtype_name, dtype_of
 from cuda_agent.judge.child.kernel_time import bound_claim
 from cuda_agent.judge.child.stop import CANDIDATE_STATUSES, Stop, out_of_memory, stop
@@ -134,15 +136,15 @@ class Exchange:
             ref = self.refs[slot] = TensorRef(buffer=ident, shape=shape, dtype=name)
         return ref, buffer.view(shape, dtype)
 
-    def load(self, inputs: list[Any], slots: str = "in") -> tuple[list[InputRef], list[Any]]:
-        """`inputs` copied into the input buffers (`slots` names a set of them): (what the candidate's process is
-        told, our views of them)."""
+    def load(self, inputs: list[Any]) -> tuple[list[InputRef], list[Any]]:
+        """`inputs` copied into the input buffers: (what the candidate's process is told, our views of them). Every
+        call's inputs take the same slots, so that no call's buffers tell it apart."""
         torch = self.grader.torch
         fresh = self.grader.device == "cpu"
         refs, views = [], []
         for i, value in enumerate(inputs):
             if isinstance(value, torch.Tensor):
-                ref, view = self.ref(f"{slots}{i}", tuple(value.shape), value.dtype, fresh)
+                ref, view = self.ref(f"in{i}", tuple(value.shape), value.dtype, fresh)
                 view.copy_(value)
                 refs.append(InputRef(tensor=ref))
                 views.append(view)
@@ -209,6 +211,9 @@ class Grader:
         """Our views of the output buffers, as the last call left them."""
         self.sample: list[Any] = []
         """The last call's outputs read at random positions as its answer arrived (`trial.sample_outputs`)."""
+        self.watch_at = -1
+        """The first watched call's place (child/watched_calls.py); the dataflow check's finding, refused later:"""
+        self.torch_only_reason: str | None = None
         self.kernel_claim: list[float] | None = None
         """The kernel times the candidate's process reported from its profiler (`custom_work`), bounded in `run`."""
 
@@ -365,21 +370,20 @@ class Grader:
                 )
             )
         # What the candidate's process set Triton up with, before the candidate's code ran (a claim, recorded only).
-        self.env.update(
-            {k: v for k, v in answer.env.items() if k in ("triton", "triton_interpret", "triton_cache_dir")}
-        )
+        self.env.update(answer.env.model_dump(exclude_none=True))
         self.stage_s["import"] = time.perf_counter() - start
 
     # --- calls ---
     def call(
-        self, refs: list[InputRef], stage: str, probe: bool = False, trace: bool = False
+        self, refs: list[InputRef], stage: str, probe: bool = False, trace: bool = False, dataflow: bool = False
     ) -> tuple[CallAnswer, float]:
         """One call on the inputs in the buffers: its answer, checked, and the grader's own measure of it (ms from the
         request to the answer, the outputs read as they arrived). The outputs are then in `self.outputs`."""
         from cuda_agent.judge.child.trial import sample_outputs
 
         out_refs, self.outputs = self.exchange.outputs()
-        message = CallQuestion(inputs=refs, outputs=out_refs, probe=probe, trace=trace)
+        check = watched_calls.dataflow_check(self.req) if dataflow else None
+        message = CallQuestion(inputs=refs, outputs=out_refs, probe=probe, trace=trace, dataflow=check)
         fds = self.exchange.handover(message)
         self.sync()
         start = time.perf_counter()
@@ -390,6 +394,8 @@ class Grader:
         if probe:
             self.shim_l2_bytes = max(self.shim_l2_bytes, answer.l2_limit_bytes)
         self.check_answer(answer, stage)
+        if dataflow:
+            self.torch_only_reason = self.torch_only_reason or answer.torch_only_reason
         return answer, external_ms
 
     def check_answer(self, answer: CallAnswer, stage: str) -> None:
@@ -431,14 +437,17 @@ class Grader:
         self.trials.append(trial)
         return stop("incorrect", stage, message)
 
-    def run_trial(self, transform: str, label: str) -> None:
+    def run_trial(self, transform: str, label: str, dataflow: bool = False, flush: bool = False) -> None:
+        """One trial; `dataflow`: under the dataflow check, not the tracer (their profilers do not nest); `flush`."""
         from cuda_agent.judge.child.inputs import make_inputs
         from cuda_agent.judge.child.trial import judge_trial
 
         seed = fresh_seed()
         inputs = make_inputs(self.problem, self.req.task_name, seed, self.device, transform)
         refs, given = self.exchange.load(inputs)
-        self.call(refs, label, trace=True)
+        if flush:
+            self.flush()
+        self.call(refs, label, trace=not dataflow, dataflow=dataflow)
         judged = judge_trial(self, inputs, given, self.outputs, seed, transform, label)
         self.record_trial(judged, label)
 
@@ -452,8 +461,9 @@ class Grader:
 
     def correctness(self) -> None:
         start = time.perf_counter()
-        for _ in range(self.req.trials):
-            self.run_trial("identity", "trial")
+        self.watch_at = watched_calls.place(self.req)
+        for i in range(self.req.trials):
+            self.run_trial("identity", "trial", dataflow=self.req.policy == "kernelbench" and i == self.watch_at)
         if self.req.robustness:
             for transform in ("negate", "stretch"):
                 self.run_trial(transform, "robustness")
@@ -503,24 +513,13 @@ class Grader:
 
     def custom_work(self) -> float | None:
         """One more call, profiled in the candidate's process: the share of forward's time in its own code (a
-        report), and under the kernelbench policy, that its kernels reach its outputs (policy/runtime.py)."""
+        report); under kernelbench, then, the refusal of kernels that reach no output (child/watched_calls.py)."""
         from cuda_agent.judge.child.inputs import make_inputs
 
         start = time.perf_counter()
-        refs = []
-        for slots in ("in", "again"):  # each check its own inputs: a call never sees values seen before
-            inputs = make_inputs(self.problem, self.req.task_name, fresh_seed(), self.device)
-            refs.append(self.exchange.load(inputs, slots)[0])
-            del inputs
-        req = self.req
-        question = ProfileQuestion(
-            inputs=refs[0],
-            inputs_again=refs[1],
-            policy=req.policy,
-            atol=req.atol,
-            rtol=req.rtol,
-            norm_rtol=req.norm_rtol,
-        )
+        inputs = make_inputs(self.problem, self.req.task_name, fresh_seed(), self.device)
+        question = ProfileQuestion(inputs=self.exchange.load(inputs)[0])
+        del inputs
         fds = self.exchange.handover(question)
         answer: ProfileAnswer = self.answer_of(ProfileAnswer, self.ask(question, fds, "custom_work"), "custom_work")
         self.tick()
@@ -530,9 +529,9 @@ class Grader:
             self.env["custom_kernel_time_fraction_error"] = answer.fraction_error
         self.kernel_claim = answer.kernel_ms
         self.stage_s["custom_work"] = time.perf_counter() - start
-        if answer.torch_only_reason is not None:
+        if self.torch_only_reason is not None:
             share = "n/a" if answer.fraction is None else f"{answer.fraction:.1%}"
-            message = f"{answer.torch_only_reason} (share of time in your own code: {share})"
+            message = f"{self.torch_only_reason} (share of time in your own code: {share})"
             raise stop("rejected", "custom_work", message, [Violation(check="no_custom_kernel", message=message)])
         return answer.fraction
 

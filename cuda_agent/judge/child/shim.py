@@ -10,7 +10,9 @@ Every call is alike: the grader fills the input buffers, flushes the cache and s
 input buffers themselves, new for the call: no buffer this process already maps holds them); this process times
 forward with the clock it holds, copies what forward returned into the output buffers, and answers. Whether a call
 is a trial, a timed call, or a timed call whose output the grader will judge is decided in the grader, after the
-answer. Calls with `trace` run under the ATen tracer, which the candidate can see (its report can only refuse).
+answer. Calls with `trace` run under the ATen tracer, which the candidate can see (its report can only refuse); under
+kernelbench one trial drawn at random runs under the dataflow check instead (`dataflow`), in the same buffers as every
+call: only the instrument itself tells it apart.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from cuda_agent.judge.protocol import (
     BuffersQuestion,
     CallAnswer,
     CallQuestion,
+    DataflowCheck,
     Done,
     InputRef,
     LoadAnswer,
@@ -139,7 +142,6 @@ class Shim:
             self.triton = TritonLaunches.install(self.device, Path(message.candidate_dir))
         spec = importlib.util.spec_from_file_location("cuda_agent_candidate", message.solution_path)
         module = importlib.util.module_from_spec(spec)
-        start = time.perf_counter()
         try:
             with self.held:
                 spec.loader.exec_module(module)
@@ -157,8 +159,7 @@ class Shim:
         except Exception as exc:
             status, text = _failure(exc, f"ModelNew(*get_init_inputs()) raised {type(exc).__name__}: {exc}")
             return _load(status, "init", text, out_of_memory=out_of_memory(exc))
-        env = {"import_s": time.perf_counter() - start, **(self.triton.env if self.triton else {})}
-        return LoadAnswer(status="ok", env=env)
+        return LoadAnswer(status="ok", env=self.triton.env if self.triton else {})
 
     def call(self, message: CallQuestion, fds: list[int]) -> CallAnswer:
         """One call of forward (or, with `probe`, of a model that returns zeros: the grader's measure of its own
@@ -171,6 +172,9 @@ class Shim:
         inputs = [self.argument(ref) for ref in message.inputs]
         outputs = [self.tensor(ref) for ref in message.outputs]
         model = self.probe(outputs) if message.probe else self.model
+        flow: list[str | None] = []
+        if message.dataflow is not None:
+            model = self.dataflow(model, inputs, message.dataflow, flow)
         tracer = guards.make_tracer() if message.trace else None
         if self.triton is not None:
             self.triton.take()  # a profile's calls launched too
@@ -189,7 +193,31 @@ class Shim:
         answer = self.answer(ms, dict(tracer.disallowed) if tracer is not None else {})
         if self.triton is not None and not message.probe:
             answer.launches = self.triton.take()
+        answer.torch_only_reason = flow[0] if flow else None
         return answer
+
+    def dataflow(self, model: Any, inputs: list[Any], check: DataflowCheck, found: list[str | None]) -> Any:
+        """`model` for one call under the kernelbench dataflow check (policy/runtime.py): whether its kernels reach
+        its outputs goes into `found`. The check's sources are the call's inputs and the model's own tensors."""
+        from cuda_agent.judge.child.trial import plain_outputs
+        from cuda_agent.judge.policy import runtime
+
+        torch = self.torch
+        held = [*inputs, *self.model.parameters(), *self.model.buffers()]
+        sources = [t for t in held if isinstance(t, torch.Tensor)]
+        tolerance = runtime.Tolerance(check.atol, check.rtol, check.norm_rtol)
+
+        def watched(*args: Any) -> Any:
+            returned: list[Any] = []
+
+            def once() -> list[Any]:
+                returned.append(model(*args))
+                return plain_outputs(torch, returned[0]) or []  # the builtins' reading: no subclass's code runs
+
+            found.append(runtime.torch_only_reason(once, sources, self.sync, tolerance))
+            return returned[0]
+
+        return watched
 
     def timed(self, model: Any, inputs: list[Any], tracer: Any) -> tuple[float, Any]:
         """forward's result and its time on this process's clock: on CUDA from an event before the call to one after
@@ -233,7 +261,7 @@ class Shim:
 
     def profile(self, message: ProfileQuestion, fds: list[int]) -> ProfileAnswer:
         """The share of forward's time in the candidate's own code; its kernel times on CUDA (child/kernel_time.py,
-        a claim the grader bounds); under kernelbench, whether its kernels reach its outputs (policy/runtime.py)."""
+        a claim the grader bounds)."""
         from cuda_agent.judge.child import kernel_time
         from cuda_agent.judge.child.stop import out_of_memory
         from cuda_agent.judge.child.trial import plain_outputs
@@ -242,7 +270,6 @@ class Shim:
         torch = self.torch
         self.open_buffers(message, fds)
         inputs = [self.argument(ref) for ref in message.inputs]
-        again = [self.argument(ref) for ref in message.inputs_again]
 
         def call(on: list[Any]) -> Any:
             with torch.no_grad():
@@ -256,11 +283,6 @@ class Shim:
             except runtime.ProfileUnreadable as exc:
                 answer.fraction_error = str(exc)[:2000]
             answer.kernel_ms = kernel_time.kernel_times_ms(lambda: call(inputs), self.device, self.sync)
-            if message.policy == "kernelbench":
-                held = [*again, *self.model.parameters(), *self.model.buffers()]
-                sources = [t for t in held if isinstance(t, torch.Tensor)]
-                tolerance = runtime.Tolerance(message.atol, message.rtol, message.norm_rtol)
-                answer.torch_only_reason = runtime.torch_only_reason(lambda: call(again), sources, self.sync, tolerance)
         except Exception as exc:
             text = f"ModelNew.forward raised {type(exc).__name__}: {exc}"
             return ProfileAnswer(status="raised", message=text[:MAX_TEXT], out_of_memory=out_of_memory(exc))

@@ -67,13 +67,16 @@ class TimedCalls:
     def one(self, index: int) -> None:
         from cuda_agent.judge.child.inputs import make_inputs
         from cuda_agent.judge.child.timing import late_check_chance
+        from cuda_agent.judge.child.watched_calls import call_if_watched
 
         g = self.grader
         if index == self.first_timed:
             self.started = time.perf_counter()
+        self.still_written()  # the call before's output, read once more before the next call's overwrites it
+        if call_if_watched(g, index):  # an untimed call under the tracer or the dataflow check first, at its place
+            self.still_written()
         seed = _seed()
         inputs = make_inputs(g.problem, g.req.task_name, seed, g.device)
-        self.still_written()  # the call before's output, read once more before this call's overwrites it
         refs, given = g.exchange.load(inputs)
         del inputs
         self.flush()

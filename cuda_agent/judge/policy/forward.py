@@ -49,8 +49,8 @@ _ALLOWED_FUNCTIONS = frozenset(
     }
 )
 _ALLOWED_METHODS = frozenset(
-    "contiguous view reshape flatten unsqueeze squeeze permute transpose t size dim ndimension numel stride "
-    "is_contiguous data_ptr element_size storage_offset new_empty new_empty_strided new_zeros get_device".split()
+    "contiguous view view_as reshape reshape_as flatten unsqueeze squeeze permute transpose t size dim ndimension "
+    "numel stride is_contiguous data_ptr element_size storage_offset new_empty new_empty_strided new_zeros get_device".split()
 )
 _ALLOWED_BUILTINS = frozenset("len range int float bool tuple list min max isinstance enumerate zip".split())
 _EXCEPTIONS = frozenset(
@@ -59,7 +59,7 @@ _EXCEPTIONS = frozenset(
 
 ADVICE = {
     "torch_compute_in_forward": "forward may only call functions of the compiled extension, allocate with "
-    "torch.empty/empty_like/empty_strided/zeros/zeros_like or x.new_empty/new_zeros, reshape with contiguous/view/reshape/flatten/"
+    "torch.empty/empty_like/empty_strided/zeros/zeros_like or x.new_empty/new_zeros, reshape with contiguous/view(_as)/reshape(_as)/flatten/"
     "(un)squeeze/permute/transpose/t, read size/stride/numel/dim/data_ptr, use len/range/int/float/tuple/list/"
     "min/max/isinstance/enumerate/zip/math.*, index with integers and slices, and call ModelNew's own methods",
     "tensor_arithmetic_in_forward": "arithmetic in forward is for Python numbers derived from shapes "

@@ -62,6 +62,10 @@ def test_a_closed_peer_and_nonsense_are_channel_errors() -> None:
     peer.sock.sendall(b"\xff\xfe")
     with pytest.raises(ChannelClosed, match="not JSON"):
         channel.receive(timeout_s=5)
+    # Nested past the parser's stack (a candidate's answer once so made the grader fail: ours, not its verdict).
+    peer.sock.sendall(b"[" * 200_000)
+    with pytest.raises(ChannelClosed, match="RecursionError"):
+        channel.receive(timeout_s=5)
     peer.close()
     with pytest.raises(ChannelClosed):
         channel.receive(timeout_s=5)

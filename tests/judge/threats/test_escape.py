@@ -78,9 +78,10 @@ class ModelNew(nn.Module):
 @pytest.fixture(scope="module")
 def machine() -> Iterator[dict[str, Path]]:
     """A cache as a grader left it (a baseline, a verdict, another build) and a folder anyone may write, in a
-    folder nobody may enter (/tmp: pytest's own folders are root's alone). One for both policies' runs, so that
-    their solutions are the same text and share one build."""
-    with tempfile.TemporaryDirectory(prefix="cuda-agent-escape-") as tmp:
+    folder nobody may enter (pytest's own folders are root's alone), under /dev/shm: the candidate's /tmp is its own
+    (jail.private_folders). One for both policies' runs, so that their solutions are the same text and share one
+    build."""
+    with tempfile.TemporaryDirectory(prefix="cuda-agent-escape-", dir="/dev/shm") as tmp:
         root = Path(tmp)
         root.chmod(0o755)
         cache, report = root / "cache", root / "report"

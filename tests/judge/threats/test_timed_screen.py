@@ -36,7 +36,9 @@ def test_skipping_the_work_on_one_timed_call_is_caught_through_the_screen(tmp_pa
     forward = f"return ext.relu_skip_at(x.contiguous(), {CALLS_BEFORE_TIMING})"
     verdict = judge_hack(tmp_path, "examples/relu", model_new(forward), **SCREENED, min_reps=3)
     assert verdict.verdict == "incorrect", verdict.message
-    assert failed_check(verdict)["label"] == "timed" and "screened" not in failed_check(verdict)
+    # The call it skips is the first timed one, or the watched call placed just before it (a trial among the timed
+    # calls, child/watched_calls.py): judged in full either way.
+    assert failed_check(verdict)["label"] in ("timed", "watched") and "screened" not in failed_check(verdict)
 
 
 @pytest.mark.slow

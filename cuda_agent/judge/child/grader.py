@@ -38,6 +38,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cuda_agent.errors import ProtocolError, TaskError
+from cuda_agent.judge.child.calibration import time_reference
 from cuda_agent.judge.child.exchange import Buffer, Channel, ChannelClosed, allocate, dtype_name, dtype_of
 from cuda_agent.judge.child.kernel_time import bound_claim
 from cuda_agent.judge.child.stop import CANDIDATE_STATUSES, Stop, out_of_memory, stop
@@ -46,6 +47,7 @@ from cuda_agent.judge.protocol import (
     BuffersQuestion,
     CallAnswer,
     CallQuestion,
+    CallSlots,
     Done,
     InputRef,
     LoadAnswer,
@@ -71,13 +73,7 @@ from cuda_agent.judge.uids import frozen
 from cuda_agent.subproc import account, child_env, first_error, read_record
 from cuda_agent.types import Violation
 
-CALIBRATION_CALLS = 16
-"""Calls of a model that returns zeros, before candidate code: what a call costs the grader besides forward (after
-CALIBRATION_WARMUP more, which pay for first uses: the sampler, the copy, the allocator)."""
-CALIBRATION_WARMUP = 3
 SHIM_STARTUP_S = 300.0
-PAIRED_SHARE = 0.25
-"""Eager's phase now (`time_reference`) spends this share of the candidate's phase target."""
 
 
 def fresh_seed() -> int:
@@ -161,10 +157,12 @@ class Exchange:
         self.pending, self.released = [], []
         return fds
 
-    def outputs(self) -> tuple[list[TensorRef], list[Any]]:
+    def outputs(self, call: int = 0) -> tuple[list[TensorRef], list[Any]]:
+        """The output buffers of a request's call number `call` (each call's its own, reused from request to
+        request)."""
         refs, views = [], []
         for i, (shape, dtype) in enumerate(self.grader.output_specs):
-            ref, view = self.ref(f"out{i}", shape, dtype)
+            ref, view = self.ref(f"out{call}_{i}", shape, dtype)
             refs.append(ref)
             views.append(view)
         return refs, views
@@ -202,11 +200,14 @@ class Grader:
         self.exchange = Exchange(self)
         self.output_specs: list[tuple[tuple[int, ...], Any]] = []
         self.overhead_ms: list[float] = []
+        """Per request of `group` calls (`calibrate`)."""
+        self.group = 1
+        """Calls per request (`calibrate`): every request of the run carries this many."""
         self.shim_l2_bytes = 0
         """The persisting-L2 set-aside the candidate's process held before candidate code (some machines set one)."""
         self.candidate_started = False
-        self.outputs: list[Any] = []
-        """Our views of the output buffers, as the last call left them."""
+        self.outputs: list[list[Any]] = []
+        """Our views of the output buffers, per call, as the last request left them."""
         self.sample: list[Any] = []
         """The last call's outputs read at random positions as its answer arrived (`trial.sample_outputs`)."""
         self.kernel_claim: list[float] | None = None
@@ -318,21 +319,9 @@ class Grader:
         self.output_specs = [(tuple(v.shape), v.dtype) for v in outputs]
 
     def calibrate(self) -> None:
-        """What one call costs the grader besides forward (`timing.external_bound`), on the candidate's process before
-        its code is loaded: a model that returns zeros, on inputs and outputs of the real size, each call after the
-        cache flush that precedes every timed call."""
-        from cuda_agent.judge.child.inputs import make_inputs
-        from cuda_agent.judge.child.timing import make_flusher
+        from cuda_agent.judge.child.calibration import calibrate
 
-        inputs = make_inputs(self.problem, self.req.task_name, fresh_seed(), self.device)
-        self.flush = make_flusher(self.device, self.env.get("l2_bytes"), self.l2.reset if self.l2 else None)
-        for i in range(CALIBRATION_WARMUP + CALIBRATION_CALLS):
-            refs, _ = self.exchange.load(inputs)  # as every timed call's: handed over with the call on the CPU
-            self.flush()  # as before every timed call: what the call's overhead costs from a cold cache
-            answer, external_ms = self.call(refs, "calibration", probe=True)
-            if i >= CALIBRATION_WARMUP:
-                self.overhead_ms.append(max(0.0, external_ms - (answer.ms or 0.0)))
-        self.env["call_overhead_ms"] = sorted(self.overhead_ms)[len(self.overhead_ms) // 2]
+        calibrate(self)
 
     def import_candidate(self) -> None:
         start = time.perf_counter()
@@ -371,22 +360,40 @@ class Grader:
         self.stage_s["import"] = time.perf_counter() - start
 
     # --- calls ---
-    def call(
-        self, refs: list[InputRef], stage: str, probe: bool = False, trace: bool = False
-    ) -> tuple[CallAnswer, float]:
-        """One call on the inputs in the buffers: its answer, checked, and the grader's own measure of it (ms from the
-        request to the answer, the outputs read as they arrived). The outputs are then in `self.outputs`."""
-        from cuda_agent.judge.child.trial import sample_outputs
+    def load_calls(self, calls: list[list[Any]]) -> tuple[list[list[InputRef]], list[list[Any]]]:
+        """Each call's inputs copied into input buffers of its own: (what the candidate's process is told, our views
+        of them), per call."""
+        loaded = [self.exchange.load(inputs, f"in{k}_") for k, inputs in enumerate(calls)]
+        return [refs for refs, _ in loaded], [views for _, views in loaded]
 
-        out_refs, self.outputs = self.exchange.outputs()
-        message = CallQuestion(inputs=refs, outputs=out_refs, probe=probe, trace=trace)
+    def call(
+        self, refs: list[list[InputRef]], stage: str, probe: bool = False, trace: bool = False
+    ) -> tuple[CallAnswer, float]:
+        """One request: a call of forward on each call's inputs in the buffers (`refs`, one list per call). Its
+        answer, checked, and the grader's own measure of it (ms from the request to the answer, the outputs read as
+        they arrived). Each call's outputs are then in `self.outputs[k]`."""
+        from cuda_agent.judge.child.trial import SAMPLED_CALLS, sample_outputs
+
+        calls, self.outputs = [], []
+        for k, inputs in enumerate(refs):
+            out_refs, views = self.exchange.outputs(k)
+            calls.append(CallSlots(inputs=inputs, outputs=out_refs))
+            self.outputs.append(views)
+        message = CallQuestion(calls=calls, probe=probe, trace=trace)
         fds = self.exchange.handover(message)
         self.sync()
         start = time.perf_counter()
         answer: CallAnswer = self.answer_of(CallAnswer, self.ask(message, fds, stage), stage)
-        self.sample = sample_outputs(self, self.outputs, fresh_seed()) if answer.status == "ok" else []
+        read = secrets.SystemRandom().sample(self.outputs, min(SAMPLED_CALLS, len(self.outputs)))
+        read = [view for views in read for view in views]
+        self.sample = sample_outputs(self, read, fresh_seed()) if answer.status == "ok" else []
         external_ms = (time.perf_counter() - start) * 1e3
         self.tick()
+        if answer.status == "ok" and len(answer.ms) != len(calls):
+            if not self.candidate_started:
+                raise ProtocolError(f"the candidate's process timed {len(answer.ms)} of {len(calls)} calls")
+            message_text = f"the candidate's process answered {len(answer.ms)} times for {len(calls)} calls"
+            raise stop("runtime_error", stage, message_text)
         if probe:
             self.shim_l2_bytes = max(self.shim_l2_bytes, answer.l2_limit_bytes)
         self.check_answer(answer, stage)
@@ -432,15 +439,24 @@ class Grader:
         return stop("incorrect", stage, message)
 
     def run_trial(self, transform: str, label: str) -> None:
+        """A request on fresh inputs under the ATen tracer: one of its outputs, chosen after it answered, judged in
+        full against the float64 reference, each other with a chance of timing.GROUP_CHECKS over its calls."""
         from cuda_agent.judge.child.inputs import make_inputs
-        from cuda_agent.judge.child.trial import judge_trial
+        from cuda_agent.judge.child.timing import GROUP_CHECKS
+        from cuda_agent.judge.child.trial import judge_trial, screen_trial
 
-        seed = fresh_seed()
-        inputs = make_inputs(self.problem, self.req.task_name, seed, self.device, transform)
-        refs, given = self.exchange.load(inputs)
+        seeds = [fresh_seed() for _ in range(self.group)]
+        drawn = [make_inputs(self.problem, self.req.task_name, seed, self.device, transform) for seed in seeds]
+        refs, given = self.load_calls(drawn)
         self.call(refs, label, trace=True)
-        judged = judge_trial(self, inputs, given, self.outputs, seed, transform, label)
+        full = secrets.randbelow(self.group)
+        judged = judge_trial(self, drawn[full], given[full], self.outputs[full], seeds[full], transform, label)
         self.record_trial(judged, label)
+        for k in range(self.group):
+            if k != full and secrets.randbelow(self.group) < GROUP_CHECKS:
+                args = (self, drawn[k], given[k], self.outputs[k], seeds[k])
+                trial = screen_trial(*args, fresh_seed()) if transform == "identity" else None
+                self.record_trial(trial or judge_trial(*args, transform, label, precision=False), label)
 
     def record_trial(self, trial: dict[str, Any], stage: str, context: str = "") -> None:
         """Keep a judged trial; a failed one ends the run (`context` goes before its reason)."""
@@ -469,37 +485,6 @@ class Grader:
         self.stage_s["timed_outputs"] = calls.judged_s
         self.run_trial("identity", "recheck")
         return summary
-
-    def time_reference(self) -> dict[str, Any]:
-        """Eager's time now, in this process, with the baselines' protocol (a shorter phase): how much slower or
-        faster the machine is than when the cached baselines were timed (the pipeline rescales them by it)."""
-        from cuda_agent.judge.child.inputs import make_inputs
-        from cuda_agent.judge.child.timing import Clock, rotate, time_phase
-
-        torch, cuda = self.torch, self.device == "cuda"
-        clock = Clock(time.perf_counter, torch.cuda.synchronize if cuda else None, torch.cuda.Event if cuda else None)
-        inputs = make_inputs(self.problem, self.req.task_name, fresh_seed(), self.device)
-        start = time.perf_counter()
-
-        def call(args: Any) -> Any:
-            with torch.no_grad():
-                return self.reference(*args)
-
-        req = self.req
-        phase = time_phase(
-            call,
-            rotate([inputs]),
-            clock,
-            self.flush,
-            self.device,
-            warmup_reps=req.warmup_reps,
-            min_reps=req.min_reps,
-            max_reps=req.max_reps,
-            target_phase_s=req.target_phase_s * PAIRED_SHARE,
-            tick=self.tick,
-        )
-        self.stage_s["eager_now"] = time.perf_counter() - start
-        return phase.summary()
 
     def custom_work(self) -> float | None:
         """One more call, profiled in the candidate's process: the share of forward's time in its own code (a
@@ -555,7 +540,7 @@ def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
         eager_now = None
         if request.time and request.paired_eager:
             with frozen(request.confine_user):  # nothing of the candidate's runs while we time eager
-                eager_now = grader.time_reference()
+                eager_now = time_reference(grader)
         fraction = grader.custom_work()
         kernel_timing = bound_claim(grader.kernel_claim, timing["median_ms"] if timing else None)
         return RunResult(
@@ -568,6 +553,7 @@ def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
             custom_kernel_time_fraction=fraction,
             kernel_timing=kernel_timing,
             eager_now=eager_now,
+            group_calls=grader.group,
         )
     except Stop as ended:
         result = ended.result

@@ -6,9 +6,10 @@ init arguments of its own), the candidate, and views of the grader's buffers (ex
 no comparison, no result file. Everything it says (a call's time, the operators it saw, the flags it holds) is a
 claim the grader checks or may only refuse on; the candidate's code can change any of it.
 
-Every call is alike: the grader fills the input buffers, flushes the cache and sends `call` (on the CPU with the
-input buffers themselves, new for the call: no buffer this process already maps holds them); this process times
-forward with the clock it holds, copies what forward returned into the output buffers, and answers. Whether a call
+Every request is alike: the grader fills the input buffers of its calls (one or more, as many in every request of a
+run), flushes the cache and sends `call` (on the CPU with the input buffers themselves, new for the request: no
+buffer this process already maps holds them); this process times each call of forward with the clock it holds,
+copies what it returned into that call's output buffers, and answers with each call's time. Whether a call
 is a trial, a timed call, or a timed call whose output the grader will judge is decided in the grader, after the
 answer. Calls with `trace` run under the ATen tracer, which the candidate can see (its report can only refuse).
 """
@@ -65,7 +66,6 @@ class Shim:
         self.model: Any = None
         self.held = contextlib.ExitStack()
         """The build folder's lock from `lock` until the import ends."""
-        self.probe_outputs: dict[tuple[Any, ...], Any] = {}
         self.triton: Any = None
         """The launch count of a Triton solution (triton_launch.TritonLaunches); None for any other."""
 
@@ -124,7 +124,6 @@ class Shim:
         from cuda_agent.judge.child.stop import out_of_memory
         from cuda_agent.tasks.problem import call_inputs, load_problem
 
-        self.probe_outputs.clear()  # the calibration's zeros: no use once the candidate answers
         if self.device == "cuda":
             self.torch.cuda.empty_cache()
         name = message.task_name
@@ -161,34 +160,42 @@ class Shim:
         return LoadAnswer(status="ok", env=env)
 
     def call(self, message: CallQuestion, fds: list[int]) -> CallAnswer:
-        """One call of forward (or, with `probe`, of a model that returns zeros: the grader's measure of its own
-        overhead, before candidate code is loaded), timed, its outputs copied into the grader's buffers."""
+        """The request's calls of forward in order (or, with `probe`, of a model that returns zeros: the grader's
+        measure of its own overhead, before candidate code is loaded), each timed, its outputs copied into its own
+        output buffers. The first call that fails answers for the request."""
         from cuda_agent.judge.child import guards
         from cuda_agent.judge.child.stop import out_of_memory
         from cuda_agent.judge.child.trial import plain_outputs
 
         self.open_buffers(message, fds)
-        inputs = [self.argument(ref) for ref in message.inputs]
-        outputs = [self.tensor(ref) for ref in message.outputs]
-        model = self.probe(outputs) if message.probe else self.model
-        tracer = guards.make_tracer() if message.trace else None
         if self.triton is not None:
             self.triton.take()  # a profile's calls launched too
-        try:
-            ms, returned = self.timed(model, inputs, tracer)
-            flat = plain_outputs(self.torch, returned)
-            if flat is None or not _fits(flat, outputs):
-                return self.mismatch(returned, flat)
-            for out, value in zip(outputs, flat, strict=True):
-                out.copy_(value)
-            self.sync()
-        except Exception as exc:
-            status, text = _failure(exc, f"ModelNew.forward raised {type(exc).__name__}: {exc}")
-            raised = "compile_error" if status == "compile_error" else "raised"
-            return CallAnswer(status=raised, message=text, out_of_memory=out_of_memory(exc))
-        answer = self.answer(ms, dict(tracer.disallowed) if tracer is not None else {})
+        times, launches, ops = [], [], {}
+        for slots in message.calls:
+            inputs = [self.argument(ref) for ref in slots.inputs]
+            outputs = [self.tensor(ref) for ref in slots.outputs]
+            model = self.probe(outputs) if message.probe else self.model
+            tracer = guards.make_tracer() if message.trace else None  # one per call: a profiler is entered once
+            try:
+                ms, returned = self.timed(model, inputs, tracer)
+                flat = plain_outputs(self.torch, returned)
+                if flat is None or not _fits(flat, outputs):
+                    return self.mismatch(returned, flat)
+                for out, value in zip(outputs, flat, strict=True):
+                    out.copy_(value)
+                self.sync()
+            except Exception as exc:
+                status, text = _failure(exc, f"ModelNew.forward raised {type(exc).__name__}: {exc}")
+                raised = "compile_error" if status == "compile_error" else "raised"
+                return CallAnswer(status=raised, message=text, out_of_memory=out_of_memory(exc))
+            times.append(ms)
+            for name, count in (tracer.disallowed if tracer is not None else {}).items():
+                ops[name] = ops.get(name, 0) + count
+            if self.triton is not None:
+                launches.append(self.triton.take())
+        answer = self.answer(times, ops)
         if self.triton is not None and not message.probe:
-            answer.launches = self.triton.take()
+            answer.launches = min(launches)
         return answer
 
     def timed(self, model: Any, inputs: list[Any], tracer: Any) -> tuple[float, Any]:
@@ -210,11 +217,11 @@ class Shim:
             return (time.perf_counter() - began) * 1e3, returned
 
     def probe(self, outputs: list[Any]) -> Any:
-        key = tuple((tuple(o.shape), o.dtype) for o in outputs)
-        if key not in self.probe_outputs:
-            self.probe_outputs[key] = [self.torch.zeros_like(o) for o in outputs]
-        made = self.probe_outputs[key]
-        return lambda *inputs: made
+        """A model that does the least work: it returns new tensors of zeros shaped as the outputs (a fill kernel on
+        CUDA), so that what an honest forward's results cost besides its clock (their release after the copy) is in
+        the calibration too."""
+        zeros_like = self.torch.zeros_like
+        return lambda *inputs: [zeros_like(o) for o in outputs]
 
     def mismatch(self, returned: Any, flat: list[Any] | None) -> CallAnswer:
         if flat is None:
@@ -223,7 +230,7 @@ class Shim:
             specs = [ReturnedSpec(shape=tuple(v.shape), dtype=dtype_name(v.dtype)) for v in flat]
         return CallAnswer(status="mismatch", returned=specs)
 
-    def answer(self, ms: float, ops: dict[str, int]) -> CallAnswer:
+    def answer(self, ms: list[float], ops: dict[str, int]) -> CallAnswer:
         from cuda_agent.judge import env
 
         flags = env.precision_flags()

@@ -1,0 +1,89 @@
+"""The outside view's per-call resolution, false alarms on honest solutions, and a judgement's wall time, on the CPU.
+
+Judges each (task, solution) `--n` times in this process (`cuda_agent.judge.judge`, verdict cache off, its own cache
+folder, so the first judgement of a task builds and times its baselines and is not counted), and records per
+judgement: the verdict and reward, the candidate's, eager's and compile's medians, the outside view's noise per
+request and per call (`resolution_ms`), the calls per request, whether the grader took its outside view over the
+candidate's claim (`bound_applied`: on an honest solution, a false alarm), and the run stage's and the whole
+judgement's wall time. `--tree` picks the checkout whose `cuda_agent` is judged (another tree's, e.g. the main
+branch's, for a before/after on the same machine).
+
+    python bench/timing_resolution.py --n 10 --out OUT
+    python bench/timing_resolution.py --tree ../main --n 10 --out OUT_BEFORE
+
+Writes `timing_resolution.json` (one record per judgement) and prints one summary line per task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CASES = {
+    "examples/relu": "cuda_agent/tasks/examples/solutions/cpu/relu.py",
+    "examples/softmax": "cuda_agent/tasks/examples/solutions/cpu/softmax.py",
+}
+
+
+def record(verdict: object, wall_s: float) -> dict:
+    """What one judgement says about the outside view (fields an older judge lacks are None)."""
+    timing = (verdict.env.get("timing") or {}).get("solution") or {}
+    t = verdict.timings_ms
+    calls = timing.get("calls_per_request", 1)
+    noise = timing.get("noise_ms")
+    return {
+        "verdict": verdict.verdict,
+        "reward": verdict.reward,
+        "solution_ms": t.solution if t else None,
+        "eager_ms": t.eager if t else None,
+        "compile_ms": t.compile if t else None,
+        "claimed_ms": timing.get("claimed_median_ms"),
+        "bound_applied": timing.get("bound_applied"),
+        "noise_ms": noise,
+        "calls_per_request": calls,
+        "resolution_ms": timing.get("resolution_ms", noise),
+        "overhead_ms": timing.get("overhead_median_ms"),
+        "run_s": verdict.stage_s.get("run"),
+        "wall_s": wall_s,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", type=Path, default=REPO, help="checkout whose cuda_agent is judged")
+    parser.add_argument("--n", type=int, default=10, help="counted judgements per task")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--tasks", default=",".join(CASES), help="comma-separated, from: " + ", ".join(CASES))
+    args = parser.parse_args()
+    sys.path.insert(0, str(args.tree.resolve()))
+    from cuda_agent.judge import JudgeConfig, judge
+    from cuda_agent.tasks import Catalog
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    config = JudgeConfig(device="cpu", verdict_cache=False, cache_dir=args.out / "cache")
+    rows = []
+    for ref in args.tasks.split(","):
+        task = Catalog().resolve(ref)
+        for i in range(args.n + 1):
+            start = time.perf_counter()
+            verdict = judge(task, args.tree / CASES[ref], config)
+            row = record(verdict, time.perf_counter() - start) | {"task": ref, "counted": i > 0}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        counted = [r for r in rows if r["task"] == ref and r["counted"]]
+        alarms = sum(1 for r in counted if r["bound_applied"])
+        resolution = statistics.median(r["resolution_ms"] or 0.0 for r in counted)
+        wall = statistics.median(r["wall_s"] for r in counted)
+        print(f"{ref}: {alarms}/{len(counted)} false alarms, resolution {resolution:.4g} ms a call (median), "
+              f"judgement {wall:.1f} s (median)")  # fmt: skip
+    (args.out / "timing_resolution.json").write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -11,7 +11,7 @@ branch's, for a before/after on the same machine).
     python bench/timing_resolution.py --n 10 --out OUT
     python bench/timing_resolution.py --tree ../main --n 10 --out OUT_BEFORE
 
-Writes `timing_resolution.json` (one record per judgement) and prints one summary line per task.
+Writes `timing_resolution_rows.json` (one record per judgement) and the summary, `timing_resolution.json` and `.md`.
 """
 
 from __future__ import annotations
@@ -60,13 +60,14 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--tasks", default=",".join(CASES), help="comma-separated, from: " + ", ".join(CASES))
     args = parser.parse_args()
-    sys.path.insert(0, str(args.tree.resolve()))
+    sys.path[:0] = [str(args.tree.resolve()), str(REPO)]
+    from bench.summary import write_summary
     from cuda_agent.judge import JudgeConfig, judge
     from cuda_agent.tasks import Catalog
 
     args.out.mkdir(parents=True, exist_ok=True)
     config = JudgeConfig(device="cpu", verdict_cache=False, cache_dir=args.out / "cache")
-    rows = []
+    rows, sections = [], {}
     for ref in args.tasks.split(","):
         task = Catalog().resolve(ref)
         for i in range(args.n + 1):
@@ -76,12 +77,22 @@ def main() -> int:
             rows.append(row)
             print(json.dumps(row), flush=True)
         counted = [r for r in rows if r["task"] == ref and r["counted"]]
-        alarms = sum(1 for r in counted if r["bound_applied"])
-        resolution = statistics.median(r["resolution_ms"] or 0.0 for r in counted)
-        wall = statistics.median(r["wall_s"] for r in counted)
-        print(f"{ref}: {alarms}/{len(counted)} false alarms, resolution {resolution:.4g} ms a call (median), "
-              f"judgement {wall:.1f} s (median)")  # fmt: skip
-    (args.out / "timing_resolution.json").write_text(json.dumps(rows, indent=1))
+        sections[ref] = {
+            "judgements": len(counted),
+            "passed": sum(1 for r in counted if r["verdict"] == "pass"),
+            "false_alarms": sum(1 for r in counted if r["bound_applied"]),
+            "calls_per_request": sorted({r["calls_per_request"] for r in counted}),
+            "resolution_ms_median": statistics.median(r["resolution_ms"] or 0.0 for r in counted),
+            "noise_ms_median": statistics.median(r["noise_ms"] or 0.0 for r in counted),
+            "solution_ms_median": statistics.median(r["solution_ms"] or 0.0 for r in counted),
+            "run_s_median": statistics.median(r["run_s"] or 0.0 for r in counted),
+            "wall_s_median": statistics.median(r["wall_s"] for r in counted),
+            "rewards": [r["reward"] for r in counted],
+        }
+        print(ref, json.dumps(sections[ref]), flush=True)
+    (args.out / "timing_resolution_rows.json").write_text(json.dumps(rows, indent=1))
+    command = "python bench/timing_resolution.py " + " ".join(sys.argv[1:])
+    write_summary(args.out, "timing_resolution", "The outside view's resolution on the CPU", sections, command)
     return 0
 
 

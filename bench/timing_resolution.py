@@ -60,7 +60,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--tasks", default=",".join(CASES), help="comma-separated, from: " + ", ".join(CASES))
     args = parser.parse_args()
-    sys.path[:0] = [str(args.tree.resolve()), str(REPO)]
+    tree = str(args.tree.resolve())
+    sys.path[:0] = [tree, str(REPO)]
     from bench.summary import write_summary
     from cuda_agent.judge import JudgeConfig, judge
     from cuda_agent.tasks import Catalog

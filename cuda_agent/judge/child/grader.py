@@ -5,19 +5,23 @@ standby, standby.py), as the judge's own user. It starts the candidate's process
 itself, and on its request hands that process its confinement (mount namespace, unprivileged user). Then:
 1. the reference is built here from init arguments drawn here, and run once (before any candidate code) on inputs of
    its own, which also gives the shape and dtype of every output the candidate must return;
-2. the grader measures its own overhead per call (`calibrate`: calls of a model that returns zeros), then has the
-   candidate's process import the solution and build ModelNew with init arguments of its own;
+2. the grader measures its own overhead per request (`calibration.calibrate`: requests of a model that returns
+   zeros) and chooses how many calls each request carries (one, or more where a call is short against that overhead's
+   noise: timing.group_size), then has the candidate's process import the solution and build ModelNew with init
+   arguments of its own;
 3. every call draws fresh inputs from a seed taken from the OS's CSPRNG (63 bits), in this process; the candidate's
    process sees the inputs' values in the shared buffers and nothing else; its outputs are copied into buffers of
    ours (exchange.py), read here as they arrive and again later (work left running), and compared with the
    reference on the grader's own copy of the inputs (input mutation shows against the buffers it was handed);
-4. the timed phase: the grader flushes the cache, hands over the call and times it from outside (request to answer,
-   its outputs read); the time the candidate's process reports is taken unless it is below what was seen from
-   outside (timing.external_bound); a random share of outputs, decided after each call, is judged like a trial's;
+4. the timed phase: the grader flushes the cache, hands over the request and times it from outside (request to
+   answer, its outputs read); the sum of the times the candidate's process reports for its calls is taken unless it is
+   below what was seen from outside (timing.external_bound); a random share of outputs, decided after each request,
+   is judged like a trial's;
 5. one more correctness trial, the share of time in the candidate's own kernels, and the result, written here.
 
-A call is a trial, a timed call, or a timed call whose output will be judged: the candidate's process cannot tell
-which, except that trials run under the ATen tracer (policy: torch compute in forward), which it can see.
+A request (of as many calls as every other) is a trial, a timed request, or one whose outputs will be judged: the
+candidate's process cannot tell which, except that trials run under the ATen tracer (policy: torch compute in forward),
+which it can see.
 Nothing the candidate's process writes is read as a result; a crash or an exit before it answers is its
 `runtime_error`. What this does not protect against: see the judge's DESIGN.md.
 """
@@ -38,7 +42,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cuda_agent.errors import ProtocolError, TaskError
-from cuda_agent.judge.child.calibration import time_reference
+from cuda_agent.judge.child.calibration import calibrate, time_reference
 from cuda_agent.judge.child.exchange import Buffer, Channel, ChannelClosed, allocate, dtype_name, dtype_of
 from cuda_agent.judge.child.kernel_time import bound_claim
 from cuda_agent.judge.child.stop import CANDIDATE_STATUSES, Stop, out_of_memory, stop
@@ -318,11 +322,6 @@ class Grader:
             dtype_of(self.torch, dtype_name(value.dtype))  # a dtype that cannot cross is the task's problem
         self.output_specs = [(tuple(v.shape), v.dtype) for v in outputs]
 
-    def calibrate(self) -> None:
-        from cuda_agent.judge.child.calibration import calibrate
-
-        calibrate(self)
-
     def import_candidate(self) -> None:
         start = time.perf_counter()
         # The build folder's lock first (build.loading_extensions): another judgement's process loading the same
@@ -531,7 +530,7 @@ def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
         grader.start_candidate_process()
         grader.load_reference()
         grader.stage_s["setup"] = time.perf_counter() - start
-        grader.calibrate()
+        calibrate(grader)
         grader.tick()
         grader.import_candidate()
         grader.tick()

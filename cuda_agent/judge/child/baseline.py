@@ -86,7 +86,7 @@ def _time_model(model: Any, problem: Any, req: BaselineRequest, clock: Any, flus
         )
         sync = clock.synchronize or (lambda: None)
         kernel = kernel_summary(kernel_times_ms(lambda: call(input_sets[0]), req.device, sync))
-    return phase.summary() | {"kernel": kernel}
+    return phase.summary() | {"kernel": kernel, "calls_per_group": group}
 
 
 NOMINAL_NOISE_MS = {"cpu": 0.5, "cuda": 0.2}

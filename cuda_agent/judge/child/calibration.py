@@ -117,4 +117,4 @@ def time_reference(g: Grader) -> dict[str, Any]:
         group=g.group,
     )
     g.stage_s["eager_now"] = time.perf_counter() - start
-    return phase.summary()
+    return phase.summary() | {"calls_per_group": g.group}

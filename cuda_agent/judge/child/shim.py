@@ -184,6 +184,7 @@ class Shim:
                 for out, value in zip(outputs, flat, strict=True):
                     out.copy_(value)
                 self.sync()
+                returned = flat = value = None  # let go before the next call, as the baselines' groups do
             except Exception as exc:
                 status, text = _failure(exc, f"ModelNew.forward raised {type(exc).__name__}: {exc}")
                 raised = "compile_error" if status == "compile_error" else "raised"

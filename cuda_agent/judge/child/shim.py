@@ -162,22 +162,31 @@ class Shim:
     def call(self, message: CallQuestion, fds: list[int]) -> CallAnswer:
         """The request's calls of forward in order (or, with `probe`, of a model that returns zeros: the grader's
         measure of its own overhead, before candidate code is loaded), each timed, its outputs copied into its own
-        output buffers. The first call that fails answers for the request."""
+        output buffers; with `trace`, all under one ATen tracer (the copies and views are allowed operators). The
+        first call that fails answers for the request."""
         from cuda_agent.judge.child import guards
-        from cuda_agent.judge.child.stop import out_of_memory
-        from cuda_agent.judge.child.trial import plain_outputs
 
         self.open_buffers(message, fds)
         if self.triton is not None:
             self.triton.take()  # a profile's calls launched too
-        times, launches, ops = [], [], {}
+        tracer = guards.make_tracer() if message.trace else None  # one a request: a profiler's start costs ms
+        with tracer if tracer is not None else contextlib.nullcontext():
+            answer = self.calls(message)
+        if tracer is not None and answer.status == "ok":
+            answer.torch_ops = dict(tracer.disallowed)
+        return answer
+
+    def calls(self, message: CallQuestion) -> CallAnswer:
+        from cuda_agent.judge.child.stop import out_of_memory
+        from cuda_agent.judge.child.trial import plain_outputs
+
+        times, launches = [], []
         for slots in message.calls:
             inputs = [self.argument(ref) for ref in slots.inputs]
             outputs = [self.tensor(ref) for ref in slots.outputs]
             model = self.probe(outputs) if message.probe else self.model
-            tracer = guards.make_tracer() if message.trace else None  # one per call: a profiler is entered once
             try:
-                ms, returned = self.timed(model, inputs, tracer)
+                ms, returned = self.timed(model, inputs)
                 flat = plain_outputs(self.torch, returned)
                 if flat is None or not _fits(flat, outputs):
                     return self.mismatch(returned, flat)
@@ -190,20 +199,18 @@ class Shim:
                 raised = "compile_error" if status == "compile_error" else "raised"
                 return CallAnswer(status=raised, message=text, out_of_memory=out_of_memory(exc))
             times.append(ms)
-            for name, count in (tracer.disallowed if tracer is not None else {}).items():
-                ops[name] = ops.get(name, 0) + count
             if self.triton is not None:
                 launches.append(self.triton.take())
-        answer = self.answer(times, ops)
+        answer = self.answer(times)
         if self.triton is not None and not message.probe:
             answer.launches = min(launches)
         return answer
 
-    def timed(self, model: Any, inputs: list[Any], tracer: Any) -> tuple[float, Any]:
+    def timed(self, model: Any, inputs: list[Any]) -> tuple[float, Any]:
         """forward's result and its time on this process's clock: on CUDA from an event before the call to one after
         a device-wide synchronisation (work left on another stream counts)."""
         torch = self.torch
-        with torch.no_grad(), tracer if tracer is not None else contextlib.nullcontext():
+        with torch.no_grad():
             if self.device == "cuda":
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 torch.cuda.synchronize()
@@ -231,13 +238,13 @@ class Shim:
             specs = [ReturnedSpec(shape=tuple(v.shape), dtype=dtype_name(v.dtype)) for v in flat]
         return CallAnswer(status="mismatch", returned=specs)
 
-    def answer(self, ms: list[float], ops: dict[str, int]) -> CallAnswer:
+    def answer(self, ms: list[float]) -> CallAnswer:
         from cuda_agent.judge import env
 
         flags = env.precision_flags()
         changed = {k: [self.flags[k], flags.get(k)] for k in self.flags if flags.get(k) != self.flags[k]}
         l2 = self.l2.limit_bytes() if self.l2 is not None else 0
-        return CallAnswer(status="ok", ms=ms, torch_ops=ops, changed_flags=changed, l2_limit_bytes=l2)
+        return CallAnswer(status="ok", ms=ms, changed_flags=changed, l2_limit_bytes=l2)
 
     def profile(self, message: ProfileQuestion, fds: list[int]) -> ProfileAnswer:
         """The share of forward's time in the candidate's own code; its kernel times on CUDA (child/kernel_time.py,

@@ -39,6 +39,7 @@ def calibrate(g: Grader) -> None:
     from cuda_agent.judge.child.inputs import make_inputs
     from cuda_agent.judge.child.timing import group_size, make_flusher, overhead_noise
 
+    start = time.perf_counter()
     inputs = make_inputs(g.problem, g.req.task_name, _seed(), g.device)
     g.flush = make_flusher(g.device, g.env.get("l2_bytes"), g.l2.reset if g.l2 else None)
     g.overhead_ms = overheads(g, inputs, 1)
@@ -56,17 +57,19 @@ def calibrate(g: Grader) -> None:
         g.overhead_ms = overheads(g, inputs, group)
     g.env["call_overhead_ms"] = statistics.median(g.overhead_ms)
     g.env["group_calls"] = group
+    g.stage_s["calibration"] = time.perf_counter() - start
 
 
 def overheads(g: Grader, inputs: list[Any], calls: int) -> list[float]:
     """CALIBRATION_CALLS requests of `calls` calls of a model that returns zeros: each request's outside view less
     what the candidate's process reported (after CALIBRATION_WARMUP more)."""
     overhead = []
-    for i in range(CALIBRATION_WARMUP + CALIBRATION_CALLS):
+    warmup = CALIBRATION_WARMUP if calls == 1 else 1  # the single calls before paid for the first uses
+    for i in range(warmup + CALIBRATION_CALLS):
         refs, _ = g.load_calls([inputs] * calls)  # as every timed request's: handed over with it on the CPU
         g.flush()  # as before every timed request: what its overhead costs from a cold cache
         answer, external_ms = g.call(refs, "calibration", probe=True)
-        if i >= CALIBRATION_WARMUP:
+        if i >= warmup:
             overhead.append(max(0.0, external_ms - sum(answer.ms)))
     return overhead
 

@@ -162,8 +162,7 @@ class Exchange:
         return fds
 
     def outputs(self, call: int = 0) -> tuple[list[TensorRef], list[Any]]:
-        """The output buffers of a request's call number `call` (each call's its own, reused from request to
-        request)."""
+        """The output buffers of a request's call number `call` (its own, reused from request to request)."""
         refs, views = [], []
         for i, (shape, dtype) in enumerate(self.grader.output_specs):
             ref, view = self.ref(f"out{call}_{i}", shape, dtype)
@@ -437,25 +436,36 @@ class Grader:
         self.trials.append(trial)
         return stop("incorrect", stage, message)
 
-    def run_trial(self, transform: str, label: str) -> None:
-        """A request on fresh inputs under the ATen tracer: one of its outputs, chosen after it answered, judged in
-        full against the float64 reference, each other with a chance of timing.GROUP_CHECKS over its calls."""
+    def run_trials(self, specs: list[tuple[str, str]]) -> None:
+        """A traced request that carries the trials `specs` ((transform, label) each) among its calls (an identity
+        one's drawn after the answer), each judged in full against float64; other outputs by timing.GROUP_CHECKS."""
         from cuda_agent.judge.child.inputs import make_inputs
         from cuda_agent.judge.child.timing import GROUP_CHECKS
         from cuda_agent.judge.child.trial import judge_trial, screen_trial
 
-        seeds = [fresh_seed() for _ in range(self.group)]
-        drawn = [make_inputs(self.problem, self.req.task_name, seed, self.device, transform) for seed in seeds]
+        draw, transforms = secrets.SystemRandom(), ["identity"] * self.group
+        moved = [transform for transform, _ in specs if transform != "identity"]
+        moved_at = draw.sample(range(self.group), len(moved))
+        for k, transform in zip(moved_at, moved, strict=True):
+            transforms[k] = transform
+        seeds = [fresh_seed() for _ in transforms]
+        drawn = [
+            make_inputs(self.problem, self.req.task_name, seeds[k], self.device, t) for k, t in enumerate(transforms)
+        ]
         refs, given = self.load_calls(drawn)
-        self.call(refs, label, trace=True)
-        full = secrets.randbelow(self.group)
-        judged = judge_trial(self, drawn[full], given[full], self.outputs[full], seeds[full], transform, label)
-        self.record_trial(judged, label)
+        self.call(refs, specs[0][1], trace=True)
+        plain = iter(draw.sample([k for k, t in enumerate(transforms) if t == "identity"], len(specs) - len(moved)))
+        at, judged = iter(moved_at), []
+        for transform, label in specs:  # in the order given: the first to fail is the one it always was
+            k = next(plain) if transform == "identity" else next(at)
+            judged.append(k)
+            trial = judge_trial(self, drawn[k], given[k], self.outputs[k], seeds[k], transform, label)
+            self.record_trial(trial, label)
         for k in range(self.group):
-            if k != full and secrets.randbelow(self.group) < GROUP_CHECKS:
+            if k not in judged and transforms[k] == "identity" and draw.randrange(self.group) < GROUP_CHECKS:
                 args = (self, drawn[k], given[k], self.outputs[k], seeds[k])
-                trial = screen_trial(*args, fresh_seed()) if transform == "identity" else None
-                self.record_trial(trial or judge_trial(*args, transform, label, precision=False), label)
+                trial = screen_trial(*args, fresh_seed()) or judge_trial(*args, "identity", "timed", precision=False)
+                self.record_trial(trial, "timed", "an output beside a trial's is wrong: ")
 
     def record_trial(self, trial: dict[str, Any], stage: str, context: str = "") -> None:
         """Keep a judged trial; a failed one ends the run (`context` goes before its reason)."""
@@ -467,11 +477,11 @@ class Grader:
 
     def correctness(self) -> None:
         start = time.perf_counter()
-        for _ in range(self.req.trials):
-            self.run_trial("identity", "trial")
+        specs = [("identity", "trial")] * self.req.trials
         if self.req.robustness:
-            for transform in ("negate", "stretch"):
-                self.run_trial(transform, "robustness")
+            specs += [("negate", "robustness"), ("stretch", "robustness")]
+        for first in range(0, len(specs), self.group):
+            self.run_trials(specs[first : first + self.group])
         self.stage_s["correctness"] = time.perf_counter() - start
 
     def timing(self) -> dict[str, Any]:
@@ -482,7 +492,7 @@ class Grader:
         summary = calls.run_phase()
         self.stage_s["timing"] = time.perf_counter() - start - calls.judged_s
         self.stage_s["timed_outputs"] = calls.judged_s
-        self.run_trial("identity", "recheck")
+        self.run_trials([("identity", "recheck")])
         return summary
 
     def custom_work(self) -> float | None:

@@ -63,6 +63,8 @@ class Shim:
         self.flags = env.apply_precision_flags()
         self.l2 = guards.PersistingL2() if device == "cuda" else None
         self.buffers: dict[int, Buffer] = {}
+        self.letting_go: list[Buffer | None] = []
+        """Buffers a question released, held until its answer is sent (`serve`)."""
         self.model: Any = None
         self.held = contextlib.ExitStack()
         """The build folder's lock from `lock` until the import ends."""
@@ -89,6 +91,7 @@ class Shim:
                 return
             question = read_question(data)
             self.channel.send(handlers[question.op](question, fds), ident=question.id)
+            self.letting_go.clear()  # unmapped after the answer: outside the grader's view of the next request
 
     def sync(self) -> None:
         if self.device == "cuda":
@@ -97,7 +100,7 @@ class Shim:
     def open_buffers(self, message: BuffersQuestion | CallQuestion | ProfileQuestion, fds: list[int]) -> Done:
         """Map the buffers the message brings (a call brings its inputs' on the CPU), let go the ones it releases."""
         for ident in [] if isinstance(message, BuffersQuestion) else message.released:
-            self.buffers.pop(ident, None)  # a CPU buffer: its memory goes with the last tensor viewing it
+            self.letting_go.append(self.buffers.pop(ident, None))  # its memory goes with the last tensor viewing it
         for spec in message.buffers:
             fd = fds.pop(0) if spec.how.fd else None
             self.buffers[spec.id] = open_buffer(self.torch, self.device, spec.nbytes, spec.how, fd)

@@ -48,6 +48,8 @@ def record(verdict: object, wall_s: float) -> dict:
         "calls_per_request": calls,
         "resolution_ms": timing.get("resolution_ms", noise),
         "overhead_ms": timing.get("overhead_median_ms"),
+        "least_gap_ms": timing.get("least_gap_ms"),
+        "least_overhead_ms": timing.get("least_overhead_ms"),
         "run_s": verdict.stage_s.get("run"),
         "wall_s": wall_s,
     }

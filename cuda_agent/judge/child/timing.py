@@ -203,6 +203,29 @@ def overhead_noise(overhead_ms: list[float], device: str) -> float:
     return max(2 * _iqr(overhead_ms), floor)
 
 
+LEAST_GAP_ALARM = 0.001
+"""The chance that an honest phase's least gap lies beyond the calibration's quantile `least_quantile` picks."""
+
+
+def least_quantile(requests: int) -> float:
+    """The quantile of the calibration's overhead that the least of `requests` honest gaps stays below but for a
+    chance of LEAST_GAP_ALARM: (1 - q) ** requests = LEAST_GAP_ALARM, and at least the first quartile. A phase of few
+    requests (a request of many calls takes long) has a least gap far up the overhead's distribution: against the
+    calibration's first quartile, 6 honest requests would all lie above it one time in 6 (0.75 ** 6)."""
+    return max(0.25, 1.0 - LEAST_GAP_ALARM ** (1.0 / max(requests, 1)))
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    """The q-quantile of `values`, interpolated between order statistics (0 for none)."""
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    at = q * (len(ordered) - 1)
+    low = math.floor(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
+
 def external_bound(
     claimed_ms: list[float], external_ms: list[float], overhead_ms: list[float], device: str, calls: int = 1
 ) -> dict[str, Any]:
@@ -220,21 +243,22 @@ def external_bound(
       against the calibration's; noise only adds, so the least is what load disturbs least);
     - the outside view's median, less the overhead's, exceeds the claimed median (a majority of requests).
     Either counts where it exceeds CLAIM_MARGIN of the claimed median plus its noise (at least NOISE_FLOOR_MS and
-    OVERHEAD_SHARE of the overhead's median): for
-    the least gap, the calibration's low tail (its first quartile less its least); for the medians, twice the
-    overhead's interquartile range. Then the phase's times are the outside view's, and `bound_applied` says so.
+    OVERHEAD_SHARE of the overhead's median): for the least gap, the calibration's low tail (its `least_quantile`
+    for as many requests, at least its first quartile, less its least); for the medians, twice the overhead's
+    interquartile range. Then the phase's times are the outside view's, and `bound_applied` says so.
     Only the sum of a request's claims is bounded, so a request's time is its calls' mean: the phase's times are per
-    call (a request's over `calls`), and so is `resolution_ms`, the noise a claim can hide in.
+    call (a request's over `calls`), and so is `resolution_ms`, the noise a claim can hide in; the overhead, the noise
+    and the least gap and overhead (what `hidden` compares) are per request.
     """
     claimed = _median(claimed_ms)
     overhead = _median(overhead_ms)
     floor = max(NOISE_FLOOR_MS[device], OVERHEAD_SHARE * overhead)
     seen = [max(0.0, e - overhead) for e in external_ms]
     hidden = 0.0
+    gaps = [e - c for e, c in zip(external_ms, claimed_ms, strict=True)]
     if external_ms and overhead_ms:
-        gaps = [e - c for e, c in zip(external_ms, claimed_ms, strict=True)]
         least = min(overhead_ms)
-        tail = statistics.quantiles(overhead_ms, n=4)[0] - least if len(overhead_ms) >= 2 else 0.0
+        tail = _quantile(overhead_ms, least_quantile(len(gaps))) - least
         hidden = min(gaps) - least
         if hidden <= claimed * CLAIM_MARGIN + max(tail, floor):
             hidden = 0.0
@@ -250,6 +274,8 @@ def external_bound(
         "hidden_ms": hidden / calls,
         "overhead_median_ms": overhead,
         "noise_ms": noise,
+        "least_gap_ms": min(gaps, default=0.0),
+        "least_overhead_ms": min(overhead_ms, default=0.0),
         "calls_per_request": calls,
         "resolution_ms": noise / calls,
         "bound_applied": applied,

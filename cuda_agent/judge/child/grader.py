@@ -455,17 +455,16 @@ class Grader:
         refs, given = self.load_calls(drawn)
         self.call(refs, specs[0][1], trace=True)
         plain = iter(draw.sample([k for k, t in enumerate(transforms) if t == "identity"], len(specs) - len(moved)))
-        at, judged = iter(moved_at), []
-        for transform, label in specs:  # in the order given: the first to fail is the one it always was
-            k = next(plain) if transform == "identity" else next(at)
-            judged.append(k)
-            trial = judge_trial(self, drawn[k], given[k], self.outputs[k], seeds[k], transform, label)
-            self.record_trial(trial, label)
-        for k in range(self.group):
+        at = iter(moved_at)
+        judged = [next(plain) if transform == "identity" else next(at) for transform, _ in specs]
+        for k in range(self.group):  # first: the trials' records stay the last (a recheck's the verdict's last)
             if k not in judged and transforms[k] == "identity" and draw.randrange(self.group) < GROUP_CHECKS:
                 args = (self, drawn[k], given[k], self.outputs[k], seeds[k])
                 trial = screen_trial(*args, fresh_seed()) or judge_trial(*args, "identity", "timed", precision=False)
-                self.record_trial(trial, "timed", "an output beside a trial's is wrong: ")
+                self.record_trial(trial, specs[0][1], "an output beside a trial's is wrong: ")
+        for k, (transform, label) in zip(judged, specs, strict=True):  # in order: the first to fail is as before
+            trial = judge_trial(self, drawn[k], given[k], self.outputs[k], seeds[k], transform, label)
+            self.record_trial(trial, label)
 
     def record_trial(self, trial: dict[str, Any], stage: str, context: str = "") -> None:
         """Keep a judged trial; a failed one ends the run (`context` goes before its reason)."""

@@ -128,7 +128,11 @@ return out"""
     verdict = judge_hack(tmp_path, "examples/relu", source, time=True, static_policy=False)
     assert verdict.verdict in ("pass", "incorrect"), verdict.message
     if verdict.verdict == "pass":
-        assert not verdict.env["timing"]["solution"]["bound_applied"], verdict.env["timing"]["solution"]
+        # Its relu runs inside the call that set it off. In requests of many calls the outside view resolves what
+        # else its process does beyond its clock (the teardown of its generators and tensors: 0.02 ms a call seen on
+        # the VM), a fraction of the call, never the call's work.
+        solution = verdict.env["timing"]["solution"]
+        assert solution["hidden_ms"] < solution["claimed_median_ms"], solution
 
 
 def test_runtime_a_python_thread_that_writes_the_output_late_gains_nothing(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from cuda_agent.errors import ProtocolError
 from cuda_agent.judge.child.exchange import Channel
 from cuda_agent.judge.protocol import (
     CallQuestion,
+    CallSlots,
     InputRef,
     RunResult,
     StandbyOrder,
@@ -68,8 +69,12 @@ def test_a_set_up_line_without_a_clock_is_our_protocol_error() -> None:
 def test_a_question_of_the_grader_crosses_as_its_record_and_a_malformed_one_is_refused() -> None:
     # grader -> candidate's process: built as records (the grader cannot build a malformed one)...
     with pytest.raises(ValidationError):
-        CallQuestion(inputs=[InputRef(tensor=TensorRef(buffer=-1, shape=(2,), dtype="float32"))], outputs=[])
-    question = CallQuestion(id=41, inputs=[InputRef(value=math.inf), InputRef(value=3)], outputs=[], trace=True)
+        CallQuestion(
+            calls=[CallSlots(inputs=[InputRef(tensor=TensorRef(buffer=-1, shape=(2,), dtype="float32"))], outputs=[])]
+        )
+    question = CallQuestion(
+        id=41, calls=[CallSlots(inputs=[InputRef(value=math.inf), InputRef(value=3)], outputs=[])], trace=True
+    )
     ours, theirs = Channel.pair()
     peer = Channel(theirs)
     try:
@@ -80,8 +85,9 @@ def test_a_question_of_the_grader_crosses_as_its_record_and_a_malformed_one_is_r
         peer.close()
     assert fds == [] and read_question(data) == question  # an infinite plain input crosses as itself, 3 stays an int
     # ...and what is no question (a bug of ours, another version of the grader) is refused, naming what did not fit.
-    bad = json.loads(data) | {"inputs": [{"tensor": {"buffer": -1, "shape": [2], "dtype": "float32"}}]}
-    with pytest.raises(ProtocolError, match="call.inputs.0.tensor.buffer"):
+    bad = json.loads(data)
+    bad["calls"][0]["inputs"] = [{"tensor": {"buffer": -1, "shape": [2], "dtype": "float32"}}]
+    with pytest.raises(ProtocolError, match="call.calls.0.inputs.0.tensor.buffer"):
         read_question(json.dumps(bad).encode())
     with pytest.raises(ProtocolError, match="no question"):
         read_question(b'{"op": "exec", "code": "print()"}')

@@ -22,8 +22,9 @@ if TYPE_CHECKING:
     from cuda_agent.judge.pipeline import _Judgement
 
 
-def measure_baselines(j: _Judgement, workdir: Path) -> BaselineResult:
-    """Judgement `j`'s reference timed eager and under torch.compile (from the cache when measured before).
+def measure_baselines(j: _Judgement, workdir: Path, group_calls: int | None = None) -> BaselineResult:
+    """Judgement `j`'s reference timed eager and under torch.compile (from the cache when measured before), in groups
+    of `group_calls` calls, as the candidate's run made its requests (None: no run; the process chooses).
 
     Raises:
         JudgeInfraError: timing the reference failed (ours: the candidate's run has just run it).
@@ -53,6 +54,8 @@ def measure_baselines(j: _Judgement, workdir: Path) -> BaselineResult:
         max_phase_s=cfg.max_phase_s,
         timing_lock=str(cfg.timing_lock) if cfg.timing_lock else None,
         gpu_turns=str(turns_for(cfg.cache_dir).folder) if own_turns else None,
+        group_calls=group_calls,
+        max_group_calls=cfg.max_group_calls,
     )
     # With its own turns, its waits for them count in baseline_timeout_s (900 s; others' turns last seconds, a
     # hung candidate's at most about a minute); a timeout is our failure, never the candidate's.
@@ -97,6 +100,7 @@ def baseline_key_env(device: str, config: JudgeConfig) -> tuple[str, dict[str, A
         "cuda": versions["cuda"] if device == "cuda" else None,
         "protocol_version": PROTOCOL_VERSION,
         "cpu_threads": config.cpu_threads if device != "cuda" else None,
+        "max_group_calls": config.max_group_calls,
     }
     return (gpu_name() if device == "cuda" else "cpu"), key_env
 

@@ -97,6 +97,11 @@ class JudgeConfig(BaseModel):
     """Timed outputs (those drawn at random, not the last call's) of at least this many elements are first read at
     `trial.SCREEN_POSITIONS` random positions, and judged in full only where those leave doubt (`trial.screen_trial`):
     ~75 ms less each at KernelBench L1/19's 1.6 G elements (H100, bench/results/h100-2026-12-06-d/). A huge value judges every one in full."""
+    max_group_calls: int = Field(default=256, ge=1, le=256)
+    """The most calls of forward one request to the candidate's process carries (child/timing.py's `group_size`
+    chooses how many, from eager's time and the grader's overhead noise, before candidate code; every request of a
+    run, trials included, carries as many, and the baselines are timed in groups of as many). 1: a call per
+    request, and the outside view's resolution per call is the per-request overhead's noise."""
     warmup_reps: int = Field(default=3, ge=0)
     """Untimed calls before timing (after the first call's build and autotune)."""
     cpu_threads: int = Field(default=1, ge=1)

@@ -374,6 +374,8 @@ class _Judgement:
             ci_width=cfg.timing_ci_width,
             max_phase_s=cfg.max_phase_s,
             paired_eager=self.device in cfg.paired_eager,
+            group_calls=self.baseline_before.group_calls if self.baseline_before else None,
+            max_group_calls=cfg.max_group_calls,
             screen_min_elems=cfg.screen_min_elems,
             policy=cfg.policy,
             language=self.solution.language,
@@ -468,8 +470,8 @@ class _Judgement:
         except ProtocolError as exc:
             raise JudgeInfraError(f"the {stage} stage's result file is malformed: {exc}") from exc
 
-    def baselines(self, workdir: Path) -> BaselineResult:
-        return measure_baselines(self, workdir)
+    def baselines(self, workdir: Path, group_calls: int | None = None) -> BaselineResult:
+        return measure_baselines(self, workdir, group_calls)
 
     def finish(self, run: RunResult, base: BaselineResult | None) -> Verdict:
         # The candidate process's own steps, so a slow judgement shows where its time went.
@@ -638,7 +640,7 @@ def _judge_built(j: _Judgement) -> Verdict:
             return j.finish(run, None)
     with tempfile.TemporaryDirectory(prefix="cuda-agent-baseline-") as tmp:
         # Not the candidate's folder: it may own it, and have left links or modules there for us.
-        return j.finish(run, j.baselines(Path(tmp)))
+        return j.finish(run, j.baselines(Path(tmp), run.group_calls))  # in groups of as many calls as the run's
 
 
 def _run_again(j: _Judgement, ext_dir: Path, first: JudgeInfraError) -> RunResult | Verdict:

@@ -27,6 +27,10 @@ class StandbyOrder(BaseModel):
     user: int | None = Field(default=None, description="The uid it drops to; None: it stays as started.")
 
 
+MAX_GROUP = 256
+"""Most calls one request carries (timing.group_size)."""
+
+
 class RunRequest(BaseModel):
     """What the grader must do with one candidate. Every input is drawn by the grader from seeds it takes from the
     OS's CSPRNG: no seed is in here, nor anywhere the candidate's process can read."""
@@ -60,6 +64,11 @@ class RunRequest(BaseModel):
     """...or this many seconds are spent (timing.PhaseBudget)."""
     paired_eager: bool = False
     """Time eager again in the grader after the candidate's phase (JudgeConfig.paired_eager)."""
+    group_calls: int | None = Field(default=None, ge=1, le=MAX_GROUP)
+    """Calls per request, as the task's cached baselines were timed (BaselineResult.group_calls); None: the grader
+    chooses them before candidate code (timing.group_size), and the baselines are then timed alike."""
+    max_group_calls: int = Field(default=MAX_GROUP, ge=1, le=MAX_GROUP)
+    """The most calls per request the grader may choose (JudgeConfig.max_group_calls)."""
     screen_min_elems: int
     """Timed outputs this large are screened at sampled positions first (JudgeConfig.screen_min_elems)."""
     candidate_dir: str = Field(description="The candidate's process's own folder (its cwd, HOME and TMPDIR).")
@@ -110,6 +119,7 @@ class RunResult(BaseModel):
     kernel_timing: dict[str, Any] | None = Field(
         default=None, description="The candidate's kernel times as the grader took them (kernel_time.bound_claim)."
     )
+    group_calls: int = Field(default=1, ge=1, le=MAX_GROUP, description="Calls per request the run made.")
 
 
 class TensorRef(BaseModel):
@@ -212,17 +222,27 @@ class DataflowCheck(BaseModel):
     norm_rtol: float
 
 
+class CallSlots(BaseModel):
+    """One call of forward within a request: its inputs, and the buffers its outputs are copied into."""
+
+    model_config = _QUESTION_CONFIG
+
+    inputs: list[InputRef]
+    outputs: list[TensorRef]
+
+
 class CallQuestion(_BringsBuffers):
-    """One call of forward on the input buffers, its outputs copied into the output buffers (`probe`: of a model
-    returning zeros, the grader's measure of its own overhead; `trace`: under the ATen tracer; `dataflow`: under the
-    kernelbench dataflow check, on one trial drawn at random, so that its call is any trial's call)."""
+    """Calls of forward, one after the other, each on its own input buffers, its outputs copied into its own output
+    buffers (`probe`: of a model returning zeros, the grader's measure of its own overhead; `trace`: under the ATen
+    tracer; `dataflow`: under the kernelbench dataflow check, on a watched request placed among the timed ones, so
+    that its calls are any request's calls). Every request of a run carries the same number of calls
+    (timing.group_size)."""
 
     model_config = _QUESTION_CONFIG
 
     op: Literal["call"] = "call"
     id: int = Field(default=0, ge=0, description="Fresh for each question; its answer echoes it.")
-    inputs: list[InputRef]
-    outputs: list[TensorRef]
+    calls: list[CallSlots] = Field(min_length=1, max_length=MAX_GROUP)
     probe: bool = False
     trace: bool = False
     dataflow: DataflowCheck | None = None
@@ -278,13 +298,15 @@ FlagValue = Annotated[bool | int | float | Annotated[str, Field(max_length=200)]
 
 
 class CallAnswer(BaseModel):
-    """The candidate's process's account of one call of forward: read as a claim, checked by the grader."""
+    """The candidate's process's account of a request's calls of forward: read as a claim, checked by the grader."""
 
     model_config = ConfigDict(extra="forbid")
 
     status: Literal["ok", "raised", "compile_error", "mismatch"]
     """'compile_error': forward raised while a Triton kernel compiled at its launch (triton_compile.py)."""
-    ms: float | None = Field(default=None, ge=0, allow_inf_nan=False, description="Its own timing of the call.")
+    ms: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(
+        default_factory=list, max_length=MAX_GROUP, description="Its own timing of each call, in order."
+    )
     message: str = Field(default="", max_length=20_000)
     out_of_memory: bool = False
     returned: list[ReturnedSpec] = Field(default_factory=list, max_length=1000)
@@ -294,7 +316,7 @@ class CallAnswer(BaseModel):
     )
     l2_limit_bytes: int = 0
     launches: int | None = Field(
-        default=None, ge=0, description="Triton kernel launches in the call (None: not Triton)."
+        default=None, ge=0, description="The fewest Triton kernel launches of any of its calls (None: not Triton)."
     )
     torch_only_reason: str | None = Field(
         default=None, max_length=2000, description="Under `dataflow`: why its kernels reach no output (None: they do)."
@@ -365,6 +387,12 @@ class BaselineRequest(BaseModel):
     gpu_turns: str | None = None
     """Folder of the GPU's turns (gpu_turns.py): the process takes a shared turn to set up and build, an exclusive
     one to time. None: the caller holds the process's turn."""
+    group_calls: int | None = Field(default=None, ge=1, le=MAX_GROUP)
+    """Calls timed back to back after each cache flush, each on an input set of its own, as the candidate's run made
+    them (RunResult.group_calls): a time is a group's over its calls. None: no run chose them (reference timings
+    alone); the process chooses them as the grader would (baseline._group_alone)."""
+    max_group_calls: int = Field(default=MAX_GROUP, ge=1, le=MAX_GROUP)
+    """As RunRequest's."""
 
 
 class BaselineResult(BaseModel):
@@ -376,6 +404,7 @@ class BaselineResult(BaseModel):
     compile: dict[str, Any] | None = None
     compile_error: str | None = None
     error: str | None = None
+    group_calls: int = Field(default=1, ge=1, le=MAX_GROUP, description="Calls per timed group (BaselineRequest).")
     gpu_held_s: float | None = None
     """Seconds it held its exclusive turn (with `gpu_turns`), and waited for its turns."""
     gpu_wait_s: float | None = None

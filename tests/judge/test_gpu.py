@@ -242,3 +242,42 @@ def test_a_unit_the_lean_header_cannot_compile_is_built_with_torchs_and_passes(t
     )
     assert verdict.verdict == "pass", verdict.message
     assert "lean header" in verdict.env.get("build_header_retries", ""), verdict.env
+
+
+def _spun_relu(init: str = "") -> str:
+    """h_relu after 0.1 ms of host work on the real clock (inside the events' window: the end event is recorded after
+    the host returns): slower than eager and compile, honestly told; below one call's outside-view noise on an
+    H100 (0.17 ms), far above a request's per call (child/timing.py's `group_size`)."""
+    lines = ["import time", "self.real = time.perf_counter", *init.splitlines()]
+    body = "".join(f"        {line}\n" for line in lines)
+    return _HEADER + (
+        "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n" + body + "\n"
+        "    def forward(self, x):\n        start = self.real()\n        while self.real() - start < 0.0001:\n"
+        "            pass\n        return ext.h_relu(x.contiguous())\n"
+    )
+
+
+EVENTS_READ_SHORT = "real = torch.cuda.Event.elapsed_time\ntorch.cuda.Event.elapsed_time = lambda s, e: real(s, e) / 50"
+"""A hook in the candidate's process that makes every CUDA event pair read 1/50 of the time between them."""
+
+
+def test_cuda_events_made_to_read_short_gain_nothing_on_a_tiny_task(tmp_path: Path) -> None:
+    honest = run_judge(tmp_path, "examples/relu", _spun_relu(), device="cuda", static_policy=False, time=True)
+    faked = run_judge(
+        tmp_path, "examples/relu", _spun_relu(EVENTS_READ_SHORT), device="cuda", static_policy=False, time=True
+    )
+    assert honest.verdict == "pass" and faked.verdict == "pass", (honest.message, faked.message)
+    timing = faked.env["timing"]["solution"]
+    assert timing["calls_per_request"] > 1 and timing["bound_applied"], timing
+    assert faked.reward <= honest.reward, (faked.timings_ms, honest.timings_ms)
+    assert faked.timings_ms.solution >= 0.5 * honest.timings_ms.solution, (timing, honest.env["timing"]["solution"])
+
+
+def test_an_honest_tiny_kernel_in_requests_of_many_calls_is_timed_as_it_reported(tmp_path: Path) -> None:
+    # The false alarm this must not raise: an honest relu of microseconds, its calls in requests of many (CUDA IPC
+    # buffers, one set per call), its report within the outside view's noise.
+    verdict = run_judge(tmp_path, "examples/relu", example_solution("relu", "cuda"), device="cuda", time=True)
+    assert verdict.verdict == "pass", verdict.message
+    timing = verdict.env["timing"]["solution"]
+    assert timing["calls_per_request"] > 1 and not timing["bound_applied"], timing
+    assert timing["resolution_ms"] < verdict.timings_ms.eager, timing

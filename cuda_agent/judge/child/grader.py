@@ -5,20 +5,23 @@ standby, standby.py), as the judge's own user. It starts the candidate's process
 itself, and on its request hands that process its confinement (mount namespace, unprivileged user). Then:
 1. the reference is built here from init arguments drawn here, and run once (before any candidate code) on inputs of
    its own, which also gives the shape and dtype of every output the candidate must return;
-2. the grader measures its own overhead per call (`calibrate`: calls of a model that returns zeros), then has the
-   candidate's process import the solution and build ModelNew with init arguments of its own;
+2. the grader measures its own overhead per request (`calibration.calibrate`: requests of a model that returns
+   zeros) and chooses how many calls each request carries (one, or more where a call is short against that overhead's
+   noise: timing.group_size), then has the candidate's process import the solution and build ModelNew with init
+   arguments of its own;
 3. every call draws fresh inputs from a seed taken from the OS's CSPRNG (63 bits), in this process; the candidate's
    process sees the inputs' values in the shared buffers and nothing else; its outputs are copied into buffers of
    ours (exchange.py), read here as they arrive and again later (work left running), and compared with the
    reference on the grader's own copy of the inputs (input mutation shows against the buffers it was handed);
-4. the timed phase: the grader flushes the cache, hands over the call and times it from outside (request to answer,
-   its outputs read); the time the candidate's process reports is taken unless it is below what was seen from
-   outside (timing.external_bound); a random share of outputs, decided after each call, is judged like a trial's;
+4. the timed phase: the grader flushes the cache, hands over the request and times it from outside (request to
+   answer, its outputs read); the sum of the times the candidate's process reports for its calls is taken unless it is
+   below what was seen from outside (timing.external_bound); a random share of outputs, decided after each request,
+   is judged like a trial's;
 5. one more correctness trial, the share of time in the candidate's own kernels, and the result, written here.
 
-A call is a trial, a timed call, or a timed call whose output will be judged: the candidate's process cannot tell
-which, except that trials run under the ATen tracer (policy: torch compute in forward), which it can see, as it
-can see the instruments on the calls they watch (child/watched_calls.py).
+A request (of as many calls as every other) is a trial, a timed request, or one whose outputs will be judged: the
+candidate's process cannot tell which, except that trials run under the ATen tracer (policy: torch compute in forward),
+which it can see, as it can see the instruments on the requests they watch (child/watched_calls.py).
 Nothing the candidate's process writes is read as a result; a crash or an exit before it answers is its
 `runtime_error`. What this does not protect against: see the judge's DESIGN.md.
 """
@@ -40,6 +43,7 @@ from pydantic import ValidationError
 
 from cuda_agent.errors import ProtocolError, TaskError
 from cuda_agent.judge.child import watched_calls
+from cuda_agent.judge.child.calibration import calibrate, time_reference
 from cuda_agent.judge.child.exchange import Buffer, Channel, ChannelClosed, allocate, dtype_name, dtype_of
 from cuda_agent.judge.child.kernel_time import bound_claim
 from cuda_agent.judge.child.stop import CANDIDATE_STATUSES, Stop, out_of_memory, stop
@@ -48,6 +52,7 @@ from cuda_agent.judge.protocol import (
     BuffersQuestion,
     CallAnswer,
     CallQuestion,
+    CallSlots,
     Done,
     InputRef,
     LoadAnswer,
@@ -73,13 +78,7 @@ from cuda_agent.judge.uids import frozen
 from cuda_agent.subproc import account, child_env, first_error, read_record
 from cuda_agent.types import Violation
 
-CALIBRATION_CALLS = 16
-"""Calls of a model that returns zeros, before candidate code: what a call costs the grader besides forward (after
-CALIBRATION_WARMUP more, which pay for first uses: the sampler, the copy, the allocator)."""
-CALIBRATION_WARMUP = 3
 SHIM_STARTUP_S = 300.0
-PAIRED_SHARE = 0.25
-"""Eager's phase now (`time_reference`) spends this share of the candidate's phase target."""
 
 
 def fresh_seed() -> int:
@@ -136,15 +135,15 @@ class Exchange:
             ref = self.refs[slot] = TensorRef(buffer=ident, shape=shape, dtype=name)
         return ref, buffer.view(shape, dtype)
 
-    def load(self, inputs: list[Any]) -> tuple[list[InputRef], list[Any]]:
-        """`inputs` copied into the input buffers: (what the candidate's process is told, our views of them). Every
-        call's inputs take the same slots, so that no call's buffers tell it apart."""
+    def load(self, inputs: list[Any], slots: str = "in") -> tuple[list[InputRef], list[Any]]:
+        """`inputs` copied into the input buffers of `slots` (call k of a request: `in{k}_`): (what the candidate's
+        process is told, our views of them). Every request's call k takes the same slots, whatever the request."""
         torch = self.grader.torch
         fresh = self.grader.device == "cpu"
         refs, views = [], []
         for i, value in enumerate(inputs):
             if isinstance(value, torch.Tensor):
-                ref, view = self.ref(f"in{i}", tuple(value.shape), value.dtype, fresh)
+                ref, view = self.ref(f"{slots}{i}", tuple(value.shape), value.dtype, fresh)
                 view.copy_(value)
                 refs.append(InputRef(tensor=ref))
                 views.append(view)
@@ -163,10 +162,11 @@ class Exchange:
         self.pending, self.released = [], []
         return fds
 
-    def outputs(self) -> tuple[list[TensorRef], list[Any]]:
+    def outputs(self, call: int = 0) -> tuple[list[TensorRef], list[Any]]:
+        """The output buffers of a request's call number `call` (its own, reused from request to request)."""
         refs, views = [], []
         for i, (shape, dtype) in enumerate(self.grader.output_specs):
-            ref, view = self.ref(f"out{i}", shape, dtype)
+            ref, view = self.ref(f"out{call}_{i}", shape, dtype)
             refs.append(ref)
             views.append(view)
         return refs, views
@@ -203,16 +203,18 @@ class Grader:
         self.env["l2_persistence_guard"] = bool(self.l2 and self.l2.available)
         self.exchange = Exchange(self)
         self.output_specs: list[tuple[tuple[int, ...], Any]] = []
-        self.overhead_ms: list[float] = []
+        self.overhead_ms: list[float] = []  # per request of `group` calls (`calibrate`)
+        self.group = 1
+        """Calls per request (`calibrate`): every request of the run carries this many."""
         self.shim_l2_bytes = 0
         """The persisting-L2 set-aside the candidate's process held before candidate code (some machines set one)."""
         self.candidate_started = False
-        self.outputs: list[Any] = []
-        """Our views of the output buffers, as the last call left them."""
+        self.outputs: list[list[Any]] = []
+        """Our views of the output buffers, per call, as the last request left them."""
         self.sample: list[Any] = []
         """The last call's outputs read at random positions as its answer arrived (`trial.sample_outputs`)."""
         self.watch_at = -1
-        """The first watched call's place (child/watched_calls.py); the dataflow check's finding, refused later:"""
+        """The first watched request's place (child/watched_calls.py); the dataflow check's finding, refused later:"""
         self.torch_only_reason: str | None = None
         self.kernel_claim: list[float] | None = None
         """The kernel times the candidate's process reported from its profiler (`custom_work`), bounded in `run`."""
@@ -322,23 +324,6 @@ class Grader:
             dtype_of(self.torch, dtype_name(value.dtype))  # a dtype that cannot cross is the task's problem
         self.output_specs = [(tuple(v.shape), v.dtype) for v in outputs]
 
-    def calibrate(self) -> None:
-        """What one call costs the grader besides forward (`timing.external_bound`), on the candidate's process before
-        its code is loaded: a model that returns zeros, on inputs and outputs of the real size, each call after the
-        cache flush that precedes every timed call."""
-        from cuda_agent.judge.child.inputs import make_inputs
-        from cuda_agent.judge.child.timing import make_flusher
-
-        inputs = make_inputs(self.problem, self.req.task_name, fresh_seed(), self.device)
-        self.flush = make_flusher(self.device, self.env.get("l2_bytes"), self.l2.reset if self.l2 else None)
-        for i in range(CALIBRATION_WARMUP + CALIBRATION_CALLS):
-            refs, _ = self.exchange.load(inputs)  # as every timed call's: handed over with the call on the CPU
-            self.flush()  # as before every timed call: what the call's overhead costs from a cold cache
-            answer, external_ms = self.call(refs, "calibration", probe=True)
-            if i >= CALIBRATION_WARMUP:
-                self.overhead_ms.append(max(0.0, external_ms - (answer.ms or 0.0)))
-        self.env["call_overhead_ms"] = sorted(self.overhead_ms)[len(self.overhead_ms) // 2]
-
     def import_candidate(self) -> None:
         start = time.perf_counter()
         # The build folder's lock first (build.loading_extensions): another judgement's process loading the same
@@ -374,23 +359,44 @@ class Grader:
         self.stage_s["import"] = time.perf_counter() - start
 
     # --- calls ---
-    def call(
-        self, refs: list[InputRef], stage: str, probe: bool = False, trace: bool = False, dataflow: bool = False
-    ) -> tuple[CallAnswer, float]:
-        """One call on the inputs in the buffers: its answer, checked, and the grader's own measure of it (ms from the
-        request to the answer, the outputs read as they arrived). The outputs are then in `self.outputs`."""
-        from cuda_agent.judge.child.trial import sample_outputs
+    def load_calls(self, calls: list[list[Any]]) -> tuple[list[list[InputRef]], list[list[Any]]]:
+        """Each call's inputs in buffers of its own (`Exchange.load`), per call."""
+        loaded = [self.exchange.load(inputs, f"in{k}_") for k, inputs in enumerate(calls)]
+        return [refs for refs, _ in loaded], [views for _, views in loaded]
 
-        out_refs, self.outputs = self.exchange.outputs()
+    def call(
+        self,
+        refs: list[list[InputRef]],
+        stage: str,
+        probe: bool = False,
+        trace: bool = False,
+        dataflow: bool = False,
+    ) -> tuple[CallAnswer, float]:
+        """One request: forward on each call's inputs (`refs`, one list per call), under the tracer or the dataflow
+        check; its answer, checked, and our measure of it (ms from request to answer, outputs read as they arrived)."""
+        from cuda_agent.judge.child.trial import SAMPLED_CALLS, sample_outputs
+
+        calls, self.outputs = [], []
+        for k, inputs in enumerate(refs):
+            out_refs, views = self.exchange.outputs(k)
+            calls.append(CallSlots(inputs=inputs, outputs=out_refs))
+            self.outputs.append(views)
         check = watched_calls.dataflow_check(self.req) if dataflow else None
-        message = CallQuestion(inputs=refs, outputs=out_refs, probe=probe, trace=trace, dataflow=check)
+        message = CallQuestion(calls=calls, probe=probe, trace=trace, dataflow=check)
         fds = self.exchange.handover(message)
         self.sync()
         start = time.perf_counter()
         answer: CallAnswer = self.answer_of(CallAnswer, self.ask(message, fds, stage), stage)
-        self.sample = sample_outputs(self, self.outputs, fresh_seed()) if answer.status == "ok" else []
+        read = secrets.SystemRandom().sample(self.outputs, min(SAMPLED_CALLS, len(self.outputs)))
+        read = [view for views in read for view in views]
+        self.sample = sample_outputs(self, read, fresh_seed()) if answer.status == "ok" else []
         external_ms = (time.perf_counter() - start) * 1e3
         self.tick()
+        if answer.status == "ok" and len(answer.ms) != len(calls):
+            if not self.candidate_started:
+                raise ProtocolError(f"the candidate's process timed {len(answer.ms)} of {len(calls)} calls")
+            message_text = f"the candidate's process answered {len(answer.ms)} times for {len(calls)} calls"
+            raise stop("runtime_error", stage, message_text)
         if probe:
             self.shim_l2_bytes = max(self.shim_l2_bytes, answer.l2_limit_bytes)
         self.check_answer(answer, stage)
@@ -437,19 +443,38 @@ class Grader:
         self.trials.append(trial)
         return stop("incorrect", stage, message)
 
-    def run_trial(self, transform: str, label: str, dataflow: bool = False, flush: bool = False) -> None:
-        """One trial; `dataflow`: under the dataflow check, not the tracer (their profilers do not nest); `flush`."""
+    def run_trials(self, specs: list[tuple[str, str]], dataflow: bool = False, flush: bool = False) -> None:
+        """A request carrying the trials `specs` ((transform, label) each) among its calls (an identity one's drawn
+        after the answer), each judged in full, other outputs by timing.GROUP_CHECKS; under the tracer or (`dataflow`)
+        the dataflow check, their profilers not nesting; `flush`: the cache flushed after loading, as when timed."""
         from cuda_agent.judge.child.inputs import make_inputs
-        from cuda_agent.judge.child.trial import judge_trial
+        from cuda_agent.judge.child.timing import GROUP_CHECKS
+        from cuda_agent.judge.child.trial import judge_trial, screen_trial
 
-        seed = fresh_seed()
-        inputs = make_inputs(self.problem, self.req.task_name, seed, self.device, transform)
-        refs, given = self.exchange.load(inputs)
+        draw, transforms = secrets.SystemRandom(), ["identity"] * self.group
+        moved = [transform for transform, _ in specs if transform != "identity"]
+        moved_at = draw.sample(range(self.group), len(moved))
+        for k, transform in zip(moved_at, moved, strict=True):
+            transforms[k] = transform
+        seeds = [fresh_seed() for _ in transforms]
+        drawn = [
+            make_inputs(self.problem, self.req.task_name, seeds[k], self.device, t) for k, t in enumerate(transforms)
+        ]
+        refs, given = self.load_calls(drawn)
         if flush:
             self.flush()
-        self.call(refs, label, trace=not dataflow, dataflow=dataflow)
-        judged = judge_trial(self, inputs, given, self.outputs, seed, transform, label)
-        self.record_trial(judged, label)
+        self.call(refs, specs[0][1], trace=not dataflow, dataflow=dataflow)
+        plain = iter(draw.sample([k for k, t in enumerate(transforms) if t == "identity"], len(specs) - len(moved)))
+        at = iter(moved_at)
+        judged = [next(plain) if transform == "identity" else next(at) for transform, _ in specs]
+        for k in range(self.group):  # first: the trials' records stay the last (a recheck's the verdict's last)
+            if k not in judged and transforms[k] == "identity" and draw.randrange(self.group) < GROUP_CHECKS:
+                args = (self, drawn[k], given[k], self.outputs[k], seeds[k])
+                trial = screen_trial(*args, fresh_seed()) or judge_trial(*args, "identity", "timed", precision=False)
+                self.record_trial(trial, specs[0][1], "an output beside a trial's is wrong: ")
+        for k, (transform, label) in zip(judged, specs, strict=True):  # in order: the first to fail is as before
+            trial = judge_trial(self, drawn[k], given[k], self.outputs[k], seeds[k], transform, label)
+            self.record_trial(trial, label)
 
     def record_trial(self, trial: dict[str, Any], stage: str, context: str = "") -> None:
         """Keep a judged trial; a failed one ends the run (`context` goes before its reason)."""
@@ -461,12 +486,13 @@ class Grader:
 
     def correctness(self) -> None:
         start = time.perf_counter()
-        self.watch_at = watched_calls.place(self.req)
-        for i in range(self.req.trials):
-            self.run_trial("identity", "trial", dataflow=self.req.policy == "kernelbench" and i == self.watch_at)
+        self.watch_at = watched_calls.place(self.req, self.group)
+        specs = [("identity", "trial")] * self.req.trials
         if self.req.robustness:
-            for transform in ("negate", "stretch"):
-                self.run_trial(transform, "robustness")
+            specs += [("negate", "robustness"), ("stretch", "robustness")]
+        for request, first in enumerate(range(0, len(specs), self.group)):
+            watched = self.req.policy == "kernelbench" and request == self.watch_at  # one trial request's place
+            self.run_trials(specs[first : first + self.group], dataflow=watched)
         self.stage_s["correctness"] = time.perf_counter() - start
 
     def timing(self) -> dict[str, Any]:
@@ -477,39 +503,8 @@ class Grader:
         summary = calls.run_phase()
         self.stage_s["timing"] = time.perf_counter() - start - calls.judged_s
         self.stage_s["timed_outputs"] = calls.judged_s
-        self.run_trial("identity", "recheck")
+        self.run_trials([("identity", "recheck")])
         return summary
-
-    def time_reference(self) -> dict[str, Any]:
-        """Eager's time now, in this process, with the baselines' protocol (a shorter phase): how much slower or
-        faster the machine is than when the cached baselines were timed (the pipeline rescales them by it)."""
-        from cuda_agent.judge.child.inputs import make_inputs
-        from cuda_agent.judge.child.timing import Clock, rotate, time_phase
-
-        torch, cuda = self.torch, self.device == "cuda"
-        clock = Clock(time.perf_counter, torch.cuda.synchronize if cuda else None, torch.cuda.Event if cuda else None)
-        inputs = make_inputs(self.problem, self.req.task_name, fresh_seed(), self.device)
-        start = time.perf_counter()
-
-        def call(args: Any) -> Any:
-            with torch.no_grad():
-                return self.reference(*args)
-
-        req = self.req
-        phase = time_phase(
-            call,
-            rotate([inputs]),
-            clock,
-            self.flush,
-            self.device,
-            warmup_reps=req.warmup_reps,
-            min_reps=req.min_reps,
-            max_reps=req.max_reps,
-            target_phase_s=req.target_phase_s * PAIRED_SHARE,
-            tick=self.tick,
-        )
-        self.stage_s["eager_now"] = time.perf_counter() - start
-        return phase.summary()
 
     def custom_work(self) -> float | None:
         """One more call, profiled in the candidate's process: the share of forward's time in its own code (a
@@ -545,7 +540,7 @@ def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
         grader.start_candidate_process()
         grader.load_reference()
         grader.stage_s["setup"] = time.perf_counter() - start
-        grader.calibrate()
+        calibrate(grader)
         grader.tick()
         grader.import_candidate()
         grader.tick()
@@ -554,7 +549,7 @@ def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
         eager_now = None
         if request.time and request.paired_eager:
             with frozen(request.confine_user):  # nothing of the candidate's runs while we time eager
-                eager_now = grader.time_reference()
+                eager_now = time_reference(grader)
         fraction = grader.custom_work()
         kernel_timing = bound_claim(grader.kernel_claim, timing["median_ms"] if timing else None)
         return RunResult(
@@ -567,6 +562,7 @@ def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
             custom_kernel_time_fraction=fraction,
             kernel_timing=kernel_timing,
             eager_now=eager_now,
+            group_calls=grader.group,
         )
     except Stop as ended:
         result = ended.result

@@ -35,10 +35,14 @@ def clone_inputs(values: list[Any]) -> list[Any]:
     return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
 
 
-def timing_input_sets(module: Any, filename: str, seed: int, device: str) -> list[list[Any]]:
-    """The input sets of a baseline's timed phase: one set, or three when a set is small (see ROTATE_BELOW_BYTES)."""
+def timing_input_sets(module: Any, filename: str, seed: int, device: str, group: int = 1) -> list[list[Any]]:
+    """The input sets of a baseline's timed phase: one set, or three when a set is small (see ROTATE_BELOW_BYTES);
+    with groups of several calls (`timing.time_phase`), one set per call of a group, as each call of the candidate's
+    requests has inputs of its own."""
     import torch
 
+    if group > 1:
+        return [make_inputs(module, filename, seed + i, device) for i in range(group)]
     first = make_inputs(module, filename, seed, device)
     size = sum(v.numel() * v.element_size() for v in first if isinstance(v, torch.Tensor))
     if size >= ROTATE_BELOW_BYTES:

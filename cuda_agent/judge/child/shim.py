@@ -6,9 +6,10 @@ init arguments of its own), the candidate, and views of the grader's buffers (ex
 no comparison, no result file. Everything it says (a call's time, the operators it saw, the flags it holds) is a
 claim the grader checks or may only refuse on; the candidate's code can change any of it.
 
-Every call is alike: the grader fills the input buffers, flushes the cache and sends `call` (on the CPU with the
-input buffers themselves, new for the call: no buffer this process already maps holds them); this process times
-forward with the clock it holds, copies what forward returned into the output buffers, and answers. Whether a call
+Every request is alike: the grader fills the input buffers of its calls (one or more, as many in every request of a
+run), flushes the cache and sends `call` (on the CPU with the input buffers themselves, new for the request: no
+buffer this process already maps holds them); this process times each call of forward with the clock it holds,
+copies what it returned into that call's output buffers, and answers with each call's time. Whether a call
 is a trial, a timed call, or a timed call whose output the grader will judge is decided in the grader, after the
 answer. Calls with `trace` run under the ATen tracer, which the candidate can see (its report can only refuse); under
 kernelbench one trial drawn at random runs under the dataflow check instead (`dataflow`), in the same buffers as every
@@ -65,10 +66,11 @@ class Shim:
         self.flags = env.apply_precision_flags()
         self.l2 = guards.PersistingL2() if device == "cuda" else None
         self.buffers: dict[int, Buffer] = {}
+        self.letting_go: list[Buffer | None] = []
+        """Buffers a question released, held until its answer is sent (`serve`)."""
         self.model: Any = None
         self.held = contextlib.ExitStack()
         """The build folder's lock from `lock` until the import ends."""
-        self.probe_outputs: dict[tuple[Any, ...], Any] = {}
         self.triton: Any = None
         """The launch count of a Triton solution (triton_launch.TritonLaunches); None for any other."""
 
@@ -92,6 +94,7 @@ class Shim:
                 return
             question = read_question(data)
             self.channel.send(handlers[question.op](question, fds), ident=question.id)
+            self.letting_go.clear()  # unmapped after the answer: outside the grader's view of the next request
 
     def sync(self) -> None:
         if self.device == "cuda":
@@ -100,7 +103,7 @@ class Shim:
     def open_buffers(self, message: BuffersQuestion | CallQuestion | ProfileQuestion, fds: list[int]) -> Done:
         """Map the buffers the message brings (a call brings its inputs' on the CPU), let go the ones it releases."""
         for ident in [] if isinstance(message, BuffersQuestion) else message.released:
-            self.buffers.pop(ident, None)  # a CPU buffer: its memory goes with the last tensor viewing it
+            self.letting_go.append(self.buffers.pop(ident, None))  # its memory goes with the last tensor viewing it
         for spec in message.buffers:
             fd = fds.pop(0) if spec.how.fd else None
             self.buffers[spec.id] = open_buffer(self.torch, self.device, spec.nbytes, spec.how, fd)
@@ -127,7 +130,6 @@ class Shim:
         from cuda_agent.judge.child.stop import out_of_memory
         from cuda_agent.tasks.problem import call_inputs, load_problem
 
-        self.probe_outputs.clear()  # the calibration's zeros: no use once the candidate answers
         if self.device == "cuda":
             self.torch.cuda.empty_cache()
         name = message.task_name
@@ -162,38 +164,53 @@ class Shim:
         return LoadAnswer(status="ok", env=self.triton.env if self.triton else {})
 
     def call(self, message: CallQuestion, fds: list[int]) -> CallAnswer:
-        """One call of forward (or, with `probe`, of a model that returns zeros: the grader's measure of its own
-        overhead, before candidate code is loaded), timed, its outputs copied into the grader's buffers."""
+        """The request's calls of forward in order (or, with `probe`, of a model that returns zeros: the grader's
+        measure of its own overhead, before candidate code is loaded), each timed, its outputs copied into its own
+        output buffers; with `trace`, all under one ATen tracer (the copies and views are allowed operators). The
+        first call that fails answers for the request."""
         from cuda_agent.judge.child import guards
+
+        self.open_buffers(message, fds)
+        if self.triton is not None:
+            self.triton.take()  # a profile's calls launched too
+        tracer = guards.make_tracer() if message.trace else None  # one a request: a profiler's start costs ms
+        with tracer if tracer is not None else contextlib.nullcontext():
+            answer = self.calls(message)
+        if tracer is not None and answer.status == "ok":
+            answer.torch_ops = dict(tracer.disallowed)
+        return answer
+
+    def calls(self, message: CallQuestion) -> CallAnswer:
         from cuda_agent.judge.child.stop import out_of_memory
         from cuda_agent.judge.child.trial import plain_outputs
 
-        self.open_buffers(message, fds)
-        inputs = [self.argument(ref) for ref in message.inputs]
-        outputs = [self.tensor(ref) for ref in message.outputs]
-        model = self.probe(outputs) if message.probe else self.model
-        flow: list[str | None] = []
-        if message.dataflow is not None:
-            model = self.dataflow(model, inputs, message.dataflow, flow)
-        tracer = guards.make_tracer() if message.trace else None
-        if self.triton is not None:
-            self.triton.take()  # a profile's calls launched too
-        try:
-            ms, returned = self.timed(model, inputs, tracer)
-            flat = plain_outputs(self.torch, returned)
-            if flat is None or not _fits(flat, outputs):
-                return self.mismatch(returned, flat)
-            for out, value in zip(outputs, flat, strict=True):
-                out.copy_(value)
-            self.sync()
-        except Exception as exc:
-            status, text = _failure(exc, f"ModelNew.forward raised {type(exc).__name__}: {exc}")
-            raised = "compile_error" if status == "compile_error" else "raised"
-            return CallAnswer(status=raised, message=text, out_of_memory=out_of_memory(exc))
-        answer = self.answer(ms, dict(tracer.disallowed) if tracer is not None else {})
+        times, launches, flow = [], [], []
+        for slots in message.calls:
+            inputs = [self.argument(ref) for ref in slots.inputs]
+            outputs = [self.tensor(ref) for ref in slots.outputs]
+            model = self.probe(outputs) if message.probe else self.model
+            if message.dataflow is not None:
+                model = self.dataflow(model, inputs, message.dataflow, flow)
+            try:
+                ms, returned = self.timed(model, inputs)
+                flat = plain_outputs(self.torch, returned)
+                if flat is None or not _fits(flat, outputs):
+                    return self.mismatch(returned, flat)
+                for out, value in zip(outputs, flat, strict=True):
+                    out.copy_(value)
+                self.sync()
+                returned = flat = value = None  # let go before the next call, as the baselines' groups do
+            except Exception as exc:
+                status, text = _failure(exc, f"ModelNew.forward raised {type(exc).__name__}: {exc}")
+                raised = "compile_error" if status == "compile_error" else "raised"
+                return CallAnswer(status=raised, message=text, out_of_memory=out_of_memory(exc))
+            times.append(ms)
+            if self.triton is not None:
+                launches.append(self.triton.take())
+        answer = self.answer(times)
         if self.triton is not None and not message.probe:
-            answer.launches = self.triton.take()
-        answer.torch_only_reason = flow[0] if flow else None
+            answer.launches = min(launches)
+        answer.torch_only_reason = next((reason for reason in flow if reason is not None), None)
         return answer
 
     def dataflow(self, model: Any, inputs: list[Any], check: DataflowCheck, found: list[str | None]) -> Any:
@@ -219,11 +236,11 @@ class Shim:
 
         return watched
 
-    def timed(self, model: Any, inputs: list[Any], tracer: Any) -> tuple[float, Any]:
+    def timed(self, model: Any, inputs: list[Any]) -> tuple[float, Any]:
         """forward's result and its time on this process's clock: on CUDA from an event before the call to one after
         a device-wide synchronisation (work left on another stream counts)."""
         torch = self.torch
-        with torch.no_grad(), tracer if tracer is not None else contextlib.nullcontext():
+        with torch.no_grad():
             if self.device == "cuda":
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 torch.cuda.synchronize()
@@ -238,11 +255,11 @@ class Shim:
             return (time.perf_counter() - began) * 1e3, returned
 
     def probe(self, outputs: list[Any]) -> Any:
-        key = tuple((tuple(o.shape), o.dtype) for o in outputs)
-        if key not in self.probe_outputs:
-            self.probe_outputs[key] = [self.torch.zeros_like(o) for o in outputs]
-        made = self.probe_outputs[key]
-        return lambda *inputs: made
+        """A model that does the least work: it returns new tensors of zeros shaped as the outputs (a fill kernel on
+        CUDA), so that what an honest forward's results cost besides its clock (their release after the copy) is in
+        the calibration too."""
+        zeros_like = self.torch.zeros_like
+        return lambda *inputs: [zeros_like(o) for o in outputs]
 
     def mismatch(self, returned: Any, flat: list[Any] | None) -> CallAnswer:
         if flat is None:
@@ -251,13 +268,13 @@ class Shim:
             specs = [ReturnedSpec(shape=tuple(v.shape), dtype=dtype_name(v.dtype)) for v in flat]
         return CallAnswer(status="mismatch", returned=specs)
 
-    def answer(self, ms: float, ops: dict[str, int]) -> CallAnswer:
+    def answer(self, ms: list[float]) -> CallAnswer:
         from cuda_agent.judge import env
 
         flags = env.precision_flags()
         changed = {k: [self.flags[k], flags.get(k)] for k in self.flags if flags.get(k) != self.flags[k]}
         l2 = self.l2.limit_bytes() if self.l2 is not None else 0
-        return CallAnswer(status="ok", ms=ms, torch_ops=ops, changed_flags=changed, l2_limit_bytes=l2)
+        return CallAnswer(status="ok", ms=ms, changed_flags=changed, l2_limit_bytes=l2)
 
     def profile(self, message: ProfileQuestion, fds: list[int]) -> ProfileAnswer:
         """The share of forward's time in the candidate's own code; its kernel times on CUDA (child/kernel_time.py,

@@ -1,10 +1,12 @@
-"""The candidate's timed phase, call by call, as the grader runs it (grader.py).
+"""The candidate's timed phase, request by request, as the grader runs it (grader.py).
 
-Every call gets inputs of its own, drawn from a fresh CSPRNG seed before the cache flush (a stored result is then
-wrong, a memo never hits). The grader times each call from outside (request to answer, the outputs read as they
-arrived) beside the time the candidate's process reports (`timing.external_bound`). Outputs are judged like a
-trial's: the last call's on every element, others drawn at random after they returned (`TIMED_CHECKS`,
-`timing.late_check_chance`), screened at random positions first (`trial.screen_trial`: a call whose work was
+A request carries the run's number of calls (`Grader.group`, `timing.group_size`: one where a call dwarfs the
+outside view's noise, more where it does not), each on inputs of its own, drawn from a fresh CSPRNG seed before the
+cache flush (a stored result is then wrong, a memo never hits). The grader times each request from outside (request
+to answer, the outputs read as they arrived) beside the sum of the times the candidate's process reports for its
+calls (`timing.external_bound`), so the outside view's resolution per call is its noise over the calls. Outputs are
+judged like a trial's: one of the last request's on every element, others drawn at random after they returned
+(`TIMED_CHECKS`, `timing.late_check_chance`, and with several calls `grader.GROUP_CHECKS` more per request), screened at random positions first (`trial.screen_trial`: a call whose work was
 skipped is wrong almost everywhere) and then, on any doubt, in full against the float64 reference as a trial is.
 Nothing the candidate's process sees tells it which call is judged: the decision is made here, after it answered,
 independently for each call, and the inputs to judge it on are drawn again from their seed (so in-place writes show
@@ -14,6 +16,7 @@ positions read as it arrived are read again, before the next call overwrites it.
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
 from typing import TYPE_CHECKING, Any
@@ -31,23 +34,31 @@ solution skipping the work on some calls moves the median most easily)."""
 
 
 class TimedCalls:
-    """The timed phase's calls and the little kept between them."""
+    """The timed phase's requests (each of the run's number of calls, `Grader.group`) and the little kept between
+    them. Its budget counts requests: warmup_reps and min_reps calls in whole requests (`timing.group_reps`)."""
 
     def __init__(self, grader: Grader) -> None:
+        from cuda_agent.judge.child.timing import group_reps
+
         self.grader = grader
         req = grader.req
         self.random = secrets.SystemRandom()
-        self.first_timed = req.warmup_reps
-        self.first_late = req.warmup_reps + req.min_reps
-        self.chance = min(1.0, TIMED_CHECKS / req.min_reps)
-        """The chance that the call just returned is judged: TIMED_CHECKS / min_reps, then `late_check_chance`."""
+        self.calls = grader.group
+        self.warmup = math.ceil(req.warmup_reps / self.calls)
+        self.least = group_reps(req.min_reps, self.calls)
+        self.first_late = self.warmup + self.least
+        self.chance = min(1.0, TIMED_CHECKS / self.least)
+        """The chance that a request just returned has an output judged: TIMED_CHECKS / its fewest requests, then
+        `late_check_chance`; with several calls, each output's is this over the calls, plus GROUP_CHECKS over them."""
         self.started = 0.0
         self.judged_s = 0.0
         """Seconds spent judging timed outputs: not part of the phase's budget (`spent`)."""
         self.claimed_ms: list[float] = []
+        """Per request, the sum of its calls' claimed times."""
         self.external_ms: list[float] = []
-        self.last: tuple[int, list[Any], bool] | None = None
-        """The last call's seed, the input buffers as it left them, and whether its output was judged in full."""
+        self.last: tuple[list[int], list[list[Any]], set[int]] | None = None
+        """The last request's seeds, its input buffers as it left them, and the calls whose output was judged in
+        full."""
         self.flush = grader.flush
 
     def run_phase(self) -> dict[str, Any]:
@@ -55,50 +66,57 @@ class TimedCalls:
 
         req = self.grader.req
         budget = PhaseBudget(req.ci_width, req.max_phase_s)
-        for i in range(req.warmup_reps):
+        for i in range(self.warmup):
             self.one(i)
         for i in range(req.max_reps):
-            self.one(req.warmup_reps + i)
-            if i + 1 >= req.min_reps and done(self.claimed_ms, self.spent(), req.target_phase_s, budget):
+            self.one(self.warmup + i)
+            means = [c / self.calls for c in self.claimed_ms]
+            if i + 1 >= self.least and done(means, self.spent(), req.target_phase_s, budget):
                 break
         self.check_last()
-        return external_bound(self.claimed_ms, self.external_ms, self.grader.overhead_ms, self.grader.device)
+        g = self.grader
+        return external_bound(self.claimed_ms, self.external_ms, g.overhead_ms, g.device, self.calls)
 
     def one(self, index: int) -> None:
         from cuda_agent.judge.child.inputs import make_inputs
-        from cuda_agent.judge.child.timing import late_check_chance
+        from cuda_agent.judge.child.timing import GROUP_CHECKS, late_check_chance
         from cuda_agent.judge.child.watched_calls import call_if_watched
 
         g = self.grader
-        if index == self.first_timed:
+        if index == self.warmup:
             self.started = time.perf_counter()
-        self.still_written()  # the call before's output, read once more before the next call's overwrites it
-        if call_if_watched(g, index):  # an untimed call under the tracer or the dataflow check first, at its place
+        seeds = [_seed() for _ in range(self.calls)]
+        drawn = [make_inputs(g.problem, g.req.task_name, seed, g.device) for seed in seeds]
+        self.still_written()  # the request before's outputs, read once more before the next one's overwrite them
+        if call_if_watched(g, index):  # an untimed request under the tracer or the dataflow check first, at its place
             self.still_written()
-        seed = _seed()
-        inputs = make_inputs(g.problem, g.req.task_name, seed, g.device)
-        refs, given = g.exchange.load(inputs)
-        del inputs
+        refs, given = g.load_calls(drawn)
+        del drawn
         self.flush()
         answer, external_ms = g.call(refs, "timing")
-        timed = index >= self.first_timed
+        timed = index >= self.warmup
         if timed:
-            self.claimed_ms.append(answer.ms or 0.0)
+            self.claimed_ms.append(sum(answer.ms))
             self.external_ms.append(external_ms)
-        picked = timed and self.random.random() < self.chance
-        judged = picked and self.judge(seed, given, screen=True)
-        self.last = (seed, given, judged)
-        if index == self.first_late - 1:  # later calls: a chance from the pace of the first min_reps
+        extra = GROUP_CHECKS if self.calls > 1 else 0
+        chance = (self.chance + extra) / self.calls
+        full = set()
+        for k in range(self.calls):  # decided here, after the answer, for each output on its own
+            if timed and self.random.random() < chance and self.judge(seeds[k], given[k], k, screen=True):
+                full.add(k)
+        self.last = (seeds, given, full)
+        if index == self.first_late - 1:  # later requests: a chance from the pace of the first ones
             req = g.req
-            self.chance = late_check_chance(self.spent(), req.min_reps, req.max_reps, req.target_phase_s)
+            self.chance = late_check_chance(self.spent(), self.least, req.max_reps, req.target_phase_s)
 
     def spent(self) -> float:
-        """The seconds of the phase's budget used: its wall time since the first timed call's draw, less the judging
-        of outputs (`timing.time_phase`'s `spent`)."""
+        """The seconds of the phase's budget used: its wall time since the first timed request's draw, less the
+        judging of outputs (`timing.time_phase`'s `spent`)."""
         return time.perf_counter() - self.started - self.judged_s
 
     def still_written(self) -> None:
-        """The last call's output changed since it arrived (`trial.sample_outputs`): the call left work running."""
+        """The last request's outputs changed since they arrived (`trial.sample_outputs`): the call left work
+        running."""
         from cuda_agent.judge.child.trial import changed_since
 
         g = self.grader
@@ -108,23 +126,27 @@ class TimedCalls:
         g.sample = []
 
     def check_last(self) -> None:
-        """Judge the last call's output on every element, unless it was as it returned."""
+        """Judge one output of the last request on every element (which one, drawn now), unless one was."""
         self.still_written()
         if self.last is not None and not self.last[2]:
-            self.judge(self.last[0], self.last[1])
+            seeds, given, _ = self.last
+            k = self.random.randrange(self.calls)
+            self.judge(seeds[k], given[k], k)
 
-    def judge(self, seed: int, given: list[Any], screen: bool = False) -> bool:
-        """Judge the output now in the buffers: screened at random positions first where `screen`, then in full on
-        any doubt (the last call's always in full). Returns whether it was judged on every element."""
+    def judge(self, seed: int, given: list[Any], call: int, screen: bool = False) -> bool:
+        """Judge the output of the request's call number `call`, now in its buffers: screened at random positions
+        first where `screen`, then in full on any doubt (the last request's always in full). Returns whether it was
+        judged on every element."""
         from cuda_agent.judge.child.inputs import make_inputs
         from cuda_agent.judge.child.trial import judge_trial, screen_trial
 
         g = self.grader
         start = time.perf_counter()
         drawn = make_inputs(g.problem, g.req.task_name, seed, g.device)
-        trial = screen_trial(g, drawn, given, g.outputs, seed, _seed()) if screen else None
+        outputs = g.outputs[call]
+        trial = screen_trial(g, drawn, given, outputs, seed, _seed()) if screen else None
         if trial is None:
-            trial = judge_trial(g, drawn, given, g.outputs, seed, "identity", "timed")
+            trial = judge_trial(g, drawn, given, outputs, seed, "identity", "timed")
         g.record_trial(trial, "timed", "a timed call's output is wrong: ")
         self.judged_s += time.perf_counter() - start
         return "screened" not in trial

@@ -196,51 +196,130 @@ def _iqr(values: Sequence[float]) -> float:
     return quartiles[2] - quartiles[0]
 
 
-def external_bound(
-    claimed_ms: list[float], external_ms: list[float], overhead_ms: list[float], device: str
-) -> dict[str, Any]:
-    """The candidate's timed phase, from its own report and the grader's view from outside.
+def overhead_noise(overhead_ms: list[float], device: str) -> float:
+    """The noise a request's outside view holds besides its work: twice the overhead's interquartile range, at least
+    NOISE_FLOOR_MS and OVERHEAD_SHARE of its median (`external_bound`)."""
+    floor = max(NOISE_FLOOR_MS[device], OVERHEAD_SHARE * _median(overhead_ms))
+    return max(2 * _iqr(overhead_ms), floor)
 
-    `claimed_ms[i]`: what the candidate's process reported for call i (its clock, in its process); `external_ms[i]`:
-    what the grader saw, from its request to the answer with the outputs read; `overhead_ms`: the outside view less
-    the report for calls of a model that returns zeros, made before candidate code loaded. An honest report is the
-    outside view less the overhead, within noise. Work the candidate's process does between the request and its
-    clock's start, or after its clock stopped (its own hooks in the handling of the call, a rewritten clock), is
-    inside the outside view and not in the report. Two readings of it, either enough:
-    - every call's gap (outside less report) exceeds the least overhead by `hidden` (the least gap of the phase
+
+LEAST_GAP_ALARM = 0.001
+"""The chance that an honest phase's least gap lies beyond the calibration's quantile `least_quantile` picks."""
+
+
+def least_quantile(requests: int) -> float:
+    """The quantile of the calibration's overhead that the least of `requests` honest gaps stays below but for a
+    chance of LEAST_GAP_ALARM: (1 - q) ** requests = LEAST_GAP_ALARM, and at least the first quartile. A phase of few
+    requests (a request of many calls takes long) has a least gap far up the overhead's distribution: against the
+    calibration's first quartile, 6 honest requests would all lie above it one time in 6 (0.75 ** 6)."""
+    return max(0.25, 1.0 - LEAST_GAP_ALARM ** (1.0 / max(requests, 1)))
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    """The q-quantile of `values`, interpolated between order statistics (0 for none)."""
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    at = q * (len(ordered) - 1)
+    low = math.floor(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
+
+def external_bound(
+    claimed_ms: list[float], external_ms: list[float], overhead_ms: list[float], device: str, calls: int = 1
+) -> dict[str, Any]:
+    """The candidate's timed phase, from its own report and the grader's view from outside, per request of `calls`
+    calls of forward (timing.group_size).
+
+    `claimed_ms[i]`: the sum of what the candidate's process reported for request i's calls (its clock, in its
+    process); `external_ms[i]`: what the grader saw, from its request to the answer with the outputs read;
+    `overhead_ms`: the outside view less the report for requests of as many calls of a model that returns zeros,
+    made before candidate code loaded. An honest report is the outside view less the overhead, within noise. Work the
+    candidate's process does between the request and its clock's start, or after its clock stopped (its own hooks in
+    the handling of the call, a rewritten clock), is inside the outside view and not in the report. Two readings of
+    it, either enough:
+    - every request's gap (outside less report) exceeds the least overhead by `hidden` (the least gap of the phase
       against the calibration's; noise only adds, so the least is what load disturbs least);
-    - the outside view's median, less the overhead's, exceeds the claimed median (a majority of calls).
+    - the outside view's median, less the overhead's, exceeds the claimed median (a majority of requests).
     Either counts where it exceeds CLAIM_MARGIN of the claimed median plus its noise (at least NOISE_FLOOR_MS and
-    OVERHEAD_SHARE of the overhead's median): for
-    the least gap, the calibration's low tail (its first quartile less its least); for the medians, twice the
-    overhead's interquartile range. Then the phase's times are the outside view's, and `bound_applied` says so.
+    OVERHEAD_SHARE of the overhead's median): for the least gap, the calibration's low tail (its `least_quantile`
+    for as many requests, at least its first quartile, less its least); for the medians, twice the overhead's
+    interquartile range. Then the phase's times are the outside view's, and `bound_applied` says so.
+    Only the sum of a request's claims is bounded, so a request's time is its calls' mean: the phase's times are per
+    call (a request's over `calls`), and so is `resolution_ms`, the noise a claim can hide in; the overhead, the noise
+    and the least gap and overhead (what `hidden` compares) are per request.
     """
     claimed = _median(claimed_ms)
     overhead = _median(overhead_ms)
     floor = max(NOISE_FLOOR_MS[device], OVERHEAD_SHARE * overhead)
     seen = [max(0.0, e - overhead) for e in external_ms]
     hidden = 0.0
+    gaps = [e - c for e, c in zip(external_ms, claimed_ms, strict=True)]
     if external_ms and overhead_ms:
-        gaps = [e - c for e, c in zip(external_ms, claimed_ms, strict=True)]
         least = min(overhead_ms)
-        tail = statistics.quantiles(overhead_ms, n=4)[0] - least if len(overhead_ms) >= 2 else 0.0
+        tail = _quantile(overhead_ms, least_quantile(len(gaps))) - least
         hidden = min(gaps) - least
         if hidden <= claimed * CLAIM_MARGIN + max(tail, floor):
             hidden = 0.0
-    noise = max(2 * _iqr(overhead_ms), floor)
+    noise = overhead_noise(overhead_ms, device)
     by_median = _median(seen) > claimed * (1 + CLAIM_MARGIN) + noise
     applied = by_median or hidden > 0
     times = list(claimed_ms)
     if applied:
         times = [max(s if by_median else 0.0, c + hidden) for s, c in zip(seen, claimed_ms, strict=True)]
-    return PhaseTiming(times_ms=times).summary() | {
-        "claimed_median_ms": claimed,
-        "external_median_ms": _median(seen),
-        "hidden_ms": hidden,
+    return PhaseTiming(times_ms=[t / calls for t in times]).summary() | {
+        "claimed_median_ms": claimed / calls,
+        "external_median_ms": _median(seen) / calls,
+        "hidden_ms": hidden / calls,
         "overhead_median_ms": overhead,
         "noise_ms": noise,
+        "least_gap_ms": min(gaps, default=0.0),
+        "least_overhead_ms": min(overhead_ms, default=0.0),
+        "calls_per_request": calls,
+        "resolution_ms": noise / calls,
         "bound_applied": applied,
     }
+
+
+RESOLUTION_SHARE = 0.02
+"""The outside view's per-call resolution that `group_size` aims at, as a share of eager's time per call: a claim
+faster than the call by more than this (plus CLAIM_MARGIN) shows, whatever clock the candidate's process reads."""
+GROUP_BYTES = {"cpu": 64 * 2**20, "cuda": 2**30}
+"""The most bytes a request's inputs and outputs may take together (`group_size`)."""
+GROUP_FDS = 240
+"""CPU: the most input tensors a request may carry (each a descriptor of its own; exchange.MAX_FDS per message)."""
+GROUP_CHECKS = 4
+"""Outputs of a request of several calls judged besides the ones its kind always judges, on average (each with a
+chance of GROUP_CHECKS over its calls, drawn after the answer): a request's time is its calls' mean, so a solution
+that skips the work on a share s of the calls gains s and passes n requests' checks with a chance of (1 - s) ** (n *
+GROUP_CHECKS)."""
+MIN_GROUPS = 6
+"""The fewest requests (or baseline groups) a phase makes, when min_reps calls fit in fewer: the least that gives its
+median an interval (`median_interval`)."""
+
+
+def group_size(noise_ms: float, eager_ms: float, call_bytes: int, tensor_inputs: int, device: str, most: int) -> int:
+    """How many calls each request carries, so that the outside view's per-call resolution (the per-request
+    overhead's noise over the calls) is RESOLUTION_SHARE of eager's call: 1 where eager's calls already dwarf the
+    noise, else a power of two (the same for a range of noise, so a task's baselines are rarely timed again), at most
+    `most`, GROUP_BYTES of inputs and outputs (`call_bytes` a call) and, on the CPU, GROUP_FDS input tensors.
+
+    It is chosen from the reference and the grader's own overhead, before candidate code loads: nothing the candidate
+    does moves it."""
+    wanted = math.ceil(noise_ms / (RESOLUTION_SHARE * eager_ms)) if eager_ms > 0 else most
+    if wanted <= 1:
+        return 1
+    size = min(1 << (wanted - 1).bit_length(), most, GROUP_BYTES[device] // max(call_bytes, 1))
+    if device == "cpu":
+        size = min(size, GROUP_FDS // max(tensor_inputs, 1))
+    return max(1, size)
+
+
+def group_reps(reps: int, calls: int) -> int:
+    """Requests (or baseline groups) of `calls` calls that make at least `reps` calls, and at least MIN_GROUPS
+    (`reps` where fewer)."""
+    return max(min(reps, MIN_GROUPS), math.ceil(reps / calls))
 
 
 def rotate(input_sets: Sequence[Sequence[Any]]) -> Callable[[int], Sequence[Any]]:
@@ -262,46 +341,60 @@ def time_phase(
     tick: Callable[[], None] | None = None,
     spent: Callable[[], float] | None = None,
     budget: PhaseBudget | None = None,
+    group: int = 1,
     _timers: tuple[Callable[..., float], Callable[..., float]] = (_time_cuda, _time_cpu),  # noqa: B008
 ) -> PhaseTiming:
-    """Time `call(inputs_for(i))`, the i-th call of the phase (warm-up calls first, counted from 0).
+    """Time `call(inputs_for(i))`, the i-th call of the phase (warm-up calls first, counted from 0), in groups of
+    `group` calls back to back after one cache flush, as the candidate's requests are (`group_size`): each time is a
+    group's over its calls.
 
     Args:
         call: runs the model on one input set.
         inputs_for: the i-th call's inputs, made for this phase alone (`rotate(sets)`, or a fresh draw per call).
             It runs outside the timed window, before the cache flush.
         clock: captured timer primitives.
-        flush: cache flush, run before every timed call.
+        flush: cache flush, run before every timed group.
         device: 'cuda' or 'cpu'.
-        warmup_reps: untimed calls first.
-        min_reps, max_reps: bounds on timed calls.
+        warmup_reps: untimed calls first (whole groups of them).
+        min_reps, max_reps: bounds on timed calls (`group_reps` groups at least; max_reps groups at most).
         target_phase_s: stop once min_reps is reached and this much of the phase's budget is spent (`spent`).
-        tick: called after every call, outside the timed window (progress for the grader's step limit).
+        tick: called after every group, outside the timed window (progress for the grader's step limit).
         spent: the seconds of `target_phase_s` the timed calls have used, read after each; None: their timed
             windows alone. The candidate's phase counts its wall time (timed_calls.py): its fresh input draws cost as
             much as a memory-bound call, and it is the time the phase holds the GPU that the budget is for.
         budget: how far past `target_phase_s` the phase goes for a narrow interval of its median (`done`); None:
             it stops at the target.
+        group: calls per timed group, each on its own inputs (`inputs_for` should give that many distinct sets).
         _timers: the CUDA and CPU timers, bound when this module loads: a solution that replaces the module's
             functions (through `torch.sys.modules`, say) does not reach them here.
     """
-    for i in range(warmup_reps):
-        call(inputs_for(i))
+
+    def calls(sets: Sequence[Sequence[Any]]) -> None:
+        for inputs in sets:
+            call(inputs)  # its result let go at once, as the candidate's process lets each go after copying it
+
+    def sets(first: int) -> list[Sequence[Any]]:
+        return [inputs_for(first + j) for j in range(group)]
+
+    warmup_groups = math.ceil(warmup_reps / group)
+    for i in range(warmup_groups):
+        calls(sets(i * group))
         if tick is not None:
             _sync(clock)
             tick()
     _sync(clock)
     phase = PhaseTiming()
     spent_s = 0.0
+    least = group_reps(min_reps, group)
     for i in range(max_reps):
-        # Not bound to a local: the call before's inputs are freed before the next are made (multi-GB at L1 sizes).
+        # Not bound to a local: the group before's inputs are freed before the next are made (multi-GB at L1 sizes).
         timed = _timers[0] if device == "cuda" else _timers[1]
-        ms = timed(call, _flushed(inputs_for(warmup_reps + i), flush), clock)
+        ms = timed(calls, _flushed(sets((warmup_groups + i) * group), flush), clock) / group
         phase.times_ms.append(ms)
         if tick is not None:
             tick()
-        spent_s += ms / 1e3
-        if i + 1 >= min_reps and done(phase.times_ms, spent_s if spent is None else spent(), target_phase_s, budget):
+        spent_s += ms * group / 1e3
+        if i + 1 >= least and done(phase.times_ms, spent_s if spent is None else spent(), target_phase_s, budget):
             break
     return phase
 

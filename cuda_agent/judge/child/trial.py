@@ -71,6 +71,11 @@ def plain_outputs(torch: Any, value: Any) -> list[Any] | None:
 
 SAMPLED_POSITIONS = 2048
 """Positions of each output read as a timed call returns (`sample_outputs`)."""
+SAMPLED_CALLS = 8
+"""Calls of a request whose outputs are read as it returns, drawn after the answer (each output's read costs the
+outside view tens of microseconds: all of a request's would widen its noise). Work left running on a share f of the
+calls escapes a request's reads with a chance of about (1 - f) ** SAMPLED_CALLS, and every judged output is read
+before and after its reference ran as well."""
 
 
 def sample_outputs(run: Any, out: Any, seed: int) -> list[tuple[Any, tuple[Any, ...], Any]]:

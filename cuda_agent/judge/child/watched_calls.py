@@ -16,6 +16,7 @@ candidate's process can see (DESIGN.md).
 
 from __future__ import annotations
 
+import math
 import secrets
 from typing import TYPE_CHECKING
 
@@ -31,34 +32,51 @@ def dataflow_check(req: RunRequest) -> DataflowCheck:
     return DataflowCheck(atol=req.atol, rtol=req.rtol, norm_rtol=req.norm_rtol)
 
 
-def window(req: RunRequest) -> int:
-    """The calls the first watched call's place is drawn over: the trials where one instrument watches a single trial
-    (kernelbench), and the timed phase's first `min_reps` timed calls (warm-ups are neither timed nor judged)."""
-    return (req.trials if req.policy == "kernelbench" else 0) + (req.min_reps if req.time else 0)
+def _requests(req: RunRequest, group: int) -> tuple[int, int, int, int]:
+    """In requests of `group` calls: the trials', those of them the first watched request's place is drawn over
+    (kernelbench's, whose one instrument watches a single trial request; none under cuda-agent, whose tracer watches
+    every trial), the timed phase's warm-ups, and its fewest timed ones (`timing.group_reps`)."""
+    from cuda_agent.judge.child.timing import group_reps
+
+    trials = math.ceil(req.trials / group)
+    watched_trials = trials if req.policy == "kernelbench" else 0
+    return (
+        trials,
+        watched_trials,
+        math.ceil(req.warmup_reps / group),
+        group_reps(req.min_reps, group) if req.time else 0,
+    )
 
 
-def place(req: RunRequest) -> int:
-    """The first watched call: a trial's index below `req.trials`, else a timed-phase call's index plus `trials`;
-    -1 where there is none to place (untimed under cuda-agent, whose tracer watches every trial)."""
-    slots = window(req)
-    if slots == 0:
+def window(req: RunRequest, group: int) -> int:
+    """The requests the first watched request's place is drawn over: the trial requests where one instrument watches
+    a single one (kernelbench), and the timed phase's fewest timed requests (warm-ups are neither timed nor judged)."""
+    _, watched_trials, _, least = _requests(req, group)
+    return watched_trials + least
+
+
+def place(req: RunRequest, group: int) -> int:
+    """The first watched request: a trial request's index below the trials' requests, else a timed-phase request's
+    index plus theirs; -1 where there is none to place (untimed under cuda-agent, whose tracer watches every trial)."""
+    trials, watched_trials, warmup, least = _requests(req, group)
+    if watched_trials + least == 0:
         return -1
-    drawn = secrets.randbelow(slots)
-    trials = req.trials if req.policy == "kernelbench" else 0
-    return drawn if drawn < trials else req.trials + req.warmup_reps + drawn - trials
+    drawn = secrets.randbelow(watched_trials + least)
+    return drawn if drawn < watched_trials else trials + warmup + drawn - watched_trials
 
 
-def watched(req: RunRequest, at: int, index: int) -> bool:
-    """Whether a watched call comes before timed-phase call `index` (`at`: the first's place, `place`)."""
-    if index < req.warmup_reps + req.min_reps:
-        return at == req.trials + index
-    return secrets.randbelow(window(req)) == 0
+def watched(req: RunRequest, group: int, at: int, index: int) -> bool:
+    """Whether a watched request comes before timed-phase request `index` (`at`: the first's place, `place`)."""
+    trials, _, warmup, least = _requests(req, group)
+    if index < warmup + least:
+        return at == trials + index
+    return secrets.randbelow(window(req, group)) == 0
 
 
 def call_if_watched(grader: Grader, index: int) -> bool:
-    """A watched call before timed-phase call `index` where that is one's place, judged as a trial is (untimed);
-    whether there was one."""
-    if not watched(grader.req, grader.watch_at, index):
+    """A watched request before timed-phase request `index` where that is one's place, its trial judged as a trial
+    is (untimed); whether there was one."""
+    if not watched(grader.req, grader.group, grader.watch_at, index):
         return False
-    grader.run_trial("identity", "watched", dataflow=grader.req.policy == "kernelbench", flush=True)
+    grader.run_trials([("identity", "watched")], dataflow=grader.req.policy == "kernelbench", flush=True)
     return True

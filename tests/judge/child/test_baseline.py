@@ -22,6 +22,7 @@ def _request() -> BaselineRequest:
         min_reps=2,
         max_reps=3,
         target_phase_s=0.01,
+        group_calls=1,
     )
 
 
@@ -131,3 +132,14 @@ def test_out_of_memory_beside_other_shared_turns_builds_again_alone(monkeypatch:
     result = out["result"]
     assert seen == ["out of memory"] and events == ["out of memory", "warm", "warm"]
     assert result.eager and result.compile and result.compile_error is None and result.env["built_alone"] is True
+
+
+def test_without_a_run_it_chooses_the_calls_per_group_itself_and_times_each_call_on_its_own_inputs() -> None:
+    # Reference timings alone (`cuda-agent bench baselines`): no candidate's run chose the calls per request, so the
+    # process chooses them from eager's time as the grader would, and says how many (the runs that read the cached
+    # baseline then make requests of as many calls).
+    request = _request().model_copy(update={"group_calls": None, "max_group_calls": 8})
+    result = baseline.run(request)
+    # A 0.05 ms relu beside 0.5 ms of noise wants the cap (fewer on a machine so loaded that relu takes milliseconds).
+    assert result.error is None and result.group_calls in (1, 2, 4, 8)
+    assert result.eager["reps"] >= 2 and result.compile["reps"] >= 2

@@ -395,7 +395,9 @@ def get_init_inputs():
 
 CALLS_BEFORE_TIMING = 5 + 2 + 3
 """Calls before the first timed one under `TIMED`: 5 trials, 2 robustness trials, 3 warm-ups (for hacks that count)."""
-TIMED = {"time": True, "trials": 5, "robustness_trials": True, "warmup_reps": 3}
+TIMED = {"time": True, "trials": 5, "robustness_trials": True, "warmup_reps": 3, "max_group_calls": 1}
+"""A call per request, so that the hacks that count calls act where they mean to (requests of several calls are
+tested in tests/judge/test_grouped_timing.py)."""
 
 
 def model_new(forward: str, init: str = "") -> str:

@@ -93,7 +93,7 @@ def test_runtime_work_left_to_a_thread_after_the_call_gains_nothing(tmp_path: Pa
     verdict = judge_pool_hack(tmp_path, "examples/relu", model_new(f"return ext.{function}(x.contiguous())"), time=True)
     if verdict.verdict == "pass":
         solution = verdict.env["timing"]["solution"]
-        floor = (solution["external_median_ms"] - solution["noise_ms"]) / 1.02
+        floor = (solution["external_median_ms"] - solution["resolution_ms"]) / 1.02  # per call, as the median
         assert solution["median_ms"] >= floor, solution
     else:
         assert (verdict.verdict, verdict.reward) == ("incorrect", -1), verdict.message
@@ -128,7 +128,11 @@ return out"""
     verdict = judge_hack(tmp_path, "examples/relu", source, time=True, static_policy=False)
     assert verdict.verdict in ("pass", "incorrect"), verdict.message
     if verdict.verdict == "pass":
-        assert not verdict.env["timing"]["solution"]["bound_applied"], verdict.env["timing"]["solution"]
+        # Its relu runs inside the call that set it off. In requests of many calls the outside view resolves what
+        # else its process does beyond its clock (the teardown of its generators and tensors: 0.02 ms a call seen on
+        # the VM), a fraction of the call, never the call's work.
+        solution = verdict.env["timing"]["solution"]
+        assert solution["hidden_ms"] < solution["claimed_median_ms"], solution
 
 
 def test_runtime_a_python_thread_that_writes_the_output_late_gains_nothing(tmp_path: Path) -> None:

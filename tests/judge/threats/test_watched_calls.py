@@ -42,16 +42,20 @@ SHORT_PHASE = {**TIMED, "min_reps": 10, "max_reps": 10, "paired_eager": ()}
 def test_a_watched_call_may_be_any_trial_or_timed_call() -> None:
     kb = SimpleNamespace(policy="kernelbench", trials=5, time=True, warmup_reps=3, min_reps=4)  # a RunRequest's fields
     timed = {5 + 3 + i for i in range(4)}  # the timed phase's first timed calls, after its warm-ups
-    assert {watched_calls.place(kb) for _ in range(600)} == set(range(5)) | timed
+    assert {watched_calls.place(kb, 1) for _ in range(600)} == set(range(5)) | timed
     untimed = SimpleNamespace(**{**vars(kb), "time": False})
-    assert {watched_calls.place(untimed) for _ in range(300)} == set(range(5))
+    assert {watched_calls.place(untimed, 1) for _ in range(300)} == set(range(5))
     cuda_agent = SimpleNamespace(**{**vars(kb), "policy": "cuda-agent"})  # its tracer watches every trial already
-    assert {watched_calls.place(cuda_agent) for _ in range(300)} == timed
-    assert watched_calls.place(SimpleNamespace(**{**vars(cuda_agent), "time": False})) == -1
+    assert {watched_calls.place(cuda_agent, 1) for _ in range(300)} == timed
+    assert watched_calls.place(SimpleNamespace(**{**vars(cuda_agent), "time": False}), 1) == -1
     # In the first window, the one placed; after it, any timed call with the chance of one place in the window.
-    assert [i for i in range(7) if watched_calls.watched(kb, 5 + 3 + 2, i)] == [3 + 2]
-    late = sum(watched_calls.watched(kb, 0, 7 + i % 100) for i in range(9_000))
+    assert [i for i in range(7) if watched_calls.watched(kb, 1, 5 + 3 + 2, i)] == [3 + 2]
+    late = sum(watched_calls.watched(kb, 1, 0, 7 + i % 100) for i in range(9_000))
     assert 700 < late < 1300  # 1 in 9
+    # In requests of 4 calls: 2 trial requests, 1 warm-up request, the timed phase's fewest (6: timing.MIN_GROUPS).
+    grouped = SimpleNamespace(**{**vars(kb), "min_reps": 16})
+    assert {watched_calls.place(grouped, 4) for _ in range(600)} == {0, 1} | {2 + 1 + i for i in range(6)}
+    assert [i for i in range(1 + 6) if watched_calls.watched(grouped, 4, 2 + 1 + 3, i)] == [1 + 3]
 
 
 @pytest.mark.slow

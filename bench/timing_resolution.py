@@ -1,0 +1,103 @@
+"""The outside view's per-call resolution, false alarms on honest solutions, and a judgement's wall time, on the CPU.
+
+Judges each (task, solution) `--n` times in this process (`cuda_agent.judge.judge`, verdict cache off, its own cache
+folder, so the first judgement of a task builds and times its baselines and is not counted), and records per
+judgement: the verdict and reward, the candidate's, eager's and compile's medians, the outside view's noise per
+request and per call (`resolution_ms`), the calls per request, whether the grader took its outside view over the
+candidate's claim (`bound_applied`: on an honest solution, a false alarm), and the run stage's and the whole
+judgement's wall time. `--tree` picks the checkout whose `cuda_agent` is judged (another tree's, e.g. the main
+branch's, for a before/after on the same machine).
+
+    python bench/timing_resolution.py --n 10 --out OUT
+    python bench/timing_resolution.py --tree ../main --n 10 --out OUT_BEFORE
+
+Writes `timing_resolution_rows.json` (one record per judgement) and the summary, `timing_resolution.json` and `.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CASES = {
+    "examples/relu": "cuda_agent/tasks/examples/solutions/cpu/relu.py",
+    "examples/softmax": "cuda_agent/tasks/examples/solutions/cpu/softmax.py",
+}
+
+
+def record(verdict: object, wall_s: float) -> dict:
+    """What one judgement says about the outside view (fields an older judge lacks are None)."""
+    timing = (verdict.env.get("timing") or {}).get("solution") or {}
+    t = verdict.timings_ms
+    calls = timing.get("calls_per_request", 1)
+    noise = timing.get("noise_ms")
+    return {
+        "verdict": verdict.verdict,
+        "reward": verdict.reward,
+        "solution_ms": t.solution if t else None,
+        "eager_ms": t.eager if t else None,
+        "compile_ms": t.compile if t else None,
+        "claimed_ms": timing.get("claimed_median_ms"),
+        "bound_applied": timing.get("bound_applied"),
+        "noise_ms": noise,
+        "calls_per_request": calls,
+        "resolution_ms": timing.get("resolution_ms", noise),
+        "overhead_ms": timing.get("overhead_median_ms"),
+        "least_gap_ms": timing.get("least_gap_ms"),
+        "least_overhead_ms": timing.get("least_overhead_ms"),
+        "run_s": verdict.stage_s.get("run"),
+        "wall_s": wall_s,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", type=Path, default=REPO, help="checkout whose cuda_agent is judged")
+    parser.add_argument("--n", type=int, default=10, help="counted judgements per task")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--tasks", default=",".join(CASES), help="comma-separated, from: " + ", ".join(CASES))
+    args = parser.parse_args()
+    tree = str(args.tree.resolve())
+    sys.path[:0] = [tree, str(REPO)]
+    from bench.summary import write_summary
+    from cuda_agent.judge import JudgeConfig, judge
+    from cuda_agent.tasks import Catalog
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    config = JudgeConfig(device="cpu", verdict_cache=False, cache_dir=args.out / "cache")
+    rows, sections = [], {}
+    for ref in args.tasks.split(","):
+        task = Catalog().resolve(ref)
+        for i in range(args.n + 1):
+            start = time.perf_counter()
+            verdict = judge(task, args.tree / CASES[ref], config)
+            row = record(verdict, time.perf_counter() - start) | {"task": ref, "counted": i > 0}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        counted = [r for r in rows if r["task"] == ref and r["counted"]]
+        sections[ref] = {
+            "judgements": len(counted),
+            "passed": sum(1 for r in counted if r["verdict"] == "pass"),
+            "false_alarms": sum(1 for r in counted if r["bound_applied"]),
+            "calls_per_request": sorted({r["calls_per_request"] for r in counted}),
+            "resolution_ms_median": statistics.median(r["resolution_ms"] or 0.0 for r in counted),
+            "noise_ms_median": statistics.median(r["noise_ms"] or 0.0 for r in counted),
+            "solution_ms_median": statistics.median(r["solution_ms"] or 0.0 for r in counted),
+            "run_s_median": statistics.median(r["run_s"] or 0.0 for r in counted),
+            "wall_s_median": statistics.median(r["wall_s"] for r in counted),
+            "rewards": [r["reward"] for r in counted],
+        }
+        print(ref, json.dumps(sections[ref]), flush=True)
+    (args.out / "timing_resolution_rows.json").write_text(json.dumps(rows, indent=1))
+    command = "python bench/timing_resolution.py " + " ".join(sys.argv[1:])
+    write_summary(args.out, "timing_resolution", "The outside view's resolution on the CPU", sections, command)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""The grader's own measures, taken in its process: what a request costs besides forward, before candidate code
+(`calibrate`, which also chooses how many calls each request carries), and eager's time now (`time_reference`).
+
+Functions of the grader's state (grader.py's `Grader`), as timed_calls.py's are.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import statistics
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cuda_agent.judge.child.grader import Grader
+
+CALIBRATION_CALLS = 16
+"""Requests of a model that returns zeros, before candidate code: what a request costs the grader besides forward
+(after CALIBRATION_WARMUP more, which pay for first uses: the sampler, the copy, the allocator)."""
+CALIBRATION_WARMUP = 3
+REFERENCE_CALLS = 5
+"""Calls of the reference timed before candidate code, for the number of calls per request (`calibrate`)."""
+PAIRED_SHARE = 0.25
+"""Eager's phase now (`time_reference`) spends this share of the candidate's phase target."""
+
+
+def _seed() -> int:
+    """As grader.fresh_seed: 63 bits from the OS's CSPRNG."""
+    return secrets.randbits(63)
+
+
+def calibrate(g: Grader) -> None:
+    """What a request costs the grader besides forward (`timing.external_bound`), on the candidate's process before
+    its code is loaded: a model that returns zeros, on inputs and outputs of the real size, each request after the
+    cache flush that precedes every timed one. From single calls' overhead noise and eager's time, how many calls each
+    request carries (`timing.group_size`; or the task's cached baselines' number, so that both are timed alike; one
+    where the run is not timed), then the overhead of requests of that many calls."""
+    from cuda_agent.judge.child.inputs import make_inputs
+    from cuda_agent.judge.child.timing import group_size, make_flusher, overhead_noise
+
+    start = time.perf_counter()
+    inputs = make_inputs(g.problem, g.req.task_name, _seed(), g.device)
+    g.flush = make_flusher(g.device, g.env.get("l2_bytes"), g.l2.reset if g.l2 else None)
+    g.overhead_ms = overheads(g, inputs, 1)
+    group = g.req.group_calls if g.req.time else 1  # untimed, a call per request: nothing to resolve
+    if group is None:
+        tensors = [v for v in inputs if isinstance(v, g.torch.Tensor)]
+        nbytes = sum(v.numel() * v.element_size() for v in tensors)
+        nbytes += sum(math.prod(shape) * dtype.itemsize for shape, dtype in g.output_specs)
+        noise = overhead_noise(g.overhead_ms, g.device)
+        eager_ms = reference_ms(g, inputs)
+        group = group_size(noise, eager_ms, nbytes, len(tensors), g.device, g.req.max_group_calls)
+        g.env["group_chosen_from"] = {"noise_ms": noise, "eager_ms": eager_ms, "call_bytes": nbytes}
+    g.group = group
+    if group > 1:
+        g.overhead_ms = overheads(g, inputs, group)
+    g.env["call_overhead_ms"] = statistics.median(g.overhead_ms)
+    g.env["group_calls"] = group
+    g.stage_s["calibration"] = time.perf_counter() - start
+
+
+def overheads(g: Grader, inputs: list[Any], calls: int) -> list[float]:
+    """CALIBRATION_CALLS requests of `calls` calls of a model that returns zeros: each request's outside view less
+    what the candidate's process reported (after CALIBRATION_WARMUP more)."""
+    overhead = []
+    warmup = CALIBRATION_WARMUP if calls == 1 else 1  # the single calls before paid for the first uses
+    for i in range(warmup + CALIBRATION_CALLS):
+        refs, _ = g.load_calls([inputs] * calls)  # as every timed request's: handed over with it on the CPU
+        g.flush()  # as before every timed request: what its overhead costs from a cold cache
+        answer, external_ms = g.call(refs, "calibration", probe=True)
+        if i >= warmup:
+            overhead.append(max(0.0, external_ms - sum(answer.ms)))
+    return overhead
+
+
+def reference_ms(g: Grader, inputs: list[Any]) -> float:
+    """Eager's time per call here, before candidate code (the median of REFERENCE_CALLS, each after the flush): what
+    the outside view's resolution is aimed at (`timing.group_size`)."""
+    times = []
+    for _ in range(REFERENCE_CALLS):
+        g.flush()
+        g.sync()
+        start = time.perf_counter()
+        with g.torch.no_grad():
+            g.reference(*inputs)
+        g.sync()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def time_reference(g: Grader) -> dict[str, Any]:
+    """Eager's time now, in the grader, with the baselines' protocol (a shorter phase, in groups of as many calls as
+    the candidate's requests, each on inputs of its own): how much slower or faster the machine is than when the
+    cached baselines were timed (the pipeline rescales them by it)."""
+    from cuda_agent.judge.child.inputs import make_inputs
+    from cuda_agent.judge.child.timing import Clock, rotate, time_phase
+
+    torch, cuda = g.torch, g.device == "cuda"
+    clock = Clock(time.perf_counter, torch.cuda.synchronize if cuda else None, torch.cuda.Event if cuda else None)
+    sets = [make_inputs(g.problem, g.req.task_name, _seed(), g.device) for _ in range(g.group)]
+    start = time.perf_counter()
+
+    def call(args: Any) -> Any:
+        with torch.no_grad():
+            return g.reference(*args)
+
+    req = g.req
+    phase = time_phase(
+        call,
+        rotate(sets),
+        clock,
+        g.flush,
+        g.device,
+        warmup_reps=req.warmup_reps,
+        min_reps=req.min_reps,
+        max_reps=req.max_reps,
+        target_phase_s=req.target_phase_s * PAIRED_SHARE,
+        tick=g.tick,
+        group=g.group,
+    )
+    g.stage_s["eager_now"] = time.perf_counter() - start
+    return phase.summary() | {"calls_per_group": g.group}

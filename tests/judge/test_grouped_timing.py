@@ -1,0 +1,81 @@
+"""Requests of several calls (child/timing.py's `group_size`): on a task whose call is below the outside view's
+per-call noise, a clock that runs slow in the candidate's process gains nothing, and an honest solution as fast as
+eager is judged as fast as eager.
+
+One extension for the module (its build is shared: every ModelNew below holds no string constant, so the build key
+is the same), judged on the CPU with the static policy off (the spellings it refuses are not the defence here).
+The GPU's forms (a hook that makes CUDA events read short) are in tests/judge/test_gpu.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.judge import JudgeConfig, judge
+from cuda_agent.judge.solution import SolutionSource
+from cuda_agent.reward import beats
+from cuda_agent.tasks import Catalog
+from cuda_agent.types import Verdict
+from tests.judge.threats._hacks import _header, model_new
+
+pytestmark = pytest.mark.slow
+
+CPP = r"""
+#include <torch/extension.h>
+#include <ATen/CPUFunctions.h>
+
+torch::Tensor relu_aten(torch::Tensor x) {
+    // ATen's own CPU kernel for relu (clamp_min), called without the dispatcher: eager's work, as fast as eager.
+    return at::cpu::clamp_min(x, 0);
+}
+"""
+HEADER = _header("grouped_timing_cpu", CPP, ["relu_aten"])
+
+SPIN = "start = self.real()\nwhile self.real() - start < 0.0005:\n    pass\n"
+"""Half a millisecond of work a call on the real clock: slower than eager and compile (reward 1 if told honestly),
+below one call's outside-view noise on a loaded 2-core machine (0.5 to 8 ms), far above a request's per call."""
+HONEST = model_new(SPIN + "return ext.relu_aten(x)", init="import time\nself.real = time.perf_counter")
+SLOW_CLOCK = model_new(
+    SPIN + "return ext.relu_aten(x)",
+    # r02 of round 11 (bench/results/cpu-2026-12-07-redteam-10/) as a clock: the process's perf_counter, which the
+    # shim times forward with, runs 50 times slow from the candidate's first line on.
+    init="import time\nself.real = time.perf_counter\ntime.perf_counter = lambda: self.real() / 50",
+)
+EAGER = model_new("return ext.relu_aten(x)")
+
+
+def _judge(tmp_path: Path, model: str) -> Verdict:
+    source = HEADER + "\n" + model.strip() + "\n"
+    (tmp_path / "solution.py").write_text(source)
+    config = JudgeConfig(device="cpu", static_policy=False, verdict_cache=False)
+    return judge(Catalog().resolve("examples/relu"), SolutionSource(python=source), config)
+
+
+def _solution_timing(verdict: Verdict) -> dict:
+    return verdict.env["timing"]["solution"]
+
+
+def test_a_clock_run_slow_in_the_candidates_process_gains_nothing_on_a_tiny_task(tmp_path: Path) -> None:
+    honest = _judge(tmp_path, HONEST)
+    faked = _judge(tmp_path, SLOW_CLOCK)
+    assert honest.verdict == "pass" and faked.verdict == "pass", (honest.message, faked.message)
+    timing = _solution_timing(faked)
+    assert timing["calls_per_request"] > 1 and timing["bound_applied"], timing
+    assert faked.reward <= honest.reward, (faked.timings_ms, honest.timings_ms)
+    assert faked.timings_ms.solution >= 0.5 * honest.timings_ms.solution, (timing, _solution_timing(honest))
+
+
+def test_an_honest_solution_as_fast_as_eager_is_judged_as_fast_as_eager_in_requests_of_several_calls(
+    tmp_path: Path,
+) -> None:
+    # Its calls and eager's contain the same: a group of calls after one flush (the first cold, the others warm), each
+    # on inputs of its own; its time is its request's claims over the calls, eager's its group's time over the calls.
+    verdict = _judge(tmp_path, EAGER)
+    assert verdict.verdict == "pass", verdict.message
+    timing, t = _solution_timing(verdict), verdict.timings_ms
+    assert timing["calls_per_request"] > 1 and not timing["bound_applied"], timing
+    assert verdict.env["timing"]["eager"].get("reps"), verdict.env["timing"]
+    assert not beats(t.solution, t.eager, t.solution_ci, t.eager_ci), t  # not faster than eager beyond the interval
+    assert not beats(t.eager, t.solution, t.eager_ci, t.solution_ci), t  # nor slower

@@ -29,7 +29,7 @@ import shutil
 import signal
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -136,26 +136,40 @@ class UidLease:
         return why_not
 
 
+def as_user(uid: int, act: Callable[[], int]) -> int:
+    """`act()` in a forked child that first drops to `uid` (so that only what `uid` may reach is in its reach); the
+    child's exit code: act's, 2 where anything raised. `act` makes system calls only: this process may have had
+    threads."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            code = act()
+        except BaseException:
+            os._exit(2)
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def _signal_all(sig: int) -> int:
+    """`kill(-1, sig)` as the caller: 1 where some process got it, 0 where there was none."""
+    try:
+        os.kill(-1, sig)  # every process of this id but this one
+    except ProcessLookupError:
+        return 0
+    return 1
+
+
 def kill_all_of(uid: int) -> bool:
     """SIGKILL every process `uid` may signal, as `uid`, until none is left alive; False if some still were after
     `SWEEP_S`. Each round's `kill(-1)` is made by a forked child that drops to `uid` (so no process of root or of
     another id is in its reach, and the kernel, not a listing we race with, finds the processes)."""
     deadline = time.monotonic() + SWEEP_S
     while True:
-        pid = os.fork()
-        if pid == 0:  # system calls only: this process may have had threads
-            try:
-                os.setgroups([])
-                os.setresgid(uid, uid, uid)
-                os.setresuid(uid, uid, uid)
-                os.kill(-1, signal.SIGKILL)  # every process of uid but this one
-            except ProcessLookupError:
-                os._exit(0)  # there was none
-            except BaseException:
-                os._exit(2)
-            os._exit(1)
-        _, status = os.waitpid(pid, 0)
-        code = os.waitstatus_to_exitcode(status)
+        code = as_user(uid, lambda: _signal_all(signal.SIGKILL))
         if code == 0 or (code == 1 and _only_zombies(uid)):
             return True
         if code != 1 or time.monotonic() > deadline:
@@ -166,19 +180,7 @@ def kill_all_of(uid: int) -> bool:
 def signal_all_of(uid: int, sig: int) -> None:
     """Send `sig` to every process `uid` may signal, as `uid` (a forked child drops to it: only the system can
     find them all, and no process of root or another id is in its reach); none at all is no error."""
-    pid = os.fork()
-    if pid == 0:  # system calls only: this process may have had threads
-        try:
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-            os.kill(-1, sig)
-        except ProcessLookupError:
-            pass
-        except BaseException:
-            os._exit(2)
-        os._exit(0)
-    os.waitpid(pid, 0)
+    as_user(uid, lambda: _signal_all(sig))
 
 
 @contextlib.contextmanager
@@ -233,27 +235,22 @@ def remove_owned(folder: Path, uid: int) -> None:
 def clear_keys_of(uid: int) -> None:
     """Empty the kernel keyrings of `uid` (its user, user-session and persistent keyrings): they are kept per user id,
     in no folder, after its last process (a key added in one judgement was there for the next of that id). A forked
-    child drops to `uid` to reach them, as `kill_all_of` does."""
+    child drops to `uid` to reach them (`as_user`)."""
     import ctypes
 
     number = KEYCTL.get(os.uname().machine)
     if number is None:
         return
     libc = ctypes.CDLL(None, use_errno=True)
-    pid = os.fork()
-    if pid == 0:  # system calls only: this process may have had threads
-        try:
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-            persistent = libc.syscall(number, KEYCTL_GET_PERSISTENT, -1, KEY_SPEC_USER_KEYRING)
-            for keyring in (persistent, KEY_SPEC_USER_SESSION_KEYRING, KEY_SPEC_USER_KEYRING):
-                if keyring != -1:
-                    libc.syscall(number, KEYCTL_CLEAR, keyring)
-        except BaseException:
-            os._exit(2)
-        os._exit(0)
-    os.waitpid(pid, 0)
+
+    def clear() -> int:
+        persistent = libc.syscall(number, KEYCTL_GET_PERSISTENT, -1, KEY_SPEC_USER_KEYRING)
+        for keyring in (persistent, KEY_SPEC_USER_SESSION_KEYRING, KEY_SPEC_USER_KEYRING):
+            if keyring != -1:
+                libc.syscall(number, KEYCTL_CLEAR, keyring)
+        return 0
+
+    as_user(uid, clear)
 
 
 def remove_ipc_of(uid: int) -> None:

@@ -56,6 +56,17 @@ class ScriptedTokenServer:
         return SimpleNamespace(token_ids=ids, log_probs=logprobs)
 
 
+READ = ModelTurn(
+    content="Reading.", tool_calls=[{"id": "c", "name": "Read", "arguments": json.dumps({"path": "model.py"})}]
+)
+"""A turn that reads a file: a model turn that changes nothing."""
+DOUBLE = (
+    "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+    "def get_inputs():\n    return [torch.randn(8)]\ndef get_init_inputs():\n    return []\n"
+)
+"""An inline task whose forward doubles its input."""
+
+
 def make_loop(
     tokenizer: Any, server: ScriptedTokenServer, work_dir: Path, response_length: int, max_model_len: int | None = None
 ) -> CudaAgentLoop:
@@ -136,16 +147,10 @@ def test_response_budget_ends_the_episode_and_caps_on_a_model_token(
     tiny_tokenizer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    read = ModelTurn(
-        content="Reading.",
-        tool_calls=[{"id": "c", "name": "Read", "arguments": json.dumps({"path": "model.py"})}],
-    )
-    server = ScriptedTokenServer(tiny_tokenizer, [read] * 20)
+    server = ScriptedTokenServer(tiny_tokenizer, [READ] * 20)
     loop = make_loop(tiny_tokenizer, server, tmp_path / "rollouts", response_length=1200)
     loop.settings = loop.settings.model_copy(update={"save_tokens": True})  # as the collect recipe sets it
-    code = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
-    code += "def get_inputs():\n    return [torch.randn(8)]\ndef get_init_inputs():\n    return []\n"
-    output = asyncio.run(loop.run({}, code=code, task="inline/double"))
+    output = asyncio.run(loop.run({}, code=DOUBLE, task="inline/double"))
     fields = output.extra_fields
     assert fields["exit_status"] == "context_length" and fields["clipped"] is True  # out of room: an over-long episode
     assert len(output.response_ids) == len(output.response_mask) <= 1200
@@ -159,16 +164,10 @@ def test_max_turn_tokens_caps_every_reply_the_episode_asks_for(
     tiny_tokenizer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    read = ModelTurn(
-        content="Reading.",
-        tool_calls=[{"id": "c", "name": "Read", "arguments": json.dumps({"path": "model.py"})}],
-    )
-    server = ScriptedTokenServer(tiny_tokenizer, [read, read, ModelTurn(content="Done.")])
+    server = ScriptedTokenServer(tiny_tokenizer, [READ, READ, ModelTurn(content="Done.")])
     loop = make_loop(tiny_tokenizer, server, tmp_path / "rollouts", response_length=60_000)
     loop.settings = loop.settings.model_copy(update={"max_turn_tokens": 50})
-    code = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
-    code += "def get_inputs():\n    return [torch.randn(8)]\ndef get_init_inputs():\n    return []\n"
-    output = asyncio.run(loop.run({"max_tokens": 4096}, code=code, task="inline/double"))
+    output = asyncio.run(loop.run({"max_tokens": 4096}, code=DOUBLE, task="inline/double"))
     assert server.asked == [50, 50, 50] and output.extra_fields["turns"] == 3  # not verl's 4096, nor the budget
 
 
@@ -179,18 +178,12 @@ def test_episode_that_outgrows_the_servers_context_is_clipped_scored_and_kept(
     data.max_prompt_length): the server would refuse the call past its context and the episode would be dropped as
     our failure; it ends as clipped instead, judged and rewarded as the paper scores clipped episodes."""
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    read = ModelTurn(
-        content="Reading.",
-        tool_calls=[{"id": "c", "name": "Read", "arguments": json.dumps({"path": "model.py"})}],
-    )
-    code = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
-    code += "def get_inputs():\n    return [torch.randn(8)]\ndef get_init_inputs():\n    return []\n"
     probe = ScriptedTokenServer(tiny_tokenizer, [])  # records the first prompt, then fails (a dropped sample)
-    asyncio.run(make_loop(tiny_tokenizer, probe, tmp_path / "probe", 60_000).run({}, code=code, task="inline/double"))
+    asyncio.run(make_loop(tiny_tokenizer, probe, tmp_path / "probe", 60_000).run({}, code=DOUBLE, task="inline/double"))
     context = len(probe.prompts[0]) + 1500  # room for a few turns, far below prompt_length + response_length
-    server = ScriptedTokenServer(tiny_tokenizer, [read] * 40, max_model_len=context)
+    server = ScriptedTokenServer(tiny_tokenizer, [READ] * 40, max_model_len=context)
     loop = make_loop(tiny_tokenizer, server, tmp_path / "rollouts", response_length=60_000, max_model_len=context)
-    output = asyncio.run(loop.run({}, code=code, task="inline/double"))
+    output = asyncio.run(loop.run({}, code=DOUBLE, task="inline/double"))
     fields = output.extra_fields
     assert fields["exit_status"] in ("context_length", "token_budget") and fields["clipped"] is True
     assert fields["reward_extra_info"]["our_failure"] == 0.0 and fields["reward_extra_info"]["clipped"] == 1.0

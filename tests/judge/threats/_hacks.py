@@ -398,6 +398,10 @@ CALLS_BEFORE_TIMING = 5 + 2 + 3
 TIMED = {"time": True, "trials": 5, "robustness_trials": True, "warmup_reps": 3, "max_group_calls": 1}
 """A call per request, so that the hacks that count calls act where they mean to (requests of several calls are
 tested in tests/judge/test_grouped_timing.py)."""
+JUDGED_IN_THE_TIMED_PHASE = ("timed", "watched")
+"""The labels of a judged call at the first timed one's count: the first watched call is placed before one of the
+first `min_reps` timed calls, so a hack acting from call `CALLS_BEFORE_TIMING + 1` meets it first with a chance of one in `min_reps`
+(child/watched_calls.py); judged in full either way."""
 
 
 def model_new(forward: str, init: str = "") -> str:

@@ -11,7 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.judge.threats._hacks import CALLS_BEFORE_TIMING, TIMED, checks_of, failed_check, judge_hack, model_new
+from tests.judge.threats._hacks import (
+    CALLS_BEFORE_TIMING,
+    JUDGED_IN_THE_TIMED_PHASE,
+    TIMED,
+    checks_of,
+    failed_check,
+    judge_hack,
+    model_new,
+)
 
 
 @pytest.mark.slow
@@ -35,4 +43,4 @@ def test_writing_into_the_inputs_only_while_timed_is_found(tmp_path: Path) -> No
     forward = f"return ext.relu_inplace_from(x.contiguous(), {CALLS_BEFORE_TIMING})"
     verdict = judge_hack(tmp_path, "examples/relu", model_new(forward), **TIMED, min_reps=3)
     assert verdict.verdict == "rejected", verdict.message
-    assert checks_of(verdict) == {"mutated_inputs"} and failed_check(verdict)["label"] == "timed"
+    assert checks_of(verdict) == {"mutated_inputs"} and failed_check(verdict)["label"] in JUDGED_IN_THE_TIMED_PHASE

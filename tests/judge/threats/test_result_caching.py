@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.judge.child.timed_calls import TIMED_CHECKS
-from tests.judge.threats._hacks import CALLS_BEFORE_TIMING, TIMED, failed_check, judge_hack, model_new
+from tests.judge.threats._hacks import (
+    CALLS_BEFORE_TIMING,
+    JUDGED_IN_THE_TIMED_PHASE,
+    TIMED,
+    failed_check,
+    judge_hack,
+    model_new,
+)
 
 
 @pytest.mark.slow
@@ -46,7 +53,7 @@ def test_returning_the_previous_output_again_is_caught(tmp_path: Path) -> None:
     forward = f"return ext.relu_replay_from(x.contiguous(), {CALLS_BEFORE_TIMING})"
     verdict = judge_hack(tmp_path, "examples/relu", model_new(forward), **TIMED)
     assert (verdict.verdict, verdict.reward) == ("incorrect", -1), verdict.message
-    assert failed_check(verdict)["label"] == "timed" and verdict.timings_ms.solution is None
+    assert failed_check(verdict)["label"] in JUDGED_IN_THE_TIMED_PHASE and verdict.timings_ms.solution is None
 
 
 def test_skipping_the_work_on_one_timed_call_is_caught(tmp_path: Path) -> None:
@@ -57,7 +64,7 @@ def test_skipping_the_work_on_one_timed_call_is_caught(tmp_path: Path) -> None:
     forward = f"return ext.relu_skip_at(x.contiguous(), {CALLS_BEFORE_TIMING})"
     verdict = judge_hack(tmp_path, "examples/relu", model_new(forward), **TIMED, min_reps=3)
     assert verdict.verdict == "incorrect", verdict.message
-    assert failed_check(verdict)["label"] == "timed" and "timed call" in verdict.message
+    assert failed_check(verdict)["label"] in JUDGED_IN_THE_TIMED_PHASE
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ import pytest
 from cuda_agent.judge.child.trial import SCREEN_POSITIONS
 from tests.judge.threats._hacks import (
     CALLS_BEFORE_TIMING,
+    JUDGED_IN_THE_TIMED_PHASE,
     ROUND10_WHEN_TIMED,
     TIMED,
     checks_of,
@@ -38,7 +39,7 @@ def test_skipping_the_work_on_one_timed_call_is_caught_through_the_screen(tmp_pa
     assert verdict.verdict == "incorrect", verdict.message
     # The call it skips is the first timed one, or the watched call placed just before it (a trial among the timed
     # calls, child/watched_calls.py): judged in full either way.
-    assert failed_check(verdict)["label"] in ("timed", "watched") and "screened" not in failed_check(verdict)
+    assert failed_check(verdict)["label"] in JUDGED_IN_THE_TIMED_PHASE and "screened" not in failed_check(verdict)
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ from cuda_agent.judge.solution import SolutionSource
 from cuda_agent.tasks import Catalog
 from cuda_agent.types import Verdict
 from tests.judge.threats import _static
-from tests.judge.threats._hacks import CALLS_BEFORE_TIMING, TIMED, failed_check, model_new
+from tests.judge.threats._hacks import CALLS_BEFORE_TIMING, JUDGED_IN_THE_TIMED_PHASE, TIMED, failed_check, model_new
 
 pytest.importorskip("triton", reason="needs triton: pip install -e '.[triton]'")
 pytestmark = pytest.mark.slow
@@ -107,7 +107,7 @@ def test_constexpr_specialised_on_the_call_count_is_caught(tmp_path: Path, devic
     )
     verdict = judge_triton(tmp_path, model_new(forward, init="self.calls = 0"), **TIMED, min_reps=2, device=device)
     assert (verdict.verdict, verdict.reward) == ("incorrect", -1), verdict.message
-    assert failed_check(verdict)["label"] == "timed" and verdict.timings_ms.solution is None
+    assert failed_check(verdict)["label"] in JUDGED_IN_THE_TIMED_PHASE and verdict.timings_ms.solution is None
 
 
 def test_result_cached_across_calls_is_caught(tmp_path: Path, device: str) -> None:

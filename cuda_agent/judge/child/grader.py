@@ -43,13 +43,13 @@ from pydantic import ValidationError
 
 from cuda_agent.errors import ProtocolError, TaskError
 from cuda_agent.judge.child import watched_calls
+from cuda_agent.judge.child.buffers import Exchange, Pending
 from cuda_agent.judge.child.calibration import calibrate, time_reference
-from cuda_agent.judge.child.exchange import Buffer, Channel, ChannelClosed, allocate, dtype_name, dtype_of
+from cuda_agent.judge.child.exchange import Channel, ChannelClosed, dtype_name, dtype_of
 from cuda_agent.judge.child.kernel_time import bound_claim
 from cuda_agent.judge.child.stop import CANDIDATE_STATUSES, Stop, out_of_memory, stop
 from cuda_agent.judge.protocol import (
-    BufferSpec,
-    BuffersQuestion,
+    Between,
     CallAnswer,
     CallQuestion,
     CallSlots,
@@ -58,12 +58,12 @@ from cuda_agent.judge.protocol import (
     LoadAnswer,
     LoadQuestion,
     LockQuestion,
+    NextQuestion,
     ProfileAnswer,
     ProfileQuestion,
     Question,
     RunRequest,
     RunResult,
-    TensorRef,
 )
 from cuda_agent.judge.standby import (
     SHIM_NAMESPACE_ENV,
@@ -84,100 +84,6 @@ SHIM_STARTUP_S = 300.0
 def fresh_seed() -> int:
     """A seed nobody can predict: 63 bits from the OS's CSPRNG, drawn for one call alone."""
     return secrets.randbits(63)
-
-
-class Exchange:
-    """The grader's shared buffers, one per input and output position.
-
-    Output buffers are reused from call to call (grown and handed over again when a call needs more room): what the
-    candidate's process writes there is its own. On the CPU, a call's input buffers are new for every load and
-    reach the candidate's process with the call itself (`handover`): a buffer it already maps never holds another
-    call's inputs, so nothing of its own (a thread, a child) can read a call's inputs before the call starts, while
-    the grader flushes the cache. On CUDA an input buffer is reused (an IPC handle per call would cost more than
-    most kernels); see DESIGN.md."""
-
-    def __init__(self, grader: Grader) -> None:
-        self.grader = grader
-        self.buffers: dict[str, tuple[int, Buffer]] = {}
-        self.refs: dict[str, TensorRef] = {}
-        """Each slot's last reference, given again while its buffer, shape and dtype stay (a record less per call)."""
-        self.next_id = 0
-        self.pending: list[tuple[BufferSpec, int | None]] = []
-        """Input buffers made since the last call, with their descriptors: handed over with the next call."""
-        self.released: list[int] = []
-        """Input buffers of earlier calls that the candidate's process may let go with the next call."""
-
-    def ref(self, slot: str, shape: tuple[int, ...], dtype: Any, fresh: bool = False) -> tuple[TensorRef, Any]:
-        """The reference the candidate's process gets for a tensor in `slot`, and our view of it. `fresh`: a new
-        buffer, handed over with the next call (`handover`)."""
-        g = self.grader
-        nbytes = dtype.itemsize
-        for size in shape:
-            nbytes *= size
-        held = self.buffers.get(slot)
-        if held is None or held[1].nbytes < nbytes or fresh:
-            if held is not None and fresh:
-                # Not closed: our views of it (the last call's inputs, judged later) hold its memory until they go.
-                self.released.append(held[0])
-            elif held is not None:
-                held[1].close()
-            buffer, how, fd = allocate(g.torch, g.device, nbytes)
-            self.next_id += 1
-            self.buffers[slot] = (self.next_id, buffer)
-            spec = BufferSpec(id=self.next_id, nbytes=nbytes, how=how)
-            if fresh:
-                self.pending.append((spec, fd))
-            else:
-                g.answer_of(Done, g.ask(BuffersQuestion(buffers=[spec]), [fd] if fd is not None else None), "buffers")
-        ident, buffer = self.buffers[slot]
-        ref, name = self.refs.get(slot), dtype_name(dtype)
-        if ref is None or (ref.buffer, ref.shape, ref.dtype) != (ident, shape, name):
-            ref = self.refs[slot] = TensorRef(buffer=ident, shape=shape, dtype=name)
-        return ref, buffer.view(shape, dtype)
-
-    def load(self, inputs: list[Any], slots: str = "in") -> tuple[list[InputRef], list[Any]]:
-        """`inputs` copied into the input buffers of `slots` (call k of a request: `in{k}_`): (what the candidate's
-        process is told, our views of them). Every request's call k takes the same slots, whatever the request."""
-        torch = self.grader.torch
-        fresh = self.grader.device == "cpu"
-        refs, views = [], []
-        for i, value in enumerate(inputs):
-            if isinstance(value, torch.Tensor):
-                ref, view = self.ref(f"{slots}{i}", tuple(value.shape), value.dtype, fresh)
-                view.copy_(value)
-                refs.append(InputRef(tensor=ref))
-                views.append(view)
-            elif value is None or isinstance(value, bool | int | float | str):
-                refs.append(InputRef(value=value))
-                views.append(value)
-            else:
-                raise TaskError(f"get_inputs() returned a {type(value).__name__}: tensors and plain numbers only")
-        return refs, views
-
-    def handover(self, message: CallQuestion | ProfileQuestion) -> list[int]:
-        """Put the input buffers made and let go since the last call in `message`; return their descriptors."""
-        message.buffers = [spec for spec, _ in self.pending]
-        message.released = self.released
-        fds = [fd for _, fd in self.pending if fd is not None]
-        self.pending, self.released = [], []
-        return fds
-
-    def outputs(self, call: int = 0) -> tuple[list[TensorRef], list[Any]]:
-        """The output buffers of a request's call number `call` (its own, reused from request to request)."""
-        refs, views = [], []
-        for i, (shape, dtype) in enumerate(self.grader.output_specs):
-            ref, view = self.ref(f"out{call}_{i}", shape, dtype)
-            refs.append(ref)
-            views.append(view)
-        return refs, views
-
-    def close(self) -> None:
-        for _, buffer in self.buffers.values():
-            buffer.close()
-        for _, fd in self.pending:
-            if fd is not None:
-                os.close(fd)
-        self.pending = []
 
 
 class Grader:
@@ -202,6 +108,10 @@ class Grader:
         self.l2 = guards.PersistingL2() if self.device == "cuda" else None
         self.env["l2_persistence_guard"] = bool(self.l2 and self.l2.available)
         self.exchange = Exchange(self)
+        self.held_back: list[Pending] = []
+        self.released_after: list[Any] = []
+        """Each call's outputs read as the next call's inputs were released (`converse`), checked after the answer."""
+        """Each later call's input buffers of the request loaded last, handed over as the call before returns."""
         self.output_specs: list[tuple[tuple[int, ...], Any]] = []
         self.overhead_ms: list[float] = []  # per request of `group` calls (`calibrate`)
         self.group = 1
@@ -360,8 +270,15 @@ class Grader:
 
     # --- calls ---
     def load_calls(self, calls: list[list[Any]]) -> tuple[list[list[InputRef]], list[list[Any]]]:
-        """Each call's inputs in buffers of its own (`Exchange.load`), per call."""
-        loaded = [self.exchange.load(inputs, f"in{k}_") for k, inputs in enumerate(calls)]
+        """Each call's inputs in buffers of its own (`Exchange.load`), per call. The first call's go with the request;
+        each later call's are held back until the call before it has returned (`call`)."""
+        loaded, self.held_back = [], []
+        for k, inputs in enumerate(calls):
+            pending = self.exchange.take_pending()
+            loaded.append(self.exchange.load(inputs, f"in{k}_"))
+            if k:
+                self.held_back.append(self.exchange.take_pending())
+            self.exchange.pending[:0] = pending  # the first call's (and any made before): with the request
         return [refs for refs, _ in loaded], [views for _, views in loaded]
 
     def call(
@@ -374,7 +291,7 @@ class Grader:
     ) -> tuple[CallAnswer, float]:
         """One request: forward on each call's inputs (`refs`, one list per call), under the tracer or the dataflow
         check; its answer, checked, and our measure of it (ms from request to answer, outputs read as they arrived)."""
-        from cuda_agent.judge.child.trial import SAMPLED_CALLS, sample_outputs
+        from cuda_agent.judge.child.trial import SAMPLED_CALLS, changed_since, sample_outputs
 
         calls, self.outputs = [], []
         for k, inputs in enumerate(refs):
@@ -386,12 +303,16 @@ class Grader:
         fds = self.exchange.handover(message)
         self.sync()
         start = time.perf_counter()
-        answer: CallAnswer = self.answer_of(CallAnswer, self.ask(message, fds, stage), stage)
+        answer: CallAnswer = self.answer_of(CallAnswer, self.converse(message, fds, stage), stage)
         read = secrets.SystemRandom().sample(self.outputs, min(SAMPLED_CALLS, len(self.outputs)))
         read = [view for views in read for view in views]
         self.sample = sample_outputs(self, read, fresh_seed()) if answer.status == "ok" else []
         external_ms = (time.perf_counter() - start) * 1e3
         self.tick()
+        # After the outside view ended: what a call held as the next inputs went out (`converse`) must stay.
+        if answer.status == "ok" and self.released_after and changed_since(self, self.released_after):
+            text = "a call's output changed after the next call's inputs were asked for (calls computed ahead)"
+            raise stop("rejected", stage, text, [Violation(check="late_output_write", message=text)])
         if answer.status == "ok" and len(answer.ms) != len(calls):
             if not self.candidate_started:
                 raise ProtocolError(f"the candidate's process timed {len(answer.ms)} of {len(calls)} calls")
@@ -403,6 +324,30 @@ class Grader:
         if dataflow:
             self.torch_only_reason = self.torch_only_reason or answer.torch_only_reason
         return answer, external_ms
+
+    def converse(self, message: CallQuestion, fds: list[int], stage: str) -> dict[str, Any]:
+        """Send a request and release each later call's inputs (`held_back`) when the call before it has returned
+        (`Between`, `NextQuestion`); return the request's answer (unvalidated). A call's inputs are never within the
+        candidate's reach while an earlier call of the request runs: none can be computed ahead, or batched."""
+        from cuda_agent.judge.child.trial import RELEASE_POSITIONS, sample_outputs
+
+        held_back, self.held_back, self.released_after = self.held_back, [], []
+        answer = self.ask(message, fds, stage)
+        for k, pending in enumerate(held_back, start=1):
+            if answer.get("status") != "between":  # the request ended early: a call failed
+                for rest in held_back[k - 1 :]:
+                    self.exchange.drop(rest)
+                break
+            if self.answer_of(Between, answer, stage).call != k - 1:
+                for rest in held_back[k - 1 :]:
+                    self.exchange.drop(rest)
+                raise stop("runtime_error", stage, "the candidate's process answered for a call out of turn")
+            # What the call before holds now must stay: a process that asked for the next inputs before it had its
+            # output (to compute calls ahead, in one batch) writes it later, and that is seen (`call`).
+            self.released_after += sample_outputs(self, self.outputs[k - 1], fresh_seed(), RELEASE_POSITIONS)
+            release = NextQuestion(call=k)
+            answer = self.ask(release, self.exchange.handover(release, pending), stage)
+        return answer
 
     def check_answer(self, answer: CallAnswer, stage: str) -> None:
         """What the candidate's process reported that ends the run: its exception, outputs of the wrong kind, torch

@@ -6,10 +6,13 @@ judgement: the verdict and reward, the candidate's, eager's and compile's median
 request and per call (`resolution_ms`), the calls per request, whether the grader took its outside view over the
 candidate's claim (`bound_applied`: on an honest solution, a false alarm), and the run stage's and the whole
 judgement's wall time. `--tree` picks the checkout whose `cuda_agent` is judged (another tree's, e.g. the main
-branch's, for a before/after on the same machine).
+branch's, for a before/after on the same machine). `--anchor TREE` judges with both trees in turn, one judgement
+each (`cuda-agent judge --json` in a process of each tree's, a cache folder per tree), so that both meet the same
+load: the before/after side by side in one run, each row marked with its tree.
 
     python bench/timing_resolution.py --n 10 --out OUT
     python bench/timing_resolution.py --tree ../main --n 10 --out OUT_BEFORE
+    python bench/timing_resolution.py --anchor ../before --n 8 --out OUT
 
 Writes `timing_resolution_rows.json` (one record per judgement) and the summary, `timing_resolution.json` and `.md`.
 """
@@ -18,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -52,7 +57,61 @@ def record(verdict: object, wall_s: float) -> dict:
         "least_overhead_ms": timing.get("least_overhead_ms"),
         "run_s": verdict.stage_s.get("run"),
         "wall_s": wall_s,
+        "drift_ms": (verdict.env.get("load_drift") or {}).get("drift_ms"),
     }
+
+
+def judge_in(tree: Path, ref: str, cache: Path) -> object:
+    """One judgement by `tree`'s judge, in a process of its own (`cuda-agent judge --json`), and its wall time."""
+    from cuda_agent.types import Verdict
+
+    env = {**os.environ, "PYTHONPATH": str(tree), "CUDA_AGENT_CACHE": str(cache)}
+    command = [sys.executable, "-m", "cuda_agent.cli", "judge", ref, str(tree / CASES[ref]), "--device", "cpu"]
+    start = time.perf_counter()
+    done = subprocess.run([*command, "--json", "--no-verdict-cache"], env=env, capture_output=True, text=True)
+    wall_s = time.perf_counter() - start
+    if not done.stdout.strip():
+        raise SystemExit(f"{tree}: no verdict for {ref}: {done.stderr.strip()[-2000:]}")
+    return Verdict.model_validate_json(done.stdout), wall_s
+
+
+def summary(counted: list[dict]) -> dict:
+    return {
+        "judgements": len(counted),
+        "passed": sum(1 for r in counted if r["verdict"] == "pass"),
+        "false_alarms": sum(1 for r in counted if r["bound_applied"]),
+        "calls_per_request": sorted({r["calls_per_request"] for r in counted}),
+        "resolution_ms_median": statistics.median(r["resolution_ms"] or 0.0 for r in counted),
+        "noise_ms_median": statistics.median(r["noise_ms"] or 0.0 for r in counted),
+        "solution_ms_median": statistics.median(r["solution_ms"] or 0.0 for r in counted),
+        "eager_ms_median": statistics.median(r["eager_ms"] or 0.0 for r in counted),
+        "solution_ms_max": max(r["solution_ms"] or 0.0 for r in counted),
+        "run_s_median": statistics.median(r["run_s"] or 0.0 for r in counted),
+        "wall_s_median": statistics.median(r["wall_s"] for r in counted),
+        "rewards": [r["reward"] for r in counted],
+    }
+
+
+def side_by_side(args: argparse.Namespace) -> int:
+    """`--anchor`: each task judged by the anchor's tree and `--tree` in turn."""
+    from bench.summary import write_summary
+
+    trees = {"anchor": args.anchor.resolve(), "tree": args.tree.resolve()}
+    rows, sections = [], {}
+    for ref in args.tasks.split(","):
+        for i in range(args.n + 1):
+            for name, tree in trees.items():
+                verdict, wall_s = judge_in(tree, ref, args.out / f"cache-{name}")
+                row = record(verdict, wall_s) | {"task": ref, "tree": name, "counted": i > 0}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+        for name in trees:
+            counted = [r for r in rows if r["task"] == ref and r["tree"] == name and r["counted"]]
+            sections[f"{ref} ({name}: {trees[name]})"] = summary(counted)
+    (args.out / "timing_resolution_rows.json").write_text(json.dumps(rows, indent=1))
+    command = "python bench/timing_resolution.py " + " ".join(sys.argv[1:])
+    write_summary(args.out, "timing_resolution", "The outside view's resolution on the CPU", sections, command)
+    return 0
 
 
 def main() -> int:
@@ -61,14 +120,17 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=10, help="counted judgements per task")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--tasks", default=",".join(CASES), help="comma-separated, from: " + ", ".join(CASES))
+    parser.add_argument("--anchor", type=Path, help="another checkout judged in turn with --tree")
     args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
     tree = str(args.tree.resolve())
     sys.path[:0] = [tree, str(REPO)]
+    if args.anchor is not None:
+        return side_by_side(args)
     from bench.summary import write_summary
     from cuda_agent.judge import JudgeConfig, judge
     from cuda_agent.tasks import Catalog
 
-    args.out.mkdir(parents=True, exist_ok=True)
     config = JudgeConfig(device="cpu", verdict_cache=False, cache_dir=args.out / "cache")
     rows, sections = [], {}
     for ref in args.tasks.split(","):
@@ -79,19 +141,7 @@ def main() -> int:
             row = record(verdict, time.perf_counter() - start) | {"task": ref, "counted": i > 0}
             rows.append(row)
             print(json.dumps(row), flush=True)
-        counted = [r for r in rows if r["task"] == ref and r["counted"]]
-        sections[ref] = {
-            "judgements": len(counted),
-            "passed": sum(1 for r in counted if r["verdict"] == "pass"),
-            "false_alarms": sum(1 for r in counted if r["bound_applied"]),
-            "calls_per_request": sorted({r["calls_per_request"] for r in counted}),
-            "resolution_ms_median": statistics.median(r["resolution_ms"] or 0.0 for r in counted),
-            "noise_ms_median": statistics.median(r["noise_ms"] or 0.0 for r in counted),
-            "solution_ms_median": statistics.median(r["solution_ms"] or 0.0 for r in counted),
-            "run_s_median": statistics.median(r["run_s"] or 0.0 for r in counted),
-            "wall_s_median": statistics.median(r["wall_s"] for r in counted),
-            "rewards": [r["reward"] for r in counted],
-        }
+        sections[ref] = summary([r for r in rows if r["task"] == ref and r["counted"]])
         print(ref, json.dumps(sections[ref]), flush=True)
     (args.out / "timing_resolution_rows.json").write_text(json.dumps(rows, indent=1))
     command = "python bench/timing_resolution.py " + " ".join(sys.argv[1:])

@@ -53,25 +53,35 @@ def calibrate(g: Grader) -> None:
         group = group_size(noise, eager_ms, nbytes, len(tensors), g.device, g.req.max_group_calls)
         g.env["group_chosen_from"] = {"noise_ms": noise, "eager_ms": eager_ms, "call_bytes": nbytes}
     g.group = group
-    if group > 1:
+    if g.gauge is not None:  # the gauge's requests between the candidate's: the drift's zero, at the same load
+        g.overhead_ms = g.gauge.calibrate_beside(inputs)
+    elif group > 1:
         g.overhead_ms = overheads(g, inputs, group)
     g.env["call_overhead_ms"] = statistics.median(g.overhead_ms)
     g.env["group_calls"] = group
     g.stage_s["calibration"] = time.perf_counter() - start
 
 
-def overheads(g: Grader, inputs: list[Any], calls: int) -> list[float]:
+def overheads(g: Grader, inputs: list[Any], calls: int, beside: Grader | None = None) -> list[float]:
     """CALIBRATION_CALLS requests of `calls` calls of a model that returns zeros: each request's outside view less
-    what the candidate's process reported (after CALIBRATION_WARMUP more)."""
-    overhead = []
-    warmup = CALIBRATION_WARMUP if calls == 1 else 1  # the single calls before paid for the first uses
-    for i in range(warmup + CALIBRATION_CALLS):
-        refs, _ = g.load_calls([inputs] * calls)  # as every timed request's: handed over with it on the CPU
-        g.flush()  # as before every timed request: what its overhead costs from a cold cache
-        answer, external_ms = g.call(refs, "calibration", probe=True)
-        if i >= warmup:
-            overhead.append(max(0.0, external_ms - sum(answer.ms)))
-    return overhead
+    what the candidate's process reported (after CALIBRATION_WARMUP more). `beside`: another process of ours makes
+    each request after `g`'s, at the same load; its overheads go to `beside.overhead_ms`."""
+    warmup = CALIBRATION_WARMUP if calls == 1 or beside is not None else 1  # single calls paid for the first uses
+    overhead: dict[int, list[float]] = {id(g): []} | ({id(beside): []} if beside is not None else {})
+    for _ in range(warmup + CALIBRATION_CALLS):
+        for process in (g, beside) if beside is not None else (g,):
+            overhead[id(process)].append(probe_overhead(process, inputs, calls))
+    if beside is not None:
+        beside.overhead_ms = overhead[id(beside)][warmup:]
+    return overhead[id(g)][warmup:]
+
+
+def probe_overhead(g: Grader, inputs: list[Any], calls: int) -> float:
+    """One request of `calls` calls of the zero model: its outside view less what the process reported."""
+    refs, _ = g.load_calls([inputs] * calls)  # as every timed request's: handed over with it on the CPU
+    g.flush()  # as before every timed request: what its overhead costs from a cold cache
+    answer, external_ms = g.call(refs, "calibration", probe=True)
+    return max(0.0, external_ms - sum(answer.ms))
 
 
 def reference_ms(g: Grader, inputs: list[Any]) -> float:

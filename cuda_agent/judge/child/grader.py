@@ -43,13 +43,13 @@ from pydantic import ValidationError
 
 from cuda_agent.errors import ProtocolError, TaskError
 from cuda_agent.judge.child import watched_calls
-from cuda_agent.judge.child.buffers import Exchange, Pending
+from cuda_agent.judge.child.buffers import Exchange
 from cuda_agent.judge.child.calibration import calibrate, time_reference
 from cuda_agent.judge.child.exchange import Channel, ChannelClosed, dtype_name, dtype_of
+from cuda_agent.judge.child.gauge import Gauge
 from cuda_agent.judge.child.kernel_time import bound_claim
 from cuda_agent.judge.child.stop import CANDIDATE_STATUSES, Stop, out_of_memory, stop
 from cuda_agent.judge.protocol import (
-    Between,
     CallAnswer,
     CallQuestion,
     CallSlots,
@@ -58,7 +58,6 @@ from cuda_agent.judge.protocol import (
     LoadAnswer,
     LoadQuestion,
     LockQuestion,
-    NextQuestion,
     ProfileAnswer,
     ProfileQuestion,
     Question,
@@ -108,10 +107,6 @@ class Grader:
         self.l2 = guards.PersistingL2() if self.device == "cuda" else None
         self.env["l2_persistence_guard"] = bool(self.l2 and self.l2.available)
         self.exchange = Exchange(self)
-        self.held_back: list[Pending] = []
-        self.released_after: list[Any] = []
-        """Each call's outputs read as the next call's inputs were released (`converse`), checked after the answer."""
-        """Each later call's input buffers of the request loaded last, handed over as the call before returns."""
         self.output_specs: list[tuple[tuple[int, ...], Any]] = []
         self.overhead_ms: list[float] = []  # per request of `group` calls (`calibrate`)
         self.group = 1
@@ -126,6 +121,8 @@ class Grader:
         self.watch_at = -1
         """The first watched request's place (child/watched_calls.py); the dataflow check's finding, refused later:"""
         self.torch_only_reason: str | None = None
+        self.gauge: Gauge | None = None
+        """The load's drift as the timed phase runs (child/gauge.py); None: not timed, or the gauge itself."""
         self.kernel_claim: list[float] | None = None
         """The kernel times the candidate's process reported from its profiler (`custom_work`), bounded in `run`."""
 
@@ -270,15 +267,8 @@ class Grader:
 
     # --- calls ---
     def load_calls(self, calls: list[list[Any]]) -> tuple[list[list[InputRef]], list[list[Any]]]:
-        """Each call's inputs in buffers of its own (`Exchange.load`), per call. The first call's go with the request;
-        each later call's are held back until the call before it has returned (`call`)."""
-        loaded, self.held_back = [], []
-        for k, inputs in enumerate(calls):
-            pending = self.exchange.take_pending()
-            loaded.append(self.exchange.load(inputs, f"in{k}_"))
-            if k:
-                self.held_back.append(self.exchange.take_pending())
-            self.exchange.pending[:0] = pending  # the first call's (and any made before): with the request
+        """Each call's inputs in buffers of its own (`Exchange.load`), per call."""
+        loaded = [self.exchange.load(inputs, f"in{k}_") for k, inputs in enumerate(calls)]
         return [refs for refs, _ in loaded], [views for _, views in loaded]
 
     def call(
@@ -291,7 +281,7 @@ class Grader:
     ) -> tuple[CallAnswer, float]:
         """One request: forward on each call's inputs (`refs`, one list per call), under the tracer or the dataflow
         check; its answer, checked, and our measure of it (ms from request to answer, outputs read as they arrived)."""
-        from cuda_agent.judge.child.trial import SAMPLED_CALLS, changed_since, sample_outputs
+        from cuda_agent.judge.child.trial import SAMPLED_CALLS, sample_outputs
 
         calls, self.outputs = [], []
         for k, inputs in enumerate(refs):
@@ -303,16 +293,12 @@ class Grader:
         fds = self.exchange.handover(message)
         self.sync()
         start = time.perf_counter()
-        answer: CallAnswer = self.answer_of(CallAnswer, self.converse(message, fds, stage), stage)
+        answer: CallAnswer = self.answer_of(CallAnswer, self.ask(message, fds, stage), stage)
         read = secrets.SystemRandom().sample(self.outputs, min(SAMPLED_CALLS, len(self.outputs)))
         read = [view for views in read for view in views]
         self.sample = sample_outputs(self, read, fresh_seed()) if answer.status == "ok" else []
         external_ms = (time.perf_counter() - start) * 1e3
         self.tick()
-        # After the outside view ended: what a call held as the next inputs went out (`converse`) must stay.
-        if answer.status == "ok" and self.released_after and changed_since(self, self.released_after):
-            text = "a call's output changed after the next call's inputs were asked for (calls computed ahead)"
-            raise stop("rejected", stage, text, [Violation(check="late_output_write", message=text)])
         if answer.status == "ok" and len(answer.ms) != len(calls):
             if not self.candidate_started:
                 raise ProtocolError(f"the candidate's process timed {len(answer.ms)} of {len(calls)} calls")
@@ -324,30 +310,6 @@ class Grader:
         if dataflow:
             self.torch_only_reason = self.torch_only_reason or answer.torch_only_reason
         return answer, external_ms
-
-    def converse(self, message: CallQuestion, fds: list[int], stage: str) -> dict[str, Any]:
-        """Send a request and release each later call's inputs (`held_back`) when the call before it has returned
-        (`Between`, `NextQuestion`); return the request's answer (unvalidated). A call's inputs are never within the
-        candidate's reach while an earlier call of the request runs: none can be computed ahead, or batched."""
-        from cuda_agent.judge.child.trial import RELEASE_POSITIONS, sample_outputs
-
-        held_back, self.held_back, self.released_after = self.held_back, [], []
-        answer = self.ask(message, fds, stage)
-        for k, pending in enumerate(held_back, start=1):
-            if answer.get("status") != "between":  # the request ended early: a call failed
-                for rest in held_back[k - 1 :]:
-                    self.exchange.drop(rest)
-                break
-            if self.answer_of(Between, answer, stage).call != k - 1:
-                for rest in held_back[k - 1 :]:
-                    self.exchange.drop(rest)
-                raise stop("runtime_error", stage, "the candidate's process answered for a call out of turn")
-            # What the call before holds now must stay: a process that asked for the next inputs before it had its
-            # output (to compute calls ahead, in one batch) writes it later, and that is seen (`call`).
-            self.released_after += sample_outputs(self, self.outputs[k - 1], fresh_seed(), RELEASE_POSITIONS)
-            release = NextQuestion(call=k)
-            answer = self.ask(release, self.exchange.handover(release, pending), stage)
-        return answer
 
     def check_answer(self, answer: CallAnswer, stage: str) -> None:
         """What the candidate's process reported that ends the run: its exception, outputs of the wrong kind, torch
@@ -476,13 +438,18 @@ class Grader:
         return answer.fraction
 
 
-def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
-    """All steps in order; a candidate fault ends the run with a result, never an exception."""
+def run(
+    request: RunRequest, shim: Standby, channel: Channel, gauge: tuple[Standby, Channel] | None = None
+) -> RunResult:
+    """All steps in order; a candidate fault ends the run with a result, never an exception. `gauge`: the gauge's
+    process (child/gauge.py), used where the run is timed."""
     grader = None
     try:
         start = time.perf_counter()
         grader = Grader(request, shim, channel)
         grader.start_candidate_process()
+        if request.time and gauge is not None:
+            grader.gauge = Gauge(grader, *gauge)
         grader.load_reference()
         grader.stage_s["setup"] = time.perf_counter() - start
         calibrate(grader)
@@ -519,31 +486,34 @@ def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
     finally:
         if grader is not None:
             grader.exchange.close()
+            if grader.gauge is not None:
+                grader.gauge.close()
 
 
 _shim: list[tuple[Standby, Channel]] = []
+"""The candidate's process, then the gauge's (child/gauge.py: a process of ours shaped as it, never given its code)."""
 
 
 def start_shim() -> None:
-    """Start the candidate's process now (it imports torch while we do). It dies with us (its parent-death signal),
-    and on the CPU with its PID namespace (jail.py) whatever it started."""
-    channel, theirs = Channel.pair()
+    """Start the candidate's process and the gauge's now (they import torch while we do). They die with us (their
+    parent-death signal), and on the CPU with its PID namespace (jail.py) whatever the candidate's started."""
+    from cuda_agent.judge.child.shim import SOCKET_FD_ENV
+
     env = child_env()
     for name in ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", TURNS_ENV, "PYTHONPATH"):
         if name in os.environ:
             env[name] = os.environ[name]
-    from cuda_agent.judge.child.shim import SOCKET_FD_ENV
-
-    namespace = os.environ.get(SHIM_NAMESPACE_ENV) == "1"
-    shim = Standby(
-        "cuda_agent.judge.child.shim",
-        env,
-        namespace=namespace,
-        channel=(SOCKET_FD_ENV, theirs.fileno()),
-        pid_namespace=os.environ.get("CUDA_VISIBLE_DEVICES") == "",  # CUDA IPC fails across PID namespaces
-    )
-    theirs.close()
-    _shim.append((shim, channel))
+    for namespace in (os.environ.get(SHIM_NAMESPACE_ENV) == "1", False):
+        channel, theirs = Channel.pair()
+        shim = Standby(
+            "cuda_agent.judge.child.shim",
+            env,
+            namespace=namespace,
+            channel=(SOCKET_FD_ENV, theirs.fileno()),
+            pid_namespace=os.environ.get("CUDA_VISIBLE_DEVICES") == "",  # CUDA IPC fails across PID namespaces
+        )
+        theirs.close()
+        _shim.append((shim, channel))
 
 
 def warm_up() -> None:
@@ -560,10 +530,10 @@ def warm_up() -> None:
         with set_up_turn():
             torch.cuda.init()
             env.describe_device("cuda")
-    shim, _ = _shim[0]
-    why_not = shim.wait_ready(SHIM_STARTUP_S)  # ready before we say so: the run's GPU turn must not wait for it
-    if why_not:
-        raise SystemExit(f"the candidate's process never got ready: {why_not}")
+    for shim, _ in _shim:
+        why_not = shim.wait_ready(SHIM_STARTUP_S)  # ready before we say so: the run's GPU turn must not wait for it
+        if why_not:
+            raise SystemExit(f"the candidate's process (or the gauge's) never got ready: {why_not}")
 
 
 def _on_term(signum: int, frame: Any) -> None:
@@ -593,7 +563,7 @@ def main(argv: list[str]) -> int:
     request = read_record(RunRequest, Path(argv[0]).read_text(), "the judge's pipeline")
     shim, channel = _shim[0]
     try:
-        result = run(request, shim, channel)
+        result = run(request, shim, channel, _shim[1])
     except TaskError as exc:  # the task itself is broken: not the candidate's fault
         result = RunResult(status="task_error", message=str(exc))
     except Exception as exc:  # our own code: never a verdict
@@ -602,8 +572,9 @@ def main(argv: list[str]) -> int:
             status="judge_error", message=f"{type(exc).__name__}: {exc}", out_of_memory=out_of_memory(exc)
         )
     finally:
-        channel.close()
-        shim.close()
+        for shim, channel in _shim:
+            channel.close()
+            shim.close()
     if result.status not in (*CANDIDATE_STATUSES, "ok", "task_error", "judge_error"):
         result = RunResult(status="judge_error", message=f"the grader produced status {result.status!r}")
     Path(argv[1]).write_text(result.model_dump_json())

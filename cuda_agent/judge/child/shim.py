@@ -25,10 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.errors import ProtocolError
 from cuda_agent.judge.child.exchange import Buffer, Channel, ChannelClosed, dtype_name, dtype_of, open_buffer
 from cuda_agent.judge.protocol import (
-    Between,
     BuffersQuestion,
     CallAnswer,
     CallQuestion,
@@ -38,7 +36,6 @@ from cuda_agent.judge.protocol import (
     LoadAnswer,
     LoadQuestion,
     LockQuestion,
-    NextQuestion,
     ProfileAnswer,
     ProfileQuestion,
     ReturnedSpec,
@@ -72,8 +69,6 @@ class Shim:
         self.letting_go: list[Buffer | None] = []
         """Buffers a question released, held until its answer is sent (`serve`)."""
         self.model: Any = None
-        self.asked = 0
-        """The id of the grader's last question, which the next answer echoes (a request's `Between` included)."""
         self.held = contextlib.ExitStack()
         """The build folder's lock from `lock` until the import ends."""
         self.triton: Any = None
@@ -98,8 +93,7 @@ class Shim:
             except ChannelClosed:
                 return
             question = read_question(data)
-            self.asked = question.id
-            self.channel.send(handlers[question.op](question, fds), ident=self.asked)
+            self.channel.send(handlers[question.op](question, fds), ident=question.id)
             self.letting_go.clear()  # unmapped after the answer: outside the grader's view of the next request
 
     def sync(self) -> None:
@@ -191,9 +185,7 @@ class Shim:
         from cuda_agent.judge.child.trial import plain_outputs
 
         times, launches, flow = [], [], []
-        for k, slots in enumerate(message.calls):
-            if k:
-                self.next_inputs(k)
+        for slots in message.calls:
             inputs = [self.argument(ref) for ref in slots.inputs]
             outputs = [self.tensor(ref) for ref in slots.outputs]
             model = self.probe(outputs) if message.probe else self.model
@@ -220,16 +212,6 @@ class Shim:
             answer.launches = min(launches)
         answer.torch_only_reason = next((reason for reason in flow if reason is not None), None)
         return answer
-
-    def next_inputs(self, call: int) -> None:
-        """Tell the grader the call before `call` has returned and wait for `call`'s inputs (grader.converse)."""
-        self.channel.send(Between(call=call - 1), ident=self.asked)
-        data, fds = self.channel.receive_data()
-        question = read_question(data)
-        if not isinstance(question, NextQuestion) or question.call != call:
-            raise ProtocolError(f"the grader sent {question.op!r} where the inputs of call {call} were due")
-        self.asked = question.id
-        self.open_buffers(question, fds)
 
     def dataflow(self, model: Any, inputs: list[Any], check: DataflowCheck, found: list[str | None]) -> Any:
         """`model` for one call under the kernelbench dataflow check (policy/runtime.py): whether its kernels reach

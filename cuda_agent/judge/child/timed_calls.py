@@ -32,6 +32,10 @@ TIMED_CHECKS = 5
 judged with a chance of TIMED_CHECKS / min_reps, decided after it returned (a phase of few slow calls is where a
 solution skipping the work on some calls moves the median most easily)."""
 
+GAUGE_EVERY = 2
+"""The gauge's load reading follows one timed request in this many, from the first (child/gauge.py): the median of
+half the phase's requests' readings, at half the cost."""
+
 
 class TimedCalls:
     """The timed phase's requests (each of the run's number of calls, `Grader.group`) and the little kept between
@@ -75,7 +79,12 @@ class TimedCalls:
                 break
         self.check_last()
         g = self.grader
-        return external_bound(self.claimed_ms, self.external_ms, g.overhead_ms, g.device, self.calls)
+        overhead_ms = g.overhead_ms
+        if g.gauge is not None:  # load that came since the calibration: not the candidate's (child/gauge.py)
+            drift = g.gauge.drift_ms()
+            overhead_ms = [o + drift for o in overhead_ms]
+            g.env["load_drift"] = g.gauge.record()
+        return external_bound(self.claimed_ms, self.external_ms, overhead_ms, g.device, self.calls)
 
     def one(self, index: int) -> None:
         from cuda_agent.judge.child.inputs import make_inputs
@@ -98,6 +107,8 @@ class TimedCalls:
         if timed:
             self.claimed_ms.append(sum(answer.ms))
             self.external_ms.append(external_ms)
+            if g.gauge is not None and len(self.claimed_ms) % GAUGE_EVERY == 1 % GAUGE_EVERY:
+                g.gauge.sample()  # the load now, beside this request's
         extra = GROUP_CHECKS if self.calls > 1 else 0
         chance = (self.chance + extra) / self.calls
         full = set()
@@ -112,7 +123,8 @@ class TimedCalls:
     def spent(self) -> float:
         """The seconds of the phase's budget used: its wall time since the first timed request's draw, less the
         judging of outputs (`timing.time_phase`'s `spent`)."""
-        return time.perf_counter() - self.started - self.judged_s
+        gauge_s = self.grader.gauge.spent_s if self.grader.gauge is not None else 0.0
+        return time.perf_counter() - self.started - self.judged_s - gauge_s
 
     def still_written(self) -> None:
         """The last request's outputs changed since they arrived (`trial.sample_outputs`): the call left work

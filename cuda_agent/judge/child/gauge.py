@@ -1,0 +1,112 @@
+"""The machine's load as the timed phase runs, seen by a process of ours shaped as the candidate's: the drift of a
+request's overhead since the calibration, so that load that came later is not read as work the candidate hid.
+
+The outside view's bound (`timing.external_bound`) holds the candidate's requests to the overhead calibrated on its
+process before its code loaded. Load that rises after that (another judgement, a build) lengthens every request's
+gap alike, and an honest solution's time then became the outside view's (a relu judged 2 to 8 times slower than it
+is, in 2 of 6 runs on a loaded 2-core VM). The gauge is a second shim process started beside the candidate's, which
+never loads candidate code: it is calibrated right after the candidate's process (`calibrate`), and before each
+timed request's answer is weighed it makes one request of as many calls of the zero model (`sample`). The median of
+those less the median of its calibration is the drift (never below zero), added to the candidate's calibration.
+
+While the gauge's request runs, every process of the candidate's is stopped (`held_still`): it cannot load the
+machine only while the gauge is measured, which would widen the bound by what it spins and let it hide as much.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cuda_agent.judge.child.exchange import Channel
+    from cuda_agent.judge.child.grader import Grader
+    from cuda_agent.judge.standby import Standby
+
+
+class Gauge:
+    """A process of ours answering requests of the zero model (`Grader.call` with `probe`), as the candidate's did
+    before its code loaded."""
+
+    def __init__(self, grader: Grader, shim: Standby, channel: Channel) -> None:
+        from cuda_agent.judge.child.grader import SHIM_STARTUP_S, Grader
+        from cuda_agent.judge.child.shim import DEVICE_ENV
+
+        self.grader = grader
+        self.ours = Grader(grader.req, shim, channel)
+        self.folder = tempfile.TemporaryDirectory(prefix="cuda-agent-gauge-")
+        why_not = shim.wait_ready(SHIM_STARTUP_S)
+        if why_not:
+            raise RuntimeError(f"{why_not} (the judge's gauge process)")
+        env = {"HOME": self.folder.name, "TMPDIR": self.folder.name, DEVICE_ENV: grader.device}
+        shim.go([], Path(self.folder.name), env, None)
+        self.calibrated_ms: list[float] = []
+        self.seen_ms: list[float] = []
+        self.spent_s = 0.0
+        """Seconds the phase spent on the gauge: not part of its budget (timed_calls.TimedCalls.spent)."""
+
+    def calibrate_beside(self, inputs: list[Any]) -> list[float]:
+        """The candidate's process's overheads for requests of the run's number of calls (`calibration.overheads`),
+        each request followed by one of the gauge's with the same `inputs`, whose overheads are the drift's zero."""
+        from cuda_agent.judge.child.calibration import overheads
+
+        g, ours = self.grader, self.ours
+        ours.output_specs, ours.flush, ours.group = g.output_specs, g.flush, g.group
+        self.inputs = inputs
+        candidate_ms = overheads(g, inputs, g.group, beside=ours)
+        self.calibrated_ms = ours.overhead_ms
+        return candidate_ms
+
+    def sample(self) -> None:
+        """One request of the run's number of calls, after the flush, with the candidate's processes stopped."""
+        from cuda_agent.judge.child.calibration import probe_overhead
+
+        start = time.perf_counter()
+        with held_still(self.grader):
+            self.seen_ms.append(probe_overhead(self.ours, self.inputs, self.ours.group))
+        self.spent_s += time.perf_counter() - start
+
+    def drift_ms(self) -> float:
+        """How much longer its requests take now than at its calibration (medians), never below zero."""
+        if not self.calibrated_ms or not self.seen_ms:
+            return 0.0
+        return max(0.0, statistics.median(self.seen_ms) - statistics.median(self.calibrated_ms))
+
+    def record(self) -> dict[str, float]:
+        return {
+            "gauge_calibrated_ms": statistics.median(self.calibrated_ms) if self.calibrated_ms else 0.0,
+            "gauge_seen_ms": statistics.median(self.seen_ms) if self.seen_ms else 0.0,
+            "drift_ms": self.drift_ms(),
+        }
+
+    def close(self) -> None:
+        self.ours.exchange.close()
+        self.folder.cleanup()
+
+
+@contextlib.contextmanager
+def held_still(grader: Grader) -> Iterator[None]:
+    """Every process of the candidate's stopped while the block runs: its confinement's user's (uids.frozen), or,
+    unconfined, its process's group (it runs as we do: what it started outside the group runs on)."""
+    from cuda_agent.judge.uids import frozen
+
+    uid = grader.req.confine_user
+    if uid is not None:
+        with frozen(uid):
+            yield
+        return
+    group = grader.shim.proc.pid
+    with contextlib.suppress(OSError):
+        os.killpg(group, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.killpg(group, signal.SIGCONT)

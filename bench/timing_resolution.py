@@ -8,11 +8,14 @@ candidate's claim (`bound_applied`: on an honest solution, a false alarm), and t
 judgement's wall time. `--tree` picks the checkout whose `cuda_agent` is judged (another tree's, e.g. the main
 branch's, for a before/after on the same machine). `--anchor TREE` judges with both trees in turn, one judgement
 each (`cuda-agent judge --json` in a process of each tree's, a cache folder per tree), so that both meet the same
-load: the before/after side by side in one run, each row marked with its tree.
+load: the before/after side by side in one run, each row marked with its tree. `--burst S` runs, beside the
+judgements, one busy process per core that works S seconds and rests S seconds, in turn: a load that changes within
+a judgement (its calibration at one load, its timed phase at another), where a false alarm shows.
 
     python bench/timing_resolution.py --n 10 --out OUT
     python bench/timing_resolution.py --tree ../main --n 10 --out OUT_BEFORE
     python bench/timing_resolution.py --anchor ../before --n 8 --out OUT
+    python bench/timing_resolution.py --anchor ../before --n 8 --burst 4 --out OUT
 
 Writes `timing_resolution_rows.json` (one record per judgement) and the summary, `timing_resolution.json` and `.md`.
 """
@@ -61,6 +64,17 @@ def record(verdict: object, wall_s: float) -> dict:
     }
 
 
+def burst(period_s: float) -> None:
+    """Busy for `period_s` seconds, at rest for as long, in turn, forever (a process per core: `--burst`)."""
+    while True:
+        if int(time.time() / period_s) % 2:
+            end = time.perf_counter() + 0.01
+            while time.perf_counter() < end:
+                pass
+        else:
+            time.sleep(0.01)
+
+
 def judge_in(tree: Path, ref: str, cache: Path) -> object:
     """One judgement by `tree`'s judge, in a process of its own (`cuda-agent judge --json`), and its wall time."""
     from cuda_agent.types import Verdict
@@ -68,7 +82,9 @@ def judge_in(tree: Path, ref: str, cache: Path) -> object:
     env = {**os.environ, "PYTHONPATH": str(tree), "CUDA_AGENT_CACHE": str(cache)}
     command = [sys.executable, "-m", "cuda_agent.cli", "judge", ref, str(tree / CASES[ref]), "--device", "cpu"]
     start = time.perf_counter()
-    done = subprocess.run([*command, "--json", "--no-verdict-cache"], env=env, capture_output=True, text=True)
+    done = subprocess.run(  # in the tree: `-m` puts the working folder first on the path
+        [*command, "--json", "--no-verdict-cache"], env=env, capture_output=True, text=True, cwd=tree
+    )
     wall_s = time.perf_counter() - start
     if not done.stdout.strip():
         raise SystemExit(f"{tree}: no verdict for {ref}: {done.stderr.strip()[-2000:]}")
@@ -121,7 +137,13 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--tasks", default=",".join(CASES), help="comma-separated, from: " + ", ".join(CASES))
     parser.add_argument("--anchor", type=Path, help="another checkout judged in turn with --tree")
+    parser.add_argument("--burst", type=float, help="a load that works and rests this many seconds in turn")
     args = parser.parse_args()
+    if args.burst:
+        import multiprocessing
+
+        for _ in range(os.cpu_count() or 1):
+            multiprocessing.Process(target=burst, args=(args.burst,), daemon=True).start()
     args.out.mkdir(parents=True, exist_ok=True)
     tree = str(args.tree.resolve())
     sys.path[:0] = [tree, str(REPO)]

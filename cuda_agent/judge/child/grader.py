@@ -491,19 +491,23 @@ def run(
 
 
 _shim: list[tuple[Standby, Channel]] = []
-"""The candidate's process, then the gauge's (child/gauge.py: a process of ours shaped as it, never given its code)."""
+"""The candidate's process, then on the CPU the gauge's (child/gauge.py: a process of ours shaped as it, never given
+its code)."""
 
 
 def start_shim() -> None:
-    """Start the candidate's process and the gauge's now (they import torch while we do). They die with us (their
-    parent-death signal), and on the CPU with its PID namespace (jail.py) whatever the candidate's started."""
+    """Start the candidate's process and, on the CPU, the gauge's now (they import torch while we do). They die with
+    us (their parent-death signal), and on the CPU with its PID namespace (jail.py) whatever the candidate's started."""
     from cuda_agent.judge.child.shim import SOCKET_FD_ENV
 
     env = child_env()
     for name in ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", TURNS_ENV, "PYTHONPATH"):
         if name in os.environ:
             env[name] = os.environ[name]
-    for namespace in (os.environ.get(SHIM_NAMESPACE_ENV) == "1", False):
+    namespaces = [os.environ.get(SHIM_NAMESPACE_ENV) == "1"]
+    if os.environ.get("CUDA_VISIBLE_DEVICES") == "":  # a CPU judgement: the gauge's too (not yet run on a GPU)
+        namespaces.append(False)
+    for namespace in namespaces:
         channel, theirs = Channel.pair()
         shim = Standby(
             "cuda_agent.judge.child.shim",
@@ -563,7 +567,7 @@ def main(argv: list[str]) -> int:
     request = read_record(RunRequest, Path(argv[0]).read_text(), "the judge's pipeline")
     shim, channel = _shim[0]
     try:
-        result = run(request, shim, channel, _shim[1])
+        result = run(request, shim, channel, _shim[1] if len(_shim) > 1 else None)
     except TaskError as exc:  # the task itself is broken: not the candidate's fault
         result = RunResult(status="task_error", message=str(exc))
     except Exception as exc:  # our own code: never a verdict

@@ -1,0 +1,78 @@
+"""The gauge (child/gauge.py): load that rose after the calibration is taken from the outside view's bound, work
+hidden under it is not, and the candidate's processes stand still while the gauge measures."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+from cuda_agent.judge.child.gauge import drift, held_still
+from cuda_agent.judge.child.timing import external_bound
+
+CALLS = 64
+CLAIM_MS = 0.03 * CALLS
+"""A request's claimed work: 64 calls of an honest 0.03 ms relu."""
+
+
+def _overheads(median_ms: float, n: int, rng: random.Random) -> list[float]:
+    return [median_ms + rng.uniform(-0.3, 0.3) for _ in range(n)]
+
+
+def _phase(drift_ms: float, hidden_ms: float, rng: random.Random) -> tuple[list[float], list[float], list[float]]:
+    """The candidate's and the gauge's calibrations at one load, then 12 requests (and 6 gauge readings) at a load
+    `drift_ms` higher per request; the candidate's process hides `hidden_ms` of work a request from its claims."""
+    calibration, gauge_calibration = _overheads(10.0, 16, rng), _overheads(10.5, 16, rng)
+    claimed = [CLAIM_MS] * 12
+    external = [c + o + hidden_ms for c, o in zip(claimed, _overheads(10.0 + drift_ms, 12, rng), strict=True)]
+    gauge_seen = _overheads(10.5 + drift_ms, 6, rng)
+    shifted = [o + drift(gauge_calibration, gauge_seen) for o in calibration]
+    return claimed, external, calibration, shifted
+
+
+def test_load_that_rose_after_the_calibration_is_not_read_as_hidden_work() -> None:
+    claimed, external, calibration, shifted = _phase(drift_ms=6.0, hidden_ms=0.0, rng=random.Random(1))
+    assert external_bound(claimed, external, calibration, "cpu", CALLS)["bound_applied"]  # the false alarm
+    honest = external_bound(claimed, external, shifted, "cpu", CALLS)
+    assert not honest["bound_applied"] and abs(honest["median_ms"] - 0.03) < 1e-9, honest
+
+
+def test_work_hidden_under_the_same_load_is_still_seen() -> None:
+    claimed, external, _, shifted = _phase(drift_ms=6.0, hidden_ms=20.0, rng=random.Random(2))
+    phase = external_bound(claimed, external, shifted, "cpu", CALLS)
+    assert phase["bound_applied"], phase
+    assert phase["median_ms"] > 0.03 + 0.8 * 20.0 / CALLS, phase  # most of the hidden 0.31 ms a call counted
+
+
+def test_a_load_that_fell_never_narrows_the_bound_below_the_calibration() -> None:
+    assert drift([10.0, 10.2, 9.9], [7.0, 7.5]) == 0.0
+    assert drift([10.0, 10.2, 9.9], []) == 0.0
+    assert drift([10.0, 10.2, 9.9], [13.0, 13.0, 14.0]) == 3.0
+
+
+def test_the_candidates_processes_stand_still_while_the_gauge_measures(tmp_path: Path) -> None:
+    # Unconfined, the candidate's process group is stopped (confined, every process of its user: uids.frozen).
+    count = tmp_path / "count"
+    script = (
+        "import sys, time\nn = 0\nwhile True:\n    n += 1\n    open(sys.argv[1], 'w').write(str(n))\n"
+        "    time.sleep(0.005)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, str(count)], start_new_session=True)
+    try:
+        grader = SimpleNamespace(req=SimpleNamespace(confine_user=None), shim=SimpleNamespace(proc=proc))
+        deadline = time.monotonic() + 10
+        while not count.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with held_still(grader):
+            time.sleep(0.05)  # a write under way ends before the stop takes
+            before = count.read_text()
+            time.sleep(0.3)
+            assert count.read_text() == before
+        time.sleep(0.3)
+        assert count.read_text() != before  # going on again
+    finally:
+        proc.kill()
+        proc.wait()

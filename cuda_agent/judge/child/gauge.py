@@ -85,6 +85,8 @@ class Gauge:
 
     def close(self) -> None:
         self.ours.exchange.close()
+        self.ours.channel.close()
+        self.ours.shim.close()
         self.folder.cleanup()
 
 

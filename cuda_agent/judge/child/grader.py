@@ -438,19 +438,19 @@ class Grader:
         return answer.fraction
 
 
-def run(
-    request: RunRequest, shim: Standby, channel: Channel, gauge: tuple[Standby, Channel] | None = None
-) -> RunResult:
-    """All steps in order; a candidate fault ends the run with a result, never an exception. `gauge`: the gauge's
-    process (child/gauge.py), used where the run is timed."""
-    grader = None
+def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
+    """All steps in order; a candidate fault ends the run with a result, never an exception."""
+    grader = gauge = None
     try:
         start = time.perf_counter()
+        # A timed CPU run's gauge (child/gauge.py; not yet run on a GPU): started now, so that its import is over
+        # before the calibration, and only where a run is timed (a check of correctness alone pays nothing).
+        gauge = start_shim(namespace=False) if request.time and request.device == "cpu" else None
         grader = Grader(request, shim, channel)
         grader.start_candidate_process()
-        if request.time and gauge is not None:
-            grader.gauge = Gauge(grader, *gauge)
         grader.load_reference()
+        if gauge is not None:
+            grader.gauge, gauge = Gauge(grader, *gauge), None
         grader.stage_s["setup"] = time.perf_counter() - start
         calibrate(grader)
         grader.tick()
@@ -484,6 +484,9 @@ def run(
             )
         return result
     finally:
+        if gauge is not None:  # never handed to a Gauge
+            gauge[1].close()
+            gauge[0].close()
         if grader is not None:
             grader.exchange.close()
             if grader.gauge is not None:
@@ -491,38 +494,33 @@ def run(
 
 
 _shim: list[tuple[Standby, Channel]] = []
-"""The candidate's process, then on the CPU the gauge's (child/gauge.py: a process of ours shaped as it, never given
-its code)."""
 
 
-def start_shim() -> None:
-    """Start the candidate's process and, on the CPU, the gauge's now (they import torch while we do). They die with
-    us (their parent-death signal), and on the CPU with its PID namespace (jail.py) whatever the candidate's started."""
+def start_shim(namespace: bool | None = None) -> tuple[Standby, Channel]:
+    """Start a shim process now (it imports torch while we do): the candidate's (`namespace` None: confined as the
+    judgement's environment says), or the gauge's (False: ours, never given candidate code). It dies with us (its
+    parent-death signal), and on the CPU with its PID namespace (jail.py) whatever it started."""
     from cuda_agent.judge.child.shim import SOCKET_FD_ENV
 
     env = child_env()
     for name in ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", TURNS_ENV, "PYTHONPATH"):
         if name in os.environ:
             env[name] = os.environ[name]
-    namespaces = [os.environ.get(SHIM_NAMESPACE_ENV) == "1"]
-    if os.environ.get("CUDA_VISIBLE_DEVICES") == "":  # a CPU judgement: the gauge's too (not yet run on a GPU)
-        namespaces.append(False)
-    for namespace in namespaces:
-        channel, theirs = Channel.pair()
-        shim = Standby(
-            "cuda_agent.judge.child.shim",
-            env,
-            namespace=namespace,
-            channel=(SOCKET_FD_ENV, theirs.fileno()),
-            pid_namespace=os.environ.get("CUDA_VISIBLE_DEVICES") == "",  # CUDA IPC fails across PID namespaces
-        )
-        theirs.close()
-        _shim.append((shim, channel))
+    channel, theirs = Channel.pair()
+    shim = Standby(
+        "cuda_agent.judge.child.shim",
+        env,
+        namespace=os.environ.get(SHIM_NAMESPACE_ENV) == "1" if namespace is None else namespace,
+        channel=(SOCKET_FD_ENV, theirs.fileno()),
+        pid_namespace=os.environ.get("CUDA_VISIBLE_DEVICES") == "",  # CUDA IPC fails across PID namespaces
+    )
+    theirs.close()
+    return shim, channel
 
 
 def warm_up() -> None:
     """Before the request: the candidate's process started, imports, CUDA's set-up (in a shared GPU turn)."""
-    start_shim()
+    _shim.append(start_shim())
     import torch
     import torch.utils.cpp_extension  # noqa: F401
 
@@ -534,10 +532,10 @@ def warm_up() -> None:
         with set_up_turn():
             torch.cuda.init()
             env.describe_device("cuda")
-    for shim, _ in _shim:
-        why_not = shim.wait_ready(SHIM_STARTUP_S)  # ready before we say so: the run's GPU turn must not wait for it
-        if why_not:
-            raise SystemExit(f"the candidate's process (or the gauge's) never got ready: {why_not}")
+    shim, _ = _shim[0]
+    why_not = shim.wait_ready(SHIM_STARTUP_S)  # ready before we say so: the run's GPU turn must not wait for it
+    if why_not:
+        raise SystemExit(f"the candidate's process never got ready: {why_not}")
 
 
 def _on_term(signum: int, frame: Any) -> None:
@@ -563,11 +561,11 @@ def main(argv: list[str]) -> int:
         os.chdir(order.cwd)
         argv = order.args
     else:
-        start_shim()
+        _shim.append(start_shim())
     request = read_record(RunRequest, Path(argv[0]).read_text(), "the judge's pipeline")
     shim, channel = _shim[0]
     try:
-        result = run(request, shim, channel, _shim[1] if len(_shim) > 1 else None)
+        result = run(request, shim, channel)
     except TaskError as exc:  # the task itself is broken: not the candidate's fault
         result = RunResult(status="task_error", message=str(exc))
     except Exception as exc:  # our own code: never a verdict
@@ -576,9 +574,8 @@ def main(argv: list[str]) -> int:
             status="judge_error", message=f"{type(exc).__name__}: {exc}", out_of_memory=out_of_memory(exc)
         )
     finally:
-        for shim, channel in _shim:
-            channel.close()
-            shim.close()
+        channel.close()
+        shim.close()
     if result.status not in (*CANDIDATE_STATUSES, "ok", "task_error", "judge_error"):
         result = RunResult(status="judge_error", message=f"the grader produced status {result.status!r}")
     Path(argv[1]).write_text(result.model_dump_json())

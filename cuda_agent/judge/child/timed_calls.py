@@ -85,11 +85,15 @@ class TimedCalls:
         g = self.grader
         if index == self.warmup:
             self.started = time.perf_counter()
+        self.still_written()  # the request before's outputs, read once more before the next one's overwrite them
+        # A watched request first, at its place (untimed, under the tracer or the dataflow check), then this one's
+        # draw: so that every request follows one draw of its inputs. Drawn before the watched one, this request's
+        # inputs made the pause before a watched request a draw longer, 1.4 to 2 times the usual, which a solution timed
+        # (bench/results/cpu-2026-12-07-redteam-13/).
+        if call_if_watched(g, index):
+            self.still_written()
         seeds = [_seed() for _ in range(self.calls)]
         drawn = [make_inputs(g.problem, g.req.task_name, seed, g.device) for seed in seeds]
-        self.still_written()  # the request before's outputs, read once more before the next one's overwrite them
-        if call_if_watched(g, index):  # an untimed request under the tracer or the dataflow check first, at its place
-            self.still_written()
         refs, given = g.load_calls(drawn)
         del drawn
         self.flush()

@@ -207,12 +207,23 @@ LEAST_GAP_ALARM = 0.001
 """The chance that an honest phase's least gap lies beyond the calibration's quantile `least_quantile` picks."""
 
 
-def least_quantile(requests: int) -> float:
+def least_quantile(requests: int, alarm: float = LEAST_GAP_ALARM) -> float:
     """The quantile of the calibration's overhead that the least of `requests` honest gaps stays below but for a
-    chance of LEAST_GAP_ALARM: (1 - q) ** requests = LEAST_GAP_ALARM, and at least the first quartile. A phase of few
-    requests (a request of many calls takes long) has a least gap far up the overhead's distribution: against the
-    calibration's first quartile, 6 honest requests would all lie above it one time in 6 (0.75 ** 6)."""
-    return max(0.25, 1.0 - LEAST_GAP_ALARM ** (1.0 / max(requests, 1)))
+    chance of `alarm`: (1 - q) ** requests = alarm, and at least the first quartile. A phase of few requests (a request
+    of many calls takes long) has a least gap far up the overhead's distribution: against the calibration's first
+    quartile, 6 honest requests would all lie above it one time in 6 (0.75 ** 6)."""
+    return max(0.25, 1.0 - alarm ** (1.0 / max(requests, 1)))
+
+
+def _hidden_beyond(gaps: list[float], least: float, overhead_ms: list[float], margin: float, floor: float) -> float:
+    """How far the least of `gaps` lies above `least` (an honest request's least gap), where that exceeds `margin` plus
+    the larger of `floor` and the calibration's low tail for as many requests (`least_quantile`, at half
+    LEAST_GAP_ALARM: external_bound makes two such readings); else 0."""
+    if not gaps:
+        return 0.0
+    tail = _quantile(overhead_ms, least_quantile(len(gaps), LEAST_GAP_ALARM / 2)) - min(overhead_ms)
+    hidden = min(gaps) - least
+    return hidden if hidden > margin + max(tail, floor) else 0.0
 
 
 def _quantile(values: Sequence[float], q: float) -> float:
@@ -240,7 +251,11 @@ def external_bound(
     the handling of the call, a rewritten clock), is inside the outside view and not in the report. Two readings of
     it, either enough:
     - every request's gap (outside less report) exceeds the least overhead by `hidden` (the least gap of the phase
-      against the calibration's; noise only adds, so the least is what load disturbs least);
+      against the calibration's; noise only adds, so the least is what load disturbs least), or every gap of the
+      requests whose claims are at or below the claimed median exceeds the phase's least gap (`least_gap_ms`) by it:
+      a claim that hides work on more than half the requests (what moving the median takes) and keeps a few honest
+      ones, which claim more, so that the phase's least gap is honest, is held to that honest gap
+      (`least_gap_of_fastest_ms`, bench/results/cpu-2026-12-07-redteam-13/);
     - the outside view's median, less the overhead's, exceeds the claimed median (a majority of requests).
     Either counts where it exceeds CLAIM_MARGIN of the claimed median plus its noise (at least NOISE_FLOOR_MS and
     OVERHEAD_SHARE of the overhead's median): for the least gap, the calibration's low tail (its `least_quantile`
@@ -254,14 +269,19 @@ def external_bound(
     overhead = _median(overhead_ms)
     floor = max(NOISE_FLOOR_MS[device], OVERHEAD_SHARE * overhead)
     seen = [max(0.0, e - overhead) for e in external_ms]
-    hidden = 0.0
     gaps = [e - c for e, c in zip(external_ms, claimed_ms, strict=True)]
+    # The requests whose claims make the median and those below it. A claim that hides work on more than half the
+    # requests (what moving the median takes) hides it on all of these, and the honest requests it keeps elsewhere
+    # (so that the phase's least gap is an honest one) claim more: their least gap, made in the same minutes, is the
+    # one these are held to, whatever the machine's load did since the calibration.
+    fastest = [g for g, c in zip(gaps, claimed_ms, strict=True) if c <= claimed]
+    hidden = 0.0
     if external_ms and overhead_ms:
-        least = min(overhead_ms)
-        tail = _quantile(overhead_ms, least_quantile(len(gaps))) - least
-        hidden = min(gaps) - least
-        if hidden <= claimed * CLAIM_MARGIN + max(tail, floor):
-            hidden = 0.0
+        margin = claimed * CLAIM_MARGIN
+        hidden = max(
+            _hidden_beyond(gaps, min(overhead_ms), overhead_ms, margin, floor),
+            _hidden_beyond(fastest, min(gaps), overhead_ms, margin, floor),
+        )
     noise = overhead_noise(overhead_ms, device)
     by_median = _median(seen) > claimed * (1 + CLAIM_MARGIN) + noise
     applied = by_median or hidden > 0
@@ -275,6 +295,7 @@ def external_bound(
         "overhead_median_ms": overhead,
         "noise_ms": noise,
         "least_gap_ms": min(gaps, default=0.0),
+        "least_gap_of_fastest_ms": min(fastest, default=0.0),
         "least_overhead_ms": min(overhead_ms, default=0.0),
         "calls_per_request": calls,
         "resolution_ms": noise / calls,

@@ -269,3 +269,24 @@ def test_few_requests_are_held_to_a_quantile_of_the_calibration_that_few_honest_
     hiding = [e + 12.0 for e in honest]  # 0.19 ms a call done outside its clock
     phase = external_bound(claimed, hiding, overhead, "cpu", 64)
     assert phase["bound_applied"] and phase["median_ms"] >= 0.04 + 0.15
+
+
+def test_a_claim_that_hides_work_on_most_requests_cannot_keep_its_least_gap_honest_with_a_few_honest_ones() -> None:
+    # Round 13's b7: a clock stopped during forward on most requests and honest on a few, after a calibration made
+    # while the machine was busier than in the phase (its least overhead 12 ms a request, the phase's 8): every gap
+    # lies below the calibration's least, and its spread (twice its interquartile range) hides any median. Among the
+    # requests that make the claimed median none is honest: their least gap stands a request's work above the honest
+    # ones' least, made in the same minutes.
+    from cuda_agent.judge.child.timing import external_bound
+
+    overhead = [12.0, 12.2, 12.1, 15.0, 12.3, 16.0, 12.4, 12.0, 17.0, 12.2, 12.5, 15.5, 12.1, 12.3, 16.5, 12.6]
+    real = 2.5  # a request's work, which its clock leaves out where it hides it
+    honest_at = {3, 11, 19}
+    swings = [0.0, 0.3, 0.1, 0.6, 0.2, 0.4] * 4
+    claimed = [real if i in honest_at else 0.0 for i in range(24)]
+    external = [real + 8.0 + s for s in swings]
+    phase = external_bound(claimed, external, overhead, "cpu", 64)
+    assert phase["bound_applied"] and phase["median_ms"] >= 0.8 * real / 64  # claimed: 0
+    assert phase["least_gap_of_fastest_ms"] - phase["least_gap_ms"] >= 2.0
+    honest = external_bound([real] * 24, external, overhead, "cpu", 64)
+    assert not honest["bound_applied"] and honest["median_ms"] == pytest.approx(real / 64)

@@ -63,15 +63,28 @@ def calibrate(g: Grader) -> None:
 def overheads(g: Grader, inputs: list[Any], calls: int) -> list[float]:
     """CALIBRATION_CALLS requests of `calls` calls of a model that returns zeros: each request's outside view less
     what the candidate's process reported (after CALIBRATION_WARMUP more)."""
-    overhead = []
     warmup = CALIBRATION_WARMUP if calls == 1 else 1  # the single calls before paid for the first uses
-    for i in range(warmup + CALIBRATION_CALLS):
-        refs, _ = g.load_calls([inputs] * calls)  # as every timed request's: handed over with it on the CPU
-        g.flush()  # as before every timed request: what its overhead costs from a cold cache
-        answer, external_ms = g.call(refs, "calibration", probe=True)
-        if i >= warmup:
-            overhead.append(max(0.0, external_ms - sum(answer.ms)))
-    return overhead
+    return [probe(g, inputs, calls) for _ in range(warmup + CALIBRATION_CALLS)][warmup:]
+
+
+def probe(g: Grader, inputs: list[Any], calls: int) -> float:
+    """One request of `calls` calls of the model that returns zeros, on `inputs` each: its outside view less what the
+    candidate's process reported."""
+    refs, _ = g.load_calls([inputs] * calls)  # as every timed request's: handed over with it on the CPU
+    g.flush()  # as before every timed request: what its overhead costs from a cold cache
+    answer, external_ms = g.call(refs, "calibration", probe=True)
+    return max(0.0, external_ms - sum(answer.ms))
+
+
+def probe_among_timed(g: Grader, inputs: list[Any]) -> float:
+    """`probe` during the timed phase, with the candidate's code loaded (`timed_calls.TimedCalls`): the forward it runs
+    is ours, and nothing it answers moves the persisting-L2 set-aside the grader holds its answers to (a probe's
+    answer sets it before candidate code: `Grader.call`); a raised set-aside shows in the next timed answer."""
+    held = g.shim_l2_bytes
+    try:
+        return probe(g, inputs, g.group)
+    finally:
+        g.shim_l2_bytes = held
 
 
 def reference_ms(g: Grader, inputs: list[Any]) -> float:

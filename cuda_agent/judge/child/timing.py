@@ -100,13 +100,16 @@ class PhaseBudget:
 def decision_interval(summary: dict[str, Any] | None, noise_floor: float) -> tuple[float, float] | None:
     """A phase's interval as the reward decides on it: the median's 95 % interval, widened to at least
     `noise_floor` of the median on either side (run-to-run drift of a machine's load, which no single phase's
-    repetitions show: the CPU demo's candidate measured 0.0952 and 0.0991 ms in two runs minutes apart).
+    repetitions show: the CPU demo's candidate measured 0.0952 and 0.0991 ms in two runs minutes apart), and for a
+    candidate's claimed times, above by the work per call the outside view could not have seen (`unseen_ms`,
+    external_bound): a speed-up within what no one checked is a tie.
     None where the phase was not timed or recorded no interval (a baseline cached by an older judge)."""
     if not summary or "ci_ms" not in summary:
         return None
     median = summary["median_ms"]
     low, high = summary["ci_ms"]
-    return min(low, median * (1 - noise_floor)), max(high, median * (1 + noise_floor))
+    # A claimed time the outside view could not check beyond `unseen_ms` (external_bound) may be that much slower.
+    return min(low, median * (1 - noise_floor)), max(high, median * (1 + noise_floor)) + summary.get("unseen_ms", 0.0)
 
 
 def make_flusher(
@@ -215,15 +218,21 @@ def least_quantile(requests: int, alarm: float = LEAST_GAP_ALARM) -> float:
     return max(0.25, 1.0 - alarm ** (1.0 / max(requests, 1)))
 
 
+def _allowance(requests: int, overhead_ms: list[float], margin: float, floor: float) -> float:
+    """What the least of `requests` honest gaps may lie above the least it is held to: `margin` plus the larger of
+    `floor` and the calibration's low tail for as many requests (`least_quantile`, at half LEAST_GAP_ALARM:
+    external_bound makes two such readings)."""
+    tail = _quantile(overhead_ms, least_quantile(max(requests, 1), LEAST_GAP_ALARM / 2)) - min(overhead_ms)
+    return margin + max(tail, floor)
+
+
 def _hidden_beyond(gaps: list[float], least: float, overhead_ms: list[float], margin: float, floor: float) -> float:
-    """How far the least of `gaps` lies above `least` (an honest request's least gap), where that exceeds `margin` plus
-    the larger of `floor` and the calibration's low tail for as many requests (`least_quantile`, at half
-    LEAST_GAP_ALARM: external_bound makes two such readings); else 0."""
+    """How far the least of `gaps` lies above `least` (an honest request's least gap), where that exceeds their
+    `_allowance`; else 0."""
     if not gaps:
         return 0.0
-    tail = _quantile(overhead_ms, least_quantile(len(gaps), LEAST_GAP_ALARM / 2)) - min(overhead_ms)
     hidden = min(gaps) - least
-    return hidden if hidden > margin + max(tail, floor) else 0.0
+    return hidden if hidden > _allowance(len(gaps), overhead_ms, margin, floor) else 0.0
 
 
 def _quantile(values: Sequence[float], q: float) -> float:
@@ -284,6 +293,8 @@ def external_bound(
         )
     noise = overhead_noise(overhead_ms, device)
     by_median = _median(seen) > claimed * (1 + CLAIM_MARGIN) + noise
+    # Work a claim may leave out on every request and still pass both readings: the outside view cannot tell it.
+    unseen = min(noise + claimed * CLAIM_MARGIN, _allowance(len(gaps), overhead_ms, claimed * CLAIM_MARGIN, floor))
     applied = by_median or hidden > 0
     times = list(claimed_ms)
     if applied:
@@ -299,8 +310,32 @@ def external_bound(
         "least_overhead_ms": min(overhead_ms, default=0.0),
         "calls_per_request": calls,
         "resolution_ms": noise / calls,
+        "unseen_ms": unseen / calls if overhead_ms else 0.0,
         "bound_applied": applied,
     }
+
+
+PHASE_PROBE_CHANCE = 1 / 3
+"""The chance that a timed request follows a request of the zero model (`calibration.probe_among_timed`), drawn in the
+grader: the overhead now, beside the calibration's before candidate code (`drift_corrected`)."""
+PHASE_PROBES_LEAST = 3
+"""The fewest such requests whose median `drift_corrected` goes by."""
+
+
+def drift_corrected(overhead_ms: list[float], probes_ms: list[float]) -> tuple[list[float], float]:
+    """The calibration's overheads (made before candidate code) moved down by how far the median of the requests of
+    the zero model made among the timed ones lies below theirs, and that shift; never moved up.
+
+    A calibration made while the machine was busier than during the timed phase holds every gap of the phase below
+    its least overhead, and hides work of as much in every request (round 13: a clock stopped during forward passed
+    at reward 3, the calibration's least 12.7 ms a request, the phase's own overhead 8). The phase's probes run in the
+    candidate's process, whose code may slow them or report less for them (a rewritten clock): that can only raise
+    their overhead, which is never taken; a report of more only lowers it, against the candidate. Load that grows
+    after the calibration still reads as hidden work on an honest solution (DESIGN.md)."""
+    if len(probes_ms) < PHASE_PROBES_LEAST:
+        return overhead_ms, 0.0
+    shift = max(0.0, _median(overhead_ms) - _median(probes_ms))
+    return [o - shift for o in overhead_ms], shift
 
 
 RESOLUTION_SHARE = 0.02

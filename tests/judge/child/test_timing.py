@@ -290,3 +290,48 @@ def test_a_claim_that_hides_work_on_most_requests_cannot_keep_its_least_gap_hone
     assert phase["least_gap_of_fastest_ms"] - phase["least_gap_ms"] >= 2.0
     honest = external_bound([real] * 24, external, overhead, "cpu", 64)
     assert not honest["bound_applied"] and honest["median_ms"] == pytest.approx(real / 64)
+
+
+def test_probes_among_the_timed_requests_move_a_calibration_made_on_a_busier_machine_down_never_up() -> None:
+    # Round 13's b7 on every request: a clock stopped during forward, after a calibration made while the machine was
+    # busier (its least overhead 12 ms a request, the phase's 8): every gap lies below the calibration's least. The
+    # zero model's requests among the timed ones say the overhead now.
+    from cuda_agent.judge.child.timing import drift_corrected, external_bound
+
+    overhead = [12.0, 12.2, 12.1, 13.0, 12.3, 13.5, 12.4, 12.0, 13.2, 12.2, 12.5, 12.9, 12.1, 12.3, 13.1, 12.6]
+    real = 2.5
+    swings = [0.0, 0.3, 0.1, 0.6, 0.2, 0.4] * 4
+    external = [real + 8.0 + s for s in swings]
+    stopped = external_bound([0.0] * 24, external, overhead, "cpu", 64)
+    assert not stopped["bound_applied"]
+    now, shift = drift_corrected(overhead, [8.1, 8.4, 8.0, 8.6, 8.2])
+    assert shift == pytest.approx(12.35 - 8.2)
+    caught = external_bound([0.0] * 24, external, now, "cpu", 64)
+    assert caught["bound_applied"] and caught["median_ms"] >= 0.8 * real / 64
+    honest = external_bound([real] * 24, external, now, "cpu", 64)
+    assert not honest["bound_applied"] and honest["median_ms"] == pytest.approx(real / 64)
+    # Probes slowed or under-reported by the candidate's process read higher: never taken. Too few: not taken.
+    assert drift_corrected(overhead, [20.0, 21.0, 19.0]) == (overhead, 0.0)
+    assert drift_corrected(overhead, [8.0, 8.1]) == (overhead, 0.0)
+
+
+def test_a_speed_up_within_what_the_outside_view_could_not_see_is_a_tie() -> None:
+    # Round 13's b7 and b8 on a loaded 2-core VM: a noisy calibration (twice its interquartile range, 12 ms a request
+    # of 64 calls) cannot tell a clock stopped during forward on every request; the claims (0.0045 ms a call against
+    # eager's 0.021) stay, and the reward's interval reaches above them by what no reading could see.
+    from cuda_agent.judge.child.timing import decision_interval, external_bound
+    from cuda_agent.reward import beats
+
+    overhead = [10.0, 16.0, 11.0, 22.0, 10.5, 18.0, 12.0, 10.2, 20.0, 11.5, 10.4, 17.0, 13.0, 10.8, 21.0, 14.0]
+    external = [64 * 0.03 + 9.0 + (i % 5) for i in range(24)]
+    stopped = external_bound([64 * 0.0045] * 24, external, overhead, "cpu", 64)
+    assert not stopped["bound_applied"] and stopped["median_ms"] == pytest.approx(0.0045)
+    low, high = decision_interval(stopped, 0.03)
+    assert high >= 0.0045 + stopped["unseen_ms"] and stopped["unseen_ms"] > 0.021
+    assert not beats(stopped["median_ms"], 0.021, (low, high), (0.0205, 0.0215))
+    # A quiet machine's calibration leaves a claim little room: 0.02 ms a call of a request of 64.
+    quiet = [7.0 + 0.05 * i for i in range(16)]
+    honest = external_bound([64 * 0.03] * 24, [64 * 0.03 + 7.2 + 0.01 * i for i in range(24)], quiet, "cpu", 64)
+    assert not honest["bound_applied"] and honest["unseen_ms"] < 0.025
+    # Baselines (no claims of the candidate's process) keep their intervals.
+    assert decision_interval({"median_ms": 1.0, "ci_ms": [0.99, 1.01]}, 0.03) == (0.97, 1.03)

@@ -8,9 +8,10 @@
   claimed median are held to the honest ones' least gap, made in the same minutes.
 - The rhythm of the grader's work told a watched request apart: the next request's inputs were drawn before it, so
   the pause before it was a draw longer. Every request now follows one draw.
-- Open (strict xfails, for the fixes in the candidate's process and the exchange): the dataflow check's own cost
-  between a watched request's calls tells them apart from its second call on; an honest output returned as a
-  transposed view is copied in the candidate's process inside the outside view (strided), and read as hidden work.
+- Open (xfails, for fixes in the candidate's process and the exchange): the dataflow check's own cost between a
+  watched request's calls tells them apart from its second call on; an honest output returned as a transposed view
+  is copied in the candidate's process inside the outside view (strided), and read as hidden work where the
+  machine's noise is below that copy's cost.
 """
 
 from __future__ import annotations
@@ -79,9 +80,11 @@ def test_a_clock_stopped_on_most_requests_is_held_to_its_honest_requests_gap(tmp
     assert verdict.verdict == "pass", verdict.message
     timing = _solution_timing(verdict)
     assert timing["calls_per_request"] > 1
-    # Claimed: its honest share's time over the median, which the clock stopped for; taken: the work it hid.
-    assert timing["bound_applied"], timing
-    assert timing["median_ms"] >= 4 * timing["claimed_median_ms"], timing
+    # Its claims, a sixth of the work, earn no speed-up: the outside view takes the work it hid (held to its honest
+    # requests' least gap, or to the calibration moved to the overhead now), or, where the machine's noise hides that
+    # much work, the reward's interval reaches above the claim by what the outside view could not see.
+    assert verdict.reward == 1, (verdict.timings_ms, timing)
+    assert timing["bound_applied"] or timing["unseen_ms"] >= timing["claimed_median_ms"], timing
 
 
 def test_a_watched_request_comes_before_the_next_requests_draw(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -120,10 +123,11 @@ def test_kernels_on_first_calls_and_on_calls_after_an_instruments_pause_are_refu
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True, reason="open: a strided output's copy in the candidate's process is in the outside view"
-)
+@pytest.mark.xfail(reason="open: a strided output's copy in the candidate's process is in the outside view (where the "
+                   "machine's noise is below that copy's cost: 2 runs of 3 on the loaded VM)")  # fmt: skip
 def test_an_honest_output_returned_as_a_transposed_view_keeps_its_claimed_time(tmp_path: Path) -> None:
+    if _static.POLICY == "kernelbench":
+        pytest.skip("honest under either policy alike: judged under cuda-agent")
     verdict = judge_hack(tmp_path, "examples/relu", HONEST_TRANSPOSED, **GROUPED)
     assert verdict.verdict == "pass", verdict.message
     assert not _solution_timing(verdict)["bound_applied"], _solution_timing(verdict)

@@ -210,29 +210,12 @@ LEAST_GAP_ALARM = 0.001
 """The chance that an honest phase's least gap lies beyond the calibration's quantile `least_quantile` picks."""
 
 
-def least_quantile(requests: int, alarm: float = LEAST_GAP_ALARM) -> float:
+def least_quantile(requests: int) -> float:
     """The quantile of the calibration's overhead that the least of `requests` honest gaps stays below but for a
-    chance of `alarm`: (1 - q) ** requests = alarm, and at least the first quartile. A phase of few requests (a request
-    of many calls takes long) has a least gap far up the overhead's distribution: against the calibration's first
-    quartile, 6 honest requests would all lie above it one time in 6 (0.75 ** 6)."""
-    return max(0.25, 1.0 - alarm ** (1.0 / max(requests, 1)))
-
-
-def _allowance(requests: int, overhead_ms: list[float], margin: float, floor: float) -> float:
-    """What the least of `requests` honest gaps may lie above the least it is held to: `margin` plus the larger of
-    `floor` and the calibration's low tail for as many requests (`least_quantile`, at half LEAST_GAP_ALARM:
-    external_bound makes two such readings)."""
-    tail = _quantile(overhead_ms, least_quantile(max(requests, 1), LEAST_GAP_ALARM / 2)) - min(overhead_ms)
-    return margin + max(tail, floor)
-
-
-def _hidden_beyond(gaps: list[float], least: float, overhead_ms: list[float], margin: float, floor: float) -> float:
-    """How far the least of `gaps` lies above `least` (an honest request's least gap), where that exceeds their
-    `_allowance`; else 0."""
-    if not gaps:
-        return 0.0
-    hidden = min(gaps) - least
-    return hidden if hidden > _allowance(len(gaps), overhead_ms, margin, floor) else 0.0
+    chance of LEAST_GAP_ALARM: (1 - q) ** requests = LEAST_GAP_ALARM, and at least the first quartile. A phase of few
+    requests (a request of many calls takes long) has a least gap far up the overhead's distribution: against the
+    calibration's first quartile, 6 honest requests would all lie above it one time in 6 (0.75 ** 6)."""
+    return max(0.25, 1.0 - LEAST_GAP_ALARM ** (1.0 / max(requests, 1)))
 
 
 def _quantile(values: Sequence[float], q: float) -> float:
@@ -260,41 +243,41 @@ def external_bound(
     the handling of the call, a rewritten clock), is inside the outside view and not in the report. Two readings of
     it, either enough:
     - every request's gap (outside less report) exceeds the least overhead by `hidden` (the least gap of the phase
-      against the calibration's; noise only adds, so the least is what load disturbs least), or every gap of the
-      requests whose claims are at or below the claimed median exceeds the phase's least gap (`least_gap_ms`) by it:
-      a claim that hides work on more than half the requests (what moving the median takes) and keeps a few honest
-      ones, which claim more, so that the phase's least gap is honest, is held to that honest gap
-      (`least_gap_of_fastest_ms`, bench/results/cpu-2026-12-07-redteam-13/);
+      against the calibration's; noise only adds, so the least is what load disturbs least);
     - the outside view's median, less the overhead's, exceeds the claimed median (a majority of requests).
     Either counts where it exceeds CLAIM_MARGIN of the claimed median plus its noise (at least NOISE_FLOOR_MS and
     OVERHEAD_SHARE of the overhead's median): for the least gap, the calibration's low tail (its `least_quantile`
     for as many requests, at least its first quartile, less its least); for the medians, twice the overhead's
     interquartile range. Then the phase's times are the outside view's, and `bound_applied` says so.
     Only the sum of a request's claims is bounded, so a request's time is its calls' mean: the phase's times are per
-    call (a request's over `calls`), and so is `resolution_ms`, the noise a claim can hide in; the overhead, the noise
-    and the least gap and overhead (what `hidden` compares) are per request.
+    call (a request's over `calls`), and so is `resolution_ms`, the noise a claim can hide in, and `unseen_ms`, the work
+    a claim could leave out and pass both readings (a few honest requests keep the least gap an honest one, so it is
+    the median reading's allowance) beyond RESOLUTION_SHARE of the claim, the resolution group_size aims at and the
+    design accepts: the reward's interval reaches that far above the claim (`decision_interval`). Where group_size
+    reaches its aim (the GPU) it is about 0; where the cap on calls per request or the machine's load keeps the noise
+    above it (a CPU relu: 0.017 ms a call quiet, 0.15 to 0.4 under a load average of 4 on 2 cores), a claim faster
+    than that is a tie.
+    The overhead, the noise and the least gap and overhead (what `hidden` compares) are per request.
     """
     claimed = _median(claimed_ms)
     overhead = _median(overhead_ms)
     floor = max(NOISE_FLOOR_MS[device], OVERHEAD_SHARE * overhead)
     seen = [max(0.0, e - overhead) for e in external_ms]
-    gaps = [e - c for e, c in zip(external_ms, claimed_ms, strict=True)]
-    # The requests whose claims make the median and those below it. A claim that hides work on more than half the
-    # requests (what moving the median takes) hides it on all of these, and the honest requests it keeps elsewhere
-    # (so that the phase's least gap is an honest one) claim more: their least gap, made in the same minutes, is the
-    # one these are held to, whatever the machine's load did since the calibration.
-    fastest = [g for g, c in zip(gaps, claimed_ms, strict=True) if c <= claimed]
     hidden = 0.0
+    gaps = [e - c for e, c in zip(external_ms, claimed_ms, strict=True)]
     if external_ms and overhead_ms:
-        margin = claimed * CLAIM_MARGIN
-        hidden = max(
-            _hidden_beyond(gaps, min(overhead_ms), overhead_ms, margin, floor),
-            _hidden_beyond(fastest, min(gaps), overhead_ms, margin, floor),
-        )
+        least = min(overhead_ms)
+        tail = _quantile(overhead_ms, least_quantile(len(gaps))) - least
+        hidden = min(gaps) - least
+        if hidden <= claimed * CLAIM_MARGIN + max(tail, floor):
+            hidden = 0.0
     noise = overhead_noise(overhead_ms, device)
     by_median = _median(seen) > claimed * (1 + CLAIM_MARGIN) + noise
-    # Work a claim may leave out on every request and still pass both readings: the outside view cannot tell it.
-    unseen = min(noise + claimed * CLAIM_MARGIN, _allowance(len(gaps), overhead_ms, claimed * CLAIM_MARGIN, floor))
+    # Work a claim may leave out and pass both readings: the median reading's allowance (a claim that leaves out work on
+    # most requests and not on a few keeps the least gap an honest one), beyond the resolution group_size aims at
+    # (RESOLUTION_SHARE of the call, which the design accepts). The reward's interval reaches that far above the
+    # claimed median (`decision_interval`).
+    unseen = max(0.0, noise - RESOLUTION_SHARE * claimed)
     applied = by_median or hidden > 0
     times = list(claimed_ms)
     if applied:
@@ -306,7 +289,6 @@ def external_bound(
         "overhead_median_ms": overhead,
         "noise_ms": noise,
         "least_gap_ms": min(gaps, default=0.0),
-        "least_gap_of_fastest_ms": min(fastest, default=0.0),
         "least_overhead_ms": min(overhead_ms, default=0.0),
         "calls_per_request": calls,
         "resolution_ms": noise / calls,
@@ -319,22 +301,24 @@ PHASE_PROBE_CHANCE = 1 / 3
 """The chance that a timed request follows a request of the zero model (`calibration.probe_among_timed`), drawn in the
 grader: the overhead now, beside the calibration's before candidate code (`drift_corrected`)."""
 PHASE_PROBES_LEAST = 3
-"""The fewest such requests whose median `drift_corrected` goes by."""
+"""The fewest such requests whose least `drift_corrected` goes by."""
 
 
 def drift_corrected(overhead_ms: list[float], probes_ms: list[float]) -> tuple[list[float], float]:
-    """The calibration's overheads (made before candidate code) moved down by how far the median of the requests of
-    the zero model made among the timed ones lies below theirs, and that shift; never moved up.
+    """The calibration's overheads (made before candidate code) moved down by how far the least of the requests of the
+    zero model made among the timed ones lies below theirs, and that shift; never moved up.
 
     A calibration made while the machine was busier than during the timed phase holds every gap of the phase below
     its least overhead, and hides work of as much in every request (round 13: a clock stopped during forward passed
-    at reward 3, the calibration's least 12.7 ms a request, the phase's own overhead 8). The phase's probes run in the
-    candidate's process, whose code may slow them or report less for them (a rewritten clock): that can only raise
-    their overhead, which is never taken; a report of more only lowers it, against the candidate. Load that grows
-    after the calibration still reads as hidden work on an honest solution (DESIGN.md)."""
+    at reward 3, the calibration's least 12.7 ms a request, the phase's gaps 9 to 10). The least, not the median: a
+    calibration with a few slow requests has a high median and a true least, and moving it by the medians made
+    honest gaps read as hidden work. The phase's probes run in the candidate's process, whose code may slow them or
+    report less for them (a rewritten clock): that can only raise their overhead, which is never taken; a report of
+    more only lowers it, against the candidate. Load that grows after the calibration still reads as hidden work on
+    an honest solution (DESIGN.md)."""
     if len(probes_ms) < PHASE_PROBES_LEAST:
         return overhead_ms, 0.0
-    shift = max(0.0, _median(overhead_ms) - _median(probes_ms))
+    shift = max(0.0, min(overhead_ms) - min(probes_ms))
     return [o - shift for o in overhead_ms], shift
 
 

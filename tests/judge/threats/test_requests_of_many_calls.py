@@ -4,8 +4,9 @@
 
 - A clock stopped during forward on most requests and honest on a few: the phase's least gap is then an honest one,
   and a calibration made while the machine was busier than in the phase (a shared 2-core VM's load moves by
-  milliseconds a request from second to second) holds every gap below its own least. The requests that make the
-  claimed median are held to the honest ones' least gap, made in the same minutes.
+  milliseconds a request from second to second) holds every gap below its own least. The zero model's requests
+  among the timed ones move the calibration down to the overhead now; what the median reading cannot see widens the
+  reward's interval (`unseen_ms`): the claim earns no speed-up.
 - The rhythm of the grader's work told a watched request apart: the next request's inputs were drawn before it, so
   the pause before it was a draw longer. Every request now follows one draw.
 - Open (xfails, for fixes in the candidate's process and the exchange): the dataflow check's own cost between a
@@ -75,14 +76,14 @@ def _solution_timing(verdict) -> dict:
 
 
 @pytest.mark.slow
-def test_a_clock_stopped_on_most_requests_is_held_to_its_honest_requests_gap(tmp_path: Path) -> None:
+def test_a_clock_stopped_on_most_requests_earns_no_speed_up(tmp_path: Path) -> None:
     verdict = judge_hack(tmp_path, "examples/relu", CLOCK_STOPPED_ON_MOST_REQUESTS, static_policy=False, **GROUPED)
     assert verdict.verdict == "pass", verdict.message
     timing = _solution_timing(verdict)
     assert timing["calls_per_request"] > 1
-    # Its claims, a sixth of the work, earn no speed-up: the outside view takes the work it hid (held to its honest
-    # requests' least gap, or to the calibration moved to the overhead now), or, where the machine's noise hides that
-    # much work, the reward's interval reaches above the claim by what the outside view could not see.
+    # Its claims, a sixth of the work, earn no speed-up: the outside view takes the work it hid (by the median, or by
+    # the least gap against the calibration moved to the overhead now), or, where the machine's noise hides that much
+    # work, the reward's interval reaches above the claim by what the outside view could not see.
     assert verdict.reward == 1, (verdict.timings_ms, timing)
     assert timing["bound_applied"] or timing["unseen_ms"] >= timing["claimed_median_ms"], timing
 

@@ -102,13 +102,20 @@ def reference_ms(g: Grader, inputs: list[Any]) -> float:
     return statistics.median(times)
 
 
-def time_reference(g: Grader) -> dict[str, Any]:
+def time_reference(g: Grader, running: int = 0) -> dict[str, Any]:
     """Eager's time now, in the grader, with the baselines' protocol (a shorter phase, in groups of as many calls as
     the candidate's requests, each on inputs of its own): how much slower or faster the machine is than when the
-    cached baselines were timed (the pipeline rescales them by it)."""
+    cached baselines were timed (the pipeline rescales them by it). Timed while the candidate's processes are stopped
+    (`uids.frozen`); `running`: threads of theirs that were not, after its wait (a thread in a system call the kernel
+    works on for it, which would make eager slower and the candidate faster): the candidate's `rejected`."""
     from cuda_agent.judge.child.inputs import make_inputs
+    from cuda_agent.judge.child.stop import stop
     from cuda_agent.judge.child.timing import Clock, rotate, time_phase
+    from cuda_agent.types import Violation
 
+    if running:
+        message = f"{running} threads of your process kept running while it was stopped, between calls"
+        raise stop("rejected", "eager_now", message, [Violation(check="work_while_stopped", message=message)])
     torch, cuda = g.torch, g.device == "cuda"
     clock = Clock(time.perf_counter, torch.cuda.synchronize if cuda else None, torch.cuda.Event if cuda else None)
     sets = [make_inputs(g.problem, g.req.task_name, _seed(), g.device) for _ in range(g.group)]

@@ -320,3 +320,16 @@ def test_a_speed_up_within_what_the_outside_view_could_not_see_is_a_tie() -> Non
     assert not honest["bound_applied"] and honest["unseen_ms"] < 0.025
     # Baselines (no claims of the candidate's process) keep their intervals.
     assert decision_interval({"median_ms": 1.0, "ci_ms": [0.99, 1.01]}, 0.03) == (0.97, 1.03)
+
+
+def test_eager_is_not_timed_again_beside_a_thread_of_the_candidates_that_never_stopped() -> None:
+    # uids.frozen's count of the candidate's threads still not stopped after its wait (tests/judge/test_uids.py).
+    from types import SimpleNamespace
+
+    from cuda_agent.judge.child.calibration import time_reference
+    from cuda_agent.judge.child.stop import Stop
+
+    with pytest.raises(Stop) as ended:
+        time_reference(SimpleNamespace(), running=2)
+    result = ended.value.result
+    assert result.status == "rejected" and [v.check for v in result.violations] == ["work_while_stopped"]

@@ -254,7 +254,7 @@ def external_bound(
     a claim could leave out and pass both readings (a few honest requests keep the least gap an honest one, so it is
     the median reading's allowance) beyond RESOLUTION_SHARE of the claim, the resolution group_size aims at and the
     design accepts: the reward's interval reaches that far above the claim (`decision_interval`). Where group_size
-    reaches its aim (the GPU) it is about 0; where the cap on calls per request or the machine's load keeps the noise
+    reaches its aim (the GPU) it is about 0 for a claim near eager's, where the reward's margins decide; where the cap on calls per request or the machine's load keeps the noise
     above it (a CPU relu: 0.017 ms a call quiet, 0.15 to 0.4 under a load average of 4 on 2 cores), a claim faster
     than that is a tie.
     The overhead, the noise and the least gap and overhead (what `hidden` compares) are per request.
@@ -311,8 +311,8 @@ def drift_corrected(overhead_ms: list[float], probes_ms: list[float]) -> tuple[l
     A calibration made while the machine was busier than during the timed phase holds every gap of the phase below
     its least overhead, and hides work of as much in every request (round 13: a clock stopped during forward passed
     at reward 3, the calibration's least 12.7 ms a request, the phase's gaps 9 to 10). The least, not the median: a
-    calibration with a few slow requests has a high median and a true least, and moving it by the medians made
-    honest gaps read as hidden work. The phase's probes run in the candidate's process, whose code may slow them or
+    calibration with a few slow requests has a high median and a true least, and moving it by the medians would
+    make honest gaps read as hidden work. The phase's probes run in the candidate's process, whose code may slow them or
     report less for them (a rewritten clock): that can only raise their overhead, which is never taken; a report of
     more only lowers it, against the candidate. Load that grows after the calibration still reads as hidden work on
     an honest solution (DESIGN.md)."""

@@ -183,20 +183,44 @@ def signal_all_of(uid: int, sig: int) -> None:
     as_user(uid, lambda: _signal_all(sig))
 
 
+FREEZE_WAIT_S = 5.0
+"""How long `frozen` waits, after SIGSTOP, for every thread of the id to stop."""
+
+
 @contextlib.contextmanager
-def frozen(uid: int | None) -> Iterator[None]:
+def frozen(uid: int | None) -> Iterator[int]:
     """Every process of `uid` stopped (SIGSTOP) while the block runs, then let go on (SIGCONT): what the grader
     measures of its own then shares the machine with nothing of the candidate's (a thread that spins between calls
-    would make eager's time now slower, and so the candidate's speed-up larger). `uid` None: nothing to stop (the
-    candidate is unconfined: it runs as we do, whom we cannot stop)."""
+    would make eager's time now slower, and so the candidate's speed-up larger). A thread inside a system call stops
+    only when it returns from it, and the kernel's work for it goes on until then (seconds of `MADV_POPULATE_WRITE`
+    on GiBs, round 13's b6): the block starts once every thread has stopped, or after FREEZE_WAIT_S; it gets the
+    number of threads still not stopped then. `uid` None: nothing to stop (the candidate is unconfined: it runs as
+    we do, whom we cannot stop), 0."""
     if uid is None:
-        yield
+        yield 0
         return
     signal_all_of(uid, signal.SIGSTOP)
     try:
-        yield
+        deadline = time.monotonic() + FREEZE_WAIT_S
+        while (running := running_threads(uid)) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        yield running
     finally:
         signal_all_of(uid, signal.SIGCONT)
+
+
+def running_threads(uid: int) -> int:
+    """Threads of `uid`'s processes that are neither stopped nor dead (running, in a system call or waiting in one)."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError, KeyError):
+            for task in os.scandir(Path(entry.path, "task")):
+                fields = dict(line.split(":", 1) for line in Path(task.path, "status").read_text().splitlines())
+                if int(fields["Uid"].split()[0]) == uid and fields["State"].strip()[:1] not in "TtZX":
+                    count += 1
+    return count
 
 
 def _only_zombies(uid: int) -> bool:

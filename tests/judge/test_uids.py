@@ -149,6 +149,43 @@ def test_frozen_stops_every_process_of_the_id_and_lets_them_go_on_after() -> Non
         daemon.wait()
 
 
+POPULATE_SCRIPT = """
+import mmap, threading
+def populate():
+    memory = mmap.mmap(-1, 1 << 30)
+    memory.madvise(14)  # MADV_NOHUGEPAGE: a fault for every 4 KiB
+    print("populating", flush=True)
+    memory.madvise(23)  # MADV_POPULATE_WRITE: about a second in the kernel, which SIGSTOP does not interrupt
+thread = threading.Thread(target=populate)
+thread.start()
+thread.join()
+"""
+
+
+@pytest.mark.slow
+def test_frozen_waits_for_a_thread_the_kernel_works_for_through_sigstop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 13's b6: a thread inside MADV_POPULATE_WRITE runs on in the kernel after its process got SIGSTOP; eager
+    timed beside it would read slower and the candidate faster. The block starts once it has stopped."""
+    from cuda_agent.judge import uids
+
+    lease = UidLease.claim()
+    uid = lease.user.pw_uid
+    worker = _as(
+        uid, ["/usr/bin/python3", "-c", POPULATE_SCRIPT], stdout=subprocess.PIPE
+    )  # the venv may be closed to it
+    try:
+        assert worker.stdout is not None and worker.stdout.readline().strip() == b"populating"
+        monkeypatch.setattr(uids, "FREEZE_WAIT_S", 0.02)
+        with uids.frozen(uid) as running:
+            assert running >= 1  # stopped, but its thread still in the kernel
+        monkeypatch.setattr(uids, "FREEZE_WAIT_S", 30.0)
+        with uids.frozen(uid) as running:
+            assert running == 0 and uids.running_threads(uid) == 0
+    finally:
+        assert lease.release() is None
+        worker.wait()
+
+
 SHM_SCRIPT = """
 import ctypes
 libc = ctypes.CDLL(None)

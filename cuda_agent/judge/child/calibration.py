@@ -70,18 +70,30 @@ def overheads(g: Grader, inputs: list[Any], calls: int, beside: Grader | None = 
     overhead: dict[int, list[float]] = {id(g): []} | ({id(beside): []} if beside is not None else {})
     for _ in range(warmup + CALIBRATION_CALLS):
         for process in (g, beside) if beside is not None else (g,):
-            overhead[id(process)].append(probe_overhead(process, inputs, calls))
+            overhead[id(process)].append(probe(process, inputs, calls))
     if beside is not None:
         beside.overhead_ms = overhead[id(beside)][warmup:]
     return overhead[id(g)][warmup:]
 
 
-def probe_overhead(g: Grader, inputs: list[Any], calls: int) -> float:
-    """One request of `calls` calls of the zero model: its outside view less what the process reported."""
+def probe(g: Grader, inputs: list[Any], calls: int) -> float:
+    """One request of `calls` calls of the model that returns zeros, on `inputs` each: its outside view less what the
+    process reported."""
     refs, _ = g.load_calls([inputs] * calls)  # as every timed request's: handed over with it on the CPU
     g.flush()  # as before every timed request: what its overhead costs from a cold cache
     answer, external_ms = g.call(refs, "calibration", probe=True)
     return max(0.0, external_ms - sum(answer.ms))
+
+
+def probe_among_timed(g: Grader, inputs: list[Any]) -> float:
+    """`probe` during the timed phase, with the candidate's code loaded (`timed_calls.TimedCalls`): the forward it runs
+    is ours, and nothing it answers moves the persisting-L2 set-aside the grader holds its answers to (a probe's
+    answer sets it before candidate code: `Grader.call`); a raised set-aside shows in the next timed answer."""
+    held = g.shim_l2_bytes
+    try:
+        return probe(g, inputs, g.group)
+    finally:
+        g.shim_l2_bytes = held
 
 
 def reference_ms(g: Grader, inputs: list[Any]) -> float:
@@ -99,13 +111,20 @@ def reference_ms(g: Grader, inputs: list[Any]) -> float:
     return statistics.median(times)
 
 
-def time_reference(g: Grader) -> dict[str, Any]:
+def time_reference(g: Grader, running: int = 0) -> dict[str, Any]:
     """Eager's time now, in the grader, with the baselines' protocol (a shorter phase, in groups of as many calls as
     the candidate's requests, each on inputs of its own): how much slower or faster the machine is than when the
-    cached baselines were timed (the pipeline rescales them by it)."""
+    cached baselines were timed (the pipeline rescales them by it). Timed while the candidate's processes are stopped
+    (`uids.frozen`); `running`: threads of theirs that were not, after its wait (a thread in a system call the kernel
+    works on for it, which would make eager slower and the candidate faster): the candidate's `rejected`."""
     from cuda_agent.judge.child.inputs import make_inputs
+    from cuda_agent.judge.child.stop import stop
     from cuda_agent.judge.child.timing import Clock, rotate, time_phase
+    from cuda_agent.types import Violation
 
+    if running:
+        message = f"{running} threads of your process kept running while it was stopped, between calls"
+        raise stop("rejected", "eager_now", message, [Violation(check="work_while_stopped", message=message)])
     torch, cuda = g.torch, g.device == "cuda"
     clock = Clock(time.perf_counter, torch.cuda.synchronize if cuda else None, torch.cuda.Event if cuda else None)
     sets = [make_inputs(g.problem, g.req.task_name, _seed(), g.device) for _ in range(g.group)]

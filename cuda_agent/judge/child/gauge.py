@@ -66,11 +66,11 @@ class Gauge:
 
     def sample(self) -> None:
         """One request of the run's number of calls, after the flush, with the candidate's processes stopped."""
-        from cuda_agent.judge.child.calibration import probe_overhead
+        from cuda_agent.judge.child.calibration import probe
 
         start = time.perf_counter()
         with held_still(self.grader):
-            self.seen_ms.append(probe_overhead(self.ours, self.inputs, self.ours.group))
+            self.seen_ms.append(probe(self.ours, self.inputs, self.ours.group))
         self.spent_s += time.perf_counter() - start
 
     def drift_ms(self) -> float:

@@ -460,8 +460,8 @@ def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
         timing = grader.timing() if request.time else None
         eager_now = None
         if request.time and request.paired_eager:
-            with frozen(request.confine_user):  # nothing of the candidate's runs while we time eager
-                eager_now = time_reference(grader)
+            with frozen(request.confine_user) as running:  # nothing of the candidate's runs while we time eager
+                eager_now = time_reference(grader, running)
         fraction = grader.custom_work()
         kernel_timing = bound_claim(grader.kernel_claim, timing["median_ms"] if timing else None)
         return RunResult(

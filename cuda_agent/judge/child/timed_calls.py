@@ -64,9 +64,14 @@ class TimedCalls:
         """The last request's seeds, its input buffers as it left them, and the calls whose output was judged in
         full."""
         self.flush = grader.flush
+        self.probes_ms: list[float] = []
+        """The overheads of requests of the zero model made among the timed ones (`timing.drift_corrected`)."""
+        self.probe_inputs: list[Any] | None = None
+        self.probed_s = 0.0
+        """Seconds spent on them: not part of the phase's budget either."""
 
     def run_phase(self) -> dict[str, Any]:
-        from cuda_agent.judge.child.timing import PhaseBudget, done, external_bound
+        from cuda_agent.judge.child.timing import PhaseBudget, done, drift_corrected, external_bound
 
         req = self.grader.req
         budget = PhaseBudget(req.ci_width, req.max_phase_s)
@@ -84,21 +89,30 @@ class TimedCalls:
             drift = g.gauge.drift_ms()
             overhead_ms = [o + drift for o in overhead_ms]
             g.env["load_drift"] = g.gauge.record()
-        return external_bound(self.claimed_ms, self.external_ms, overhead_ms, g.device, self.calls)
+        # Up by the load that came since (the gauge), then down where the probes saw less (`drift_corrected`).
+        overhead, shift = drift_corrected(overhead_ms, self.probes_ms)
+        bounded = external_bound(self.claimed_ms, self.external_ms, overhead, g.device, self.calls)
+        return bounded | {"overhead_shift_ms": shift, "phase_probes": len(self.probes_ms)}
 
     def one(self, index: int) -> None:
         from cuda_agent.judge.child.inputs import make_inputs
-        from cuda_agent.judge.child.timing import GROUP_CHECKS, late_check_chance
+        from cuda_agent.judge.child.timing import GROUP_CHECKS, PHASE_PROBE_CHANCE, late_check_chance
         from cuda_agent.judge.child.watched_calls import call_if_watched
 
         g = self.grader
         if index == self.warmup:
             self.started = time.perf_counter()
+        self.still_written()  # the request before's outputs, read once more before the next one's overwrite them
+        if index >= self.warmup and self.random.random() < PHASE_PROBE_CHANCE:
+            self.probe()
+        # A watched request first, at its place (untimed, under the tracer or the dataflow check), then this one's
+        # draw: so that every request follows one draw of its inputs. Drawn before the watched one, this request's
+        # inputs made the pause before a watched request a draw longer, 1.4 to 2 times the usual, which a solution timed
+        # (bench/results/cpu-2026-12-07-redteam-13/).
+        if call_if_watched(g, index):
+            self.still_written()
         seeds = [_seed() for _ in range(self.calls)]
         drawn = [make_inputs(g.problem, g.req.task_name, seed, g.device) for seed in seeds]
-        self.still_written()  # the request before's outputs, read once more before the next one's overwrite them
-        if call_if_watched(g, index):  # an untimed request under the tracer or the dataflow check first, at its place
-            self.still_written()
         refs, given = g.load_calls(drawn)
         del drawn
         self.flush()
@@ -122,9 +136,24 @@ class TimedCalls:
 
     def spent(self) -> float:
         """The seconds of the phase's budget used: its wall time since the first timed request's draw, less the
-        judging of outputs (`timing.time_phase`'s `spent`)."""
+        judging of outputs, the probes and the gauge's readings (`timing.time_phase`'s `spent`)."""
         gauge_s = self.grader.gauge.spent_s if self.grader.gauge is not None else 0.0
-        return time.perf_counter() - self.started - self.judged_s - gauge_s
+        return time.perf_counter() - self.started - self.judged_s - self.probed_s - gauge_s
+
+    def probe(self) -> None:
+        """A request of the zero model before a timed one, at a place drawn here (`timing.drift_corrected`): before
+        the next request's draw, never between a request and the judging of its outputs (they are in the buffers a
+        probe overwrites, and the last request's are judged after the phase)."""
+        from cuda_agent.judge.child.calibration import probe_among_timed
+        from cuda_agent.judge.child.inputs import make_inputs
+
+        g = self.grader
+        start = time.perf_counter()
+        if self.probe_inputs is None:
+            self.probe_inputs = make_inputs(g.problem, g.req.task_name, _seed(), g.device)
+        self.probes_ms.append(probe_among_timed(g, self.probe_inputs))
+        self.still_written()
+        self.probed_s += time.perf_counter() - start
 
     def still_written(self) -> None:
         """The last request's outputs changed since they arrived (`trial.sample_outputs`): the call left work

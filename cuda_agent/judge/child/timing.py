@@ -100,13 +100,16 @@ class PhaseBudget:
 def decision_interval(summary: dict[str, Any] | None, noise_floor: float) -> tuple[float, float] | None:
     """A phase's interval as the reward decides on it: the median's 95 % interval, widened to at least
     `noise_floor` of the median on either side (run-to-run drift of a machine's load, which no single phase's
-    repetitions show: the CPU demo's candidate measured 0.0952 and 0.0991 ms in two runs minutes apart).
+    repetitions show: the CPU demo's candidate measured 0.0952 and 0.0991 ms in two runs minutes apart), and for a
+    candidate's claimed times, above by the work per call the outside view could not have seen (`unseen_ms`,
+    external_bound): a speed-up within what no one checked is a tie.
     None where the phase was not timed or recorded no interval (a baseline cached by an older judge)."""
     if not summary or "ci_ms" not in summary:
         return None
     median = summary["median_ms"]
     low, high = summary["ci_ms"]
-    return min(low, median * (1 - noise_floor)), max(high, median * (1 + noise_floor))
+    # A claimed time the outside view could not check beyond `unseen_ms` (external_bound) may be that much slower.
+    return min(low, median * (1 - noise_floor)), max(high, median * (1 + noise_floor)) + summary.get("unseen_ms", 0.0)
 
 
 def make_flusher(
@@ -247,8 +250,14 @@ def external_bound(
     for as many requests, at least its first quartile, less its least); for the medians, twice the overhead's
     interquartile range. Then the phase's times are the outside view's, and `bound_applied` says so.
     Only the sum of a request's claims is bounded, so a request's time is its calls' mean: the phase's times are per
-    call (a request's over `calls`), and so is `resolution_ms`, the noise a claim can hide in; the overhead, the noise
-    and the least gap and overhead (what `hidden` compares) are per request.
+    call (a request's over `calls`), and so is `resolution_ms`, the noise a claim can hide in, and `unseen_ms`, the work
+    a claim could leave out and pass both readings (a few honest requests keep the least gap an honest one, so it is
+    the median reading's allowance) beyond RESOLUTION_SHARE of the claim, the resolution group_size aims at and the
+    design accepts: the reward's interval reaches that far above the claim (`decision_interval`). Where group_size
+    reaches its aim (the GPU) it is about 0 for a claim near eager's, where the reward's margins decide; where the cap on calls per request or the machine's load keeps the noise
+    above it (a CPU relu: 0.017 ms a call quiet, 0.15 to 0.4 under a load average of 4 on 2 cores), a claim faster
+    than that is a tie.
+    The overhead, the noise and the least gap and overhead (what `hidden` compares) are per request.
     """
     claimed = _median(claimed_ms)
     overhead = _median(overhead_ms)
@@ -264,6 +273,11 @@ def external_bound(
             hidden = 0.0
     noise = overhead_noise(overhead_ms, device)
     by_median = _median(seen) > claimed * (1 + CLAIM_MARGIN) + noise
+    # Work a claim may leave out and pass both readings: the median reading's allowance (a claim that leaves out work on
+    # most requests and not on a few keeps the least gap an honest one), beyond the resolution group_size aims at
+    # (RESOLUTION_SHARE of the call, which the design accepts). The reward's interval reaches that far above the
+    # claimed median (`decision_interval`).
+    unseen = max(0.0, noise - RESOLUTION_SHARE * claimed)
     applied = by_median or hidden > 0
     times = list(claimed_ms)
     if applied:
@@ -278,8 +292,34 @@ def external_bound(
         "least_overhead_ms": min(overhead_ms, default=0.0),
         "calls_per_request": calls,
         "resolution_ms": noise / calls,
+        "unseen_ms": unseen / calls if overhead_ms else 0.0,
         "bound_applied": applied,
     }
+
+
+PHASE_PROBE_CHANCE = 1 / 3
+"""The chance that a timed request follows a request of the zero model (`calibration.probe_among_timed`), drawn in the
+grader: the overhead now, beside the calibration's before candidate code (`drift_corrected`)."""
+PHASE_PROBES_LEAST = 3
+"""The fewest such requests whose least `drift_corrected` goes by."""
+
+
+def drift_corrected(overhead_ms: list[float], probes_ms: list[float]) -> tuple[list[float], float]:
+    """The calibration's overheads (made before candidate code) moved down by how far the least of the requests of the
+    zero model made among the timed ones lies below theirs, and that shift; never moved up.
+
+    A calibration made while the machine was busier than during the timed phase holds every gap of the phase below
+    its least overhead, and hides work of as much in every request (round 13: a clock stopped during forward passed
+    at reward 3, the calibration's least 12.7 ms a request, the phase's gaps 9 to 10). The least, not the median: a
+    calibration with a few slow requests has a high median and a true least, and moving it by the medians would
+    make honest gaps read as hidden work. The phase's probes run in the candidate's process, whose code may slow them or
+    report less for them (a rewritten clock): that can only raise their overhead, which is never taken; a report of
+    more only lowers it, against the candidate. Load that grows after the calibration still reads as hidden work on
+    an honest solution (DESIGN.md)."""
+    if len(probes_ms) < PHASE_PROBES_LEAST:
+        return overhead_ms, 0.0
+    shift = max(0.0, min(overhead_ms) - min(probes_ms))
+    return [o - shift for o in overhead_ms], shift
 
 
 RESOLUTION_SHARE = 0.02

@@ -269,3 +269,67 @@ def test_few_requests_are_held_to_a_quantile_of_the_calibration_that_few_honest_
     hiding = [e + 12.0 for e in honest]  # 0.19 ms a call done outside its clock
     phase = external_bound(claimed, hiding, overhead, "cpu", 64)
     assert phase["bound_applied"] and phase["median_ms"] >= 0.04 + 0.15
+
+
+def test_probes_among_the_timed_requests_move_a_calibration_made_on_a_busier_machine_down_never_up() -> None:
+    # Round 13's b8: a clock stopped during forward on every request, after a calibration made while the machine was
+    # busier (its least overhead 12 ms a request, the phase's 8): every gap lies below the calibration's least. The
+    # zero model's requests among the timed ones say the overhead now.
+    from cuda_agent.judge.child.timing import drift_corrected, external_bound
+
+    overhead = [12.0, 12.2, 12.1, 13.0, 12.3, 13.5, 12.4, 12.0, 13.2, 12.2, 12.5, 12.9, 12.1, 12.3, 13.1, 12.6]
+    real = 2.5
+    swings = [0.0, 0.3, 0.1, 0.6, 0.2, 0.4] * 4
+    external = [real + 8.0 + s for s in swings]
+    stopped = external_bound([0.0] * 24, external, overhead, "cpu", 64)
+    assert not stopped["bound_applied"]
+    now, shift = drift_corrected(overhead, [8.1, 8.4, 8.0, 8.6, 8.2])
+    assert shift == pytest.approx(4.0)
+    caught = external_bound([0.0] * 24, external, now, "cpu", 64)
+    assert caught["bound_applied"] and caught["median_ms"] >= 0.8 * real / 64
+    honest = external_bound([real] * 24, external, now, "cpu", 64)
+    assert not honest["bound_applied"] and honest["median_ms"] == pytest.approx(real / 64)
+    # Probes slowed or under-reported by the candidate's process read higher: never taken. Too few: not taken.
+    assert drift_corrected(overhead, [20.0, 21.0, 19.0]) == (overhead, 0.0)
+    assert drift_corrected(overhead, [8.0, 8.1]) == (overhead, 0.0)
+    # A calibration with a few slow requests keeps its least: its median is no measure of the overhead now.
+    spiky = [8.0, 8.1, 20.0, 8.2, 25.0, 8.0, 22.0, 8.3, 24.0, 8.1, 21.0, 8.2, 23.0, 8.4, 26.0, 8.1]
+    assert drift_corrected(spiky, [8.2, 8.5, 8.3, 9.0]) == (spiky, 0.0)
+
+
+def test_a_speed_up_within_what_the_outside_view_could_not_see_is_a_tie() -> None:
+    # Round 13's b7 on a loaded 2-core VM: a clock stopped during forward (claims 0.0045 ms a call against the work's
+    # 0.03 and eager's 0.021) on 85 % of requests, honest on the others, so that the phase's least gap is an honest
+    # one, beside a noisy calibration (twice its interquartile range, 9 ms a request of 64 calls). No reading sees
+    # it; the reward's interval reaches above the claims by what the median reading could not see.
+    from cuda_agent.judge.child.timing import decision_interval, external_bound
+    from cuda_agent.reward import beats
+
+    overhead = [7.5, 12.0, 8.0, 16.0, 7.8, 13.0, 9.0, 7.6, 15.0, 8.5, 7.7, 12.5, 10.0, 7.9, 14.0, 11.0]
+    real, claim = 64 * 0.03, 64 * 0.0045
+    honest_at = {3, 11, 19}
+    claimed = [real if i in honest_at else claim for i in range(24)]
+    external = [real + 8.0 + 0.3 * (i % 5) for i in range(24)]
+    mixed = external_bound(claimed, external, overhead, "cpu", 64)
+    assert not mixed["bound_applied"] and mixed["median_ms"] == pytest.approx(0.0045)
+    low, high = decision_interval(mixed, 0.03)
+    assert high >= 0.03 and not beats(mixed["median_ms"], 0.021, (low, high), (0.0205, 0.0215))
+    # A quiet machine's calibration leaves a claim little room: 0.02 ms a call of a request of 64.
+    quiet = [7.0 + 0.05 * i for i in range(16)]
+    honest = external_bound([real] * 24, [real + 7.2 + 0.01 * i for i in range(24)], quiet, "cpu", 64)
+    assert not honest["bound_applied"] and honest["unseen_ms"] < 0.025
+    # Baselines (no claims of the candidate's process) keep their intervals.
+    assert decision_interval({"median_ms": 1.0, "ci_ms": [0.99, 1.01]}, 0.03) == (0.97, 1.03)
+
+
+def test_eager_is_not_timed_again_beside_a_thread_of_the_candidates_that_never_stopped() -> None:
+    # uids.frozen's count of the candidate's threads still not stopped after its wait (tests/judge/test_uids.py).
+    from types import SimpleNamespace
+
+    from cuda_agent.judge.child.calibration import time_reference
+    from cuda_agent.judge.child.stop import Stop
+
+    with pytest.raises(Stop) as ended:
+        time_reference(SimpleNamespace(), running=2)
+    result = ended.value.result
+    assert result.status == "rejected" and [v.check for v in result.violations] == ["work_while_stopped"]

@@ -321,6 +321,12 @@ class CallAnswer(BaseModel):
     torch_only_reason: str | None = Field(
         default=None, max_length=2000, description="Under `dataflow`: why its kernels reach no output (None: they do)."
     )
+    output_strides: list[list[Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=64)] | None]] = Field(
+        default_factory=list,
+        max_length=MAX_GROUP,
+        description="Per call, per output: the strides it was copied with into its buffer (a transposed or permuted "
+        "output, copied in its own order: exchange.dense_strides), None where contiguous; empty where all were.",
+    )
 
 
 class ImportFacts(BaseModel):

@@ -20,7 +20,7 @@ import os
 import select
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -137,6 +137,19 @@ class Channel:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def dense_strides(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether `strides` lay a tensor of `shape` over exactly its elements in some order of its dimensions (a
+    transposed or permuted contiguous tensor): no gap, no overlap, nothing past its size."""
+    if len(shape) != len(strides):
+        return False
+    expected = 1
+    for stride, size in sorted((st, sz) for sz, st in zip(shape, strides, strict=True) if sz != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def dtype_of(torch: Any, name: str) -> Any:

@@ -45,7 +45,7 @@ from cuda_agent.errors import ProtocolError, TaskError
 from cuda_agent.judge.child import watched_calls
 from cuda_agent.judge.child.buffers import Exchange
 from cuda_agent.judge.child.calibration import calibrate, time_reference
-from cuda_agent.judge.child.exchange import Channel, ChannelClosed, dtype_name, dtype_of
+from cuda_agent.judge.child.exchange import Channel, ChannelClosed, dense_strides, dtype_name, dtype_of
 from cuda_agent.judge.child.gauge import Gauge
 from cuda_agent.judge.child.kernel_time import bound_claim
 from cuda_agent.judge.child.stop import CANDIDATE_STATUSES, Stop, out_of_memory, stop
@@ -294,6 +294,8 @@ class Grader:
         self.sync()
         start = time.perf_counter()
         answer: CallAnswer = self.answer_of(CallAnswer, self.ask(message, fds, stage), stage)
+        if answer.output_strides:
+            self.strided_outputs(answer, stage)
         read = secrets.SystemRandom().sample(self.outputs, min(SAMPLED_CALLS, len(self.outputs)))
         read = [view for views in read for view in views]
         self.sample = sample_outputs(self, read, fresh_seed()) if answer.status == "ok" else []
@@ -310,6 +312,22 @@ class Grader:
         if dataflow:
             self.torch_only_reason = self.torch_only_reason or answer.torch_only_reason
         return answer, external_ms
+
+    def strided_outputs(self, answer: CallAnswer, stage: str) -> None:
+        """Our views of the outputs the candidate's process copied in their own order (`Shim.copy_out`), read with
+        the strides it says; strides that are no such order are its runtime_error."""
+        if len(answer.output_strides) != len(self.outputs):
+            raise stop("runtime_error", stage, "the candidate's process answered with strides for other calls")
+        for views, strides in zip(self.outputs, answer.output_strides, strict=True):
+            if len(strides) != len(views):
+                raise stop("runtime_error", stage, "the candidate's process answered with strides for other outputs")
+            for i, (view, stride) in enumerate(zip(views, strides, strict=True)):
+                if stride is None:
+                    continue
+                if not dense_strides(view.shape, stride):
+                    raise stop("runtime_error", stage, f"the candidate's process answered strides {stride} that no "
+                               f"{list(view.shape)} output can have in its buffer")  # fmt: skip
+                views[i] = view.as_strided(view.shape, stride)
 
     def check_answer(self, answer: CallAnswer, stage: str) -> None:
         """What the candidate's process reported that ends the run: its exception, outputs of the wrong kind, torch

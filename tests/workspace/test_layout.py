@@ -29,6 +29,7 @@ RUNTIME_CHECKS = {
     "l2_persistence",
     "reduced_precision",
     "protected_file_modified",
+    "work_while_stopped",
 }
 
 

@@ -69,8 +69,10 @@ class Gauge:
         from cuda_agent.judge.child.calibration import probe
 
         start = time.perf_counter()
-        with held_still(self.grader):
-            self.seen_ms.append(probe(self.ours, self.inputs, self.ours.group))
+        with held_still(self.grader) as running:
+            seen = probe(self.ours, self.inputs, self.ours.group)
+        if not running:  # a thread of the candidate's still at work (in a system call) could load only this reading
+            self.seen_ms.append(seen)
         self.spent_s += time.perf_counter() - start
 
     def drift_ms(self) -> float:
@@ -99,21 +101,22 @@ def drift(calibrated_ms: list[float], seen_ms: list[float]) -> float:
 
 
 @contextlib.contextmanager
-def held_still(grader: Grader) -> Iterator[None]:
-    """Every process of the candidate's stopped while the block runs: its confinement's user's (uids.frozen), or,
-    unconfined, its process's group (it runs as we do: what it started outside the group runs on)."""
+def held_still(grader: Grader) -> Iterator[int]:
+    """Every process of the candidate's stopped while the block runs: its confinement's user's (uids.frozen: the block
+    gets the number of its threads not stopped yet after the wait), or, unconfined, its process's group (it runs as
+    we do: what it started outside the group runs on; 0)."""
     from cuda_agent.judge.uids import frozen
 
     uid = grader.req.confine_user
     if uid is not None:
-        with frozen(uid):
-            yield
+        with frozen(uid) as running:
+            yield running
         return
     group = grader.shim.proc.pid
     with contextlib.suppress(OSError):
         os.killpg(group, signal.SIGSTOP)
     try:
-        yield
+        yield 0
     finally:
         with contextlib.suppress(OSError):
             os.killpg(group, signal.SIGCONT)

@@ -3,11 +3,13 @@ request's overhead since the calibration, so that load that came later is not re
 
 The outside view's bound (`timing.external_bound`) holds the candidate's requests to the overhead calibrated on its
 process before its code loaded. Load that rises after that (another judgement, a build) lengthens every request's
-gap alike, and an honest solution's time then became the outside view's (a relu judged 2 to 8 times slower than it
-is, in 2 of 6 runs on a loaded 2-core VM). The gauge is a second shim process started beside the candidate's, which
-never loads candidate code: it is calibrated right after the candidate's process (`calibrate`), and before each
-timed request's answer is weighed it makes one request of as many calls of the zero model (`sample`). The median of
-those less the median of its calibration is the drift (never below zero), added to the candidate's calibration.
+gap alike, and an honest solution's time then became the outside view's (5 of 24 honest judgements under a load
+that worked and rested in turn, one of them 3.4 times its real time: bench/results/cpu-2026-12-07-gauge/). The
+gauge is a second shim process, started as a timed run begins (grader.run), which never loads candidate code: it
+is calibrated beside the candidate's process (`calibrate_beside`: their requests interleaved), and after every
+other timed request (timed_calls.GAUGE_EVERY) it makes one request of as many calls of the zero model (`sample`).
+The median of those less the median of its calibration is the drift (never below zero), added to the candidate's
+calibration.
 
 While the gauge's request runs, every process of the candidate's is stopped (`held_still`): it cannot load the
 machine only while the gauge is measured, which would widen the bound by what it spins and let it hide as much.
@@ -47,6 +49,8 @@ class Gauge:
             raise RuntimeError(f"{why_not} (the judge's gauge process)")
         env = {"HOME": self.folder.name, "TMPDIR": self.folder.name, DEVICE_ENV: grader.device}
         shim.go([], Path(self.folder.name), env, None)
+        self.inputs: list[Any] = []
+        """One call's inputs, as the candidate's calibration used them (`calibrate_beside`)."""
         self.calibrated_ms: list[float] = []
         self.seen_ms: list[float] = []
         self.spent_s = 0.0

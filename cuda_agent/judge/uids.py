@@ -193,7 +193,7 @@ def frozen(uid: int | None) -> Iterator[int]:
     measures of its own then shares the machine with nothing of the candidate's (a thread that spins between calls
     would make eager's time now slower, and so the candidate's speed-up larger). A thread inside a system call stops
     only when it returns from it, and the kernel's work for it goes on until then (seconds of `MADV_POPULATE_WRITE`
-    on GiBs, round 13's b6): the block starts once every thread has stopped, or after FREEZE_WAIT_S; it gets the
+    on GiBs): the block starts once every thread has stopped, or after FREEZE_WAIT_S; it gets the
     number of threads still not stopped then. `uid` None: nothing to stop (the candidate is unconfined: it runs as
     we do, whom we cannot stop), 0."""
     if uid is None:

@@ -1,7 +1,7 @@
 """The grader's shared buffers with the candidate's process (`Exchange`): where each call's inputs and outputs lie,
 and when a call's inputs are handed over.
 
-A method of the grader's state (grader.py's `Grader`) takes it as `grader`, as timed_calls.py's functions do.
+An `Exchange` belongs to one grader's state (grader.py's `Grader`), which it asks to map what it allocates.
 """
 
 from __future__ import annotations

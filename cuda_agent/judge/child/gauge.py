@@ -3,13 +3,11 @@ request's overhead since the calibration, so that load that came later is not re
 
 The outside view's bound (`timing.external_bound`) holds the candidate's requests to the overhead calibrated on its
 process before its code loaded. Load that rises after that (another judgement, a build) lengthens every request's
-gap alike, and an honest solution's time then became the outside view's (5 of 24 honest judgements under a load
-that worked and rested in turn, one of them 3.4 times its real time: bench/results/cpu-2026-12-07-gauge/). The
-gauge is a second shim process, started as a timed run begins (grader.run), which never loads candidate code: it
-is calibrated beside the candidate's process (`calibrate_beside`: their requests interleaved), and after every
-other timed request (timed_calls.GAUGE_EVERY) it makes one request of as many calls of the zero model (`sample`).
-The median of those less the median of its calibration is the drift (never below zero), added to the candidate's
-calibration.
+gap alike, and an honest solution's time would become the outside view's (figures in DESIGN.md). The gauge is a
+second shim process, started as a timed run begins (grader.run), which never loads candidate code: it is calibrated
+beside the candidate's process (`calibrate_beside`: their requests interleaved), and after every other timed request
+(timed_calls.GAUGE_EVERY) it makes one request of as many calls of the zero model (`sample`). The median of those
+less the median of its calibration is the drift (never below zero), added to the candidate's calibration.
 
 While the gauge's request runs, every process of the candidate's is stopped (`held_still`): it cannot load the
 machine only while the gauge is measured, which would widen the bound by what it spins and let it hide as much.
@@ -27,10 +25,23 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cuda_agent.judge.child.grader import Grader
+from cuda_agent.judge.child.stop import Stop
+
 if TYPE_CHECKING:
     from cuda_agent.judge.child.exchange import Channel
-    from cuda_agent.judge.child.grader import Grader
     from cuda_agent.judge.standby import Standby
+
+
+class Ours(Grader):
+    """The gauge's side of the exchange. Its process runs no candidate code, so whatever ends one of its requests
+    (an exception, an answer out of shape) is our failure: an error, never the candidate's verdict."""
+
+    def call(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().call(*args, **kwargs)
+        except Stop as ended:
+            raise RuntimeError(f"the judge's gauge process: {ended.result.status}: {ended.result.message}") from None
 
 
 class Gauge:
@@ -38,11 +49,11 @@ class Gauge:
     before its code loaded."""
 
     def __init__(self, grader: Grader, shim: Standby, channel: Channel) -> None:
-        from cuda_agent.judge.child.grader import SHIM_STARTUP_S, Grader
+        from cuda_agent.judge.child.grader import SHIM_STARTUP_S
         from cuda_agent.judge.child.shim import DEVICE_ENV
 
         self.grader = grader
-        self.ours = Grader(grader.req, shim, channel)
+        self.ours = Ours(grader.req, shim, channel)
         self.folder = tempfile.TemporaryDirectory(prefix="cuda-agent-gauge-")
         why_not = shim.wait_ready(SHIM_STARTUP_S)
         if why_not:

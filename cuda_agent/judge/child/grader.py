@@ -37,7 +37,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -46,7 +46,6 @@ from cuda_agent.judge.child import watched_calls
 from cuda_agent.judge.child.buffers import Exchange
 from cuda_agent.judge.child.calibration import calibrate, time_reference
 from cuda_agent.judge.child.exchange import Channel, ChannelClosed, dense_strides, dtype_name, dtype_of
-from cuda_agent.judge.child.gauge import Gauge
 from cuda_agent.judge.child.kernel_time import bound_claim
 from cuda_agent.judge.child.stop import CANDIDATE_STATUSES, Stop, out_of_memory, stop
 from cuda_agent.judge.protocol import (
@@ -76,6 +75,9 @@ from cuda_agent.judge.standby import (
 from cuda_agent.judge.uids import frozen
 from cuda_agent.subproc import account, child_env, first_error, read_record
 from cuda_agent.types import Violation
+
+if TYPE_CHECKING:
+    from cuda_agent.judge.child.gauge import Gauge
 
 SHIM_STARTUP_S = 300.0
 
@@ -458,6 +460,8 @@ class Grader:
 
 def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
     """All steps in order; a candidate fault ends the run with a result, never an exception."""
+    from cuda_agent.judge.child.gauge import Gauge
+
     grader = gauge = None
     try:
         start = time.perf_counter()

@@ -106,9 +106,8 @@ class TimedCalls:
         if index >= self.warmup and self.random.random() < PHASE_PROBE_CHANCE:
             self.probe()
         # A watched request first, at its place (untimed, under the tracer or the dataflow check), then this one's
-        # draw: so that every request follows one draw of its inputs. Drawn before the watched one, this request's
-        # inputs made the pause before a watched request a draw longer, 1.4 to 2 times the usual, which a solution timed
-        # (bench/results/cpu-2026-12-07-redteam-13/).
+        # draw: so that every request follows one draw of its inputs (drawn before the watched one, they would make
+        # the pause before a watched request a draw longer, which a solution can time).
         if call_if_watched(g, index):
             self.still_written()
         seeds = [_seed() for _ in range(self.calls)]

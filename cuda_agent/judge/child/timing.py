@@ -309,13 +309,13 @@ def drift_corrected(overhead_ms: list[float], probes_ms: list[float]) -> tuple[l
     zero model made among the timed ones lies below theirs, and that shift; never moved up.
 
     A calibration made while the machine was busier than during the timed phase holds every gap of the phase below
-    its least overhead, and hides work of as much in every request (round 13: a clock stopped during forward passed
-    at reward 3, the calibration's least 12.7 ms a request, the phase's gaps 9 to 10). The least, not the median: a
+    its least overhead, and hides work of as much in every request (a clock stopped during forward would pass). The
+    least, not the median: a
     calibration with a few slow requests has a high median and a true least, and moving it by the medians would
     make honest gaps read as hidden work. The phase's probes run in the candidate's process, whose code may slow them or
     report less for them (a rewritten clock): that can only raise their overhead, which is never taken; a report of
-    more only lowers it, against the candidate. Load that grows after the calibration still reads as hidden work on
-    an honest solution (DESIGN.md)."""
+    more only lowers it, against the candidate. Load that grows after the calibration is the gauge's to measure
+    (child/gauge.py: on the CPU; on CUDA it still reads as hidden work, DESIGN.md)."""
     if len(probes_ms) < PHASE_PROBES_LEAST:
         return overhead_ms, 0.0
     shift = max(0.0, min(overhead_ms) - min(probes_ms))

@@ -9,7 +9,7 @@ kernelbench the dataflow check's one call, a trial's where it lands on a trial; 
 every trial, over the timed ones), and then before each later timed call with the chance of one place in that window. A
 solution that runs its kernels on some calls only (the first ones, those after a pause or on a buffer no call had) is
 seen with the chance of their share, wherever they are. A check with a call of its own after the timed phase, or in
-buffers of its own, would be told apart by its place or its address (bench/results/cpu-2026-12-07-redteam-12/). What
+buffers of its own, would be told apart by its place or its address. What
 still tells a watched call apart is the instruments themselves (a dispatch mode, a profiler of every thread), which the
 candidate's process can see (DESIGN.md).
 """

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from cuda_agent.judge.child.gauge import drift, held_still
 from cuda_agent.judge.child.timing import external_bound
 
@@ -76,3 +78,18 @@ def test_the_candidates_processes_stand_still_while_the_gauge_measures(tmp_path:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_failed_request_of_the_gauge_is_our_error_never_the_candidates_verdict(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cuda_agent.judge.child.gauge import Ours
+    from cuda_agent.judge.child.grader import Grader
+    from cuda_agent.judge.child.stop import stop
+
+    def raised(self, *args, **kwargs):
+        raise stop("runtime_error", "calibration", "ModelNew.forward raised MemoryError")
+
+    monkeypatch.setattr(Grader, "call", raised)
+    with pytest.raises(RuntimeError, match="gauge process: runtime_error: ModelNew.forward raised MemoryError"):
+        Ours.call(object.__new__(Ours), [], "calibration", probe=True)

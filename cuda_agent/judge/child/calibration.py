@@ -67,13 +67,14 @@ def overheads(g: Grader, inputs: list[Any], calls: int, beside: Grader | None = 
     what the candidate's process reported (after CALIBRATION_WARMUP more). `beside`: another process of ours makes
     each request after `g`'s, at the same load; its overheads go to `beside.overhead_ms`."""
     warmup = CALIBRATION_WARMUP if calls == 1 or beside is not None else 1  # single calls paid for the first uses
-    overhead: dict[int, list[float]] = {id(g): []} | ({id(beside): []} if beside is not None else {})
+    ours, theirs = [], []
     for _ in range(warmup + CALIBRATION_CALLS):
-        for process in (g, beside) if beside is not None else (g,):
-            overhead[id(process)].append(probe(process, inputs, calls))
+        theirs.append(probe(g, inputs, calls))
+        if beside is not None:
+            ours.append(probe(beside, inputs, calls))
     if beside is not None:
-        beside.overhead_ms = overhead[id(beside)][warmup:]
-    return overhead[id(g)][warmup:]
+        beside.overhead_ms = ours[warmup:]
+    return theirs[warmup:]
 
 
 def probe(g: Grader, inputs: list[Any], calls: int) -> float:

@@ -120,7 +120,7 @@ class TimedCalls:
         if timed:
             self.claimed_ms.append(sum(answer.ms))
             self.external_ms.append(external_ms)
-            if g.gauge is not None and len(self.claimed_ms) % GAUGE_EVERY == 1 % GAUGE_EVERY:
+            if g.gauge is not None and (len(self.claimed_ms) - 1) % GAUGE_EVERY == 0:
                 g.gauge.sample()  # the load now, beside this request's
         extra = GROUP_CHECKS if self.calls > 1 else 0
         chance = (self.chance + extra) / self.calls

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.judge.threats._hacks import ROUND10_WHEN_TIMED, TIMED, checks_of, judge_hack, model_new
+from tests.judge.threats._hacks import (
+    JUDGED_IN_THE_TIMED_PHASE,
+    ROUND10_WHEN_TIMED,
+    TIMED,
+    checks_of,
+    failed_check,
+    judge_hack,
+    model_new,
+)
 from tests.judge.threats._static import LAUNCH, checks, expect, solution
 
 
@@ -165,10 +173,11 @@ def test_runtime_rejects_precision_lost_only_while_timed(tmp_path: Path) -> None
     """Exact in every trial (where the float64 reference is), rounded to 10 bits in the first 150 of the timed
     phase's 200 calls (this relu is fast: the phase makes its most calls, so the last timed call and the recheck
     after it are known, and exact). The timed outputs are judged against the float32 reference alone, within
-    rtol; an error beyond what the trials' precision bound allows, against float32, shows it."""
+    rtol; an error beyond what the trials' precision bound allows, against float32, shows it (or the watched call
+    placed before one of the first timed ones, judged against float64 as a trial is)."""
     verdict = judge_hack(tmp_path, "examples/relu", ROUND10_WHEN_TIMED, **TIMED)
     assert (verdict.verdict, checks_of(verdict)) == ("rejected", {"reduced_precision"}), verdict.message
-    assert verdict.message.startswith("a timed call's output is wrong: "), verdict.message
+    assert failed_check(verdict)["label"] in JUDGED_IN_THE_TIMED_PHASE, verdict.checks[-1]
 
 
 @pytest.mark.slow

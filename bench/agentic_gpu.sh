@@ -23,6 +23,10 @@
 #           the SFT model and critic the train call made, with seed SEED (verl's data shuffle and the rollout's
 #           sampling); each seed's run is results/ppo_s$SEED, and every call ends with the report over all seeds so far
 #           (`cuda-agent train report results/ppo_s* --out results/report`: the before/after table per seed).
+# One verl run across calls: `DETACH=1 BUDGET_S=1500 ... bash bench/agentic_gpu.sh train` starts the phase in a process
+# session of its own (the machine keeps it while warm) and follows it FOLLOW_S (570) s; each `bash bench/agentic_gpu.sh
+# follow` call, made at once after the one before, follows it FOLLOW_S more, its results so far in $OUT/agentic_gpu.tar.
+# BUDGET_S then bounds the whole run (PPO stops at START + BUDGET_S), not one call; no Ray start-up between calls.
 # Validation runs on the held-out tasks and (VAL_TRAIN=1) on the training tasks, as two data sources
 # (agentic/held_out, agentic/train) of one pass, before the first step and after the last: both measured the same
 # way. verl dumps every validation and training episode (validation_data/ and rollout_data/ of the run).
@@ -58,8 +62,9 @@ DATA=${DATA:-} SEED=${SEED:-0} VAL_TRAIN=${VAL_TRAIN:-1}
 CRITIC_STEPS=${CRITIC_STEPS:-4} CRITIC_BUDGET_S=${CRITIC_BUDGET_S:-240} CRITIC_LR=${CRITIC_LR:-1e-4}
 ACTOR_LR=${ACTOR_LR:-1e-5} PPO_EPOCHS=${PPO_EPOCHS:-2}
 RES=$WORK/results START=$(date +%s)
-case $PHASE in here | data | put | train | ppo | more) ;; *)
-  echo "usage: bash bench/agentic_gpu.sh here | data | put K... | train | ppo | more" >&2; exit 2 ;;
+FOLLOW_S=${FOLLOW_S:-570} DETACH=${DETACH:-0}
+case $PHASE in here | data | put | train | ppo | more | follow) ;; *)
+  echo "usage: bash bench/agentic_gpu.sh here | data | put K... | train | ppo | more | follow" >&2; exit 2 ;;
 esac
 
 if [ "$PHASE" = here ]; then
@@ -72,12 +77,49 @@ if [ "$PHASE" = here ]; then
 fi
 
 mkdir -p "$OUT" "$RES"
-exec > >(tee -a "$RES/agentic_gpu.log") 2>&1
 elapsed() { echo $(( $(date +%s) - START )); }
 pack() {  # the results so far, replaced whole (a kill during tar leaves the last complete one)
   tar -C "$RES" -cf "$OUT/agentic_gpu.tar.part" . 2>/dev/null
   [ $? -le 1 ] && mv -f "$OUT/agentic_gpu.tar.part" "$OUT/agentic_gpu.tar"
 }
+
+# DETACH=1: the phase runs on in a process session of its own, which the device machine keeps between calls while
+# it stays warm, so that one verl run (its Ray start-up paid once) spans several calls; this call, then each
+# `follow` call made at once after the one before, shows its new log lines and packs its results for FOLLOW_S.
+if [ "$PHASE" = follow ] || [ "$DETACH" = 1 ]; then
+  if [ "$PHASE" != follow ]; then
+    if [ -f "$WORK/detached.pid" ] && kill -0 "$(cat "$WORK/detached.pid")" 2>/dev/null; then
+      echo "== a detached run is still going: bash bench/agentic_gpu.sh follow"; exit 2
+    fi
+    : > "$WORK/detached.log"
+    echo 0 > "$WORK/detached.shown"
+    DETACH=0 OUT=$WORK/detached_out setsid nohup bash "$ROOT/bench/agentic_gpu.sh" "$PHASE" "$@" \
+      > "$WORK/detached.log" 2>&1 < /dev/null &
+    echo $! > "$WORK/detached.pid"
+  fi
+  [ -f "$WORK/detached.pid" ] || { echo "== no detached run in $WORK: start one with DETACH=1"; exit 2; }
+  PID=$(cat "$WORK/detached.pid") END=$(( START + FOLLOW_S ))
+  show() {  # the log lines not shown by this or an earlier call
+    local shown total
+    shown=$(cat "$WORK/detached.shown" 2>/dev/null || echo 0) total=$(wc -l < "$WORK/detached.log")
+    [ "$total" -gt "$shown" ] && sed -n "$((shown + 1)),${total}p" "$WORK/detached.log" | cut -c1-400
+    echo "$total" > "$WORK/detached.shown"
+  }
+  TICK=0
+  while kill -0 "$PID" 2>/dev/null && [ "$(date +%s)" -lt "$END" ]; do
+    sleep 1; TICK=$(( TICK + 1 )); [ $(( TICK % 30 )) -eq 0 ] && { show; pack; }
+  done
+  show; pack
+  if kill -0 "$PID" 2>/dev/null; then
+    echo "== still running at $(elapsed) s of this call: call 'bash bench/agentic_gpu.sh follow' at once (the machine goes back after ~30 s idle)"
+    exit 0
+  fi
+  ENDED=$(grep -o '^== [a-z]*: exit [0-9]*' "$WORK/detached.log" | tail -n 1)
+  echo "== the detached run ended (${ENDED#== }); its results are in this call's agentic_gpu.tar"
+  RC=${ENDED##* }
+  exit "${RC:-1}"
+fi
+exec > >(tee -a "$RES/agentic_gpu.log") 2>&1
 GROUP="" SERVE=""
 stop_group() {  # a process started with setsid: its group, TERM then KILL
   kill -TERM -- -"$1" 2>/dev/null

@@ -96,3 +96,33 @@ def _max_difference(before: Path, after: Path) -> float:
     first, second = load_file(before / "model.safetensors"), load_file(after / "model.safetensors")
     assert first.keys() == second.keys()
     return max((second[k] - first[k]).abs().max().item() for k in first)
+
+
+def test_a_detached_phase_is_followed_across_calls_and_its_exit_comes_back(tmp_path: Path) -> None:
+    """DETACH=1 starts the phase in a session of its own and follows it; a later `follow` call reports how it ended,
+    with its log lines shown once and its results packed into that call's $OUT."""
+    import subprocess
+
+    work, env = tmp_path / "work", {**os.environ, "DEVICE": "cpu", "FOLLOW_S": "30"}
+
+    def call(phase: str, out: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "bench/agentic_gpu.sh", phase],
+            cwd=ROOT,
+            env={**env, "WORK": str(work), "OUT": str(tmp_path / out), **extra},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    alone = call("follow", "out0")
+    assert alone.returncode == 2 and "start one with DETACH=1" in alone.stdout
+    started = call("train", "out1", DETACH="1")  # no data: the detached phase ends at once with its exit 2
+    assert started.returncode == 2, started.stdout + started.stderr
+    assert "no " in started.stdout and "sft.parquet" in started.stdout
+    assert "the detached run ended (train: exit 2)" in started.stdout
+    assert (tmp_path / "out1" / "agentic_gpu.tar").is_file()
+    followed = call("follow", "out2")
+    assert followed.returncode == 2 and "sft.parquet" not in followed.stdout  # each line is shown once
+    assert "the detached run ended (train: exit 2)" in followed.stdout
+    assert (tmp_path / "out2" / "agentic_gpu.tar").is_file()

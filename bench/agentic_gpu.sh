@@ -187,15 +187,21 @@ esac
 # train / ppo / more: the model, SFT and the critic (train), then PPO judged by a `cuda-agent serve` on this GPU.
 if [ ! -f "$WORK/data/sft.parquet" ] && [ -n "$DATA" ]; then mkdir -p "$WORK/data" && tar -xf "$DATA" -C "$WORK/data"; fi
 [ -f "$WORK/data/sft.parquet" ] || { echo "== no $WORK/data/sft.parquet: run the data call first, or set DATA=TAR"; exit 2; }
-if [ "$DEVICE" = cuda ]; then
-  SFT_KNOBS=() PPO_KNOBS=(--set actor_rollout_ref.rollout.agent.num_workers=4)
+if [ "$DEVICE" = cuda ]; then  # one sequence a micro-batch, activations recomputed: an episode's 8k tokens make
+  # 1.6 GB of fp32 logits each, and the actor, its reference, the critic and the rollout share the card
+  SFT_KNOBS=() PPO_KNOBS=(--set actor_rollout_ref.rollout.agent.num_workers=4
+    --set actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 --set critic.ppo_micro_batch_size_per_gpu=1
+    --set actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1
+    --set actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1
+    --set actor_rollout_ref.model.enable_gradient_checkpointing=true --set critic.model.enable_gradient_checkpointing=true)
 else  # verl on our CPU platform (bench/agentic_ppo_cpu.sh's settings): short replies, small micro-batches
   SFT_KNOBS=(--set trainer.device=cpu --set engine.strategy=fsdp2 --set engine.dtype=float32
     --set data.train_batch_size=2 --set data.micro_batch_size_per_gpu=2)
   PPO_KNOBS=(--set trainer.device=cpu --set data.max_response_length=1024
     --set actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 --set critic.ppo_micro_batch_size_per_gpu=2
     --set actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2
-    --set actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2 --set actor_rollout_ref.rollout.agent.num_workers=1)
+    --set actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2 --set actor_rollout_ref.rollout.agent.num_workers=1
+    --set actor_rollout_ref.model.enable_gradient_checkpointing=false --set critic.model.enable_gradient_checkpointing=false)
 fi
 if [ "$PHASE" = train ]; then
   if [ -z "$MODEL" ] && [ "$DEVICE" = cuda ]; then
@@ -238,8 +244,7 @@ if [ "$PHASE" = train ]; then
       --set critic.strategy=fsdp2 --set +actor_rollout_ref.model.override_config.attn_implementation=sdpa \
       --set "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}" \
       --set actor_rollout_ref.rollout.dtype=float32 --set actor_rollout_ref.model.use_remove_padding=false \
-      --set critic.model.use_remove_padding=false --set actor_rollout_ref.model.enable_gradient_checkpointing=false \
-      --set critic.model.enable_gradient_checkpointing=false --set actor_rollout_ref.actor.fsdp_config.use_torch_compile=false \
+      --set critic.model.use_remove_padding=false --set actor_rollout_ref.actor.fsdp_config.use_torch_compile=false \
       --set critic.fsdp.use_torch_compile=false --set +ray_kwargs.ray_init.include_dashboard=false "${PPO_KNOBS[@]}"
     echo "== critic warm-up exit $? at $(elapsed) s"
     [ "$DEVICE" = cuda ] && ray stop --force > /dev/null 2>&1  # a warm-up cut by its box leaves Ray's daemons
@@ -312,7 +317,6 @@ watch $(( START + BUDGET_S )) "$RUN/train.log" $CLI train agentic-ppo --config "
   --set "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}" \
   --set actor_rollout_ref.rollout.dtype=float32 \
   --set actor_rollout_ref.model.use_remove_padding=false --set critic.model.use_remove_padding=false \
-  --set actor_rollout_ref.model.enable_gradient_checkpointing=false --set critic.model.enable_gradient_checkpointing=false \
   --set actor_rollout_ref.actor.fsdp_config.use_torch_compile=false \
   --set actor_rollout_ref.ref.fsdp_config.use_torch_compile=false --set critic.fsdp.use_torch_compile=false \
   --set +ray_kwargs.ray_init.include_dashboard=false "${PPO_KNOBS[@]}"

@@ -53,6 +53,25 @@ def test_batched_generation_logprobs_match_the_actor_recomputation(engine: HFEng
         assert torch.allclose(torch.tensor(result.log_probs), expected, atol=1e-3), (result.log_probs, expected)
 
 
+def test_generation_keeps_only_the_last_positions_logits(engine: HFEngine, tiny_tokenizer) -> None:
+    """The prefill of a long context must not make logits for every position (rows x context x vocab floats)."""
+    widths = []
+    forward = engine.model.forward
+
+    def recording(*args, **kwargs):
+        out = forward(*args, **kwargs)
+        widths.append(out.logits.shape[1])
+        return out
+
+    engine.model.forward = recording
+    try:
+        prompts = [tiny_tokenizer.encode("a context of several tokens to prefill " * 4), tiny_tokenizer.encode("hi")]
+        engine.generate([GenRequest(prompt_ids=p, max_tokens=4, temperature=1.0) for p in prompts])
+    finally:
+        del engine.model.forward
+    assert widths and set(widths) == {1}, widths
+
+
 def test_greedy_is_deterministic_and_top_k_one_is_greedy(engine: HFEngine, tiny_tokenizer) -> None:
     prompt = tiny_tokenizer.encode("kernel")
     greedy = engine.generate([GenRequest(prompt_ids=prompt, max_tokens=8, temperature=0.0)])[0]

@@ -197,6 +197,9 @@ class HFEngine:
                 position_ids=step_positions,
                 past_key_values=past,
                 use_cache=True,
+                # Only the last position's logits are sampled from: the prefill's full [rows, context, vocab] logits
+                # (25 GB for 16 rows of 8k tokens in fp32 with SmolLM2's 49k vocabulary) would crowd out training.
+                logits_to_keep=1,
             )
             past = out.past_key_values
             tokens, logprobs = self._sample(out.logits[:, -1, :].float(), temperature, top_p, top_k, filters)

@@ -11,11 +11,15 @@ less the median of its calibration is the drift (never below zero), added to the
 
 While the gauge's request runs, every process of the candidate's is stopped (`held_still`): it cannot load the
 machine only while the gauge is measured, which would widen the bound by what it spins and let it hide as much.
+Confined, that is every process of its user; unconfined, every process below the grader but the gauge's, the grader
+being the reaper of every orphan below it (`adopt_orphans`), so that a process the candidate's starts in a session of
+its own and leaves is still found there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import statistics
@@ -27,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from cuda_agent.judge.child.grader import Grader
 from cuda_agent.judge.child.stop import Stop
+from cuda_agent.subproc import descendants
 
 if TYPE_CHECKING:
     from cuda_agent.judge.child.exchange import Channel
@@ -58,6 +63,8 @@ class Gauge:
         why_not = shim.wait_ready(SHIM_STARTUP_S)
         if why_not:
             raise RuntimeError(f"{why_not} (the judge's gauge process)")
+        if grader.req.confine_user is None:
+            adopt_orphans()
         env = {"HOME": self.folder.name, "TMPDIR": self.folder.name, DEVICE_ENV: grader.device}
         shim.go([], Path(self.folder.name), env, None)
         self.inputs: list[Any] = []
@@ -84,7 +91,7 @@ class Gauge:
         from cuda_agent.judge.child.calibration import probe
 
         start = time.perf_counter()
-        with held_still(self.grader) as running:
+        with held_still(self.grader, spared=self.ours.shim.proc.pid) as running:
             seen = probe(self.ours, self.inputs, self.ours.group)
         if not running:  # a thread of the candidate's still at work (in a system call) could load only this reading
             self.seen_ms.append(seen)
@@ -115,11 +122,23 @@ def drift(calibrated_ms: list[float], seen_ms: list[float]) -> float:
     return max(0.0, statistics.median(seen_ms) - statistics.median(calibrated_ms))
 
 
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def adopt_orphans() -> None:
+    """This process (the grader) becomes the reaper of the orphans below it: a process the candidate's starts and
+    leaves (a new session, a double fork) is then still below the grader, where `held_still` finds it; left to the
+    machine's init, it was outside every stop and could load the machine only while the gauge measured."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) refused")
+
+
 @contextlib.contextmanager
-def held_still(grader: Grader) -> Iterator[int]:
+def held_still(grader: Grader, spared: int | None = None) -> Iterator[int]:
     """Every process of the candidate's stopped while the block runs: its confinement's user's (uids.frozen: the block
-    gets the number of its threads not stopped yet after the wait), or, unconfined, its process's group (it runs as
-    we do: what it started outside the group runs on; 0)."""
+    gets the number of its threads not stopped yet after the wait), or, unconfined, every process below this one (the
+    grader, `adopt_orphans`) but `spared` (the gauge's) and those below it (`stopped_below`)."""
     from cuda_agent.judge.uids import frozen
 
     uid = grader.req.confine_user
@@ -127,11 +146,45 @@ def held_still(grader: Grader) -> Iterator[int]:
         with frozen(uid) as running:
             yield running
         return
-    group = grader.shim.proc.pid
-    with contextlib.suppress(OSError):
-        os.killpg(group, signal.SIGSTOP)
+    with stopped_below(os.getpid(), spared) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def stopped_below(root: int, spared: int | None = None) -> Iterator[int]:
+    """SIGSTOP every process below `root` but `spared` and what is below it, listed again until a listing finds none
+    new (a fork under way when its parent stopped shows in the next), then wait, up to uids.FREEZE_WAIT_S, for their
+    threads to stop (a thread in a system call stops as it returns); the block gets those still not stopped. SIGCONT
+    to each after the block."""
+    from cuda_agent.judge.uids import FREEZE_WAIT_S
+
+    stopped: set[int] = set()
     try:
-        yield 0
+        while True:
+            keep = {spared, *(pid for pid, _ in descendants(spared))} if spared is not None else set()
+            new = [pid for pid, _ in descendants(root) if pid not in keep and pid not in stopped]
+            if not new:
+                break
+            for pid in new:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGSTOP)
+                stopped.add(pid)
+        deadline = time.monotonic() + FREEZE_WAIT_S
+        while (running := _threads_not_stopped(stopped)) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        yield running
     finally:
+        for pid in stopped:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGCONT)
+
+
+def _threads_not_stopped(pids: set[int]) -> int:
+    count = 0
+    for pid in pids:
         with contextlib.suppress(OSError):
-            os.killpg(group, signal.SIGCONT)
+            for task in os.scandir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError):
+                    state = Path(task.path, "stat").read_text().rsplit(")", 1)[1].split()[0]
+                    count += state not in "TtZX"
+    return count

@@ -93,3 +93,53 @@ def test_a_failed_request_of_the_gauge_is_our_error_never_the_candidates_verdict
     monkeypatch.setattr(Grader, "call", raised)
     with pytest.raises(RuntimeError, match="gauge process: runtime_error: ModelNew.forward raised MemoryError"):
         Ours.call(object.__new__(Ours), [], "calibration", probe=True)
+
+
+ESCAPED = """
+import os, sys, time
+from cuda_agent.judge.child.gauge import adopt_orphans, stopped_below
+from cuda_agent.subproc import descendants
+
+adopt_orphans()
+count = sys.argv[1]
+candidate = os.fork()
+if candidate == 0:  # the candidate's process: leaves a process in a session of its own, then goes on as usual
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+            n = 0
+            while True:
+                n += 1
+                open(count, "w").write(str(n))
+                time.sleep(0.005)
+        os._exit(0)
+    time.sleep(60)
+    os._exit(0)
+deadline = time.monotonic() + 10
+while not os.path.exists(count) and time.monotonic() < deadline:
+    time.sleep(0.01)
+with stopped_below(os.getpid()) as running:
+    time.sleep(0.05)
+    before = open(count).read()
+    time.sleep(0.3)
+    print(running, before == open(count).read())
+time.sleep(0.3)
+print(before != open(count).read())
+for pid, _ in descendants(os.getpid()):
+    os.kill(pid, 9)
+"""
+
+
+def test_a_process_the_candidate_left_in_a_session_of_its_own_stands_still_too(tmp_path: Path) -> None:
+    # Unconfined, a process started in a new session and left by its parent was outside the stopped group and the
+    # machine's init's: it spun only while the gauge measured (round 14: a drift of 3.6 ms a request, no work of the
+    # candidate's requests). The grader is the orphans' reaper, and every process below it but the gauge's stops.
+    out = subprocess.run(
+        [sys.executable, "-c", ESCAPED, str(tmp_path / "count")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        start_new_session=True,
+    )
+    assert out.stdout.split() == ["0", "True", "True"], (out.stdout, out.stderr)

@@ -7,7 +7,8 @@ gap alike, and an honest solution's time would become the outside view's (figure
 second shim process, started as a timed run begins (grader.run), which never loads candidate code: it is calibrated
 beside the candidate's process (`calibrate_beside`: their requests interleaved), and after every other timed request
 (timed_calls.GAUGE_EVERY) it makes one request of as many calls of the zero model (`sample`). The median of those
-less the median of its calibration is the drift (never below zero), added to the candidate's calibration.
+less the median of its calibration, where it rose, else the fall of their least (`drift`), is added to the
+candidate's calibration: load that came later is not read as hidden work, and load that went is not room to hide.
 
 While the gauge's request runs, every process of the candidate's is stopped (`held_still`): it cannot load the
 machine only while the gauge is measured, which would widen the bound by what it spins and let it hide as much.
@@ -104,6 +105,8 @@ class Gauge:
         return {
             "gauge_calibrated_ms": statistics.median(self.calibrated_ms) if self.calibrated_ms else 0.0,
             "gauge_seen_ms": statistics.median(self.seen_ms) if self.seen_ms else 0.0,
+            "gauge_least_calibrated_ms": min(self.calibrated_ms, default=0.0),
+            "gauge_least_seen_ms": min(self.seen_ms, default=0.0),
             "drift_ms": self.drift_ms(),
         }
 
@@ -114,12 +117,25 @@ class Gauge:
         self.folder.cleanup()
 
 
+GAUGE_LEAST = 3
+"""Readings of the gauge below which a fall of its least is not taken (`drift`)."""
+
+
 def drift(calibrated_ms: list[float], seen_ms: list[float]) -> float:
-    """How much longer the gauge's requests take now than at its calibration (medians), never below zero: a load
-    that fell leaves the candidate's calibration as it was (the bound never narrows on our reading)."""
+    """How much longer the gauge's requests take now than at its calibration: where the median rose, by as much;
+    where it did not, the fall of the least (negative, from GAUGE_LEAST readings on), which moves the candidate's
+    calibration down as the probes among the timed requests do (`timing.drift_corrected`), but read in a process of
+    ours with the candidate's stopped: the probes run in its process, which tells them apart (`CallQuestion.probe`)
+    and can slow them, so that a calibration made while the machine was busier held every gap of the phase below it.
+    The least, not the median: a calibration with a few slow requests has a high median and a true least."""
     if not calibrated_ms or not seen_ms:
         return 0.0
-    return max(0.0, statistics.median(seen_ms) - statistics.median(calibrated_ms))
+    rise = statistics.median(seen_ms) - statistics.median(calibrated_ms)
+    if rise > 0.0:
+        return rise
+    if len(seen_ms) < GAUGE_LEAST:
+        return 0.0
+    return min(0.0, min(seen_ms) - min(calibrated_ms))
 
 
 PR_SET_CHILD_SUBREAPER = 36

@@ -49,10 +49,30 @@ def test_work_hidden_under_the_same_load_is_still_seen() -> None:
     assert phase["median_ms"] > 0.03 + 0.8 * 20.0 / CALLS, phase  # most of the hidden 0.31 ms a call counted
 
 
-def test_a_load_that_fell_never_narrows_the_bound_below_the_calibration() -> None:
-    assert drift([10.0, 10.2, 9.9], [7.0, 7.5]) == 0.0
-    assert drift([10.0, 10.2, 9.9], []) == 0.0
+def test_a_load_that_rose_moves_by_the_median_and_one_that_fell_by_the_least() -> None:
     assert drift([10.0, 10.2, 9.9], [13.0, 13.0, 14.0]) == 3.0
+    assert drift([10.0, 10.2, 9.9, 16.0], [7.0, 7.5, 8.0]) == pytest.approx(7.0 - 9.9)
+    assert drift([10.0, 10.2, 9.9], [9.95, 10.1, 10.0]) == 0.0  # the least no lower: nothing moves
+    assert drift([10.0, 10.2, 9.9], [7.0, 7.5]) == 0.0  # too few readings to move it down
+    assert drift([10.0, 10.2, 9.9], []) == 0.0
+
+
+def test_work_hidden_under_a_calibration_made_busier_is_seen_with_the_probes_slowed() -> None:
+    # The calibration made while the machine was busier (its requests 6 ms slower than the phase's): every gap of the
+    # phase lies below its least, and a claim that hides 4 ms a request passed. The candidate's process tells the
+    # probes among the timed requests apart (`CallQuestion.probe`) and slows them, so they never move it down
+    # (round 14); the gauge, with the candidate's processes stopped, sees the fall.
+    rng = random.Random(3)
+    calibration, gauge_calibration = _overheads(16.0, 16, rng), _overheads(16.5, 16, rng)
+    claimed = [CLAIM_MS - 4.0] * 12
+    external = [CLAIM_MS + o for o in _overheads(10.0, 12, rng)]
+    gauge_seen = _overheads(10.5, 6, rng)
+    assert not external_bound(claimed, external, calibration, "cpu", CALLS)["bound_applied"]
+    moved = [o + drift(gauge_calibration, gauge_seen) for o in calibration]
+    phase = external_bound(claimed, external, moved, "cpu", CALLS)
+    assert phase["bound_applied"] and phase["median_ms"] > 0.9 * CLAIM_MS / CALLS, phase
+    honest = external_bound([CLAIM_MS] * 12, external, moved, "cpu", CALLS)
+    assert not honest["bound_applied"], honest  # the honest claim on the same requests keeps its time
 
 
 def test_the_candidates_processes_stand_still_while_the_gauge_measures(tmp_path: Path) -> None:

@@ -13,7 +13,9 @@ moves it: round 14 of the red team (bench/results/cpu-2026-12-07-redteam-14/).
 - A process of the candidate's outside the stopped set loads the machine only while the gauge measures, and the
   gauge's drift, added to the calibration, widens the bound by as much. Confined, every process of its user stops
   (uids.frozen); unconfined (a judge not run as root), only its process group stopped, and a process in a session of
-  its own spun on. Now every process below the grader but the gauge's stops (`gauge.stopped_below`).
+  its own ran on. Now every process below the grader but the gauge's stops (`gauge.stopped_below`); the test's
+  process outside the group kills the candidate's where it sees it stopped, which a drift's size on a shared machine
+  would show less surely.
 - Honest control: the same extension's OpenMP relu passes under both policies with the static policy on.
 """
 
@@ -90,76 +92,73 @@ self.shim.copy_out = fused
 )
 """Forward returns a stub its kernel wrote one element of; the shim's copy, replaced, writes relu into the buffer."""
 
-ESCAPED_SPINNER = model_new(
-    """
-started = self.real()
-y = ext.relu(x.contiguous())
-self.stolen += 0.8 * (self.real() - started)
-return y
-""",
+ESCAPED_WATCHER = model_new(
+    "return ext.relu(x.contiguous())",
     init="""
 import os
-import select
+import signal
 import time
-self.real, self.stolen = time.perf_counter, 0.0
-time.perf_counter = lambda: self.real() - self.stolen
-heard, beat = os.pipe()
-deadline = time.monotonic() + 120
-if os.fork() == 0:
-    while time.monotonic() < deadline:
-        os.write(beat, bytes(1))
-        time.sleep(0.001)
-    os._exit(0)
+watched = os.getpid()
 if os.fork() == 0:
     os.setsid()
-    for _ in range(2):
-        if os.fork() == 0:
-            break
-    else:
+    if os.fork() != 0:
         os._exit(0)
+    seen, deadline = 0, time.monotonic() + 120
     while time.monotonic() < deadline:
-        if select.select([heard], [], [], 0.004)[0]:
-            os.read(heard, 4096)
-            continue
-        end = time.monotonic() + 0.002
-        while time.monotonic() < end:
-            pass
+        try:
+            with open(f"/proc/{watched}/stat") as stat:
+                state = stat.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            os._exit(0)
+        seen = seen + 1 if state == "T" else 0
+        if seen >= 4:
+            os.kill(watched, signal.SIGKILL)
+            os._exit(0)
+        time.sleep(0.0005)
     os._exit(0)
 """,
 )
-"""Its clock claims a fifth of forward; two processes it leaves in a session of their own spin whenever the heartbeat
-of a process it keeps in its group (a byte a millisecond) stops: while its group is stopped, as while the gauge
-measures."""
+"""A process it leaves in a session of its own watches its process's state and, where it sees it stopped for 2 ms
+while itself running (outside the stopped set: where round 14's g8 spun, loading the gauge's samples alone), kills it.
+Its strings give it a build of its own (they count in the build key)."""
 
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="open: the shim's copy of the outputs is the candidate's to replace")
 def test_work_moved_into_the_shims_copy_of_the_outputs_is_charged(tmp_path: Path) -> None:
-    verdict = judge_hack(tmp_path, "examples/relu", WORK_IN_THE_COPY, HEADER, static_policy=False, **GROUPED)
+    verdict = judge_hack(
+        tmp_path, "examples/relu", WORK_IN_THE_COPY, HEADER, static_policy=False, verdict_cache=False, **GROUPED
+    )
     timing = verdict.env.get("timing", {}).get("solution", {})
     # Today: pass, its claim (the stub's, about 0.005 ms a call against eager's 0.021) taken as the verdict's time.
     assert verdict.verdict != "pass" or verdict.timings_ms.solution >= 0.5 * verdict.timings_ms.eager, timing
 
 
 @pytest.mark.slow
-def test_a_process_left_outside_the_stopped_group_does_not_move_the_gauge(tmp_path: Path) -> None:
+def test_no_process_the_candidate_leaves_runs_while_the_gauge_measures(tmp_path: Path) -> None:
     if _static.POLICY == "kernelbench":
         pytest.skip("the stop is the same under either policy: judged under cuda-agent")
-    # Unconfined (candidate_user None: as a judge run by a plain user is), where only the process group stopped.
+    # Unconfined (candidate_user None: as a judge run by a plain user is), where only the process group stopped: a
+    # process in a session of its own ran on, and saw the candidate's stopped (two processes spinning then made the
+    # gauge's drift 3.6 to 18 ms a request against honest judgements' 0.3 to 1.4, and a claim of a fifth of the work
+    # was taken). Every process below the grader but the gauge's now stops with it.
     verdict = judge_hack(
-        tmp_path, "examples/relu", ESCAPED_SPINNER, HEADER, static_policy=False, candidate_user=None, **GROUPED
+        tmp_path,
+        "examples/relu",
+        ESCAPED_WATCHER,
+        HEADER,
+        static_policy=False,
+        candidate_user=None,
+        verdict_cache=False,
+        **GROUPED,
     )
-    assert verdict.verdict == "pass", verdict.message
-    # Spinning on both cores while the gauge measured, they made its drift 3.6-3.9 ms a request (one process; honest
-    # judgements 0.3-1.4) and the claim, a fifth of the work, was taken.
-    assert verdict.env["load_drift"]["drift_ms"] < 2.5, verdict.env["load_drift"]
-    timing = verdict.env["timing"]["solution"]
-    assert timing["bound_applied"] or timing["unseen_ms"] >= timing["claimed_median_ms"], timing
+    assert verdict.verdict == "pass", verdict.message  # killed by its watcher: runtime_error
 
 
 @pytest.mark.slow
 def test_an_honest_openmp_relu_of_the_same_build_passes(tmp_path: Path) -> None:
-    verdict = judge_hack(tmp_path, "examples/relu", model_new("return ext.relu_omp(x.contiguous())"), HEADER, **GROUPED)
+    honest = model_new("return ext.relu_omp(x.contiguous())")
+    verdict = judge_hack(tmp_path, "examples/relu", honest, HEADER, verdict_cache=False, **GROUPED)
     assert verdict.verdict == "pass", verdict.message
     assert verdict.reward >= 1
 

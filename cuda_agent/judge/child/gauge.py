@@ -13,16 +13,13 @@ candidate's calibration: load that came later is not read as hidden work, and lo
 While the gauge's request runs, every process of the candidate's is stopped (`held_still`): it cannot load the
 machine only while the gauge is measured, which would widen the bound by what it spins and let it hide as much.
 Confined, that is every process of its user; unconfined, every process below the grader but the gauge's, the grader
-being the reaper of every orphan below it (`adopt_orphans`), so that a process the candidate's starts in a session of
+being the reaper of every orphan below it (`uids.adopt_orphans`), so that a process the candidate's starts in a session of
 its own and leaves is still found there.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import os
-import signal
 import statistics
 import tempfile
 import time
@@ -32,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from cuda_agent.judge.child.grader import Grader
 from cuda_agent.judge.child.stop import Stop
-from cuda_agent.subproc import descendants
 
 if TYPE_CHECKING:
     from cuda_agent.judge.child.exchange import Channel
@@ -65,6 +61,8 @@ class Gauge:
         if why_not:
             raise RuntimeError(f"{why_not} (the judge's gauge process)")
         if grader.req.confine_user is None:
+            from cuda_agent.judge.uids import adopt_orphans
+
             adopt_orphans()
         env = {"HOME": self.folder.name, "TMPDIR": self.folder.name, DEVICE_ENV: grader.device}
         shim.go([], Path(self.folder.name), env, None)
@@ -138,69 +136,12 @@ def drift(calibrated_ms: list[float], seen_ms: list[float]) -> float:
     return min(0.0, min(seen_ms) - min(calibrated_ms))
 
 
-PR_SET_CHILD_SUBREAPER = 36
-
-
-def adopt_orphans() -> None:
-    """This process (the grader) becomes the reaper of the orphans below it: a process the candidate's starts and
-    leaves (a new session, a double fork) is then still below the grader, where `held_still` finds it; left to the
-    machine's init, it was outside every stop and could load the machine only while the gauge measured."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) refused")
-
-
 @contextlib.contextmanager
 def held_still(grader: Grader, spared: int | None = None) -> Iterator[int]:
-    """Every process of the candidate's stopped while the block runs: its confinement's user's (uids.frozen: the block
-    gets the number of its threads not stopped yet after the wait), or, unconfined, every process below this one (the
-    grader, `adopt_orphans`) but `spared` (the gauge's) and those below it (`stopped_below`)."""
+    """Every process of the candidate's stopped while the block runs (uids.frozen): its confinement's user's, or,
+    unconfined, every process below this one (the grader, `uids.adopt_orphans`) but `spared` (the gauge's) and those
+    below it. The block gets the number of their threads not stopped yet after the wait."""
     from cuda_agent.judge.uids import frozen
 
-    uid = grader.req.confine_user
-    if uid is not None:
-        with frozen(uid) as running:
-            yield running
-        return
-    with stopped_below(os.getpid(), spared) as running:
+    with frozen(grader.req.confine_user, spared) as running:
         yield running
-
-
-@contextlib.contextmanager
-def stopped_below(root: int, spared: int | None = None) -> Iterator[int]:
-    """SIGSTOP every process below `root` but `spared` and what is below it, listed again until a listing finds none
-    new (a fork under way when its parent stopped shows in the next), then wait, up to uids.FREEZE_WAIT_S, for their
-    threads to stop (a thread in a system call stops as it returns); the block gets those still not stopped. SIGCONT
-    to each after the block."""
-    from cuda_agent.judge.uids import FREEZE_WAIT_S
-
-    stopped: set[int] = set()
-    try:
-        while True:
-            keep = {spared, *(pid for pid, _ in descendants(spared))} if spared is not None else set()
-            new = [pid for pid, _ in descendants(root) if pid not in keep and pid not in stopped]
-            if not new:
-                break
-            for pid in new:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGSTOP)
-                stopped.add(pid)
-        deadline = time.monotonic() + FREEZE_WAIT_S
-        while (running := _threads_not_stopped(stopped)) and time.monotonic() < deadline:
-            time.sleep(0.005)
-        yield running
-    finally:
-        for pid in stopped:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGCONT)
-
-
-def _threads_not_stopped(pids: set[int]) -> int:
-    count = 0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            for task in os.scandir(f"/proc/{pid}/task"):
-                with contextlib.suppress(OSError):
-                    state = Path(task.path, "stat").read_text().rsplit(")", 1)[1].split()[0]
-                    count += state not in "TtZX"
-    return count

@@ -117,7 +117,7 @@ def test_a_failed_request_of_the_gauge_is_our_error_never_the_candidates_verdict
 
 ESCAPED = """
 import os, sys, time
-from cuda_agent.judge.child.gauge import adopt_orphans, stopped_below
+from cuda_agent.judge.uids import adopt_orphans, stopped_below
 from cuda_agent.subproc import descendants
 
 adopt_orphans()

@@ -13,7 +13,7 @@ moves it: round 14 of the red team (bench/results/cpu-2026-12-07-redteam-14/).
 - A process of the candidate's outside the stopped set loads the machine only while the gauge measures, and the
   gauge's drift, added to the calibration, widens the bound by as much. Confined, every process of its user stops
   (uids.frozen); unconfined (a judge not run as root), only its process group stopped, and a process in a session of
-  its own ran on. Now every process below the grader but the gauge's stops (`gauge.stopped_below`); the test's
+  its own ran on. Now every process below the grader but the gauge's stops (`uids.stopped_below`); the test's
   process outside the group kills the candidate's where it sees it stopped, which a drift's size on a shared machine
   would show less surely.
 - Honest control: the same extension's OpenMP relu passes under both policies with the static policy on.

@@ -91,9 +91,9 @@ class Gauge:
 
         start = time.perf_counter()
         with held_still(self.grader, spared=self.ours.shim.proc.pid) as running:
-            seen = probe(self.ours, self.inputs, self.ours.group)
-        if not running:  # a thread of the candidate's still at work (in a system call) could load only this reading
-            self.seen_ms.append(seen)
+            if running:  # as while eager is timed again (calibration.time_reference)
+                raise work_while_stopped(running)
+            self.seen_ms.append(probe(self.ours, self.inputs, self.ours.group))
         self.spent_s += time.perf_counter() - start
 
     def drift_ms(self) -> float:
@@ -117,6 +117,17 @@ class Gauge:
 
 GAUGE_LEAST = 3
 """Readings of the gauge below which a fall of its least is not taken (`drift`)."""
+
+
+def work_while_stopped(running: int) -> Stop:
+    """The candidate's `rejected`: threads of its processes still not stopped after the wait (in a system call the
+    kernel works on for them). Dropping the reading instead let a solution that keeps a thread so through every
+    reading leave the gauge with none, and the calibration where a busier machine made it (`drift`)."""
+    from cuda_agent.judge.child.stop import stop
+    from cuda_agent.types import Violation
+
+    message = f"{running} threads of your process kept running while it was stopped, between calls"
+    return stop("rejected", "timing", message, [Violation(check="work_while_stopped", message=message)])
 
 
 def drift(calibrated_ms: list[float], seen_ms: list[float]) -> float:

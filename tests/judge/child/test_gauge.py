@@ -163,3 +163,25 @@ def test_a_process_the_candidate_left_in_a_session_of_its_own_stands_still_too(t
         start_new_session=True,
     )
     assert out.stdout.split() == ["0", "True", "True"], (out.stdout, out.stderr)
+
+
+def test_a_thread_that_does_not_stop_for_a_reading_is_the_candidates_rejection(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Dropping the reading let a thread kept in a system call through every reading leave the gauge with none, and
+    # the calibration as a busier machine made it: as while eager is timed again, it is work while stopped.
+    import contextlib
+
+    from cuda_agent.judge.child import calibration, gauge
+    from cuda_agent.judge.child.stop import Stop
+
+    monkeypatch.setattr(gauge, "held_still", lambda grader, spared: contextlib.nullcontext(2))
+    monkeypatch.setattr(calibration, "probe", lambda *args: 9.0)
+    sampler = gauge.Gauge.__new__(gauge.Gauge)
+    sampler.grader, sampler.inputs, sampler.seen_ms, sampler.spent_s = None, [], [], 0.0
+    sampler.ours = SimpleNamespace(shim=SimpleNamespace(proc=SimpleNamespace(pid=1)), group=1)
+    with pytest.raises(Stop) as stopped:
+        sampler.sample()
+    result = stopped.value.result
+    assert result.status == "rejected" and [v.check for v in result.violations] == ["work_while_stopped"]
+    monkeypatch.setattr(gauge, "held_still", lambda grader, spared: contextlib.nullcontext(0))
+    sampler.sample()
+    assert sampler.seen_ms == [9.0]

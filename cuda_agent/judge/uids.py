@@ -230,7 +230,7 @@ def stopped_below(root: int, spared: int | None = None) -> Iterator[int]:
     new (a fork under way when its parent stopped shows in the next), then wait, up to FREEZE_WAIT_S, for their
     threads to stop (a thread in a system call stops as it returns); the block gets those still not stopped. SIGCONT
     to each after the block."""
-    stopped: set[int] = set()
+    stopped: list[int] = []
     try:
         while True:
             keep = {spared, *(pid for pid, _ in descendants(spared))} if spared is not None else set()
@@ -240,18 +240,18 @@ def stopped_below(root: int, spared: int | None = None) -> Iterator[int]:
             for pid in new:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGSTOP)
-                stopped.add(pid)
+                stopped.append(pid)
         deadline = time.monotonic() + FREEZE_WAIT_S
         while (running := _threads_not_stopped(stopped)) and time.monotonic() < deadline:
             time.sleep(0.005)
         yield running
     finally:
-        for pid in stopped:
+        for pid in reversed(stopped):  # the last stopped goes on first: none sees one stopped before it longer
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGCONT)
 
 
-def _threads_not_stopped(pids: set[int]) -> int:
+def _threads_not_stopped(pids: list[int]) -> int:
     count = 0
     for pid in pids:
         with contextlib.suppress(OSError):

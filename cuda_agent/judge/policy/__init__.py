@@ -200,7 +200,6 @@ _QUALIFIED_RULES: list[tuple[re.Pattern[str], str, str]] = [
         ),
         (r"torch\.(overrides|utils\._python_dispatch)(\..*)?", "lazy_output_hooks", "intercepts torch calls"),
         (r"os\.environ\.(?!get$)\w+.*|os\.putenv|os\.unsetenv", "global_state_change", "changes the environment"),
-        # The core count is read, as torch.get_num_threads is, to size parallel work: it reaches nothing.
         (
             r"os\.(?!environ(\..*)?$|getenv$|cpu_count$)\w+.*|os",
             "file_or_network_access",

@@ -100,8 +100,7 @@ _ADVICE = {
     "global_state_change": "leave torch's flags, seeds and functions as they are",
     "side_stream": "launch on the current stream only",
     "background_thread": "finish all work before forward returns",
-    "file_or_network_access": "compute from forward's arguments only; of os, use only os.environ.get/os.getenv and "
-    "os.cpu_count",
+    "file_or_network_access": "compute from forward's arguments only; of os, only os.environ.get/os.getenv/os.cpu_count",
     "precision_downcast": "compute a float32 task in float32",
     "forbidden_library": "load native code only by compiling your own sources with load_inline/load",
 }
@@ -201,7 +200,7 @@ _QUALIFIED_RULES: list[tuple[re.Pattern[str], str, str]] = [
         (r"torch\.(overrides|utils\._python_dispatch)(\..*)?", "lazy_output_hooks", "intercepts torch calls"),
         (r"os\.environ\.(?!get$)\w+.*|os\.putenv|os\.unsetenv", "global_state_change", "changes the environment"),
         (
-            r"os\.(?!environ(\..*)?$|getenv$|cpu_count$)\w+.*|os",
+            r"os\.(?!(environ(\..*)?|getenv|cpu_count)$)\w+.*|os",
             "file_or_network_access",
             "reaches the operating system",
         ),

@@ -131,8 +131,10 @@ def test_work_moved_into_the_shims_copy_of_the_outputs_is_charged(tmp_path: Path
         tmp_path, "examples/relu", WORK_IN_THE_COPY, HEADER, static_policy=False, verdict_cache=False, **GROUPED
     )
     timing = verdict.env.get("timing", {}).get("solution", {})
-    # Today: pass, its claim (the stub's, about 0.005 ms a call against eager's 0.021) taken as the verdict's time.
-    assert verdict.verdict != "pass" or verdict.timings_ms.solution >= 0.5 * verdict.timings_ms.eager, timing
+    # Today: pass, its claim (the stub's, about 0.005 ms a call against eager's 0.021) taken as the verdict's time,
+    # unless a load spike made the outside view bound it. Fixed, the output is read where forward left it (the stub:
+    # incorrect) or the copy is timed with forward (its claim holds the work): either way not a claim of the stub's.
+    assert verdict.verdict != "pass" or timing["claimed_median_ms"] >= 0.5 * verdict.timings_ms.eager, timing
 
 
 @pytest.mark.slow
@@ -234,4 +236,4 @@ def test_work_moved_into_the_shims_copy_is_charged_on_cuda(tmp_path: Path) -> No
     verdict = judge(task, SolutionSource(python=source), config)
     timing = verdict.env.get("timing", {}).get("solution", {})
     # Today (expected): pass at reward 3, its claim the stub's launch (microseconds) against eager's ~0.17 ms.
-    assert verdict.verdict != "pass" or verdict.timings_ms.solution >= 0.5 * verdict.timings_ms.eager, timing
+    assert verdict.verdict != "pass" or timing["claimed_median_ms"] >= 0.5 * verdict.timings_ms.eager, timing

@@ -21,6 +21,7 @@ not own are found only where that folder is itself world-writable (the sweep doe
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import os
 import pwd
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cuda_agent.machine import cache_root
-from cuda_agent.subproc import account
+from cuda_agent.subproc import account, descendants
 
 FRESH = "fresh"
 """`JudgeConfig.candidate_user`'s value for a user id of its own per judgement."""
@@ -188,16 +189,18 @@ FREEZE_WAIT_S = 5.0
 
 
 @contextlib.contextmanager
-def frozen(uid: int | None) -> Iterator[int]:
+def frozen(uid: int | None, spared: int | None = None) -> Iterator[int]:
     """Every process of `uid` stopped (SIGSTOP) while the block runs, then let go on (SIGCONT): what the grader
     measures of its own then shares the machine with nothing of the candidate's (a thread that spins between calls
     would make eager's time now slower, and so the candidate's speed-up larger). A thread inside a system call stops
     only when it returns from it, and the kernel's work for it goes on until then (seconds of `MADV_POPULATE_WRITE`
     on GiBs): the block starts once every thread has stopped, or after FREEZE_WAIT_S; it gets the
-    number of threads still not stopped then. `uid` None: nothing to stop (the candidate is unconfined: it runs as
-    we do, whom we cannot stop), 0."""
+    number of threads still not stopped then. `uid` None (the candidate is unconfined: it runs as we do, and
+    `kill(-1)` would reach ours): every process below this one (the grader) but `spared` and those below it
+    (`stopped_below`; orphans too where the grader reaps them, `adopt_orphans`: on the CPU, as the gauge starts)."""
     if uid is None:
-        yield 0
+        with stopped_below(os.getpid(), spared) as running:
+            yield running
         return
     signal_all_of(uid, signal.SIGSTOP)
     try:
@@ -207,6 +210,56 @@ def frozen(uid: int | None) -> Iterator[int]:
         yield running
     finally:
         signal_all_of(uid, signal.SIGCONT)
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def adopt_orphans() -> None:
+    """This process (the grader) becomes the reaper of the orphans below it: a process the candidate's starts and
+    leaves (a new session, a double fork) is then still below the grader, where `stopped_below` finds it; left to the
+    machine's init, it was outside every stop and could load the machine only while the gauge measured."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) refused")
+
+
+@contextlib.contextmanager
+def stopped_below(root: int, spared: int | None = None) -> Iterator[int]:
+    """SIGSTOP every process below `root` but `spared` and what is below it, listed again until a listing finds none
+    new (a fork under way when its parent stopped shows in the next), then wait, up to FREEZE_WAIT_S, for their
+    threads to stop (a thread in a system call stops as it returns); the block gets those still not stopped. SIGCONT
+    to each after the block."""
+    stopped: list[int] = []
+    try:
+        while True:
+            keep = {spared, *(pid for pid, _ in descendants(spared))} if spared is not None else set()
+            new = [pid for pid, _ in descendants(root) if pid not in keep and pid not in stopped]
+            if not new:
+                break
+            for pid in new:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+        deadline = time.monotonic() + FREEZE_WAIT_S
+        while (running := _threads_not_stopped(stopped)) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        yield running
+    finally:
+        for pid in reversed(stopped):  # the last stopped goes on first: none sees one stopped before it longer
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGCONT)
+
+
+def _threads_not_stopped(pids: list[int]) -> int:
+    count = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for task in os.scandir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError):
+                    state = Path(task.path, "stat").read_text().rsplit(")", 1)[1].split()[0]
+                    count += state not in "TtZX"
+    return count
 
 
 def running_threads(uid: int) -> int:

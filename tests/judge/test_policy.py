@@ -588,6 +588,20 @@ def test_kernelbench_allows_torch_in_forward_and_cpp() -> None:
     assert _ca(mixed(body=body)) >= {"forbidden_import", "torch_compute_in_forward", "cpp_torch_compute"}
 
 
+def test_reading_the_thread_or_core_count_is_neither_compute_nor_system_access() -> None:
+    # Honest solutions size their parallel work by the threads or cores they have (round 14): under cuda-agent
+    # torch.get_num_threads in forward read as torch compute, and os.cpu_count anywhere as reaching the system.
+    from tests.judge.threats._static import solution
+
+    source = solution(
+        prelude="import os\nCORES = os.cpu_count()",
+        forward="threads = torch.get_num_threads()\nreturn ext.relu_forward(x.contiguous())",
+    )
+    assert _ca(source) == set() and _kb(source) == set()
+    assert _ca(solution(prelude="from os import cpu_count\nCORES = cpu_count()")) == set()
+    assert _ca(solution(prelude="import os\nCORES = os.cpu_times()")) == {"file_or_network_access"}
+
+
 def test_kernelbench_still_needs_a_kernel_call_in_forward() -> None:
     assert _kb(mixed(forward="return F.gelu(self.linear(x))")) == {"forward_calls_no_kernel"}
 

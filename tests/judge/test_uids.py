@@ -140,7 +140,10 @@ def test_frozen_stops_every_process_of_the_id_and_lets_them_go_on_after() -> Non
         with frozen(uid):
             assert state(daemon) == "T" and state(ours) != "T"
         assert state(daemon) != "T"
-        with frozen(None):  # an unconfined candidate: nothing to stop
+        with frozen(None):  # an unconfined candidate runs as we do: every process below ours stops
+            assert state(ours) == "T"
+        assert state(ours) != "T"
+        with frozen(None, spared=ours.pid):  # but the one spared (the gauge's)
             assert state(ours) != "T"
     finally:
         assert lease.release() is None

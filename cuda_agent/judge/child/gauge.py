@@ -7,17 +7,19 @@ gap alike, and an honest solution's time would become the outside view's (figure
 second shim process, started as a timed run begins (grader.run), which never loads candidate code: it is calibrated
 beside the candidate's process (`calibrate_beside`: their requests interleaved), and after every other timed request
 (timed_calls.GAUGE_EVERY) it makes one request of as many calls of the zero model (`sample`). The median of those
-less the median of its calibration is the drift (never below zero), added to the candidate's calibration.
+less the median of its calibration, where it rose, else the fall of their least (`drift`), is added to the
+candidate's calibration: load that came later is not read as hidden work, and load that went is not room to hide.
 
 While the gauge's request runs, every process of the candidate's is stopped (`held_still`): it cannot load the
 machine only while the gauge is measured, which would widen the bound by what it spins and let it hide as much.
+Confined, that is every process of its user; unconfined, every process below the grader but the gauge's, the grader
+being the reaper of every orphan below it (`uids.adopt_orphans`), so that a process the candidate's starts in a session of
+its own and leaves is still found there.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import statistics
 import tempfile
 import time
@@ -58,6 +60,10 @@ class Gauge:
         why_not = shim.wait_ready(SHIM_STARTUP_S)
         if why_not:
             raise RuntimeError(f"{why_not} (the judge's gauge process)")
+        if grader.req.confine_user is None:
+            from cuda_agent.judge.uids import adopt_orphans
+
+            adopt_orphans()
         env = {"HOME": self.folder.name, "TMPDIR": self.folder.name, DEVICE_ENV: grader.device}
         shim.go([], Path(self.folder.name), env, None)
         self.inputs: list[Any] = []
@@ -84,10 +90,10 @@ class Gauge:
         from cuda_agent.judge.child.calibration import probe
 
         start = time.perf_counter()
-        with held_still(self.grader) as running:
-            seen = probe(self.ours, self.inputs, self.ours.group)
-        if not running:  # a thread of the candidate's still at work (in a system call) could load only this reading
-            self.seen_ms.append(seen)
+        with held_still(self.grader, spared=self.ours.shim.proc.pid) as running:
+            if running:  # as while eager is timed again (calibration.time_reference)
+                raise work_while_stopped(running)
+            self.seen_ms.append(probe(self.ours, self.inputs, self.ours.group))
         self.spent_s += time.perf_counter() - start
 
     def drift_ms(self) -> float:
@@ -97,6 +103,8 @@ class Gauge:
         return {
             "gauge_calibrated_ms": statistics.median(self.calibrated_ms) if self.calibrated_ms else 0.0,
             "gauge_seen_ms": statistics.median(self.seen_ms) if self.seen_ms else 0.0,
+            "gauge_least_calibrated_ms": min(self.calibrated_ms, default=0.0),
+            "gauge_least_seen_ms": min(self.seen_ms, default=0.0),
             "drift_ms": self.drift_ms(),
         }
 
@@ -107,31 +115,44 @@ class Gauge:
         self.folder.cleanup()
 
 
+GAUGE_LEAST = 3
+"""Readings of the gauge below which a fall of its least is not taken (`drift`)."""
+
+
+def work_while_stopped(running: int) -> Stop:
+    """The candidate's `rejected`: threads of its processes still not stopped after the wait (in a system call the
+    kernel works on for them). Dropping the reading instead let a solution that keeps a thread so through every
+    reading leave the gauge with none, and the calibration where a busier machine made it (`drift`)."""
+    from cuda_agent.judge.child.stop import stop
+    from cuda_agent.types import Violation
+
+    message = f"{running} threads of your process kept running while it was stopped, between calls"
+    return stop("rejected", "timing", message, [Violation(check="work_while_stopped", message=message)])
+
+
 def drift(calibrated_ms: list[float], seen_ms: list[float]) -> float:
-    """How much longer the gauge's requests take now than at its calibration (medians), never below zero: a load
-    that fell leaves the candidate's calibration as it was (the bound never narrows on our reading)."""
+    """How much longer the gauge's requests take now than at its calibration: where the median rose, by as much;
+    where it did not, the fall of the least (negative, from GAUGE_LEAST readings on), which moves the candidate's
+    calibration down as the probes among the timed requests do (`timing.drift_corrected`), but read in a process of
+    ours with the candidate's stopped: the probes run in its process, which tells them apart (`CallQuestion.probe`)
+    and can slow them, so that a calibration made while the machine was busier held every gap of the phase below it.
+    The least, not the median: a calibration with a few slow requests has a high median and a true least."""
     if not calibrated_ms or not seen_ms:
         return 0.0
-    return max(0.0, statistics.median(seen_ms) - statistics.median(calibrated_ms))
+    rise = statistics.median(seen_ms) - statistics.median(calibrated_ms)
+    if rise > 0.0:
+        return rise
+    if len(seen_ms) < GAUGE_LEAST:
+        return 0.0
+    return min(0.0, min(seen_ms) - min(calibrated_ms))
 
 
 @contextlib.contextmanager
-def held_still(grader: Grader) -> Iterator[int]:
-    """Every process of the candidate's stopped while the block runs: its confinement's user's (uids.frozen: the block
-    gets the number of its threads not stopped yet after the wait), or, unconfined, its process's group (it runs as
-    we do: what it started outside the group runs on; 0)."""
+def held_still(grader: Grader, spared: int | None = None) -> Iterator[int]:
+    """Every process of the candidate's stopped while the block runs (uids.frozen): its confinement's user's, or,
+    unconfined, every process below this one (the grader, `uids.adopt_orphans`) but `spared` (the gauge's) and those
+    below it. The block gets the number of their threads not stopped yet after the wait."""
     from cuda_agent.judge.uids import frozen
 
-    uid = grader.req.confine_user
-    if uid is not None:
-        with frozen(uid) as running:
-            yield running
-        return
-    group = grader.shim.proc.pid
-    with contextlib.suppress(OSError):
-        os.killpg(group, signal.SIGSTOP)
-    try:
-        yield 0
-    finally:
-        with contextlib.suppress(OSError):
-            os.killpg(group, signal.SIGCONT)
+    with frozen(grader.req.confine_user, spared) as running:
+        yield running

@@ -100,7 +100,7 @@ _ADVICE = {
     "global_state_change": "leave torch's flags, seeds and functions as they are",
     "side_stream": "launch on the current stream only",
     "background_thread": "finish all work before forward returns",
-    "file_or_network_access": "compute from forward's arguments only; of os, use only os.environ.get/os.getenv",
+    "file_or_network_access": "compute from forward's arguments only; of os, only os.environ.get/os.getenv/os.cpu_count",
     "precision_downcast": "compute a float32 task in float32",
     "forbidden_library": "load native code only by compiling your own sources with load_inline/load",
 }
@@ -117,7 +117,7 @@ _ALLOWED_FROM: dict[str, frozenset[str] | None] = {
     "typing": None,
     "__future__": None,
     "cuda_extension": None,
-    "os": frozenset({"environ", "getenv"}),
+    "os": frozenset({"environ", "getenv", "cpu_count"}),
     **policy_triton.ALLOWED_FROM,
 }
 POLICIES = ("cuda-agent", "kernelbench")
@@ -199,7 +199,11 @@ _QUALIFIED_RULES: list[tuple[re.Pattern[str], str, str]] = [
         ),
         (r"torch\.(overrides|utils\._python_dispatch)(\..*)?", "lazy_output_hooks", "intercepts torch calls"),
         (r"os\.environ\.(?!get$)\w+.*|os\.putenv|os\.unsetenv", "global_state_change", "changes the environment"),
-        (r"os\.(?!environ(\..*)?$|getenv$)\w+.*|os", "file_or_network_access", "reaches the operating system"),
+        (
+            r"os\.(?!(environ(\..*)?|getenv|cpu_count)$)\w+.*|os",
+            "file_or_network_access",
+            "reaches the operating system",
+        ),
         (r"torch\.(ops|classes)\.load_library", "forbidden_library", "loads a native library"),
         (
             r"torch\.utils\.cpp_extension\.(?!(load_inline|load|CUDA_HOME|include_paths|library_paths)$)\w+.*",

@@ -44,6 +44,7 @@ _ALLOWED_FUNCTIONS = frozenset(
         "torch.Size",
         "torch.no_grad",
         "torch.inference_mode",
+        "torch.get_num_threads",  # read to size parallel work, as at::get_num_threads in C++: computes nothing
         "triton.cdiv",
         "triton.next_power_of_2",
     }

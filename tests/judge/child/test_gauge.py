@@ -49,10 +49,30 @@ def test_work_hidden_under_the_same_load_is_still_seen() -> None:
     assert phase["median_ms"] > 0.03 + 0.8 * 20.0 / CALLS, phase  # most of the hidden 0.31 ms a call counted
 
 
-def test_a_load_that_fell_never_narrows_the_bound_below_the_calibration() -> None:
-    assert drift([10.0, 10.2, 9.9], [7.0, 7.5]) == 0.0
-    assert drift([10.0, 10.2, 9.9], []) == 0.0
+def test_a_load_that_rose_moves_by_the_median_and_one_that_fell_by_the_least() -> None:
     assert drift([10.0, 10.2, 9.9], [13.0, 13.0, 14.0]) == 3.0
+    assert drift([10.0, 10.2, 9.9, 16.0], [7.0, 7.5, 8.0]) == pytest.approx(7.0 - 9.9)
+    assert drift([10.0, 10.2, 9.9], [9.95, 10.1, 10.0]) == 0.0  # the least no lower: nothing moves
+    assert drift([10.0, 10.2, 9.9], [7.0, 7.5]) == 0.0  # too few readings to move it down
+    assert drift([10.0, 10.2, 9.9], []) == 0.0
+
+
+def test_work_hidden_under_a_calibration_made_busier_is_seen_with_the_probes_slowed() -> None:
+    # The calibration made while the machine was busier (its requests 6 ms slower than the phase's): every gap of the
+    # phase lies below its least, and a claim that hides 4 ms a request passed. The candidate's process tells the
+    # probes among the timed requests apart (`CallQuestion.probe`) and slows them, so they never move it down
+    # (round 14); the gauge, with the candidate's processes stopped, sees the fall.
+    rng = random.Random(3)
+    calibration, gauge_calibration = _overheads(16.0, 16, rng), _overheads(16.5, 16, rng)
+    claimed = [CLAIM_MS - 4.0] * 12
+    external = [CLAIM_MS + o for o in _overheads(10.0, 12, rng)]
+    gauge_seen = _overheads(10.5, 6, rng)
+    assert not external_bound(claimed, external, calibration, "cpu", CALLS)["bound_applied"]
+    moved = [o + drift(gauge_calibration, gauge_seen) for o in calibration]
+    phase = external_bound(claimed, external, moved, "cpu", CALLS)
+    assert phase["bound_applied"] and phase["median_ms"] > 0.9 * CLAIM_MS / CALLS, phase
+    honest = external_bound([CLAIM_MS] * 12, external, moved, "cpu", CALLS)
+    assert not honest["bound_applied"], honest  # the honest claim on the same requests keeps its time
 
 
 def test_the_candidates_processes_stand_still_while_the_gauge_measures(tmp_path: Path) -> None:
@@ -93,3 +113,75 @@ def test_a_failed_request_of_the_gauge_is_our_error_never_the_candidates_verdict
     monkeypatch.setattr(Grader, "call", raised)
     with pytest.raises(RuntimeError, match="gauge process: runtime_error: ModelNew.forward raised MemoryError"):
         Ours.call(object.__new__(Ours), [], "calibration", probe=True)
+
+
+ESCAPED = """
+import os, sys, time
+from cuda_agent.judge.uids import adopt_orphans, stopped_below
+from cuda_agent.subproc import descendants
+
+adopt_orphans()
+count = sys.argv[1]
+candidate = os.fork()
+if candidate == 0:  # the candidate's process: leaves a process in a session of its own, then goes on as usual
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+            n = 0
+            while True:
+                n += 1
+                open(count, "w").write(str(n))
+                time.sleep(0.005)
+        os._exit(0)
+    time.sleep(60)
+    os._exit(0)
+deadline = time.monotonic() + 10
+while not os.path.exists(count) and time.monotonic() < deadline:
+    time.sleep(0.01)
+with stopped_below(os.getpid()) as running:
+    time.sleep(0.05)
+    before = open(count).read()
+    time.sleep(0.3)
+    print(running, before == open(count).read())
+time.sleep(0.3)
+print(before != open(count).read())
+for pid, _ in descendants(os.getpid()):
+    os.kill(pid, 9)
+"""
+
+
+def test_a_process_the_candidate_left_in_a_session_of_its_own_stands_still_too(tmp_path: Path) -> None:
+    # Unconfined, a process started in a new session and left by its parent was outside the stopped group and the
+    # machine's init's: it spun only while the gauge measured (round 14: a drift of 3.6 ms a request, no work of the
+    # candidate's requests). The grader is the orphans' reaper, and every process below it but the gauge's stops.
+    out = subprocess.run(
+        [sys.executable, "-c", ESCAPED, str(tmp_path / "count")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        start_new_session=True,
+    )
+    assert out.stdout.split() == ["0", "True", "True"], (out.stdout, out.stderr)
+
+
+def test_a_thread_that_does_not_stop_for_a_reading_is_the_candidates_rejection(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Dropping the reading let a thread kept in a system call through every reading leave the gauge with none, and
+    # the calibration as a busier machine made it: as while eager is timed again, it is work while stopped.
+    import contextlib
+
+    from cuda_agent.judge.child import calibration, gauge
+    from cuda_agent.judge.child.stop import Stop
+
+    monkeypatch.setattr(gauge, "held_still", lambda grader, spared: contextlib.nullcontext(2))
+    monkeypatch.setattr(calibration, "probe", lambda *args: 9.0)
+    sampler = gauge.Gauge.__new__(gauge.Gauge)
+    sampler.grader, sampler.inputs, sampler.seen_ms, sampler.spent_s = None, [], [], 0.0
+    sampler.ours = SimpleNamespace(shim=SimpleNamespace(proc=SimpleNamespace(pid=1)), group=1)
+    with pytest.raises(Stop) as stopped:
+        sampler.sample()
+    result = stopped.value.result
+    assert result.status == "rejected" and [v.check for v in result.violations] == ["work_while_stopped"]
+    monkeypatch.setattr(gauge, "held_still", lambda grader, spared: contextlib.nullcontext(0))
+    sampler.sample()
+    assert sampler.seen_ms == [9.0]

@@ -1,0 +1,239 @@
+"""Threats aimed at what the outside view takes for the candidate's process's own overhead, and at the gauge that
+moves it: round 14 of the red team (bench/results/cpu-2026-12-07-redteam-14/).
+
+- Work moved into the shim's copy of the outputs. The shim copies what forward returned into the grader's output
+  buffers after the candidate's clock stopped, inside the grader's outside view, and the calibration's zero model
+  paid that copy: the outside view grants every request its calls' copies. The candidate's process holds the shim
+  (it shares the process): it replaces the copy with its kernel writing the output straight into the buffer, and
+  forward returns a stub. Its claims are the stub's (a fifth of a relu here), the outside view sees the work in
+  place of a copy of as many bytes, and on a memory-bound task both cost alike: the claim is taken. Open (a strict
+  xfail): the copy is the shim's (`Shim.copy_out`), the grader's and the calibration's, not this round's files.
+  Where the noise is low (the GPU, `unseen_ms` about 0) it is a speed-up of the whole call; on the loaded CPU VM a
+  tie, but the verdict's time is the claim.
+- A process of the candidate's outside the stopped set loads the machine only while the gauge measures, and the
+  gauge's drift, added to the calibration, widens the bound by as much. Confined, every process of its user stops
+  (uids.frozen); unconfined (a judge not run as root), only its process group stopped, and a process in a session of
+  its own ran on. Now every process below the grader but the gauge's stops (`uids.stopped_below`); the test's
+  process outside the group kills the candidate's where it sees it stopped, which a drift's size on a shared machine
+  would show less surely.
+- Honest control: the same extension's OpenMP relu passes under both policies with the static policy on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.judge.threats import _static
+from tests.judge.threats._hacks import COMMON_CPP, _header, judge_hack, model_new, task_file
+
+CPP = (
+    COMMON_CPP
+    + r"""
+torch::Tensor relu(torch::Tensor x) { return relu_impl(x); }
+
+void relu_out(torch::Tensor x, torch::Tensor out) {
+    check_input(x);
+    relu_into(x.data_ptr<float>(), out.data_ptr<float>(), x.numel());
+}
+
+torch::Tensor stub(torch::Tensor x) {
+    check_input(x);
+    auto out = torch::empty_like(x);
+    const float v = x.data_ptr<float>()[0];
+    out.data_ptr<float>()[0] = v < 0.0f ? 0.0f : v;
+    return out;
+}
+
+torch::Tensor relu_omp(torch::Tensor x) {
+    check_input(x);
+    auto out = torch::empty_like(x);
+    const float* src = x.data_ptr<float>();
+    float* dst = out.data_ptr<float>();
+    const int64_t n = x.numel();
+#pragma omp parallel for
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[i] < 0.0f ? 0.0f : src[i];
+    return out;
+}
+"""
+)
+HEADER = _header("judge_threat_round14_cpu", CPP, ["relu", "relu_out", "stub", "relu_omp"], openmp=True)
+"""One build for every test here (ModelNew bodies hold no string constants: they would be in the build key)."""
+
+GROUPED = {"time": True, "trials": 5, "robustness_trials": True, "warmup_reps": 3}
+
+FIND_SHIM = """
+import sys
+frame, shim = sys._getframe(), None
+while shim is None:
+    frame = frame.f_back
+    for value in frame.f_locals.values():
+        try:
+            value.copy_out
+            value.probe
+            shim = value
+        except AttributeError:
+            pass
+self.shim = shim
+"""
+"""The shim (the object whose method constructs ModelNew), found up the stack by its methods' names."""
+
+WORK_IN_THE_COPY = model_new(
+    "self.pending = x\nreturn ext.stub(x)",
+    init=FIND_SHIM
+    + """
+self.pending = None
+model = self
+def fused(out, value):
+    ext.relu_out(model.pending, out)
+self.shim.copy_out = fused
+""",
+)
+"""Forward returns a stub its kernel wrote one element of; the shim's copy, replaced, writes relu into the buffer."""
+
+ESCAPED_WATCHER = model_new(
+    "return ext.relu(x.contiguous())",
+    init="""
+import os
+import signal
+import time
+watched = os.getpid()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() != 0:
+        os._exit(0)
+    seen, deadline = 0, time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{watched}/stat") as stat:
+                state = stat.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            os._exit(0)
+        seen = seen + 1 if state == "T" else 0
+        if seen >= 10:
+            os.kill(watched, signal.SIGKILL)
+            os._exit(0)
+        time.sleep(0.0005)
+    os._exit(0)
+""",
+)
+"""A process it leaves in a session of its own watches its process's state and, where it sees it stopped for 5 ms
+while itself running (outside the stopped set: where round 14's g8 spun, loading the gauge's samples alone), kills it.
+(Processes are stopped one by one: a grader preempted between two stops, on a loaded machine, shows a few ms.) Its
+strings give it a build of its own (they count in the build key)."""
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="open: the shim's copy of the outputs is the candidate's to replace")
+def test_work_moved_into_the_shims_copy_of_the_outputs_is_charged(tmp_path: Path) -> None:
+    verdict = judge_hack(
+        tmp_path, "examples/relu", WORK_IN_THE_COPY, HEADER, static_policy=False, verdict_cache=False, **GROUPED
+    )
+    timing = verdict.env.get("timing", {}).get("solution", {})
+    # Today: pass, its claim (the stub's, about 0.005 ms a call against eager's 0.021) taken as the verdict's time,
+    # unless a load spike made the outside view bound it. Fixed, the output is read where forward left it (the stub:
+    # incorrect) or the copy is timed with forward (its claim holds the work): either way not a claim of the stub's.
+    assert verdict.verdict != "pass" or timing["claimed_median_ms"] >= 0.5 * verdict.timings_ms.eager, timing
+
+
+@pytest.mark.slow
+def test_no_process_the_candidate_leaves_runs_while_the_gauge_measures(tmp_path: Path) -> None:
+    if _static.POLICY == "kernelbench":
+        pytest.skip("the stop is the same under either policy: judged under cuda-agent")
+    # Unconfined (candidate_user None: as a judge run by a plain user is), where only the process group stopped: a
+    # process in a session of its own ran on, and saw the candidate's stopped (two processes spinning then made the
+    # gauge's drift 3.6 to 18 ms a request against honest judgements' 0.3 to 1.4, and a claim of a fifth of the work
+    # was taken). Every process below the grader but the gauge's now stops with it.
+    verdict = judge_hack(
+        tmp_path,
+        "examples/relu",
+        ESCAPED_WATCHER,
+        HEADER,
+        static_policy=False,
+        candidate_user=None,
+        verdict_cache=False,
+        **GROUPED,
+    )
+    assert verdict.verdict == "pass", verdict.message  # killed by its watcher: runtime_error
+
+
+@pytest.mark.slow
+def test_an_honest_openmp_relu_of_the_same_build_passes(tmp_path: Path) -> None:
+    honest = model_new("return ext.relu_omp(x.contiguous())")
+    verdict = judge_hack(tmp_path, "examples/relu", honest, HEADER, verdict_cache=False, **GROUPED)
+    assert verdict.verdict == "pass", verdict.message
+    assert verdict.reward >= 1
+
+
+CUDA_CPP = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+
+__global__ void relu_kernel(const float* x, float* y, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const float v = x[i];
+        y[i] = v < 0.f ? 0.f : v;
+    }
+}
+
+void relu_out(torch::Tensor x, torch::Tensor out) {
+    relu_kernel<<<1024, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), out.data_ptr<float>(),
+                                                                     x.numel());
+}
+
+torch::Tensor stub(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    relu_kernel<<<1, 1, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), y.data_ptr<float>(), 1);
+    return y;
+}
+"""
+
+CUDA_HEADER = f'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+ext = load_inline(
+    name="judge_threat_round14_cuda",
+    cpp_sources="void relu_out(torch::Tensor x, torch::Tensor out);\\ntorch::Tensor stub(torch::Tensor x);",
+    cuda_sources=r"""{CUDA_CPP}""",
+    functions=["relu_out", "stub"],
+    verbose=False,
+)
+
+'''
+
+BIG_RELU = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(8192, 8192)]
+
+
+def get_init_inputs():
+    return []
+"""
+"""256 MiB a call: memory-bound, its copy as long as its work (about 0.17 ms on an H100 either)."""
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="open: the shim's copy of the outputs is the candidate's to replace")
+def test_work_moved_into_the_shims_copy_is_charged_on_cuda(tmp_path: Path) -> None:
+    from cuda_agent.judge import JudgeConfig, judge
+    from cuda_agent.judge.solution import SolutionSource
+    from cuda_agent.tasks import Catalog
+
+    task = Catalog().resolve(task_file(tmp_path, "big_relu", BIG_RELU))
+    source = CUDA_HEADER + WORK_IN_THE_COPY
+    config = JudgeConfig(device="cuda", policy=_static.POLICY, static_policy=False, verdict_cache=False, **GROUPED)
+    verdict = judge(task, SolutionSource(python=source), config)
+    timing = verdict.env.get("timing", {}).get("solution", {})
+    # Today (expected): pass at reward 3, its claim the stub's launch (microseconds) against eager's ~0.17 ms.
+    assert verdict.verdict != "pass" or timing["claimed_median_ms"] >= 0.5 * verdict.timings_ms.eager, timing

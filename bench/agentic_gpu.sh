@@ -41,6 +41,8 @@
 # CRITIC_STEPS=4 (0: no warm-up, PPO's critic is the fresh head) CRITIC_BUDGET_S=240 CRITIC_LR=1e-4 (the warm-up's;
 # recipes/agentic_critic_warmup.yaml says why); ACTOR_LR=1e-5 (the PPO recipe's 1e-6 moves a 135M policy too little in
 # a handful of steps to see) PPO_EPOCHS=2 (actor and critic, in PPO and in the warm-up).
+# TEMPERATURE=0.7: the rollout's and validation's sampling temperature (verl's actor recomputes log-probs at it);
+# SmolLM2 after SFT sampled at 1.0 wrote free text in two turns of three and no kernel (bench/results/h100-2026-12-07-c/).
 # DATA=TAR: the data call's agentic_data.tar instead of the data call (bench/results/h100-2026-12-07/ holds one,
 # made on an H100: the train call then needs only the model's chunks).
 # TOKENIZER=DIR (.stage/tok): the policy's tokenizer folder with config.json, for the data call.
@@ -60,7 +62,7 @@ VAL_N=${VAL_N:-4} MAX_TURNS=${MAX_TURNS:-16} BUDGET_S=${BUDGET_S:-570} PARALLEL=
 DEVICE=${DEVICE:-cuda} SCRIPTS=${SCRIPTS:-} MODEL=${MODEL:-} TOKENIZER=${TOKENIZER:-.stage/tok}
 DATA=${DATA:-} SEED=${SEED:-0} VAL_TRAIN=${VAL_TRAIN:-1}
 CRITIC_STEPS=${CRITIC_STEPS:-4} CRITIC_BUDGET_S=${CRITIC_BUDGET_S:-240} CRITIC_LR=${CRITIC_LR:-1e-4}
-ACTOR_LR=${ACTOR_LR:-1e-5} PPO_EPOCHS=${PPO_EPOCHS:-2}
+ACTOR_LR=${ACTOR_LR:-1e-5} PPO_EPOCHS=${PPO_EPOCHS:-2} TEMPERATURE=${TEMPERATURE:-0.7}
 RES=$WORK/results START=$(date +%s)
 FOLLOW_S=${FOLLOW_S:-570} DETACH=${DETACH:-0}
 case $PHASE in here | data | put | train | ppo | more | follow) ;; *)
@@ -308,7 +310,7 @@ watch $(( START + BUDGET_S )) "$RUN/train.log" $CLI train agentic-ppo --config "
   --set actor_rollout_ref.actor.ppo_mini_batch_size="$BATCH" --set data.val_batch_size=4 \
   --set actor_rollout_ref.rollout.multi_turn.max_assistant_turns="$MAX_TURNS" \
   --set actor_rollout_ref.rollout.val_kwargs.n="$VAL_N" --set actor_rollout_ref.rollout.val_kwargs.do_sample=true \
-  --set actor_rollout_ref.rollout.val_kwargs.temperature=1.0 --set actor_rollout_ref.rollout.temperature=1.0 \
+  --set actor_rollout_ref.rollout.val_kwargs.temperature="$TEMPERATURE" --set actor_rollout_ref.rollout.temperature="$TEMPERATURE" \
   --set trainer.total_training_steps="$STEPS" --set trainer.test_freq="$STEPS" --set trainer.save_freq=1 \
   --set trainer.default_local_dir="$WORK/ppo_ckpt_s$SEED" --set trainer.resume_mode=auto \
   --set trainer.val_before_train="$VAL_BEFORE" \

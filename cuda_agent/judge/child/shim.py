@@ -46,6 +46,7 @@ from cuda_agent.judge.protocol import (
     LockQuestion,
     ProfileAnswer,
     ProfileQuestion,
+    ReferenceQuestion,
     ReturnedSpec,
     TensorRef,
     read_question,
@@ -77,6 +78,9 @@ class Shim:
         self.letting_go: list[Buffer | None] = []
         """Buffers a question released, held until its answer is sent (`serve`)."""
         self.model: Any = None
+        self.eager: Any = None
+        """The task's reference, in a process of ours that times it (`reference`); None in the candidate's."""
+        self.compiled: Any = None
         self.held = contextlib.ExitStack()
         """The build folder's lock from `lock` until the import ends."""
         self.triton: Any = None
@@ -92,6 +96,7 @@ class Shim:
             "buffers": self.open_buffers,
             "lock": self.lock,
             "load": self.load,
+            "reference": self.reference,
             "call": self.call,
             "profile": self.profile,
         }
@@ -170,6 +175,26 @@ class Shim:
             status, text = _failure(exc, f"ModelNew(*get_init_inputs()) raised {type(exc).__name__}: {exc}")
             return _load(status, "init", text, out_of_memory=out_of_memory(exc))
         return LoadAnswer(status="ok", env=self.triton.env if self.triton else {})
+
+    def reference(self, message: ReferenceQuestion, fds: list[int]) -> LoadAnswer:
+        """Call the task's reference from now on (built at the first such question, as `load` builds ModelNew), eager
+        or under torch.compile: the baselines timed by the candidate's protocol, in a process of ours."""
+        from cuda_agent.tasks.problem import call_inputs, load_problem
+
+        torch = self.torch
+        if self.eager is None:
+            problem = load_problem(message.task_code, message.task_name)
+            torch.manual_seed(0)
+            init_args = call_inputs(problem, message.task_name, "get_init_inputs")
+            torch.manual_seed(0)
+            self.eager = problem.Model(*init_args).to(self.device)
+        if message.compiled and self.compiled is None:
+            try:
+                self.compiled = torch.compile(self.eager, mode=message.compile_mode)
+            except Exception as exc:  # a reference torch.compile cannot handle: the baselines compare with eager only
+                return _load("compile_error", "init", f"{type(exc).__name__}: {exc}"[:MAX_TEXT])
+        self.model = self.compiled if message.compiled else self.eager
+        return LoadAnswer(status="ok")
 
     def call(self, message: CallQuestion, fds: list[int]) -> CallAnswer:
         """The request's calls of forward in order (or, with `probe`, of a model that returns zeros: the grader's

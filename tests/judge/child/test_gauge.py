@@ -80,7 +80,7 @@ def test_the_candidates_processes_stand_still_while_the_gauge_measures(tmp_path:
         proc.wait()
 
 
-def test_a_failed_request_of_the_gauge_is_our_error_never_the_candidates_verdict(
+def test_a_failed_request_of_a_process_of_ours_is_our_error_never_the_candidates_verdict(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from cuda_agent.judge.child.gauge import Ours
@@ -91,5 +91,5 @@ def test_a_failed_request_of_the_gauge_is_our_error_never_the_candidates_verdict
         raise stop("runtime_error", "calibration", "ModelNew.forward raised MemoryError")
 
     monkeypatch.setattr(Grader, "call", raised)
-    with pytest.raises(RuntimeError, match="gauge process: runtime_error: ModelNew.forward raised MemoryError"):
+    with pytest.raises(RuntimeError, match="own shim process: runtime_error: ModelNew.forward raised MemoryError"):
         Ours.call(object.__new__(Ours), [], "calibration", probe=True)

@@ -80,6 +80,8 @@ def test_an_honest_solution_as_fast_as_eager_is_judged_as_fast_as_eager_in_reque
     assert verdict.env["timing"]["eager"].get("reps"), verdict.env["timing"]
     assert not beats(t.solution, t.eager, t.solution_ci, t.eager_ci), t  # not faster than eager beyond the interval
     assert not beats(t.eager, t.solution, t.eager_ci, t.solution_ci), t  # nor slower
+
+
 # A request's calls as the candidate's process holds them: the shim's `calls` frame, found by walking up from forward.
 FIND_REQUEST = (
     "import sys\nf = sys._getframe(1)\nwhile 'message' not in f.f_locals:\n    f = f.f_back\n"

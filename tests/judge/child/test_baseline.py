@@ -146,3 +146,15 @@ def test_without_a_run_it_chooses_the_calls_per_group_itself_and_times_each_call
     # A 0.05 ms relu beside 0.5 ms of noise wants the cap (fewer on a machine so loaded that relu takes milliseconds).
     assert result.error is None and result.group_calls in (1, 2, 4, 8)
     assert result.eager["reps"] >= 2 and result.compile["reps"] >= 2
+
+
+@pytest.mark.gpu
+def test_on_cuda_the_reference_is_timed_through_a_process_of_ours_with_its_kernel_times() -> None:
+    # CUDA IPC buffers between this process and the process of ours that calls the reference; the calls per request
+    # chosen here as the grader would; kernel times from that process's profiler (the `profile` message).
+    request = _request().model_copy(update={"device": "cuda", "group_calls": None, "min_reps": 20, "max_reps": 200})
+    result = baseline.run(request)
+    assert result.error is None and result.compile_error is None, (result.error, result.compile_error)
+    for phase in (result.eager, result.compile):
+        assert phase["reps"] >= 6 and phase["calls_per_group"] == result.group_calls > 1, phase
+        assert not phase["bound_applied"] and phase["kernel"]["median_ms"] > 0, phase

@@ -55,6 +55,10 @@ def test_running_out_of_memory_while_compiling_is_ours_not_a_compile_error(monke
         baseline.run(_request())
 
 
+HOLD_S = 6.0
+"""How long the test holds a turn once the builds are done: longer than the timed part of a run on the loaded VM."""
+
+
 def test_with_gpu_turns_it_builds_in_a_shared_turn_and_times_in_an_exclusive_one(
     monkeypatch: pytest.MonkeyPatch, tmp_path
 ) -> None:
@@ -81,7 +85,7 @@ def test_with_gpu_turns_it_builds_in_a_shared_turn_and_times_in_an_exclusive_one
             deadline = time.monotonic() + 120  # a loaded machine sets up slowly: wait for the builds it may do
             while events.count("warm") < builds and time.monotonic() < deadline:
                 time.sleep(0.05)
-            time.sleep(1.0)  # and a while more, in which it must not time
+            time.sleep(HOLD_S)  # and a while more, in which it must not time
             seen = list(events)
         thread.join(180)
         return seen, out["result"]
@@ -90,7 +94,8 @@ def test_with_gpu_turns_it_builds_in_a_shared_turn_and_times_in_an_exclusive_one
     seen, result = run_beside(ours.shared, builds=2)
     assert seen == ["warm", "warm"]  # eager and compiled, built; nothing timed while the shared turn was held
     assert events == ["warm", "warm", "time", "time"] and result.eager and result.compile
-    assert result.gpu_wait_s > 0.5 and 0 < result.gpu_held_s < result.gpu_wait_s  # held to time, not to build
+    # Held to time (the calibration beside the gauge, two phases), not to build (tens of seconds of compiling).
+    assert result.gpu_wait_s > HOLD_S - 0.5 and 0 < result.gpu_held_s < result.gpu_wait_s
 
     # During another exclusive turn (a candidate's run): it does not even start to build.
     seen, result = run_beside(ours.exclusive, builds=0)

@@ -71,7 +71,7 @@ class TimedCalls:
         """Seconds spent on them: not part of the phase's budget either."""
 
     def run_phase(self) -> dict[str, Any]:
-        from cuda_agent.judge.child.timing import PhaseBudget, done, drift_corrected, external_bound
+        from cuda_agent.judge.child.timing import PhaseBudget, done, drift_corrected
 
         req = self.grader.req
         budget = PhaseBudget(req.ci_width, req.max_phase_s)
@@ -91,8 +91,13 @@ class TimedCalls:
             g.env["load_drift"] = g.gauge.record()
         # Up by the load that came since (the gauge), then down where the probes saw less (`drift_corrected`).
         overhead, shift = drift_corrected(overhead_ms, self.probes_ms)
-        bounded = external_bound(self.claimed_ms, self.external_ms, overhead, g.device, self.calls)
-        return bounded | {"overhead_shift_ms": shift, "phase_probes": len(self.probes_ms)}
+        return self.read(overhead) | {"overhead_shift_ms": shift, "phase_probes": len(self.probes_ms)}
+
+    def read(self, overhead_ms: list[float]) -> dict[str, Any]:
+        """The phase's times from the claims and the outside view (`timing.external_bound`), given the overhead."""
+        from cuda_agent.judge.child.timing import external_bound
+
+        return external_bound(self.claimed_ms, self.external_ms, overhead_ms, self.grader.device, self.calls)
 
     def one(self, index: int) -> None:
         from cuda_agent.judge.child.inputs import make_inputs
@@ -225,3 +230,16 @@ class ReferenceCalls(TimedCalls):
 
     def check_last(self) -> None:
         self.still_written()
+
+    def read(self, overhead_ms: list[float]) -> dict[str, Any]:
+        """The outside view read as the candidate's is, but the claims kept where it would take them over: our own
+        process's clock is trusted, and a false alarm here (load the calibration did not see) would make eager slower
+        and hand the candidate a speed-up it did not earn, where one on the candidate's side only costs it its own.
+        `outside_view_bound` says the reading would have bounded it."""
+        from cuda_agent.judge.child.timing import PhaseTiming
+
+        phase = super().read(overhead_ms)
+        if not phase["bound_applied"]:
+            return phase | {"outside_view_bound": False}
+        claims = PhaseTiming(times_ms=[c / self.calls for c in self.claimed_ms]).summary()
+        return phase | claims | {"bound_applied": False, "outside_view_bound": True}

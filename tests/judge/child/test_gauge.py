@@ -93,3 +93,20 @@ def test_a_failed_request_of_a_process_of_ours_is_our_error_never_the_candidates
     monkeypatch.setattr(Grader, "call", raised)
     with pytest.raises(RuntimeError, match="own shim process: runtime_error: ModelNew.forward raised MemoryError"):
         Ours.call(object.__new__(Ours), [], "calibration", probe=True)
+
+
+def test_a_process_of_ours_keeps_its_claims_where_the_outside_view_would_bound_them() -> None:
+    # A load the calibration did not see reads as hidden work; on eager's side that would make eager slower and hand
+    # the candidate a speed-up it did not earn, so the reference's claims stay its times (the reading is recorded).
+    from cuda_agent.judge.child.timed_calls import ReferenceCalls
+
+    req = SimpleNamespace(warmup_reps=3, min_reps=10, max_reps=100)
+    calls = ReferenceCalls(SimpleNamespace(req=req, group=CALLS, flush=None, device="cpu"))
+    rng = random.Random(3)
+    calls.claimed_ms = [CLAIM_MS] * 12
+    calls.external_ms = [c + o for c, o in zip(calls.claimed_ms, _overheads(16.0, 12, rng), strict=True)]
+    calibration = _overheads(10.0, 16, rng)
+    assert external_bound(calls.claimed_ms, calls.external_ms, calibration, "cpu", CALLS)["bound_applied"]
+    phase = calls.read(calibration)
+    assert phase["outside_view_bound"] and not phase["bound_applied"], phase
+    assert abs(phase["median_ms"] - 0.03) < 1e-9 and phase["reps"] == 12, phase

@@ -262,6 +262,9 @@ class CallQuestion(_BringsBuffers):
     probe: bool = False
     trace: bool = False
     dataflow: DataflowCheck | None = None
+    stepwise: bool = False
+    """Each later call's inputs come with a `next` question once the call before has returned (`Between`): on the
+    CPU, where they are in buffers of their own; on CUDA they are in their buffers before the request."""
 
 
 class NextQuestion(_BringsBuffers):

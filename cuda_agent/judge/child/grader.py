@@ -275,12 +275,13 @@ class Grader:
     # --- calls ---
     def load_calls(self, calls: list[list[Any]]) -> tuple[list[list[InputRef]], list[list[Any]]]:
         """Each call's inputs in buffers of its own (`Exchange.load`), per call. The first call's go with the request;
-        each later call's are held back until the call before it has returned (`converse`)."""
+        on the CPU each later call's are held back until the call before it has returned (`converse`); on CUDA they
+        are in their buffers before it (DESIGN.md)."""
         loaded, self.held_back = [], []
         for k, inputs in enumerate(calls):
             pending = self.exchange.take_pending()
             loaded.append(self.exchange.load(inputs, f"in{k}_"))
-            if k:
+            if k and self.device == "cpu":
                 self.held_back.append(self.exchange.take_pending())
             self.exchange.pending[:0] = pending  # the first call's (and any made before): with the request
         return [refs for refs, _ in loaded], [views for _, views in loaded]
@@ -303,7 +304,7 @@ class Grader:
             calls.append(CallSlots(inputs=inputs, outputs=out_refs))
             self.outputs.append(views)
         check = watched_calls.dataflow_check(self.req) if dataflow else None
-        message = CallQuestion(calls=calls, probe=probe, trace=trace, dataflow=check)
+        message = CallQuestion(calls=calls, probe=probe, trace=trace, dataflow=check, stepwise=bool(self.held_back))
         fds = self.exchange.handover(message)
         self.sync()
         start = time.perf_counter()

@@ -229,7 +229,7 @@ class Shim:
 
         times, launches, flow, strides = [], [], [], []
         for k, slots in enumerate(message.calls):
-            if k:
+            if k and message.stepwise:
                 self.next_inputs(k)
             inputs = [self.argument(ref) for ref in slots.inputs]
             outputs = [self.tensor(ref) for ref in slots.outputs]

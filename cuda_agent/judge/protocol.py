@@ -262,22 +262,6 @@ class CallQuestion(_BringsBuffers):
     probe: bool = False
     trace: bool = False
     dataflow: DataflowCheck | None = None
-    stepwise: bool = False
-    """Each later call's inputs come with a `next` question once the call before has returned (`Between`): on the
-    CPU, where they are in buffers of their own; on CUDA they are in their buffers before the request."""
-
-
-class NextQuestion(_BringsBuffers):
-    """The inputs of a request's call number `call`, released once the call before it has returned (`Between`): on
-    the CPU its input buffers, which come with this message; on CUDA the grader wrote them into that call's buffers
-    before the request. No call's inputs are within the candidate's reach (on the CPU) before the calls before it have
-    returned, so none can be computed ahead or batched with another's."""
-
-    model_config = _QUESTION_CONFIG
-
-    op: Literal["next"] = "next"
-    id: int = Field(default=0, ge=0, description="Fresh for each question; its answer echoes it.")
-    call: int = Field(ge=1, lt=MAX_GROUP)
 
 
 class ProfileQuestion(_BringsBuffers):
@@ -291,7 +275,7 @@ class ProfileQuestion(_BringsBuffers):
 
 
 Question = Annotated[
-    BuffersQuestion | LockQuestion | LoadQuestion | ReferenceQuestion | CallQuestion | NextQuestion | ProfileQuestion,
+    BuffersQuestion | LockQuestion | LoadQuestion | ReferenceQuestion | CallQuestion | ProfileQuestion,
     Field(discriminator="op"),
 ]
 _QUESTION: TypeAdapter[Question] = TypeAdapter(Question)
@@ -317,16 +301,6 @@ class ReturnedSpec(BaseModel):
     shape: tuple[int, ...] = Field(default=(), max_length=64)
     dtype: str = Field(default="", max_length=100)
     kind: str = Field(default="tensor", max_length=200, description="'tensor', or the type name of a non-tensor.")
-
-
-class Between(BaseModel):
-    """The candidate's process has returned from a request's call number `call` (its outputs copied) and waits for the
-    next call's inputs (`NextQuestion`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    status: Literal["between"] = "between"
-    call: int = Field(ge=0, lt=MAX_GROUP)
 
 
 class Done(BaseModel):

@@ -1,7 +1,6 @@
 """Requests of several calls (child/timing.py's `group_size`): on a task whose call is below the outside view's
-per-call noise, a clock that runs slow in the candidate's process gains nothing, an honest solution as fast as
-eager is judged as fast as eager (both sides timed through a shim alike: child/baseline.py), and no call of a request
-can compute a later call's output ahead (its inputs come as the call before returns: grader.converse).
+per-call noise, a clock that runs slow in the candidate's process gains nothing, and an honest solution as fast as
+eager is judged as fast as eager.
 
 One extension for the module (its build is shared: every ModelNew below holds no string constant, so the build key
 is the same), judged on the CPU with the static policy off (the spellings it refuses are not the defence here).
@@ -102,34 +101,17 @@ LOOK_AHEAD = model_new(
 )
 """Reads the later calls' inputs of its request during its first call and computes them there; where it cannot (they
 are not yet in its process), it answers zeros for the whole request, so that its verdict says which it met."""
-DRIVE_AHEAD = model_new(
-    FIND_REQUEST + "if k == 0 and len(message.calls) > 1:\n"
-    "    from cuda_agent.judge.protocol import Between, read_question\n"
-    "    for j in range(1, len(message.calls)):  # ask for each next call's inputs itself, before any output\n"
-    "        shim.channel.send(Between(call=j - 1), ident=shim.asked)\n"
-    "        data, fds = shim.channel.receive_data()\n"
-    "        question = read_question(data)\n"
-    "        shim.asked = question.id\n"
-    "        shim.open_buffers(question, fds)\n"
-    "    shim.next_inputs = lambda call: None  # its own loop no longer asks\n"
-    "    self.ahead = [ext.relu_aten(shim.tensor(c.inputs[0].tensor)) for c in message.calls]\n"
-    "return self.ahead[k] if len(message.calls) > 1 else ext.relu_aten(x)",
-    init="self.ahead = []",
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: a request's K inputs are all in the candidate's process at its start (DESIGN.md, 'What this does "
+    "not protect against'); releasing each as the call before returns (commits a2c1fc8, 7cfa56c, 9d69c4b, reverted) "
+    "closed it at a cost not shipped (bench/results/cpu-2026-12-07-alike/)",
 )
-"""Drives the release of a request's inputs itself from its first call (the socket and the shim are its process's),
-then answers every call from one batch computed before any output was written."""
-
-
 def test_no_call_of_a_request_sees_a_later_calls_inputs(tmp_path: Path) -> None:
     # A request's later inputs in the process during its first call could be batched into one launch, which the
-    # baselines' calls cannot (a gain of K - 1 launches on a tiny task, the outputs all correct): they come only as
-    # each call before has returned (grader.converse).
+    # baselines' calls cannot (a gain of K - 1 launches on a tiny task, the outputs all correct).
     verdict = _judge(tmp_path, LOOK_AHEAD)
     assert verdict.verdict == "incorrect", verdict.message  # blind: it answered zeros
     assert verdict.checks and not any(c["ok"] for c in verdict.checks), verdict.checks  # from its first request on
-
-
-def test_asking_for_the_next_inputs_before_answering_a_call_is_seen(tmp_path: Path) -> None:
-    verdict = _judge(tmp_path, DRIVE_AHEAD)
-    assert verdict.verdict == "rejected", verdict.message
-    assert {v.check for v in verdict.violations} == {"late_output_write"}, verdict.message

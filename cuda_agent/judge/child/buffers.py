@@ -17,16 +17,12 @@ from cuda_agent.judge.protocol import (
     CallQuestion,
     Done,
     InputRef,
-    NextQuestion,
     ProfileQuestion,
     TensorRef,
 )
 
 if TYPE_CHECKING:
     from cuda_agent.judge.child.grader import Grader
-
-Pending = list[tuple[BufferSpec, int | None]]
-"""Input buffers made and not yet handed over, with their descriptors (None on CUDA)."""
 
 
 class Exchange:
@@ -97,27 +93,13 @@ class Exchange:
                 raise TaskError(f"get_inputs() returned a {type(value).__name__}: tensors and plain numbers only")
         return refs, views
 
-    def take_pending(self) -> Pending:
-        """The input buffers made since the last call, held back to be handed over later (`handover`)."""
-        pending, self.pending = self.pending, []
-        return pending
-
-    def handover(
-        self, message: CallQuestion | NextQuestion | ProfileQuestion, pending: Pending | None = None
-    ) -> list[int]:
-        """Put the input buffers made (or `pending`, held back) and let go since the last call in `message`; return
-        their descriptors."""
-        if pending is None:
-            pending = self.take_pending()
-        message.buffers = [spec for spec, _ in pending]
-        message.released, self.released = self.released, []
-        return [fd for _, fd in pending if fd is not None]
-
-    def drop(self, pending: Pending) -> None:
-        """Close the descriptors of input buffers held back and never handed over (a request that ended early)."""
-        for _, fd in pending:
-            if fd is not None:
-                os.close(fd)
+    def handover(self, message: CallQuestion | ProfileQuestion) -> list[int]:
+        """Put the input buffers made and let go since the last call in `message`; return their descriptors."""
+        message.buffers = [spec for spec, _ in self.pending]
+        message.released = self.released
+        fds = [fd for _, fd in self.pending if fd is not None]
+        self.pending, self.released = [], []
+        return fds
 
     def outputs(self, call: int = 0) -> tuple[list[TensorRef], list[Any]]:
         """The output buffers of a request's call number `call` (its own, reused from request to request)."""
@@ -131,4 +113,7 @@ class Exchange:
     def close(self) -> None:
         for _, buffer in self.buffers.values():
             buffer.close()
-        self.drop(self.take_pending())
+        for _, fd in self.pending:
+            if fd is not None:
+                os.close(fd)
+        self.pending = []

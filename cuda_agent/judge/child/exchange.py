@@ -106,12 +106,10 @@ class Channel:
         return message, fds
 
     def receive_data(
-        self, timeout_s: float | None = None, idle: Callable[[], None] | None = None, spin: bool = False
+        self, timeout_s: float | None = None, idle: Callable[[], None] | None = None
     ) -> tuple[bytes, list[int]]:
         """The next message as it came, for its reader to validate, and the descriptors that came with it. `idle` runs
-        each second while it waits. `spin`: wait polling, never asleep (a wait of microseconds between two calls of
-        forward, after which the next call should find its thread, core and caches as a call right after another
-        does).
+        each second while it waits.
 
         Raises:
             ChannelClosed: the other side closed its end.
@@ -122,10 +120,10 @@ class Channel:
             left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
             if left <= 0:
                 raise TimeoutError(f"no answer within {timeout_s:.0f} s")
-            readable, _, _ = select.select([self.sock], [], [], 0.0 if spin else left)
+            readable, _, _ = select.select([self.sock], [], [], left)
             if readable:
                 break
-            if idle is not None and not spin:
+            if idle is not None:
                 idle()
         try:
             data, fds, _, _ = socket.recv_fds(self.sock, MAX_MESSAGE_BYTES + 1, MAX_FDS)

@@ -43,13 +43,12 @@ from pydantic import ValidationError
 
 from cuda_agent.errors import ProtocolError, TaskError
 from cuda_agent.judge.child import watched_calls
-from cuda_agent.judge.child.buffers import Exchange, Pending
+from cuda_agent.judge.child.buffers import Exchange
 from cuda_agent.judge.child.calibration import calibrate, time_reference
 from cuda_agent.judge.child.exchange import Channel, ChannelClosed, dense_strides, dtype_name, dtype_of
 from cuda_agent.judge.child.kernel_time import bound_claim
 from cuda_agent.judge.child.stop import CANDIDATE_STATUSES, Stop, out_of_memory, stop
 from cuda_agent.judge.protocol import (
-    Between,
     CallAnswer,
     CallQuestion,
     CallSlots,
@@ -58,7 +57,6 @@ from cuda_agent.judge.protocol import (
     LoadAnswer,
     LoadQuestion,
     LockQuestion,
-    NextQuestion,
     ProfileAnswer,
     ProfileQuestion,
     Question,
@@ -110,10 +108,6 @@ class Grader:
         self.l2 = guards.PersistingL2() if self.device == "cuda" else None
         self.env["l2_persistence_guard"] = bool(self.l2 and self.l2.available)
         self.exchange = Exchange(self)
-        self.held_back: list[Pending] = []
-        """Each later call's input buffers of the request loaded last, handed over as the call before returns."""
-        self.released_after: list[Any] = []
-        """Each call's outputs read as the next call's inputs were released (`converse`), checked after the answer."""
         self.output_specs: list[tuple[tuple[int, ...], Any]] = []
         self.overhead_ms: list[float] = []  # per request of `group` calls (`calibrate`)
         self.group = 1
@@ -274,16 +268,8 @@ class Grader:
 
     # --- calls ---
     def load_calls(self, calls: list[list[Any]]) -> tuple[list[list[InputRef]], list[list[Any]]]:
-        """Each call's inputs in buffers of its own (`Exchange.load`), per call. The first call's go with the request;
-        on the CPU each later call's are held back until the call before it has returned (`converse`); on CUDA they
-        are in their buffers before it (DESIGN.md)."""
-        loaded, self.held_back = [], []
-        for k, inputs in enumerate(calls):
-            pending = self.exchange.take_pending()
-            loaded.append(self.exchange.load(inputs, f"in{k}_"))
-            if k and self.device == "cpu":
-                self.held_back.append(self.exchange.take_pending())
-            self.exchange.pending[:0] = pending  # the first call's (and any made before): with the request
+        """Each call's inputs in buffers of its own (`Exchange.load`), per call."""
+        loaded = [self.exchange.load(inputs, f"in{k}_") for k, inputs in enumerate(calls)]
         return [refs for refs, _ in loaded], [views for _, views in loaded]
 
     def call(
@@ -296,7 +282,7 @@ class Grader:
     ) -> tuple[CallAnswer, float]:
         """One request: forward on each call's inputs (`refs`, one list per call), under the tracer or the dataflow
         check; its answer, checked, and our measure of it (ms from request to answer, outputs read as they arrived)."""
-        from cuda_agent.judge.child.trial import SAMPLED_CALLS, changed_since, sample_outputs
+        from cuda_agent.judge.child.trial import SAMPLED_CALLS, sample_outputs
 
         calls, self.outputs = [], []
         for k, inputs in enumerate(refs):
@@ -304,11 +290,11 @@ class Grader:
             calls.append(CallSlots(inputs=inputs, outputs=out_refs))
             self.outputs.append(views)
         check = watched_calls.dataflow_check(self.req) if dataflow else None
-        message = CallQuestion(calls=calls, probe=probe, trace=trace, dataflow=check, stepwise=bool(self.held_back))
+        message = CallQuestion(calls=calls, probe=probe, trace=trace, dataflow=check)
         fds = self.exchange.handover(message)
         self.sync()
         start = time.perf_counter()
-        answer: CallAnswer = self.answer_of(CallAnswer, self.converse(message, fds, stage), stage)
+        answer: CallAnswer = self.answer_of(CallAnswer, self.ask(message, fds, stage), stage)
         if answer.output_strides:
             self.strided_outputs(answer, stage)
         read = secrets.SystemRandom().sample(self.outputs, min(SAMPLED_CALLS, len(self.outputs)))
@@ -316,10 +302,6 @@ class Grader:
         self.sample = sample_outputs(self, read, fresh_seed()) if answer.status == "ok" else []
         external_ms = (time.perf_counter() - start) * 1e3
         self.tick()
-        # After the outside view ended: what a call held as the next inputs went out (`converse`) must stay.
-        if answer.status == "ok" and self.released_after and changed_since(self, self.released_after):
-            text = "a call's output changed after the next call's inputs were asked for (calls computed ahead)"
-            raise stop("rejected", stage, text, [Violation(check="late_output_write", message=text)])
         if answer.status == "ok" and len(answer.ms) != len(calls):
             if not self.candidate_started:
                 raise ProtocolError(f"the candidate's process timed {len(answer.ms)} of {len(calls)} calls")
@@ -331,32 +313,6 @@ class Grader:
         if dataflow:
             self.torch_only_reason = self.torch_only_reason or answer.torch_only_reason
         return answer, external_ms
-
-    def converse(self, message: CallQuestion, fds: list[int], stage: str) -> dict[str, Any]:
-        """Send a request and release each later call's inputs (`held_back`) when the call before it has returned
-        (`Between`, `NextQuestion`); return the request's answer (unvalidated). On the CPU a call's inputs are never
-        within the candidate's reach while an earlier call of the request runs: none can be computed ahead, or
-        batched."""
-        from cuda_agent.judge.child.trial import RELEASE_POSITIONS, sample_outputs
-
-        held_back, self.held_back, self.released_after = self.held_back, [], []
-        try:
-            answer = self.ask(message, fds, stage)
-            for k, pending in enumerate(held_back, start=1):
-                if answer.get("status") != "between":  # the request ended early: a call failed
-                    break
-                if self.answer_of(Between, answer, stage).call != k - 1:
-                    raise stop("runtime_error", stage, "the candidate's process answered for a call out of turn")
-                # What the call before holds now must stay: a process that asked for the next inputs before it had
-                # its output (to compute calls ahead, in one batch) writes it later, and that is seen (`call`).
-                self.released_after += sample_outputs(self, self.outputs[k - 1], fresh_seed(), RELEASE_POSITIONS)
-                release = NextQuestion(call=k)
-                fds, held_back[k - 1] = self.exchange.handover(release, pending), []  # `ask` closes them
-                answer = self.ask(release, fds, stage)
-        finally:
-            for rest in held_back:  # never handed over
-                self.exchange.drop(rest)
-        return answer
 
     def strided_outputs(self, answer: CallAnswer, stage: str) -> None:
         """Our views of the outputs the candidate's process copied in their own order (`Shim.copy_out`), read with

@@ -7,11 +7,10 @@ no comparison, no result file. Everything it says (a call's time, the operators 
 claim the grader checks or may only refuse on; the candidate's code can change any of it.
 
 Every request is alike: the grader fills the input buffers of its calls (one or more, as many in every request of a
-run), flushes the cache and sends `call` (on the CPU with the first call's input buffers themselves, new for the
-request: no buffer this process already maps holds them); this process times each call of forward with the clock it
-holds, copies what it returned into that call's output buffers, says it has returned (`Between`) and gets the next
-call's inputs (`NextQuestion`), and at the end answers with each call's time. A process of ours runs the same loop on
-the task's reference (`reference`): the baselines are timed through it. Whether a call
+run), flushes the cache and sends `call` (on the CPU with the input buffers themselves, new for the request: no
+buffer this process already maps holds them); this process times each call of forward with the clock it holds,
+copies what it returned into that call's output buffers, and answers with each call's time. A process of ours runs
+the same loop on the task's reference (`reference`): the baselines are timed through it. Whether a call
 is a trial, a timed call, or a timed call whose output the grader will judge is decided in the grader, after the
 answer. Calls with `trace` run under the ATen tracer, which the candidate can see (its report can only refuse); under
 kernelbench one trial drawn at random runs under the dataflow check instead (`dataflow`), in the same buffers as every
@@ -27,7 +26,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.errors import ProtocolError
 from cuda_agent.judge.child.exchange import (
     Buffer,
     Channel,
@@ -38,7 +36,6 @@ from cuda_agent.judge.child.exchange import (
     open_buffer,
 )
 from cuda_agent.judge.protocol import (
-    Between,
     BuffersQuestion,
     CallAnswer,
     CallQuestion,
@@ -48,7 +45,6 @@ from cuda_agent.judge.protocol import (
     LoadAnswer,
     LoadQuestion,
     LockQuestion,
-    NextQuestion,
     ProfileAnswer,
     ProfileQuestion,
     ReferenceQuestion,
@@ -83,8 +79,6 @@ class Shim:
         self.letting_go: list[Buffer | None] = []
         """Buffers a question released, held until its answer is sent (`serve`)."""
         self.model: Any = None
-        self.asked = 0
-        """The id of the grader's last question, which the next answer echoes (a request's `Between` included)."""
         self.eager: Any = None
         """The task's reference, in a process of ours that times it (`reference`); None in the candidate's."""
         self.compiled: Any = None
@@ -113,17 +107,14 @@ class Shim:
             except ChannelClosed:
                 return
             question = read_question(data)
-            self.asked = question.id
-            self.channel.send(handlers[question.op](question, fds), ident=self.asked)
+            self.channel.send(handlers[question.op](question, fds), ident=question.id)
             self.letting_go.clear()  # unmapped after the answer: outside the grader's view of the next request
 
     def sync(self) -> None:
         if self.device == "cuda":
             self.torch.cuda.synchronize()
 
-    def open_buffers(
-        self, message: BuffersQuestion | CallQuestion | NextQuestion | ProfileQuestion, fds: list[int]
-    ) -> Done:
+    def open_buffers(self, message: BuffersQuestion | CallQuestion | ProfileQuestion, fds: list[int]) -> Done:
         """Map the buffers the message brings (a call brings its inputs' on the CPU), let go the ones it releases."""
         for ident in [] if isinstance(message, BuffersQuestion) else message.released:
             self.letting_go.append(self.buffers.pop(ident, None))  # its memory goes with the last tensor viewing it
@@ -228,9 +219,7 @@ class Shim:
         from cuda_agent.judge.child.trial import plain_outputs
 
         times, launches, flow, strides = [], [], [], []
-        for k, slots in enumerate(message.calls):
-            if k and message.stepwise:
-                self.next_inputs(k)
+        for slots in message.calls:
             inputs = [self.argument(ref) for ref in slots.inputs]
             outputs = [self.tensor(ref) for ref in slots.outputs]
             model = self.probe(outputs) if message.probe else self.model
@@ -258,17 +247,6 @@ class Shim:
         if any(s is not None for call in strides for s in call):
             answer.output_strides = strides
         return answer
-
-    def next_inputs(self, call: int) -> None:
-        """Tell the grader the call before `call` has returned and wait for `call`'s inputs (grader.converse), awake:
-        the next call should find its thread, core and caches as a call right after another does."""
-        self.channel.send(Between(call=call - 1), ident=self.asked)
-        data, fds = self.channel.receive_data(spin=True)
-        question = read_question(data)
-        if not isinstance(question, NextQuestion) or question.call != call:
-            raise ProtocolError(f"the grader sent {question.op!r} where the inputs of call {call} were due")
-        self.asked = question.id
-        self.open_buffers(question, fds)
 
     def copy_out(self, out: Any, value: Any) -> list[int] | None:
         """Copy an output into its buffer; a transposed or permuted one in its own order (its strides, returned), so

@@ -78,15 +78,8 @@ calls escapes a request's reads with a chance of about (1 - f) ** SAMPLED_CALLS,
 before and after its reference ran as well."""
 
 
-RELEASE_POSITIONS = 64
-"""Positions of a call's outputs read as the next call's inputs are released (grader.converse): few, since every call
-of a request but the last pays for them inside the outside view."""
-
-
-def sample_outputs(
-    run: Any, out: Any, seed: int, positions: int = SAMPLED_POSITIONS
-) -> list[tuple[Any, tuple[Any, ...], Any]]:
-    """What a timed call's outputs hold at `positions` positions drawn from `seed`, read as it returns.
+def sample_outputs(run: Any, out: Any, seed: int) -> list[tuple[Any, tuple[Any, ...], Any]]:
+    """What a timed call's outputs hold at `SAMPLED_POSITIONS` positions drawn from `seed`, read as it returns.
 
     Read again later (`changed_since`), a position that changed shows work the candidate's process left running on
     the buffers after it answered. The positions are chosen after the call answered; the read is synchronised.
@@ -96,7 +89,7 @@ def sample_outputs(
     for value in flatten_outputs(out):
         if value.numel() == 0:
             continue
-        where = _positions(run.torch, value, positions, generator)
+        where = _positions(run.torch, value, SAMPLED_POSITIONS, generator)
         samples.append((value, where, value[where].clone()))  # a 0-dim tensor's `value[()]` is a view: cloned
     run.sync()
     return samples

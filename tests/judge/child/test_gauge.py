@@ -110,3 +110,22 @@ def test_a_process_of_ours_keeps_its_claims_where_the_outside_view_would_bound_t
     phase = calls.read(calibration)
     assert phase["outside_view_bound"] and not phase["bound_applied"], phase
     assert abs(phase["median_ms"] - 0.03) < 1e-9 and phase["reps"] == 12, phase
+
+
+def test_a_process_of_ours_calls_the_reference_it_was_asked_for_eager_or_compiled() -> None:
+    # The shim's `reference` question (sent only to a process of ours): the task's reference with its own init
+    # arguments, eager, or under torch.compile; a compile torch refuses is answered, not raised.
+    import torch
+
+    from cuda_agent.judge.child.shim import Shim
+    from cuda_agent.judge.protocol import ReferenceQuestion
+    from cuda_agent.tasks import Catalog
+
+    task = Catalog().resolve("examples/relu")
+    shim = Shim(None, "cpu")
+    assert shim.reference(ReferenceQuestion(task_code=task.code, task_name=task.name), []).status == "ok"
+    x = torch.randn(4, 8)
+    assert torch.equal(shim.model(x), torch.relu(x)) and shim.model is shim.eager
+    refused = ReferenceQuestion(task_code=task.code, task_name=task.name, compiled=True, compile_mode="no-such-mode")
+    answer = shim.reference(refused, [])
+    assert answer.status == "compile_error" and "no-such-mode" in answer.message and shim.model is shim.eager

@@ -8,7 +8,8 @@ candidate's claim (`bound_applied`: on an honest solution, a false alarm), and t
 judgement's wall time. `--tree` picks the checkout whose `cuda_agent` is judged (another tree's, e.g. the main
 branch's, for a before/after on the same machine). `--anchor TREE` judges with both trees in turn, one judgement
 each (`cuda-agent judge --json` in a process of each tree's, a cache folder per tree), so that both meet the same
-load: the before/after side by side in one run, each row marked with its tree. `--burst S` runs, beside the
+load: the before/after side by side in one run, each row marked with its tree. `--honest` (with `--anchor`) judges solutions that run eager's own kernel (`HONEST`, static policy off), whose
+time over eager's (`ratio`) says how alike the two sides are timed. `--burst S` runs, beside the
 judgements, one busy process per core that works S seconds and rests S seconds, in turn: a load that changes within
 a judgement (its calibration at one load, its timed phase at another), where a false alarm shows.
 
@@ -16,6 +17,7 @@ a judgement (its calibration at one load, its timed phase at another), where a f
     python bench/timing_resolution.py --tree ../main --n 10 --out OUT_BEFORE
     python bench/timing_resolution.py --anchor ../before --n 8 --out OUT
     python bench/timing_resolution.py --anchor ../before --n 8 --burst 4 --out OUT
+    python bench/timing_resolution.py --anchor ../before --honest --n 8 --out OUT
 
 Writes `timing_resolution_rows.json` (one record per judgement) and the summary, `timing_resolution.json` and `.md`.
 """
@@ -36,6 +38,22 @@ CASES = {
     "examples/relu": "cuda_agent/tasks/examples/solutions/cpu/relu.py",
     "examples/softmax": "cuda_agent/tasks/examples/solutions/cpu/softmax.py",
 }
+HONEST = {
+    "examples/relu": REPO / "bench/solutions/relu_aten.py",
+    "examples/softmax": REPO / "bench/solutions/softmax_aten.py",
+}
+"""`--honest`: solutions that run eager's own CPU kernel from an extension (ATen's, without the dispatcher), judged
+with the static policy off (it refuses `at::` compute): their time over eager's should be 1 within noise."""
+JUDGE = """
+import sys
+from pathlib import Path
+from cuda_agent.judge import JudgeConfig, judge
+from cuda_agent.tasks import Catalog
+ref, solution, cache, static = sys.argv[1:5]
+config = JudgeConfig(device="cpu", verdict_cache=False, cache_dir=Path(cache), static_policy=static == "on")
+print(judge(Catalog().resolve(ref), Path(solution), config).model_dump_json())
+"""
+"""One judgement by a tree's judge in a process of its own (`judge_in`)."""
 
 
 def record(verdict: object, wall_s: float) -> dict:
@@ -49,6 +67,7 @@ def record(verdict: object, wall_s: float) -> dict:
         "reward": verdict.reward,
         "solution_ms": t.solution if t else None,
         "eager_ms": t.eager if t else None,
+        "ratio": t.solution / t.eager if t and t.solution and t.eager else None,
         "compile_ms": t.compile if t else None,
         "claimed_ms": timing.get("claimed_median_ms"),
         "bound_applied": timing.get("bound_applied"),
@@ -61,6 +80,8 @@ def record(verdict: object, wall_s: float) -> dict:
         "run_s": verdict.stage_s.get("run"),
         "wall_s": wall_s,
         "drift_ms": (verdict.env.get("load_drift") or {}).get("drift_ms"),
+        "eager_now_ms": (verdict.env.get("timing", {}).get("eager_now") or {}).get("median_ms"),
+        "eager_now_bound_applied": (verdict.env.get("timing", {}).get("eager_now") or {}).get("bound_applied"),
     }
 
 
@@ -75,20 +96,19 @@ def burst(period_s: float) -> None:
             time.sleep(0.01)
 
 
-def judge_in(tree: Path, ref: str, cache: Path) -> object:
-    """One judgement by `tree`'s judge, in a process of its own (`cuda-agent judge --json`), and its wall time."""
+def judge_in(tree: Path, ref: str, cache: Path, solution: Path, static_policy: bool = True) -> object:
+    """One judgement by `tree`'s judge, in a process of its own (`JUDGE`), and its wall time."""
     from cuda_agent.types import Verdict
 
-    env = {**os.environ, "PYTHONPATH": str(tree), "CUDA_AGENT_CACHE": str(cache)}
-    command = [sys.executable, "-m", "cuda_agent.cli", "judge", ref, str(tree / CASES[ref]), "--device", "cpu"]
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    command = [sys.executable, "-c", JUDGE, ref, str(solution), str(cache), "on" if static_policy else "off"]
     start = time.perf_counter()
-    done = subprocess.run(  # in the tree: `-m` puts the working folder first on the path
-        [*command, "--json", "--no-verdict-cache"], env=env, capture_output=True, text=True, cwd=tree
-    )
+    done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=tree)
     wall_s = time.perf_counter() - start
-    if not done.stdout.strip():
+    lines = done.stdout.strip().splitlines()
+    if not lines:
         raise SystemExit(f"{tree}: no verdict for {ref}: {done.stderr.strip()[-2000:]}")
-    return Verdict.model_validate_json(done.stdout), wall_s
+    return Verdict.model_validate_json(lines[-1]), wall_s
 
 
 def summary(counted: list[dict]) -> dict:
@@ -99,6 +119,8 @@ def summary(counted: list[dict]) -> dict:
         "calls_per_request": sorted({r["calls_per_request"] for r in counted}),
         "resolution_ms_median": statistics.median(r["resolution_ms"] or 0.0 for r in counted),
         "noise_ms_median": statistics.median(r["noise_ms"] or 0.0 for r in counted),
+        "ratio_median": statistics.median(r["ratio"] or 0.0 for r in counted),
+        "ratios": [round(r["ratio"], 3) if r["ratio"] else None for r in counted],
         "solution_ms_median": statistics.median(r["solution_ms"] or 0.0 for r in counted),
         "eager_ms_median": statistics.median(r["eager_ms"] or 0.0 for r in counted),
         "solution_ms_max": max(r["solution_ms"] or 0.0 for r in counted),
@@ -117,7 +139,8 @@ def side_by_side(args: argparse.Namespace) -> int:
     for ref in args.tasks.split(","):
         for i in range(args.n + 1):
             for name, tree in trees.items():
-                verdict, wall_s = judge_in(tree, ref, args.out / f"cache-{name}")
+                solution = HONEST[ref] if args.honest else tree / CASES[ref]
+                verdict, wall_s = judge_in(tree, ref, args.out / f"cache-{name}", solution, not args.honest)
                 row = record(verdict, wall_s) | {"task": ref, "tree": name, "counted": i > 0}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -138,6 +161,7 @@ def main() -> int:
     parser.add_argument("--tasks", default=",".join(CASES), help="comma-separated, from: " + ", ".join(CASES))
     parser.add_argument("--anchor", type=Path, help="another checkout judged in turn with --tree")
     parser.add_argument("--burst", type=float, help="a load that works and rests this many seconds in turn")
+    parser.add_argument("--honest", action="store_true", help="judge HONEST's eager-kernel solutions (with --anchor)")
     args = parser.parse_args()
     if args.burst:
         import multiprocessing

@@ -44,7 +44,6 @@ def measure_baselines(j: _Judgement, workdir: Path, group_calls: int | None = No
         task_code=j.task.code,
         task_name=j.task.name,
         device=j.device,
-        timing_seed=424242,
         compile_mode=cfg.compile_mode,
         warmup_reps=cfg.warmup_reps,
         min_reps=cfg.min_reps,

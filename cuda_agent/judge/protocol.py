@@ -202,6 +202,22 @@ class LoadQuestion(BaseModel):
     candidate_dir: str
 
 
+class ReferenceQuestion(BaseModel):
+    """Build the task's reference (init arguments drawn as a candidate's process draws its own) and call it from now
+    on, eager or under torch.compile (`compiled`; its compile runs at the first call). Sent only to a process of ours
+    that never loads candidate code: the baselines are timed through it as the candidate is through its own
+    (child/baseline.py, calibration.time_reference)."""
+
+    model_config = _QUESTION_CONFIG
+
+    op: Literal["reference"] = "reference"
+    id: int = Field(default=0, ge=0, description="Fresh for each question; its answer echoes it.")
+    task_code: str
+    task_name: str
+    compiled: bool = False
+    compile_mode: str | None = None
+
+
 class _BringsBuffers(BaseModel):
     """A question that brings its own input buffers (a call's, on the CPU: grader.Exchange.handover)."""
 
@@ -259,7 +275,8 @@ class ProfileQuestion(_BringsBuffers):
 
 
 Question = Annotated[
-    BuffersQuestion | LockQuestion | LoadQuestion | CallQuestion | ProfileQuestion, Field(discriminator="op")
+    BuffersQuestion | LockQuestion | LoadQuestion | ReferenceQuestion | CallQuestion | ProfileQuestion,
+    Field(discriminator="op"),
 ]
 _QUESTION: TypeAdapter[Question] = TypeAdapter(Question)
 
@@ -372,14 +389,14 @@ class ProfileAnswer(BaseModel):
 
 
 class BaselineRequest(BaseModel):
-    """What the baseline process must time (no candidate code is loaded there)."""
+    """What the baseline process must time (no candidate code is loaded there): the reference, through a shim process
+    of ours, by the candidate's protocol (child/baseline.py)."""
 
     model_config = ConfigDict(extra="forbid")
 
     task_code: str
     task_name: str
     device: Literal["cuda", "cpu"]
-    timing_seed: int
     compile_mode: str | None
     warmup_reps: int
     min_reps: int
@@ -394,9 +411,9 @@ class BaselineRequest(BaseModel):
     """Folder of the GPU's turns (gpu_turns.py): the process takes a shared turn to set up and build, an exclusive
     one to time. None: the caller holds the process's turn."""
     group_calls: int | None = Field(default=None, ge=1, le=MAX_GROUP)
-    """Calls timed back to back after each cache flush, each on an input set of its own, as the candidate's run made
-    them (RunResult.group_calls): a time is a group's over its calls. None: no run chose them (reference timings
-    alone); the process chooses them as the grader would (baseline._group_alone)."""
+    """Calls per request, as the candidate's run made them (RunResult.group_calls): a time is a request's over its
+    calls. None: no run chose them (reference timings alone); the process chooses them as the grader does
+    (calibration.calibrate)."""
     max_group_calls: int = Field(default=MAX_GROUP, ge=1, le=MAX_GROUP)
     """As RunRequest's."""
 

@@ -143,7 +143,7 @@ def test_frozen_stops_every_process_of_the_id_and_lets_them_go_on_after() -> Non
         with frozen(None):  # an unconfined candidate runs as we do: every process below ours stops
             assert state(ours) == "T"
         assert state(ours) != "T"
-        with frozen(None, spared=ours.pid):  # but the one spared (the gauge's)
+        with frozen(None, spared=(ours.pid,)):  # but those spared (ours: the gauge's, eager now's)
             assert state(ours) != "T"
     finally:
         assert lease.release() is None

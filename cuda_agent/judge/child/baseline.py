@@ -1,10 +1,15 @@
-"""Eager and `torch.compile` baseline timings of a reference, measured in their own process.
+"""Eager and `torch.compile` baseline timings of a reference, measured through a shim process of ours.
 
-`python -m cuda_agent.judge.child.baseline REQUEST.json RESULT.json` times the reference with the same
-protocol (`timing.py`) and flags as the candidate: in groups of as many calls after each cache flush as the
-candidate's requests carried, each call on an input set of its own. The grader caches results on disk, keyed by
-everything that changes a time: task source, device name, torch and CUDA versions, precision
-flags, compile mode and protocol version; a second judgement of a task re-times nothing.
+`python -m cuda_agent.judge.child.baseline REQUEST.json RESULT.json` times the reference exactly as the grader times
+a candidate (grader.py, timed_calls.py): a shim process (child/shim.py, started here as `gauge.Ours`, never given
+candidate code) calls the reference, or its torch.compile form, in requests of as many calls as the candidate's run
+made, each on fresh inputs in shared buffers after one cache flush; this process draws the inputs, times each request
+from outside, calibrates the requests' overhead with the zero model first (and on the CPU a gauge beside it), and
+reads the shim's claimed times against its outside view (`timed_calls.ReferenceCalls`). So a baseline's time holds
+what a candidate's holds: its call inside the shim's loop, between the copy of the last call's outputs and the views
+of the next call's inputs. The grader caches results on disk, keyed by everything that changes a time: task source,
+device name, torch and CUDA versions, precision flags, compile mode and protocol version; a second judgement of a
+task re-times nothing.
 """
 
 from __future__ import annotations
@@ -17,10 +22,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cuda_agent.judge.protocol import BaselineRequest, BaselineResult
+from cuda_agent.judge.protocol import BaselineRequest, BaselineResult, RunRequest
 from cuda_agent.subproc import read_record
+
+if TYPE_CHECKING:
+    from cuda_agent.judge.child.gauge import Ours
 
 
 def cache_key(task_code: str, device_name: str, env: dict[str, Any], flags: dict[str, Any], mode: str | None) -> str:
@@ -56,121 +64,94 @@ def _timing_lock(path: str | None) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _time_model(model: Any, problem: Any, req: BaselineRequest, clock: Any, flush: Any, group: int) -> dict[str, Any]:
-    import torch
-
-    from cuda_agent.judge.child.inputs import timing_input_sets
-    from cuda_agent.judge.child.kernel_time import kernel_summary, kernel_times_ms
-    from cuda_agent.judge.child.timing import PhaseBudget, rotate, time_phase
-
-    input_sets = timing_input_sets(problem, req.task_name, req.timing_seed, req.device, group)
-
-    def call(inputs: list[Any]) -> Any:
-        with torch.no_grad():
-            return model(*inputs)
-
-    call(input_sets[0])  # out of the warm-up count: lazy per-input set-up (the build itself ran in `_warm`)
-    with _timing_lock(req.timing_lock):
-        phase = time_phase(
-            call,
-            rotate(input_sets),
-            clock,
-            flush,
-            req.device,
-            warmup_reps=req.warmup_reps,
-            min_reps=req.min_reps,
-            max_reps=req.max_reps,
-            target_phase_s=req.target_phase_s,
-            budget=PhaseBudget(req.ci_width, req.max_phase_s),
-            group=group,
-        )
-        sync = clock.synchronize or (lambda: None)
-        kernel = kernel_summary(kernel_times_ms(lambda: call(input_sets[0]), req.device, sync))
-    return phase.summary() | {"kernel": kernel, "calls_per_group": group}
+def _run_request(req: BaselineRequest) -> RunRequest:
+    """The request a grader of ours times the reference by: the candidate's phase settings. Its correctness fields
+    are unused (no output of the reference is judged), so they are the plainest values."""
+    return RunRequest(
+        task_code=req.task_code,
+        task_name=req.task_name,
+        solution_path="",
+        ext_dir="",
+        device=req.device,
+        trials=0,
+        robustness=False,
+        time=True,
+        atol=0.0,
+        rtol=0.0,
+        norm_rtol=0.0,
+        strict_precision=False,
+        precision_factor=1.0,
+        precision_floor=0.0,
+        warmup_reps=req.warmup_reps,
+        min_reps=req.min_reps,
+        max_reps=req.max_reps,
+        target_phase_s=req.target_phase_s,
+        ci_width=req.ci_width,
+        max_phase_s=req.max_phase_s,
+        group_calls=req.group_calls,
+        max_group_calls=req.max_group_calls,
+        screen_min_elems=0,
+        candidate_dir="",
+    )
 
 
-NOMINAL_NOISE_MS = {"cpu": 0.5, "cuda": 0.2}
-"""The outside view's noise per request assumed where no candidate's run chose the calls per group (`_group_alone`):
-a quiet 2-core VM's (0.26 ms measured) with room, and an H100's (0.17 ms)."""
-
-
-def _group_alone(model: Any, problem: Any, req: BaselineRequest, clock: Any, flush: Any) -> int:
-    """Calls per group where no run chose them (reference timings alone): `timing.group_size` from eager's time here
-    and NOMINAL_NOISE_MS, as the grader chooses them from its own noise."""
-    import statistics
-
-    import torch
-
-    from cuda_agent.judge.child.inputs import make_inputs
-    from cuda_agent.judge.child.timing import group_size
-
-    inputs = make_inputs(problem, req.task_name, req.timing_seed, req.device)
-    times = []
-    with torch.no_grad():
-        outputs = model(*inputs)
-        for _ in range(5):
-            flush()
-            _sync(clock)
-            start = clock.perf_counter()
-            outputs = model(*inputs)
-            _sync(clock)
-            times.append((clock.perf_counter() - start) * 1e3)
-    tensors = [v for v in inputs if isinstance(v, torch.Tensor)]
-    flat = outputs if isinstance(outputs, list | tuple) else [outputs]
-    nbytes = sum(v.numel() * v.element_size() for v in [*tensors, *flat] if isinstance(v, torch.Tensor))
-    noise = NOMINAL_NOISE_MS[req.device]
-    return group_size(noise, statistics.median(times), nbytes, len(tensors), req.device, req.max_group_calls)
-
-
-def _sync(clock: Any) -> None:
-    if clock.synchronize is not None:
-        clock.synchronize()
-
-
-def _warm(model: Any, problem: Any, req: BaselineRequest) -> None:
-    """One call on the first timing inputs, which are freed after: lazy set-up, and for torch.compile its tracing,
-    compiling and autotuning (seconds to tens of seconds of CPU), happen here rather than in the timed turn."""
-    import torch
-
+def _warm(ours: Ours) -> None:
+    """One request of one call of the model the process calls now, untimed: lazy set-up, and for torch.compile its
+    tracing, compiling and autotuning (seconds to tens of seconds of CPU), happen here rather than in the timed turn."""
+    from cuda_agent.judge.child.grader import fresh_seed
     from cuda_agent.judge.child.inputs import make_inputs
 
-    inputs = make_inputs(problem, req.task_name, req.timing_seed, req.device)
-    with torch.no_grad():
-        model(*inputs)
+    refs, _ = ours.load_calls([make_inputs(ours.problem, ours.req.task_name, fresh_seed(), ours.device)])
+    ours.call(refs, "warm")
 
 
-def _compile_failed(exc: Exception) -> str:
-    """compile_error of a reference that torch.compile cannot handle; the machine's memory is ours (re-raised)."""
-    import torch
+def _prepare(req: BaselineRequest, result: BaselineResult) -> Ours:
+    """The process of ours, its reference built (here too: the outputs' shapes), warm eager and under torch.compile
+    (a compile it cannot make: `result.compile_error`). Records the flags and the device in `result`."""
+    from cuda_agent.judge.child.gauge import Ours, OursFailed
+    from cuda_agent.judge.child.inputs import make_inputs
 
-    if isinstance(exc, torch.OutOfMemoryError | MemoryError):  # the machine's memory, not the reference:
-        raise exc  # our failure (main reports it, the judge raises JudgeInfraError); never cached as compile_error
-    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]
-
-
-def _prepare(req: BaselineRequest, result: BaselineResult) -> tuple[Any, Any, Any]:
-    """The reference set up and built, eager and under torch.compile (a warm call each): (problem, model, compiled
-    or None). Records the flags, the device and a compile_error in `result`."""
-    import torch
-
-    from cuda_agent.judge import env
-    from cuda_agent.tasks.problem import call_inputs, load_problem
-
-    result.flags = env.apply_precision_flags()
-    result.env = env.describe_device(req.device)
-    result.compile_error = None
-    problem = load_problem(req.task_code, req.task_name)
-    init = call_inputs(problem, req.task_name, "get_init_inputs")
-    torch.manual_seed(0)
-    model = problem.Model(*init).to(req.device)
-    _warm(model, problem, req)
-    compiled = None
+    ours = Ours(_run_request(req))
     try:
-        compiled = torch.compile(model, mode=req.compile_mode)
-        _warm(compiled, problem, req)
-    except Exception as exc:  # a reference that torch.compile cannot handle: compare with eager only
-        compiled, result.compile_error = None, _compile_failed(exc)
-    return problem, model, compiled
+        result.flags, result.env = ours.flags, ours.env
+        ours.load_reference()
+        # A request of the zero model first: the persisting-L2 set-aside the process holds before the reference's
+        # calls (as a candidate's process's before its code: `Grader.call`).
+        inputs = make_inputs(ours.problem, req.task_name, 0, req.device)
+        refs, _ = ours.load_calls([inputs])
+        ours.call(refs, "warm", probe=True)
+        ours.use_reference()
+        _warm(ours)
+        result.compile_error = ours.use_reference(compiled=True, compile_mode=req.compile_mode)
+        if result.compile_error is None:
+            try:
+                _warm(ours)
+            except OursFailed as exc:  # a reference that torch.compile cannot handle: compare with eager only
+                if exc.result.out_of_memory:  # the machine's memory, not the reference's: ours, never cached
+                    raise
+                result.compile_error = exc.result.message.splitlines()[0][:500] if exc.result.message else "failed"
+    except BaseException:
+        ours.close()
+        raise
+    return ours
+
+
+def _time_model(ours: Ours, req: BaselineRequest, compiled: bool) -> dict[str, Any]:
+    """One model's timed phase (`timed_calls.ReferenceCalls`), and on CUDA its kernel times (the `profile` message,
+    measured in the process as a candidate's are)."""
+    from cuda_agent.judge.child.kernel_time import kernel_summary
+    from cuda_agent.judge.child.timed_calls import ReferenceCalls
+
+    start = time.perf_counter()
+    ours.use_reference(compiled=compiled, compile_mode=req.compile_mode)
+    if ours.gauge is not None:
+        ours.gauge.new_phase()
+    phase = ReferenceCalls(ours).run_phase()
+    kernel = None
+    if req.device == "cuda":
+        ours.custom_work()
+        kernel = kernel_summary(ours.kernel_claim)
+    return phase | {"kernel": kernel, "calls_per_group": ours.group, "wall_s": time.perf_counter() - start}
 
 
 def run(req: BaselineRequest) -> BaselineResult:
@@ -179,47 +160,57 @@ def run(req: BaselineRequest) -> BaselineResult:
     import torch
 
     from cuda_agent.gpu_turns import GpuTurns, NoTurns
-    from cuda_agent.judge.child.guards import PersistingL2
-    from cuda_agent.judge.child.timing import Clock, make_flusher
+    from cuda_agent.judge.child.calibration import calibrate
+    from cuda_agent.judge.child.gauge import Gauge, OursFailed
+    from cuda_agent.judge.child.grader import start_shim
 
     # With `gpu_turns` this process takes its own turns on the GPU: a shared one for the set-up and torch.compile's
     # build (which took ~25 s of an exclusive turn per new task on the H100), an exclusive one for the timed
-    # phases only. Inputs are freed between the two, so no working set is held while it waits.
+    # phases only.
     turns = GpuTurns(req.gpu_turns) if req.gpu_turns else NoTurns()
     cuda = req.device == "cuda"
     result = BaselineResult()
-    prepared = None
+    ours = None
+    # The CPU's gauge (child/gauge.py), as beside a candidate: started now, its import overlapping the set-up.
+    gauge = start_shim(namespace=False) if not cuda else None
     try:
-        with turns.shared():
-            prepared = _prepare(req, result)
-            if cuda:
-                torch.cuda.empty_cache()  # the warm calls' blocks go back before the wait for the exclusive turn
-    except torch.OutOfMemoryError:
-        # Other baselines build beside it in shared turns, each with its working set (four cold judgements at
-        # KernelBench L1/19 sizes hold ~19 GB each): alone, in the exclusive turn, it fits as it did before.
-        prepared = None
-    clock = Clock(time.perf_counter, torch.cuda.synchronize if cuda else None, torch.cuda.Event if cuda else None)
-    with turns.exclusive():
-        if prepared is None:
-            gc.collect()
-            if cuda:
-                torch.cuda.empty_cache()
-            prepared = _prepare(req, result)
-            result.env["built_alone"] = True  # after running out of memory in a shared turn
-        problem, model, compiled = prepared
-        l2 = PersistingL2() if cuda else None
-        flush = make_flusher(req.device, result.env.get("l2_bytes"), l2.reset if l2 else None)
-        group = result.group_calls = req.group_calls or _group_alone(model, problem, req, clock, flush)
-        start = time.perf_counter()
-        result.eager = _time_model(model, problem, req, clock, flush, group)
-        result.eager["wall_s"] = time.perf_counter() - start
-        if compiled is not None:
-            start = time.perf_counter()
-            try:
-                result.compile = _time_model(compiled, problem, req, clock, flush, group)
-                result.compile["wall_s"] = time.perf_counter() - start
-            except Exception as exc:
-                result.compile_error = _compile_failed(exc)
+        try:
+            with turns.shared():
+                ours = _prepare(req, result)
+        except (OursFailed, torch.OutOfMemoryError) as exc:
+            if isinstance(exc, OursFailed) and not exc.result.out_of_memory:
+                raise
+            # Other baselines build beside it in shared turns, each with its working set (four cold judgements at
+            # KernelBench L1/19 sizes hold ~19 GB each): alone, in the exclusive turn, it fits as it did before.
+            ours = None
+        with turns.exclusive():
+            if ours is None:
+                gc.collect()
+                if cuda:
+                    torch.cuda.empty_cache()
+                ours = _prepare(req, result)
+                result.env["built_alone"] = True  # after running out of memory in a shared turn
+            if gauge is not None:
+                ours.gauge, gauge = Gauge(ours, gauge), None
+            with _timing_lock(req.timing_lock):
+                calibrate(ours)  # the candidate's calibration (beside the gauge on the CPU)
+                result.group_calls = ours.group
+                result.eager = _time_model(ours, req, compiled=False)
+                if result.compile_error is None:
+                    try:
+                        result.compile = _time_model(ours, req, compiled=True)
+                    except OursFailed as exc:
+                        if exc.result.out_of_memory:
+                            raise
+                        result.compile_error = exc.result.message[:500]
+    finally:
+        if gauge is not None:  # never handed to a Gauge
+            gauge[1].close()
+            gauge[0].close()
+        if ours is not None:
+            if ours.gauge is not None:
+                ours.gauge.close()
+            ours.close()
     result.gpu_held_s, result.gpu_wait_s = turns.held_s, turns.waited_s
     return result
 

@@ -13,7 +13,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from cuda_agent.judge.child.exchange import Channel
     from cuda_agent.judge.child.grader import Grader
+    from cuda_agent.judge.standby import Standby
 
 CALIBRATION_CALLS = 16
 """Requests of a model that returns zeros, before candidate code: what a request costs the grader besides forward
@@ -112,42 +114,51 @@ def reference_ms(g: Grader, inputs: list[Any]) -> float:
     return statistics.median(times)
 
 
-def time_reference(g: Grader, running: int = 0) -> dict[str, Any]:
-    """Eager's time now, in the grader, with the baselines' protocol (a shorter phase, in groups of as many calls as
-    the candidate's requests, each on inputs of its own): how much slower or faster the machine is than when the
-    cached baselines were timed (the pipeline rescales them by it). Timed while the candidate's processes are stopped
-    (`uids.frozen`); `running`: threads of theirs that were not, after its wait (a thread in a system call the kernel
-    works on for it, which would make eager slower and the candidate faster): the candidate's `rejected`."""
+def time_reference(g: Grader, started: tuple[Standby, Channel] | None = None) -> dict[str, Any]:
+    """Eager's time now, by the candidate's protocol (`timed_calls.ReferenceCalls`: requests of as many calls, the
+    same flush, calibration, probes and reading of the outside view, a shorter phase) through a shim process of ours
+    (`started` ahead, or started now) that calls the reference: how much slower or faster the machine is than when
+    the cached baselines were timed (the pipeline rescales them by it). Where the candidate had a gauge, the same
+    process is this phase's gauge, calibrated beside it and sampled as it was beside the candidate (a gauge's request
+    between two timed ones takes the other core's caches, and stops the timed process: both sides meet it alike).
+    Timed while the candidate's processes are stopped (`gauge.held_still`); threads of theirs still running after its
+    wait (a thread in a system call the kernel works on for it, which would make eager slower and the candidate
+    faster): the candidate's `rejected`."""
+    from cuda_agent.judge.child.gauge import Ours, held_still
     from cuda_agent.judge.child.inputs import make_inputs
+    from cuda_agent.judge.child.timed_calls import ReferenceCalls
+
+    start = time.perf_counter()
+    # Its own process group, never the candidate's user: the gauge stops this process alone (`held_still`).
+    ours = Ours(
+        g.req.model_copy(update={"target_phase_s": g.req.target_phase_s * PAIRED_SHARE, "confine_user": None}), started
+    )
+    try:
+        ours.problem, ours.output_specs, ours.flush, ours.group = g.problem, g.output_specs, g.flush, g.group
+        ours.use_reference()
+        if ours.shim.proc.pid not in g.ours:  # started here, not with the run
+            g.ours.append(ours.shim.proc.pid)
+        with held_still(g) as running:
+            refuse_running(running)
+            inputs = make_inputs(g.problem, g.req.task_name, _seed(), g.device)
+            if g.gauge is not None:
+                ours.gauge = g.gauge.beside(ours)
+                ours.overhead_ms = ours.gauge.calibrate_beside(inputs)
+            else:
+                ours.overhead_ms = overheads(ours, inputs, g.group)
+            summary = ReferenceCalls(ours).run_phase()
+    finally:
+        ours.close()
+    g.stage_s["eager_now"] = time.perf_counter() - start
+    return summary | {"calls_per_group": g.group}
+
+
+def refuse_running(running: int) -> None:
+    """`running` threads of the candidate's not stopped after the wait (`uids.frozen`), as eager is to be timed now:
+    the candidate's `rejected` (work_while_stopped)."""
     from cuda_agent.judge.child.stop import stop
-    from cuda_agent.judge.child.timing import Clock, rotate, time_phase
     from cuda_agent.types import Violation
 
     if running:
         message = f"{running} threads of your process kept running while it was stopped, between calls"
         raise stop("rejected", "eager_now", message, [Violation(check="work_while_stopped", message=message)])
-    torch, cuda = g.torch, g.device == "cuda"
-    clock = Clock(time.perf_counter, torch.cuda.synchronize if cuda else None, torch.cuda.Event if cuda else None)
-    sets = [make_inputs(g.problem, g.req.task_name, _seed(), g.device) for _ in range(g.group)]
-    start = time.perf_counter()
-
-    def call(args: Any) -> Any:
-        with torch.no_grad():
-            return g.reference(*args)
-
-    req = g.req
-    phase = time_phase(
-        call,
-        rotate(sets),
-        clock,
-        g.flush,
-        g.device,
-        warmup_reps=req.warmup_reps,
-        min_reps=req.min_reps,
-        max_reps=req.max_reps,
-        target_phase_s=req.target_phase_s * PAIRED_SHARE,
-        tick=g.tick,
-        group=g.group,
-    )
-    g.stage_s["eager_now"] = time.perf_counter() - start
-    return phase.summary() | {"calls_per_group": g.group}

@@ -12,7 +12,7 @@ candidate's calibration: load that came later is not read as hidden work, and lo
 
 While the gauge's request runs, every process of the candidate's is stopped (`held_still`): it cannot load the
 machine only while the gauge is measured, which would widen the bound by what it spins and let it hide as much.
-Confined, that is every process of its user; unconfined, every process below the grader but the gauge's, the grader
+Confined, that is every process of its user; unconfined, every process below the grader but ours, the grader
 being the reaper of every orphan below it (`uids.adopt_orphans`), so that a process the candidate's starts in a session of
 its own and leaves is still found there.
 """
@@ -20,6 +20,9 @@ its own and leaves is still found there.
 from __future__ import annotations
 
 import contextlib
+import copy
+import os
+import signal
 import statistics
 import tempfile
 import time
@@ -29,43 +32,84 @@ from typing import TYPE_CHECKING, Any
 
 from cuda_agent.judge.child.grader import Grader
 from cuda_agent.judge.child.stop import Stop
+from cuda_agent.judge.protocol import LoadAnswer, ReferenceQuestion, RunRequest, RunResult
 
 if TYPE_CHECKING:
     from cuda_agent.judge.child.exchange import Channel
     from cuda_agent.judge.standby import Standby
 
 
+class OursFailed(RuntimeError):
+    """A request of a process of ours ended as a candidate's would (`result`): our failure, never a verdict."""
+
+    def __init__(self, result: RunResult) -> None:
+        super().__init__(f"the judge's own shim process: {result.status}: {result.message}")
+        self.result = result
+
+
 class Ours(Grader):
-    """The gauge's side of the exchange. Its process runs no candidate code, so whatever ends one of its requests
-    (an exception, an answer out of shape) is our failure: an error, never the candidate's verdict."""
+    """A shim process of ours, driven as the candidate's is: it runs no candidate code, so whatever ends one of its
+    requests (an exception, an answer out of shape) is our failure (`OursFailed`), never the candidate's verdict.
+    The gauge's process, and the one the baselines are timed through (`use_reference`)."""
+
+    def __init__(self, request: RunRequest, started: tuple[Standby, Channel] | None = None) -> None:
+        """`started`: its process, started earlier (`grader.start_shim(namespace=False)`) to import while we work."""
+        from cuda_agent.judge.child.grader import SHIM_STARTUP_S, start_shim
+        from cuda_agent.judge.child.shim import DEVICE_ENV
+
+        shim, channel = started or start_shim(namespace=False)
+        super().__init__(request, shim, channel)
+        self.folder = tempfile.TemporaryDirectory(prefix="cuda-agent-ours-")
+        why_not = shim.wait_ready(SHIM_STARTUP_S)
+        if why_not:
+            self.close()
+            raise RuntimeError(f"{why_not} (the judge's own shim process)")
+        env = {"HOME": self.folder.name, "TMPDIR": self.folder.name, DEVICE_ENV: request.device}
+        shim.go([], Path(self.folder.name), env, None)
+        self.compiled = False
+        """Whether the process calls the reference under torch.compile now (`use_reference`)."""
 
     def call(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return super().call(*args, **kwargs)
         except Stop as ended:
-            raise RuntimeError(f"the judge's gauge process: {ended.result.status}: {ended.result.message}") from None
+            raise OursFailed(ended.result) from None
+
+    def custom_work(self) -> float | None:
+        """The profiled call (`Grader.custom_work`): its kernel times in `kernel_claim`, on CUDA the baselines'."""
+        try:
+            return super().custom_work()
+        except Stop as ended:
+            raise OursFailed(ended.result) from None
+
+    def use_reference(self, compiled: bool = False, compile_mode: str | None = None) -> str | None:
+        """Have the process call the task's reference from now on, eager or under torch.compile (`Shim.reference`);
+        the error of a compile that failed (the call that compiles is the first after it), else None."""
+        question = ReferenceQuestion(
+            task_code=self.req.task_code, task_name=self.req.task_name, compiled=compiled, compile_mode=compile_mode
+        )
+        answer: LoadAnswer = self.answer_of(LoadAnswer, self.ask(question, stage="reference"), "reference")
+        self.compiled = compiled
+        return None if answer.status == "ok" else answer.message
+
+    def close(self) -> None:
+        self.exchange.close()
+        self.channel.close()
+        self.shim.close()
+        self.folder.cleanup()
 
 
 class Gauge:
     """A process of ours answering requests of the zero model (`Grader.call` with `probe`), as the candidate's did
     before its code loaded."""
 
-    def __init__(self, grader: Grader, shim: Standby, channel: Channel) -> None:
-        from cuda_agent.judge.child.grader import SHIM_STARTUP_S
-        from cuda_agent.judge.child.shim import DEVICE_ENV
-
+    def __init__(self, grader: Grader, started: tuple[Standby, Channel] | None = None) -> None:
         self.grader = grader
-        self.ours = Ours(grader.req, shim, channel)
-        self.folder = tempfile.TemporaryDirectory(prefix="cuda-agent-gauge-")
-        why_not = shim.wait_ready(SHIM_STARTUP_S)
-        if why_not:
-            raise RuntimeError(f"{why_not} (the judge's gauge process)")
-        if grader.req.confine_user is None:
+        self.ours = Ours(grader.req, started)
+        if grader.req.confine_user is None:  # unconfined: what the candidate leaves behind stays below us, to stop
             from cuda_agent.judge.uids import adopt_orphans
 
             adopt_orphans()
-        env = {"HOME": self.folder.name, "TMPDIR": self.folder.name, DEVICE_ENV: grader.device}
-        shim.go([], Path(self.folder.name), env, None)
         self.inputs: list[Any] = []
         """One call's inputs, as the candidate's calibration used them (`calibrate_beside`)."""
         self.calibrated_ms: list[float] = []
@@ -90,11 +134,23 @@ class Gauge:
         from cuda_agent.judge.child.calibration import probe
 
         start = time.perf_counter()
-        with held_still(self.grader, spared=self.ours.shim.proc.pid) as running:
+        with held_still(self.grader) as running:
             if running:  # as while eager is timed again (calibration.time_reference)
                 raise work_while_stopped(running)
             self.seen_ms.append(probe(self.ours, self.inputs, self.ours.group))
         self.spent_s += time.perf_counter() - start
+
+    def beside(self, grader: Grader) -> Gauge:
+        """The same process of ours as the gauge of another process's timed phase (eager now's:
+        calibration.time_reference), with readings of its own, from its own calibration beside it."""
+        other = copy.copy(self)
+        other.grader, other.inputs, other.calibrated_ms = grader, [], []
+        other.new_phase()
+        return other
+
+    def new_phase(self) -> None:
+        """Readings from here on are another timed phase's (the baselines time two through one process of ours)."""
+        self.seen_ms, self.spent_s = [], 0.0
 
     def drift_ms(self) -> float:
         return drift(self.calibrated_ms, self.seen_ms)
@@ -109,10 +165,7 @@ class Gauge:
         }
 
     def close(self) -> None:
-        self.ours.exchange.close()
-        self.ours.channel.close()
-        self.ours.shim.close()
-        self.folder.cleanup()
+        self.ours.close()
 
 
 GAUGE_LEAST = 3
@@ -148,11 +201,23 @@ def drift(calibrated_ms: list[float], seen_ms: list[float]) -> float:
 
 
 @contextlib.contextmanager
-def held_still(grader: Grader, spared: int | None = None) -> Iterator[int]:
-    """Every process of the candidate's stopped while the block runs (uids.frozen): its confinement's user's, or,
-    unconfined, every process below this one (the grader, `uids.adopt_orphans`) but `spared` (the gauge's) and those
-    below it. The block gets the number of their threads not stopped yet after the wait."""
+def held_still(grader: Grader) -> Iterator[int]:
+    """The process `grader` times stopped while the block runs. The candidate's: every process of its confinement's
+    user (uids.frozen), or, unconfined, every process below this one (the grader, `uids.adopt_orphans`) but ours
+    (`Grader.ours`: the gauge's, eager now's) and those below them; the block gets the number of their threads not
+    stopped yet after the wait. A process of ours (eager now's, `Ours`): its process group alone, as the candidate's
+    process was stopped for the gauge's readings beside it (0)."""
     from cuda_agent.judge.uids import frozen
 
-    with frozen(grader.req.confine_user, spared) as running:
+    if isinstance(grader, Ours):
+        group = grader.shim.proc.pid
+        with contextlib.suppress(OSError):
+            os.killpg(group, signal.SIGSTOP)
+        try:
+            yield 0
+        finally:
+            with contextlib.suppress(OSError):
+                os.killpg(group, signal.SIGCONT)
+        return
+    with frozen(grader.req.confine_user, grader.ours) as running:
         yield running

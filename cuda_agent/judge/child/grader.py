@@ -72,7 +72,6 @@ from cuda_agent.judge.standby import (
     progress,
     set_up_turn,
 )
-from cuda_agent.judge.uids import frozen
 from cuda_agent.subproc import account, child_env, first_error, read_record
 from cuda_agent.types import Violation
 
@@ -125,6 +124,9 @@ class Grader:
         self.torch_only_reason: str | None = None
         self.gauge: Gauge | None = None
         """The load's drift as the timed phase runs (child/gauge.py); None: not timed, or the gauge itself."""
+        self.ours: list[int] = []
+        """Process ids of our own shim processes beside the candidate's (the gauge's, eager now's): never stopped
+        with the candidate's (`gauge.held_still`)."""
         self.kernel_claim: list[float] | None = None
         """The kernel times the candidate's process reported from its profiler (`custom_work`), bounded in `run`."""
 
@@ -462,17 +464,20 @@ def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
     """All steps in order; a candidate fault ends the run with a result, never an exception."""
     from cuda_agent.judge.child.gauge import Gauge
 
-    grader = gauge = None
+    grader = gauge = eager_shim = None
     try:
         start = time.perf_counter()
         # A timed CPU run's gauge (child/gauge.py; not yet run on a GPU): started now, so that its import is over
         # before the calibration, and only where a run is timed (a check of correctness alone pays nothing).
         gauge = start_shim(namespace=False) if request.time and request.device == "cpu" else None
+        # Eager timed now, by the candidate's protocol, in a process of ours that calls the reference.
+        eager_shim = start_shim(namespace=False) if request.time and request.paired_eager else None
         grader = Grader(request, shim, channel)
+        grader.ours = [started[0].proc.pid for started in (gauge, eager_shim) if started is not None]
         grader.start_candidate_process()
         grader.load_reference()
         if gauge is not None:
-            grader.gauge, gauge = Gauge(grader, *gauge), None
+            grader.gauge, gauge = Gauge(grader, gauge), None
         grader.stage_s["setup"] = time.perf_counter() - start
         calibrate(grader)
         grader.tick()
@@ -482,8 +487,8 @@ def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
         timing = grader.timing() if request.time else None
         eager_now = None
         if request.time and request.paired_eager:
-            with frozen(request.confine_user) as running:  # nothing of the candidate's runs while we time eager
-                eager_now = time_reference(grader, running)
+            started, eager_shim = eager_shim, None
+            eager_now = time_reference(grader, started)
         fraction = grader.custom_work()
         kernel_timing = bound_claim(grader.kernel_claim, timing["median_ms"] if timing else None)
         return RunResult(
@@ -506,9 +511,10 @@ def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
             )
         return result
     finally:
-        if gauge is not None:  # never handed to a Gauge
-            gauge[1].close()
-            gauge[0].close()
+        for unused in (gauge, eager_shim):  # never handed to a process of ours
+            if unused is not None:
+                unused[1].close()
+                unused[0].close()
         if grader is not None:
             grader.exchange.close()
             if grader.gauge is not None:

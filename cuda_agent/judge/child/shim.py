@@ -9,7 +9,8 @@ claim the grader checks or may only refuse on; the candidate's code can change a
 Every request is alike: the grader fills the input buffers of its calls (one or more, as many in every request of a
 run), flushes the cache and sends `call` (on the CPU with the input buffers themselves, new for the request: no
 buffer this process already maps holds them); this process times each call of forward with the clock it holds,
-copies what it returned into that call's output buffers, and answers with each call's time. Whether a call
+copies what it returned into that call's output buffers, and answers with each call's time. A process of ours runs
+the same loop on the task's reference (`reference`): the baselines are timed through it. Whether a call
 is a trial, a timed call, or a timed call whose output the grader will judge is decided in the grader, after the
 answer. Calls with `trace` run under the ATen tracer, which the candidate can see (its report can only refuse); under
 kernelbench one trial drawn at random runs under the dataflow check instead (`dataflow`), in the same buffers as every
@@ -46,6 +47,7 @@ from cuda_agent.judge.protocol import (
     LockQuestion,
     ProfileAnswer,
     ProfileQuestion,
+    ReferenceQuestion,
     ReturnedSpec,
     TensorRef,
     read_question,
@@ -77,6 +79,9 @@ class Shim:
         self.letting_go: list[Buffer | None] = []
         """Buffers a question released, held until its answer is sent (`serve`)."""
         self.model: Any = None
+        self.eager: Any = None
+        """The task's reference, in a process of ours that times it (`reference`); None in the candidate's."""
+        self.compiled: Any = None
         self.held = contextlib.ExitStack()
         """The build folder's lock from `lock` until the import ends."""
         self.triton: Any = None
@@ -92,6 +97,7 @@ class Shim:
             "buffers": self.open_buffers,
             "lock": self.lock,
             "load": self.load,
+            "reference": self.reference,
             "call": self.call,
             "profile": self.profile,
         }
@@ -170,6 +176,26 @@ class Shim:
             status, text = _failure(exc, f"ModelNew(*get_init_inputs()) raised {type(exc).__name__}: {exc}")
             return _load(status, "init", text, out_of_memory=out_of_memory(exc))
         return LoadAnswer(status="ok", env=self.triton.env if self.triton else {})
+
+    def reference(self, message: ReferenceQuestion, fds: list[int]) -> LoadAnswer:
+        """Call the task's reference from now on (built at the first such question, as `load` builds ModelNew), eager
+        or under torch.compile: the baselines timed by the candidate's protocol, in a process of ours."""
+        from cuda_agent.tasks.problem import call_inputs, load_problem
+
+        torch = self.torch
+        if self.eager is None:
+            problem = load_problem(message.task_code, message.task_name)
+            torch.manual_seed(0)
+            init_args = call_inputs(problem, message.task_name, "get_init_inputs")
+            torch.manual_seed(0)
+            self.eager = problem.Model(*init_args).to(self.device)
+        if message.compiled and self.compiled is None:
+            try:
+                self.compiled = torch.compile(self.eager, mode=message.compile_mode)
+            except Exception as exc:  # a reference torch.compile cannot handle: the baselines compare with eager only
+                return _load("compile_error", "init", f"{type(exc).__name__}: {exc}"[:MAX_TEXT])
+        self.model = self.compiled if message.compiled else self.eager
+        return LoadAnswer(status="ok")
 
     def call(self, message: CallQuestion, fds: list[int]) -> CallAnswer:
         """The request's calls of forward in order (or, with `probe`, of a model that returns zeros: the grader's

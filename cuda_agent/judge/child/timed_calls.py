@@ -71,7 +71,7 @@ class TimedCalls:
         """Seconds spent on them: not part of the phase's budget either."""
 
     def run_phase(self) -> dict[str, Any]:
-        from cuda_agent.judge.child.timing import PhaseBudget, done, drift_corrected, external_bound
+        from cuda_agent.judge.child.timing import PhaseBudget, done, drift_corrected
 
         req = self.grader.req
         budget = PhaseBudget(req.ci_width, req.max_phase_s)
@@ -91,13 +91,17 @@ class TimedCalls:
             g.env["load_drift"] = g.gauge.record()
         # Up by the load that came since (the gauge), then down where the probes saw less (`drift_corrected`).
         overhead, shift = drift_corrected(overhead_ms, self.probes_ms)
-        bounded = external_bound(self.claimed_ms, self.external_ms, overhead, g.device, self.calls)
-        return bounded | {"overhead_shift_ms": shift, "phase_probes": len(self.probes_ms)}
+        return self.read(overhead) | {"overhead_shift_ms": shift, "phase_probes": len(self.probes_ms)}
+
+    def read(self, overhead_ms: list[float]) -> dict[str, Any]:
+        """The phase's times from the claims and the outside view (`timing.external_bound`), given the overhead."""
+        from cuda_agent.judge.child.timing import external_bound
+
+        return external_bound(self.claimed_ms, self.external_ms, overhead_ms, self.grader.device, self.calls)
 
     def one(self, index: int) -> None:
         from cuda_agent.judge.child.inputs import make_inputs
-        from cuda_agent.judge.child.timing import GROUP_CHECKS, PHASE_PROBE_CHANCE, late_check_chance
-        from cuda_agent.judge.child.watched_calls import call_if_watched
+        from cuda_agent.judge.child.timing import PHASE_PROBE_CHANCE, late_check_chance
 
         g = self.grader
         if index == self.warmup:
@@ -108,7 +112,7 @@ class TimedCalls:
         # A watched request first, at its place (untimed, under the tracer or the dataflow check), then this one's
         # draw: so that every request follows one draw of its inputs (drawn before the watched one, they would make
         # the pause before a watched request a draw longer, which a solution can time).
-        if call_if_watched(g, index):
+        if self.watched(index):
             self.still_written()
         seeds = [_seed() for _ in range(self.calls)]
         drawn = [make_inputs(g.problem, g.req.task_name, seed, g.device) for seed in seeds]
@@ -122,16 +126,30 @@ class TimedCalls:
             self.external_ms.append(external_ms)
             if g.gauge is not None and (len(self.claimed_ms) - 1) % GAUGE_EVERY == 0:
                 g.gauge.sample()  # the load now, beside this request's
-        extra = GROUP_CHECKS if self.calls > 1 else 0
-        chance = (self.chance + extra) / self.calls
-        full = set()
-        for k in range(self.calls):  # decided here, after the answer, for each output on its own
-            if timed and self.random.random() < chance and self.judge(seeds[k], given[k], k, screen=True):
-                full.add(k)
-        self.last = (seeds, given, full)
+        self.last = (seeds, given, self.judge_some(seeds, given) if timed else set())
         if index == self.first_late - 1:  # later requests: a chance from the pace of the first ones
             req = g.req
             self.chance = late_check_chance(self.spent(), self.least, req.max_reps, req.target_phase_s)
+
+    def watched(self, index: int) -> bool:
+        """A watched request before timed-phase request `index` where that is one's place (child/watched_calls.py);
+        whether there was one."""
+        from cuda_agent.judge.child.watched_calls import call_if_watched
+
+        return call_if_watched(self.grader, index)
+
+    def judge_some(self, seeds: list[int], given: list[list[Any]]) -> set[int]:
+        """Judge the timed request's outputs each with the phase's chance, decided here after the answer for each on
+        its own; the calls whose output was judged on every element."""
+        from cuda_agent.judge.child.timing import GROUP_CHECKS
+
+        extra = GROUP_CHECKS if self.calls > 1 else 0
+        chance = (self.chance + extra) / self.calls
+        full = set()
+        for k in range(self.calls):
+            if self.random.random() < chance and self.judge(seeds[k], given[k], k, screen=True):
+                full.add(k)
+        return full
 
     def spent(self) -> float:
         """The seconds of the phase's budget used: its wall time since the first timed request's draw, less the
@@ -194,3 +212,34 @@ class TimedCalls:
 
 def _seed() -> int:
     return secrets.randbits(63)
+
+
+class ReferenceCalls(TimedCalls):
+    """The timed phase of the task's reference (eager or compiled) in a shim process of ours (gauge.Ours), for the
+    baselines (child/baseline.py) and eager now (calibration.time_reference): the candidate's requests, draws, flush,
+    calibration, probes and reading of its claims against the outside view, without what is there to catch a
+    candidate (watched requests, judged outputs; both come between requests, outside every time). So the baselines'
+    times hold what the candidate's hold: a call in its shim's loop, between its outputs' copies and the next call's
+    views."""
+
+    def watched(self, index: int) -> bool:
+        return False
+
+    def judge_some(self, seeds: list[int], given: list[list[Any]]) -> set[int]:
+        return set()
+
+    def check_last(self) -> None:
+        self.still_written()
+
+    def read(self, overhead_ms: list[float]) -> dict[str, Any]:
+        """The outside view read as the candidate's is, but the claims kept where it would take them over: our own
+        process's clock is trusted, and a false alarm here (load the calibration did not see) would make eager slower
+        and hand the candidate a speed-up it did not earn, where one on the candidate's side only costs it its own.
+        `outside_view_bound` says the reading would have bounded it."""
+        from cuda_agent.judge.child.timing import PhaseTiming
+
+        phase = super().read(overhead_ms)
+        if not phase["bound_applied"]:
+            return phase | {"outside_view_bound": False}
+        claims = PhaseTiming(times_ms=[c / self.calls for c in self.claimed_ms]).summary()
+        return phase | claims | {"bound_applied": False, "outside_view_bound": True}

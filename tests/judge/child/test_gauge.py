@@ -76,7 +76,7 @@ def test_work_hidden_under_a_calibration_made_busier_is_seen_with_the_probes_slo
 
 
 def test_the_candidates_processes_stand_still_while_the_gauge_measures(tmp_path: Path) -> None:
-    # Unconfined, the candidate's process group is stopped (confined, every process of its user: uids.frozen).
+    # Unconfined, every process below ours is stopped (confined, every process of its user: uids.frozen).
     count = tmp_path / "count"
     script = (
         "import sys, time\nn = 0\nwhile True:\n    n += 1\n    open(sys.argv[1], 'w').write(str(n))\n"
@@ -84,7 +84,7 @@ def test_the_candidates_processes_stand_still_while_the_gauge_measures(tmp_path:
     )
     proc = subprocess.Popen([sys.executable, "-c", script, str(count)], start_new_session=True)
     try:
-        grader = SimpleNamespace(req=SimpleNamespace(confine_user=None), shim=SimpleNamespace(proc=proc))
+        grader = SimpleNamespace(req=SimpleNamespace(confine_user=None), shim=SimpleNamespace(proc=proc), ours=[])
         deadline = time.monotonic() + 10
         while not count.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -100,7 +100,7 @@ def test_the_candidates_processes_stand_still_while_the_gauge_measures(tmp_path:
         proc.wait()
 
 
-def test_a_failed_request_of_the_gauge_is_our_error_never_the_candidates_verdict(
+def test_a_failed_request_of_a_process_of_ours_is_our_error_never_the_candidates_verdict(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from cuda_agent.judge.child.gauge import Ours
@@ -111,7 +111,7 @@ def test_a_failed_request_of_the_gauge_is_our_error_never_the_candidates_verdict
         raise stop("runtime_error", "calibration", "ModelNew.forward raised MemoryError")
 
     monkeypatch.setattr(Grader, "call", raised)
-    with pytest.raises(RuntimeError, match="gauge process: runtime_error: ModelNew.forward raised MemoryError"):
+    with pytest.raises(RuntimeError, match="own shim process: runtime_error: ModelNew.forward raised MemoryError"):
         Ours.call(object.__new__(Ours), [], "calibration", probe=True)
 
 
@@ -173,7 +173,7 @@ def test_a_thread_that_does_not_stop_for_a_reading_is_the_candidates_rejection(m
     from cuda_agent.judge.child import calibration, gauge
     from cuda_agent.judge.child.stop import Stop
 
-    monkeypatch.setattr(gauge, "held_still", lambda grader, spared: contextlib.nullcontext(2))
+    monkeypatch.setattr(gauge, "held_still", lambda grader: contextlib.nullcontext(2))
     monkeypatch.setattr(calibration, "probe", lambda *args: 9.0)
     sampler = gauge.Gauge.__new__(gauge.Gauge)
     sampler.grader, sampler.inputs, sampler.seen_ms, sampler.spent_s = None, [], [], 0.0
@@ -182,6 +182,42 @@ def test_a_thread_that_does_not_stop_for_a_reading_is_the_candidates_rejection(m
         sampler.sample()
     result = stopped.value.result
     assert result.status == "rejected" and [v.check for v in result.violations] == ["work_while_stopped"]
-    monkeypatch.setattr(gauge, "held_still", lambda grader, spared: contextlib.nullcontext(0))
+    monkeypatch.setattr(gauge, "held_still", lambda grader: contextlib.nullcontext(0))
     sampler.sample()
     assert sampler.seen_ms == [9.0]
+
+
+def test_a_process_of_ours_keeps_its_claims_where_the_outside_view_would_bound_them() -> None:
+    # A load the calibration did not see reads as hidden work; on eager's side that would make eager slower and hand
+    # the candidate a speed-up it did not earn, so the reference's claims stay its times (the reading is recorded).
+    from cuda_agent.judge.child.timed_calls import ReferenceCalls
+
+    req = SimpleNamespace(warmup_reps=3, min_reps=10, max_reps=100)
+    calls = ReferenceCalls(SimpleNamespace(req=req, group=CALLS, flush=None, device="cpu"))
+    rng = random.Random(3)
+    calls.claimed_ms = [CLAIM_MS] * 12
+    calls.external_ms = [c + o for c, o in zip(calls.claimed_ms, _overheads(16.0, 12, rng), strict=True)]
+    calibration = _overheads(10.0, 16, rng)
+    assert external_bound(calls.claimed_ms, calls.external_ms, calibration, "cpu", CALLS)["bound_applied"]
+    phase = calls.read(calibration)
+    assert phase["outside_view_bound"] and not phase["bound_applied"], phase
+    assert abs(phase["median_ms"] - 0.03) < 1e-9 and phase["reps"] == 12, phase
+
+
+def test_a_process_of_ours_calls_the_reference_it_was_asked_for_eager_or_compiled() -> None:
+    # The shim's `reference` question (sent only to a process of ours): the task's reference with its own init
+    # arguments, eager, or under torch.compile; a compile torch refuses is answered, not raised.
+    import torch
+
+    from cuda_agent.judge.child.shim import Shim
+    from cuda_agent.judge.protocol import ReferenceQuestion
+    from cuda_agent.tasks import Catalog
+
+    task = Catalog().resolve("examples/relu")
+    shim = Shim(None, "cpu")
+    assert shim.reference(ReferenceQuestion(task_code=task.code, task_name=task.name), []).status == "ok"
+    x = torch.randn(4, 8)
+    assert torch.equal(shim.model(x), torch.relu(x)) and shim.model is shim.eager
+    refused = ReferenceQuestion(task_code=task.code, task_name=task.name, compiled=True, compile_mode="no-such-mode")
+    answer = shim.reference(refused, [])
+    assert answer.status == "compile_error" and "no-such-mode" in answer.message and shim.model is shim.eager

@@ -324,12 +324,11 @@ def test_a_speed_up_within_what_the_outside_view_could_not_see_is_a_tie() -> Non
 
 def test_eager_is_not_timed_again_beside_a_thread_of_the_candidates_that_never_stopped() -> None:
     # uids.frozen's count of the candidate's threads still not stopped after its wait (tests/judge/test_uids.py).
-    from types import SimpleNamespace
-
-    from cuda_agent.judge.child.calibration import time_reference
+    from cuda_agent.judge.child.calibration import refuse_running
     from cuda_agent.judge.child.stop import Stop
 
+    refuse_running(0)
     with pytest.raises(Stop) as ended:
-        time_reference(SimpleNamespace(), running=2)
+        refuse_running(2)
     result = ended.value.result
     assert result.status == "rejected" and [v.check for v in result.violations] == ["work_while_stopped"]

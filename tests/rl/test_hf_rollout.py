@@ -72,6 +72,24 @@ def test_generation_keeps_only_the_last_positions_logits(engine: HFEngine, tiny_
     assert widths and set(widths) == {1}, widths
 
 
+def test_looking_at_the_tokens_every_few_steps_ends_each_reply_where_looking_every_step_does(
+    engine: HFEngine, tiny_tokenizer
+) -> None:
+    """Tokens reach the host every CHECK_EVERY steps; a reply that stops between two looks ends at its stop token,
+    and the others go on, exactly as with a look after every step."""
+    prompts = [tiny_tokenizer.encode(text) for text in ("write a relu kernel", "hi", "a longer prompt, padded less")]
+    requests = [GenRequest(prompt_ids=p, max_tokens=11, temperature=0.0) for p in prompts]
+    first = engine.generate(requests)[0].token_ids
+    stop = next(t for i, t in enumerate(first) if i >= 2 and t not in first[:i])  # ends reply 0 mid-way
+    replies = {}
+    for every in (1, 4):
+        looking = HFEngine(engine.model, {stop}, engine.pad_token_id, seed=3)
+        looking.CHECK_EVERY = every
+        replies[every] = [(r.token_ids, r.log_probs, r.stopped) for r in looking.generate(requests)]
+    assert replies[1] == replies[4]
+    assert replies[4][0][2] and replies[4][0][0][-1] == stop and len(replies[4][0][0]) < 11
+
+
 def test_greedy_is_deterministic_and_top_k_one_is_greedy(engine: HFEngine, tiny_tokenizer) -> None:
     prompt = tiny_tokenizer.encode("kernel")
     greedy = engine.generate([GenRequest(prompt_ids=prompt, max_tokens=8, temperature=0.0)])[0]

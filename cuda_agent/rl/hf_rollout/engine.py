@@ -86,6 +86,9 @@ class HFEngine:
         seed: seed of the sampling generator.
     """
 
+    CHECK_EVERY = 16
+    """Decoding steps between two looks at the sampled tokens on the host (stops, max_tokens)."""
+
     def __init__(self, model: Any, stop_token_ids: Iterable[int], pad_token_id: int, seed: int = 0) -> None:
         self.model = model.eval()
         self.device = next(model.parameters()).device
@@ -190,7 +193,9 @@ class HFEngine:
         done = [False] * n
         past, step_ids, step_positions = None, ids, positions
         steps = max(r.max_tokens for r in requests)
-        for _ in range(steps if max_steps is None else min(steps, max_steps)):
+        limit = steps if max_steps is None else min(steps, max_steps)
+        sampled: list[tuple[torch.Tensor, torch.Tensor]] = []
+        for step in range(limit):
             out = self.model(
                 input_ids=step_ids,
                 attention_mask=mask,
@@ -203,19 +208,38 @@ class HFEngine:
             )
             past = out.past_key_values
             tokens, logprobs = self._sample(out.logits[:, -1, :].float(), temperature, top_p, top_k, filters)
-            for i, (token, logprob) in enumerate(zip(tokens.tolist(), logprobs.tolist(), strict=True)):
+            sampled.append((tokens, logprobs))
+            # The tokens come to the host every CHECK_EVERY steps, not every step: a sync per token would leave the
+            # GPU idle while the next step's launches are made (a small model's decode is launch-bound).
+            if len(sampled) == self.CHECK_EVERY or step == limit - 1:
+                if self._take(sampled, results, done, requests):
+                    break
+                sampled = []
+            step_ids = tokens[:, None]
+            mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype, device=device)], dim=1)
+            step_positions = step_positions[:, -1:] + 1
+        return results
+
+    def _take(
+        self,
+        sampled: list[tuple[torch.Tensor, torch.Tensor]],
+        results: list[GenResult],
+        done: list[bool],
+        requests: Sequence[GenRequest],
+    ) -> bool:
+        """Append the steps `sampled` to each unfinished row, up to its stop token or max_tokens; whether every row
+        is done (the steps a finished row sampled after its end are dropped)."""
+        tokens = torch.stack([t for t, _ in sampled]).tolist()
+        logprobs = torch.stack([lp for _, lp in sampled]).tolist()
+        for step_tokens, step_logprobs in zip(tokens, logprobs, strict=True):
+            for i, (token, logprob) in enumerate(zip(step_tokens, step_logprobs, strict=True)):
                 if done[i]:
                     continue
                 results[i].token_ids.append(token)
                 results[i].log_probs.append(logprob)
                 results[i].stopped = token in self.stop_token_ids
                 done[i] = results[i].stopped or len(results[i].token_ids) >= requests[i].max_tokens
-            if all(done):
-                break
-            step_ids = tokens[:, None]
-            mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype, device=device)], dim=1)
-            step_positions = step_positions[:, -1:] + 1
-        return results
+        return all(done)
 
     def _sample(
         self,

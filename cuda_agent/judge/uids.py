@@ -194,11 +194,11 @@ def frozen(uid: int | None, spared: Collection[int] = ()) -> Iterator[int]:
     measures of its own then shares the machine with nothing of the candidate's (a thread that spins between calls
     would make eager's time now slower, and so the candidate's speed-up larger). A thread inside a system call stops
     only when it returns from it, and the kernel's work for it goes on until then (seconds of `MADV_POPULATE_WRITE`
-    on GiBs): the block starts once every thread has stopped, or after FREEZE_WAIT_S; it gets the
-    number of threads still not stopped then. `uid` None (the candidate is unconfined: it runs as we do, and
-    `kill(-1)` would reach ours): every process below this one (the grader) but those in `spared` (ours: the
-    gauge's, eager now's) and those below them
-    (`stopped_below`; orphans too where the grader reaps them, `adopt_orphans`: on the CPU, as the gauge starts)."""
+    on GiBs): the block starts once every thread has stopped, or after FREEZE_WAIT_S; it gets the number of threads
+    still not stopped then. `uid` None (the candidate is unconfined: it runs as we do, and `kill(-1)` would reach
+    ours): every process below this one (the grader) but those in `spared` (ours: the gauge's, eager now's) and those
+    below them (`stopped_below`; orphans too where the grader reaps them, `adopt_orphans`: on the CPU, as the gauge
+    starts)."""
     if uid is None:
         with stopped_below(os.getpid(), spared) as running:
             yield running
@@ -227,9 +227,9 @@ def adopt_orphans() -> None:
 
 @contextlib.contextmanager
 def stopped_below(root: int, spared: Collection[int] = ()) -> Iterator[int]:
-    """SIGSTOP every process below `root` but those in `spared` and what is below them, listed again until a listing finds none
-    new (a fork under way when its parent stopped shows in the next), then wait, up to FREEZE_WAIT_S, for their
-    threads to stop (a thread in a system call stops as it returns); the block gets those still not stopped. SIGCONT
+    """SIGSTOP every process below `root` but those in `spared` and what is below them, listed again until a
+    listing finds none new (a fork under way when its parent stopped shows in the next), then wait, up to
+    FREEZE_WAIT_S, for their threads to stop (a thread in a system call stops as it returns); the block gets those still not stopped. SIGCONT
     to each after the block."""
     stopped: list[int] = []
     try:

@@ -106,8 +106,8 @@ are not yet in its process), it answers zeros for the whole request, so that its
 @pytest.mark.xfail(
     strict=True,
     reason="open: a request's K inputs are all in the candidate's process at its start (DESIGN.md, 'What this does "
-    "not protect against'); releasing each as the call before returns (commits a2c1fc8, 7cfa56c, 9d69c4b, reverted) "
-    "closed it at a cost not shipped (bench/results/cpu-2026-12-07-alike/)",
+    "not protect against'); releasing each as the call before returns closes it at a cost not shipped "
+    "(bench/results/cpu-2026-12-07-alike/)",
 )
 def test_no_call_of_a_request_sees_a_later_calls_inputs(tmp_path: Path) -> None:
     # A request's later inputs in the process during its first call could be batched into one launch, which the

@@ -589,7 +589,7 @@ def test_kernelbench_allows_torch_in_forward_and_cpp() -> None:
 
 
 def test_reading_the_thread_or_core_count_is_neither_compute_nor_system_access() -> None:
-    # Honest solutions size their parallel work by the threads or cores they have (round 14): under cuda-agent
+    # Honest solutions size their parallel work by the threads or cores they have: under cuda-agent
     # torch.get_num_threads in forward read as torch compute, and os.cpu_count anywhere as reaching the system.
     from tests.judge.threats._static import solution
 

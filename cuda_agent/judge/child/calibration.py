@@ -136,8 +136,8 @@ def time_reference(g: Grader, started: tuple[Standby, Channel] | None = None) ->
     try:
         ours.problem, ours.output_specs, ours.flush, ours.group = g.problem, g.output_specs, g.flush, g.group
         ours.use_reference()
-        if ours.shim.proc.pid not in g.ours:  # started here, not with the run
-            g.ours.append(ours.shim.proc.pid)
+        if ours.shim.proc.pid not in g.ours_pids:  # started here, not with the run
+            g.ours_pids.append(ours.shim.proc.pid)
         with held_still(g) as running:
             refuse_running(running)
             inputs = make_inputs(g.problem, g.req.task_name, _seed(), g.device)

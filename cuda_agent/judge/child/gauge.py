@@ -13,8 +13,8 @@ candidate's calibration: load that came later is not read as hidden work, and lo
 While the gauge's request runs, every process of the candidate's is stopped (`held_still`): it cannot load the
 machine only while the gauge is measured, which would widen the bound by what it spins and let it hide as much.
 Confined, that is every process of its user; unconfined, every process below the grader but ours, the grader
-being the reaper of every orphan below it (`uids.adopt_orphans`), so that a process the candidate's starts in a session of
-its own and leaves is still found there.
+being the reaper of every orphan below it (`uids.adopt_orphans`), so that a process the candidate's starts in a
+session of its own and leaves is still found there.
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ def drift(calibrated_ms: list[float], seen_ms: list[float]) -> float:
 def held_still(grader: Grader) -> Iterator[int]:
     """The process `grader` times stopped while the block runs. The candidate's: every process of its confinement's
     user (uids.frozen), or, unconfined, every process below this one (the grader, `uids.adopt_orphans`) but ours
-    (`Grader.ours`: the gauge's, eager now's) and those below them; the block gets the number of their threads not
+    (`Grader.ours_pids`: the gauge's, eager now's) and those below them; the block gets the number of their threads not
     stopped yet after the wait. A process of ours (eager now's, `Ours`): its process group alone, as the candidate's
     process was stopped for the gauge's readings beside it (0)."""
     from cuda_agent.judge.uids import frozen
@@ -219,5 +219,5 @@ def held_still(grader: Grader) -> Iterator[int]:
             with contextlib.suppress(OSError):
                 os.killpg(group, signal.SIGCONT)
         return
-    with frozen(grader.req.confine_user, grader.ours) as running:
+    with frozen(grader.req.confine_user, grader.ours_pids) as running:
         yield running

@@ -124,7 +124,7 @@ class Grader:
         self.torch_only_reason: str | None = None
         self.gauge: Gauge | None = None
         """The load's drift as the timed phase runs (child/gauge.py); None: not timed, or the gauge itself."""
-        self.ours: list[int] = []
+        self.ours_pids: list[int] = []
         """Process ids of our own shim processes beside the candidate's (the gauge's, eager now's): never stopped
         with the candidate's (`gauge.held_still`)."""
         self.kernel_claim: list[float] | None = None
@@ -473,7 +473,7 @@ def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
         # Eager timed now, by the candidate's protocol, in a process of ours that calls the reference.
         eager_shim = start_shim(namespace=False) if request.time and request.paired_eager else None
         grader = Grader(request, shim, channel)
-        grader.ours = [started[0].proc.pid for started in (gauge, eager_shim) if started is not None]
+        grader.ours_pids = [started[0].proc.pid for started in (gauge, eager_shim) if started is not None]
         grader.start_candidate_process()
         grader.load_reference()
         if gauge is not None:

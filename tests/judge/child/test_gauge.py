@@ -60,8 +60,8 @@ def test_a_load_that_rose_moves_by_the_median_and_one_that_fell_by_the_least() -
 def test_work_hidden_under_a_calibration_made_busier_is_seen_with_the_probes_slowed() -> None:
     # The calibration made while the machine was busier (its requests 6 ms slower than the phase's): every gap of the
     # phase lies below its least, and a claim that hides 4 ms a request passed. The candidate's process tells the
-    # probes among the timed requests apart (`CallQuestion.probe`) and slows them, so they never move it down
-    # (round 14); the gauge, with the candidate's processes stopped, sees the fall.
+    # probes among the timed requests apart (`CallQuestion.probe`) and slows them, so they never move it down;
+    # the gauge, with the candidate's processes stopped, sees the fall.
     rng = random.Random(3)
     calibration, gauge_calibration = _overheads(16.0, 16, rng), _overheads(16.5, 16, rng)
     claimed = [CLAIM_MS - 4.0] * 12
@@ -84,7 +84,7 @@ def test_the_candidates_processes_stand_still_while_the_gauge_measures(tmp_path:
     )
     proc = subprocess.Popen([sys.executable, "-c", script, str(count)], start_new_session=True)
     try:
-        grader = SimpleNamespace(req=SimpleNamespace(confine_user=None), shim=SimpleNamespace(proc=proc), ours=[])
+        grader = SimpleNamespace(req=SimpleNamespace(confine_user=None), shim=SimpleNamespace(proc=proc), ours_pids=[])
         deadline = time.monotonic() + 10
         while not count.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -153,8 +153,8 @@ for pid, _ in descendants(os.getpid()):
 
 def test_a_process_the_candidate_left_in_a_session_of_its_own_stands_still_too(tmp_path: Path) -> None:
     # Unconfined, a process started in a new session and left by its parent was outside the stopped group and the
-    # machine's init's: it spun only while the gauge measured (round 14: a drift of 3.6 ms a request, no work of the
-    # candidate's requests). The grader is the orphans' reaper, and every process below it but the gauge's stops.
+    # machine's init's: it could spin only while the gauge measured, widening the bound by the drift it made. The
+    # grader is the orphans' reaper, and every process below it but ours stops.
     out = subprocess.run(
         [sys.executable, "-c", ESCAPED, str(tmp_path / "count")],
         capture_output=True,

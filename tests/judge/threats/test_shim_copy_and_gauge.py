@@ -1,5 +1,5 @@
 """Threats aimed at what the outside view takes for the candidate's process's own overhead, and at the gauge that
-moves it: round 14 of the red team (bench/results/cpu-2026-12-07-redteam-14/).
+moves it (the attacks and their figures: bench/results/cpu-2026-12-07-redteam-14/).
 
 - Work moved into the shim's copy of the outputs. The shim copies what forward returned into the grader's output
   buffers after the candidate's clock stopped, inside the grader's outside view, and the calibration's zero model
@@ -119,7 +119,7 @@ if os.fork() == 0:
 """,
 )
 """A process it leaves in a session of its own watches its process's state and, where it sees it stopped for 5 ms
-while itself running (outside the stopped set: where round 14's g8 spun, loading the gauge's samples alone), kills it.
+while itself running (outside the stopped set, where a process could load the gauge's samples alone), kills it.
 (Processes are stopped one by one: a grader preempted between two stops, on a loaded machine, shows a few ms.) Its
 strings give it a build of its own (they count in the build key)."""
 

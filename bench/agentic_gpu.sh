@@ -43,6 +43,8 @@
 # a handful of steps to see) PPO_EPOCHS=2 (actor and critic, in PPO and in the warm-up).
 # TEMPERATURE=0.7: the rollout's and validation's sampling temperature (verl's actor recomputes log-probs at it);
 # SmolLM2 after SFT sampled at 1.0 wrote free text in two turns of three and no kernel (bench/results/h100-2026-12-07-c/).
+# PROBE_OTHER=TAR: after SFT, bench/sft_probe.py also runs the SFT'd model on that data's prompts (another tool
+# description, say) beside the ones it was trained on.
 # DATA=TAR: the data call's agentic_data.tar instead of the data call (bench/results/h100-2026-12-07/ holds one,
 # made on an H100: the train call then needs only the model's chunks).
 # TOKENIZER=DIR (.stage/tok): the policy's tokenizer folder with config.json, for the data call.
@@ -60,7 +62,7 @@ WORK=${WORK:-/tmp/agentic_gpu} OUT=${OUT:-/tmp/agentic_gpu_out}
 SFT_STEPS=${SFT_STEPS:-60} SFT_BUDGET_S=${SFT_BUDGET_S:-240} STEPS=${STEPS:-4} BATCH=${BATCH:-4} N=${N:-4}
 VAL_N=${VAL_N:-4} MAX_TURNS=${MAX_TURNS:-16} BUDGET_S=${BUDGET_S:-570} PARALLEL=${PARALLEL:-12} PORT=${PORT:-8766}
 DEVICE=${DEVICE:-cuda} SCRIPTS=${SCRIPTS:-} MODEL=${MODEL:-} TOKENIZER=${TOKENIZER:-.stage/tok}
-DATA=${DATA:-} SEED=${SEED:-0} VAL_TRAIN=${VAL_TRAIN:-1}
+DATA=${DATA:-} SEED=${SEED:-0} VAL_TRAIN=${VAL_TRAIN:-1} PROBE_OTHER=${PROBE_OTHER:-}
 CRITIC_STEPS=${CRITIC_STEPS:-4} CRITIC_BUDGET_S=${CRITIC_BUDGET_S:-240} CRITIC_LR=${CRITIC_LR:-1e-4}
 ACTOR_LR=${ACTOR_LR:-1e-5} PPO_EPOCHS=${PPO_EPOCHS:-2} TEMPERATURE=${TEMPERATURE:-0.7}
 RES=$WORK/results START=$(date +%s)
@@ -224,6 +226,14 @@ if [ "$PHASE" = train ]; then
   tail -n 3 "$RES/sft/train.log"
   SFT_HF=$(python3 -c "import sys; from cuda_agent.rl.launch import latest_checkpoint as last; p = last(sys.argv[1]); print(p / 'huggingface' if p else '')" "$WORK/sft")
   [ -n "$SFT_HF" ] || { echo "== no complete SFT checkpoint: no PPO"; exit 1; }
+  # What the SFT'd model does on the first turn of its own episodes (greedy, as the rollout engine generates), and,
+  # with PROBE_OTHER=TAR, under that data's prompts: seconds, printed before PPO is paid for.
+  OTHER=()
+  if [ -n "$PROBE_OTHER" ]; then
+    mkdir -p "$WORK/probe_other" && tar -xf "$PROBE_OTHER" -C "$WORK/probe_other" sft.parquet && OTHER=(--other "$WORK/probe_other/sft.parquet")
+  fi
+  python3 bench/sft_probe.py "$SFT_HF" "$WORK/data/sft.parquet" "${OTHER[@]}" --device "$DEVICE" --out "$RES/sft/probe.json" 2>&1 \
+    | grep '^== SFT probe'
   python3 -m cuda_agent.rl.critic_model "$SFT_HF" "$WORK/critic" || exit 1
   echo "$SFT_HF" > "$WORK/sft_model"
   echo "$WORK/critic" > "$WORK/critic_model"

@@ -91,10 +91,12 @@ def run_rollout(
         compact_prompt=config.compact_prompt,
     )
     with sandbox_judge(config) as judge:
-        # With a sandbox service, the agent's commands run there too (isolated, killable), not on the trainer.
-        commands = judge if config.sandbox_url else None
+        # The agent's commands run as sandbox jobs of the judge's pool or service (isolated, killable), never in a
+        # shell of the trainer's: so every episode of this loop, SFT data and RL alike, gets the same Bash and the
+        # same tool description in its prompt: SFT rows played with a local shell taught a system prompt that
+        # RL's rollouts through a service never showed the policy.
         return run_task_episode(
-            task, model, judge, episode_dir, config.device, limits, env=env, commands=commands, language=config.language
+            task, model, judge, episode_dir, config.device, limits, env=env, commands=judge, language=config.language
         )
 
 

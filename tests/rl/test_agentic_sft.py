@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("verl", reason="verl is not installed (pip install -e '.[rl]')")
 
 from cuda_agent.agent.models.tool_text import parse_tool_calls  # noqa: E402
+from cuda_agent.agent.tools import SandboxShell  # noqa: E402
 from cuda_agent.errors import ConfigError  # noqa: E402
 from cuda_agent.rl import agentic_curriculum as ac  # noqa: E402
 from cuda_agent.rl.agentic_sft import (  # noqa: E402
@@ -82,6 +83,9 @@ def test_sft_rows_replay_through_the_agent_loop_to_the_same_tokens_and_masks(
     assert held_out_leaks(train) == [] and len(held_out_leaks(held)) == len(held)
     assert all(e["verdict"] == "compile_error" and e["turns"] == 6 for e in manifest["episodes"])
     row = next(r for r in rows if r["task"] == task.ref)
+    # Commands ran as sandbox jobs, as in RL's rollouts through a service: the prompt's Bash is that one.
+    bash = next(t["function"]["description"] for t in row["tools"] if t["function"]["name"] == "Bash")
+    assert bash.startswith(SandboxShell.description)
 
     again = play_scripts(tiny_tokenizer, [(task, "give_up")], "cpu", tmp_path / "again", context_tokens=65536)[0]
     assert again["input_ids"] == row["input_ids"] and again["loss_mask"] == row["loss_mask"]

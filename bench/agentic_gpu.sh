@@ -37,7 +37,8 @@
 # every 30 s and on every exit, so a call cut by the device's limit still returns what it did.
 # Knobs (env): SFT_STEPS=60 SFT_BUDGET_S=240 STEPS=4 BATCH=4 N=4 VAL_N=4 MAX_TURNS=16 BUDGET_S=570 PARALLEL=12
 # (episodes played at a time while making the data) PORT=8766 SCRIPTS= (a comma-separated subset of the scripts)
-# SEED=0 VAL_TRAIN=1 (0: validate on the held-out tasks only, a third of the validation's episodes)
+# SEED=0 VAL_TRAIN=1 (0: validate on the held-out tasks only, a third of the validation's episodes) VAL=1 (0: no
+# validation at all, before or after: for a run too short to pay for it, whose training rollouts are its record)
 # CRITIC_STEPS=4 (0: no warm-up, PPO's critic is the fresh head) CRITIC_BUDGET_S=240 CRITIC_LR=1e-4 (the warm-up's;
 # recipes/agentic_critic_warmup.yaml says why); ACTOR_LR=1e-5 (the PPO recipe's 1e-6 moves a 135M policy too little in
 # a handful of steps to see) PPO_EPOCHS=2 (actor and critic, in PPO and in the warm-up).
@@ -62,7 +63,7 @@ WORK=${WORK:-/tmp/agentic_gpu} OUT=${OUT:-/tmp/agentic_gpu_out}
 SFT_STEPS=${SFT_STEPS:-60} SFT_BUDGET_S=${SFT_BUDGET_S:-240} STEPS=${STEPS:-4} BATCH=${BATCH:-4} N=${N:-4}
 VAL_N=${VAL_N:-4} MAX_TURNS=${MAX_TURNS:-16} BUDGET_S=${BUDGET_S:-570} PARALLEL=${PARALLEL:-12} PORT=${PORT:-8766}
 DEVICE=${DEVICE:-cuda} SCRIPTS=${SCRIPTS:-} MODEL=${MODEL:-} TOKENIZER=${TOKENIZER:-.stage/tok}
-DATA=${DATA:-} SEED=${SEED:-0} VAL_TRAIN=${VAL_TRAIN:-1} PROBE_OTHER=${PROBE_OTHER:-}
+DATA=${DATA:-} SEED=${SEED:-0} VAL_TRAIN=${VAL_TRAIN:-1} PROBE_OTHER=${PROBE_OTHER:-} VAL=${VAL:-1}
 CRITIC_STEPS=${CRITIC_STEPS:-4} CRITIC_BUDGET_S=${CRITIC_BUDGET_S:-240} CRITIC_LR=${CRITIC_LR:-1e-4}
 ACTOR_LR=${ACTOR_LR:-1e-5} PPO_EPOCHS=${PPO_EPOCHS:-2} TEMPERATURE=${TEMPERATURE:-0.7}
 RES=$WORK/results START=$(date +%s)
@@ -307,6 +308,8 @@ mkdir -p "$RUN"
 # The held-out tasks before the first PPO step, whichever call makes it (a call cut before its first checkpoint
 # leaves the next one to measure them).
 VAL_BEFORE=$(python3 -c "import sys; from cuda_agent.rl.launch import latest_checkpoint as last; print('false' if last(sys.argv[1]) else 'true')" "$WORK/ppo_ckpt_s$SEED")
+TEST_FREQ=$STEPS
+[ "$VAL" = 0 ] && VAL_BEFORE=false TEST_FREQ=-1  # no validation: the training steps' own rollouts are the record
 # A seed's later call continues the run its checkpoints hold (without --resume the launcher refuses a folder with
 # checkpoints).
 watch $(( START + BUDGET_S )) "$RUN/train.log" $CLI train agentic-ppo --config "$WORK/ppo_recipe_s$SEED.yaml" --out "$RUN" \
@@ -321,7 +324,7 @@ watch $(( START + BUDGET_S )) "$RUN/train.log" $CLI train agentic-ppo --config "
   --set actor_rollout_ref.rollout.multi_turn.max_assistant_turns="$MAX_TURNS" \
   --set actor_rollout_ref.rollout.val_kwargs.n="$VAL_N" --set actor_rollout_ref.rollout.val_kwargs.do_sample=true \
   --set actor_rollout_ref.rollout.val_kwargs.temperature="$TEMPERATURE" --set actor_rollout_ref.rollout.temperature="$TEMPERATURE" \
-  --set trainer.total_training_steps="$STEPS" --set trainer.test_freq="$STEPS" --set trainer.save_freq=1 \
+  --set trainer.total_training_steps="$STEPS" --set trainer.test_freq="$TEST_FREQ" --set trainer.save_freq=1 \
   --set trainer.default_local_dir="$WORK/ppo_ckpt_s$SEED" --set trainer.resume_mode=auto \
   --set trainer.val_before_train="$VAL_BEFORE" \
   --set actor_rollout_ref.actor.strategy=fsdp2 --set critic.strategy=fsdp2 \

@@ -25,7 +25,7 @@ from cuda_agent.agent.loop import EpisodeConfig, EpisodeResult, run_episode
 from cuda_agent.agent.models.base import Model
 from cuda_agent.agent.tools import CommandRunner, build_toolset
 from cuda_agent.types import Language, Task, Turn, Verdict
-from cuda_agent.workspace import create_workspace, is_editable
+from cuda_agent.workspace import KERNEL_SUFFIXES, create_workspace, is_editable
 from cuda_agent.workspace.checks import CHECKS_FILE_ENV
 
 
@@ -82,6 +82,11 @@ def run_task_episode(
     settings = {**(judge_config or {}), "device": device}
 
     def score(folder: Path) -> Verdict:
+        # Read here, where the agent wrote it: a workspace it left with nothing to read is its failure (the judge
+        # raises for such a folder, rightly for a user who hands it one, and the episode would be lost as ours).
+        problems = unreadable_files(folder)
+        if problems:
+            return unreadable_verdict(task, problems, device, language)
         return judge.judge_workspace(task, folder, settings)
 
     # Outside the workspace (file tools cannot reach it); writable by the sandbox's unprivileged user.
@@ -92,3 +97,39 @@ def run_task_episode(
     limits = (config or EpisodeConfig()).tools
     with build_toolset(root, is_editable, limits, shell, commands) as tools:
         return run_episode(model, tools, root, task.ref, out_dir, score, config, on_turn=on_turn, checks=checks)
+
+
+def unreadable_files(root: Path) -> list[str]:
+    """What the judge could not read of the solution in workspace `root`: model_new.py missing or not a file, it or a
+    kernel source (kernels/, any depth) not UTF-8 text or not readable. Empty when it can all be read."""
+    model_new = root / "model_new.py"
+    if not model_new.is_file():
+        return ["model_new.py is missing (or not a file)"]
+    kernels = root / "kernels"
+    sources = (
+        sorted(f for f in kernels.rglob("*") if f.is_file() and f.suffix in KERNEL_SUFFIXES) if kernels.is_dir() else []
+    )
+    problems = []
+    for path in [model_new, *sources]:
+        name = path.relative_to(root).as_posix()
+        try:
+            path.read_text()
+        except UnicodeDecodeError:
+            problems.append(f"{name} is not a text file")
+        except OSError as exc:
+            problems.append(f"{name} cannot be read ({exc.strerror})")
+    return problems
+
+
+def unreadable_verdict(task: Task, problems: list[str], device: str, language: Language) -> Verdict:
+    """The verdict of a workspace whose solution cannot be read: rejected, reward -1, as any solution that breaks
+    the rules."""
+    return Verdict(
+        task=task.ref,
+        verdict="rejected",
+        reward=-1,
+        correct=False,
+        message=f"nothing to judge: {'; '.join(problems)}. Leave model_new.py and kernels/ as readable text files.",
+        device=device,
+        language=language,
+    )

@@ -16,8 +16,7 @@ from pathlib import Path
 
 from cuda_agent.errors import SolutionError
 from cuda_agent.types import Language
-
-KERNEL_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp")
+from cuda_agent.workspace.layout import KERNEL_SUFFIXES
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,12 @@
 
 from cuda_agent.workspace.build import BuildOutcome, build_tree
 from cuda_agent.workspace.create import create_workspace, read_task_record, workspace_language
-from cuda_agent.workspace.layout import EDITABLE, EXTENSION_NAME, is_editable, tampered_files
+from cuda_agent.workspace.layout import EDITABLE, EXTENSION_NAME, KERNEL_SUFFIXES, is_editable, tampered_files
 
 __all__ = [
     "EDITABLE",
     "EXTENSION_NAME",
+    "KERNEL_SUFFIXES",
     "BuildOutcome",
     "build_tree",
     "create_workspace",

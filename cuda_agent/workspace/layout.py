@@ -33,6 +33,8 @@ DEVICES = ("cuda", "cpu")
 
 EDITABLE = ("model_new.py", "kernels/*.cu", "kernels/*.cuh", "kernels/*.cpp", "kernels/*.h", "kernels/*.hpp")
 """Globs (relative to the workspace root) of the files the agent may create, edit and delete."""
+KERNEL_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp")
+"""Files under kernels/ (at any depth) that the judge reads as the solution's sources."""
 FIXED_FILES = ("binding.cpp", "binding_registry.h")
 UTILS_FILES = (
     "utils/__init__.py",

@@ -210,6 +210,33 @@ def test_the_episode_runner_gives_the_shell_its_python_without_changing_ours(tmp
     assert result.verdict.verdict == "rejected" and result.final == result.verdict
 
 
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        ("rm model_new.py", "model_new.py is missing"),
+        ("rm model_new.py && mkdir model_new.py", "model_new.py is missing"),
+        ("printf '\\xff\\xfe' > kernels/relu.cpp", "kernels/relu.cpp is not a text file"),
+    ],
+)
+def test_a_workspace_left_with_nothing_to_read_is_the_agents_failure_not_ours(
+    tmp_path: Path, command: str, said: str
+) -> None:
+    """The judge raises for a solution folder it cannot read (a user's mistake there); at an episode's end the agent
+    made it so, and the episode ends rejected at reward -1 instead of being lost as our failure (an RL step crashed
+    on it, bench/results/h100-2026-12-07-d/)."""
+
+    class Judge:
+        def judge_workspace(self, task: Task, workspace: Path, config: dict | None = None) -> Verdict:
+            raise AssertionError("nothing readable was left to judge")
+
+    task = Catalog().resolve("examples/relu")
+    model = ReplayModel([_turn(_call("Bash", command=command)), _turn(content="done")])
+    result = run_task_episode(task, model, Judge(), tmp_path / "ep", "cpu")
+    assert result.verdict.verdict == "rejected" and result.verdict.reward == -1
+    assert said in result.verdict.message
+    assert read_trajectory(result.trajectory).reward == -1
+
+
 @pytest.mark.slow
 def test_demo_replays_the_recording_to_a_reward(tmp_path: Path) -> None:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")

@@ -42,6 +42,8 @@
 # CRITIC_STEPS=4 (0: no warm-up, PPO's critic is the fresh head) CRITIC_BUDGET_S=240 CRITIC_LR=1e-4 (the warm-up's;
 # recipes/agentic_critic_warmup.yaml says why); ACTOR_LR=1e-5 (the PPO recipe's 1e-6 moves a 135M policy too little in
 # a handful of steps to see) PPO_EPOCHS=2 (actor and critic, in PPO and in the warm-up).
+# SFT_LR=1e-4: the SFT's peak learning rate (the recipe's 2e-5 left SmolLM2 at 0.15 nats a token on the first reply
+# that all 48 episodes share after 60 steps, its greedy reply not the trained one: bench/results/h100-2026-12-07-d/).
 # TEMPERATURE=0.7: the rollout's and validation's sampling temperature (verl's actor recomputes log-probs at it);
 # SmolLM2 after SFT sampled at 1.0 wrote free text in two turns of three and no kernel (bench/results/h100-2026-12-07-c/).
 # PROBE_OTHER=TAR: after SFT, bench/sft_probe.py also runs the SFT'd model on that data's prompts (another tool
@@ -65,7 +67,7 @@ VAL_N=${VAL_N:-4} MAX_TURNS=${MAX_TURNS:-16} BUDGET_S=${BUDGET_S:-570} PARALLEL=
 DEVICE=${DEVICE:-cuda} SCRIPTS=${SCRIPTS:-} MODEL=${MODEL:-} TOKENIZER=${TOKENIZER:-.stage/tok}
 DATA=${DATA:-} SEED=${SEED:-0} VAL_TRAIN=${VAL_TRAIN:-1} PROBE_OTHER=${PROBE_OTHER:-} VAL=${VAL:-1}
 CRITIC_STEPS=${CRITIC_STEPS:-4} CRITIC_BUDGET_S=${CRITIC_BUDGET_S:-240} CRITIC_LR=${CRITIC_LR:-1e-4}
-ACTOR_LR=${ACTOR_LR:-1e-5} PPO_EPOCHS=${PPO_EPOCHS:-2} TEMPERATURE=${TEMPERATURE:-0.7}
+ACTOR_LR=${ACTOR_LR:-1e-5} PPO_EPOCHS=${PPO_EPOCHS:-2} TEMPERATURE=${TEMPERATURE:-0.7} SFT_LR=${SFT_LR:-1e-4}
 RES=$WORK/results START=$(date +%s)
 FOLLOW_S=${FOLLOW_S:-570} DETACH=${DETACH:-0}
 case $PHASE in here | data | put | train | ppo | more | follow) ;; *)
@@ -220,7 +222,7 @@ if [ "$PHASE" = train ]; then
   mkdir -p "$RES/sft"
   watch $(( $(date +%s) + SFT_BUDGET_S )) "$RES/sft/train.log" $CLI train rft --config recipes/agentic_curriculum_sft.yaml \
     --out "$RES/sft" --set model.path="$MODEL" --set data.train_files="$WORK/data/sft.parquet" \
-    --set trainer.total_training_steps="$SFT_STEPS" --set trainer.save_freq="$SFT_STEPS" \
+    --set trainer.total_training_steps="$SFT_STEPS" --set trainer.save_freq="$SFT_STEPS" --set optim.lr="$SFT_LR" \
     --set trainer.default_local_dir="$WORK/sft" --set +model.override_config.attn_implementation=sdpa \
     --set model.use_remove_padding=false "${SFT_KNOBS[@]}"
   echo "== SFT exit $? at $(elapsed) s; $(cat "$RES"/sft/metrics.*.jsonl 2>/dev/null | grep -c '"step"') steps"

@@ -5,7 +5,7 @@ For one SFT row per task (`sft.parquet` of `cuda-agent train agentic`, rows with
 - the loss on the row's own tokens (nats per trained token, teacher-forced: what SFT's loss says), over the whole row
   and over its first reply;
 - the first reply decoded greedily by the `hf` rollout's engine, every row in one left-padded batch, as the
-  rollouts generate, and whether it is the row's first reply exactly;
+  rollouts generate, and whether it is exactly one of the task's trained first replies;
 - with `--other TAR` (the same episodes under other prompt tokens, e.g. another tool description), the same for
   those prompts: how much a change of prompt the model was not trained on moves it.
 
@@ -49,8 +49,11 @@ def losses(model: Any, row: dict[str, Any], device: str) -> tuple[float, float]:
     return -taken[mask].mean().item(), -taken[start - 1 : end - 1].mean().item()
 
 
-def probe(engine: HFEngine, tokenizer: Any, rows: list[dict[str, Any]], max_new: int) -> list[dict[str, Any]]:
-    """Per row: its losses, and its greedy first reply against the one it was trained on."""
+def probe(
+    engine: HFEngine, tokenizer: Any, rows: list[dict[str, Any]], max_new: int, replies_of: dict[str, list[list[int]]]
+) -> list[dict[str, Any]]:
+    """Per row: its losses, and its greedy first reply against those its task's rows were trained on (`replies_of`:
+    every script's first reply, by task)."""
     spans = [first_reply(r) for r in rows]
     requests = [
         GenRequest(prompt_ids=r["input_ids"][:s], max_tokens=max_new, temperature=0.0)
@@ -58,10 +61,9 @@ def probe(engine: HFEngine, tokenizer: Any, rows: list[dict[str, Any]], max_new:
     ]
     replies = engine.generate(requests)
     out = []
-    for row, (start, end), reply in zip(rows, spans, replies, strict=True):
-        trained = row["input_ids"][start:end]
+    for row, reply in zip(rows, replies, strict=True):
         whole, first = losses(engine.model, row, str(engine.device))
-        same = reply.token_ids[: len(trained)] == trained[: len(reply.token_ids)]
+        same = any(reply.token_ids[: len(t)] == t[: len(reply.token_ids)] for t in replies_of[row["task"]])
         out.append(
             {
                 "task": row["task"],
@@ -75,13 +77,15 @@ def probe(engine: HFEngine, tokenizer: Any, rows: list[dict[str, Any]], max_new:
     return out
 
 
-def one_per_task(path: Path) -> list[dict[str, Any]]:
-    rows, seen = [], set()
+def one_per_task(path: Path) -> tuple[list[dict[str, Any]], dict[str, list[list[int]]]]:
+    """The first row of each task, and every row's first reply by task."""
+    rows, replies = [], {}
     for row in pq.read_table(path).to_pylist():
-        if row["task"] not in seen:
-            seen.add(row["task"])
+        start, end = first_reply(row)
+        if row["task"] not in replies:
             rows.append(row)
-    return rows
+        replies.setdefault(row["task"], []).append(row["input_ids"][start:end])
+    return rows, replies
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,15 +101,17 @@ def main(argv: list[str] | None = None) -> int:
 
     engine = HFEngine.from_pretrained(args.model, args.device, dtype="float32")
     tokenizer = AutoTokenizer.from_pretrained(args.model)
-    result = {"trained": probe(engine, tokenizer, one_per_task(args.sft), args.max_new)}
+    rows, replies = one_per_task(args.sft)
+    result = {"trained": probe(engine, tokenizer, rows, args.max_new, replies)}
     if args.other:
-        result["other"] = probe(engine, tokenizer, one_per_task(args.other), args.max_new)
+        rows, replies = one_per_task(args.other)
+        result["other"] = probe(engine, tokenizer, rows, args.max_new, replies)
     for name, rows in result.items():
         same = sum(r["greedy_is_trained_reply"] for r in rows)
         loss = sum(r["loss_row"] for r in rows) / len(rows)
         first = sum(r["loss_first_reply"] for r in rows) / len(rows)
         print(
-            f"== SFT probe ({name} prompts): greedy first reply as trained {same}/{len(rows)}; loss {loss:.3f} nats "
+            f"== SFT probe ({name} prompts): greedy first reply one of the trained {same}/{len(rows)}; loss {loss:.3f} nats "
             f"a trained token, {first:.3f} on the first reply; e.g. {rows[0]['greedy']!r}"
         )
     if args.out:

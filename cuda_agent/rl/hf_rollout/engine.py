@@ -7,7 +7,11 @@ before top-k/top-p (vLLM's `processed_logprobs`, verl's default). That is what v
 recomputes (`logits / temperature`), so the two agree up to numerics: PPO's ratio starts at 1.
 
 `load_weights` takes the actor's tensors by Hugging Face name (what verl's engines yield to a
-rollout in `update_weights`), so after a sync the rollout samples from the updated policy.
+rollout in `update_weights`), so after a sync the rollout samples from the updated policy. It copies into the
+model's own parameter storage, never replacing a tensor: the static decode's CUDA graphs read the weights there.
+
+A batch decodes eagerly (transformers' DynamicCache) or, with `decode="static"`/`"graphs"`, on a static KV cache
+whose one-token step is captured once per shape as a CUDA graph (`static_decode.py`): same tokens, same log-probs.
 
 No Ray and no verl here: `server.py` puts this behind verl's server interface.
 """
@@ -20,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from cuda_agent.rl.hf_rollout.static_decode import StaticDecoder
 
 
 @dataclass(frozen=True)
@@ -84,18 +90,35 @@ class HFEngine:
         stop_token_ids: ids that end a reply (EOS of tokenizer and generation config).
         pad_token_id: id used for left padding (never attended to).
         seed: seed of the sampling generator.
+        decode: how a batch decodes (`DECODE`): "eager" (transformers' DynamicCache), "static" (a static KV cache,
+            `static_decode.StaticDecoder`), "graphs" (that, each step replayed as a CUDA graph; CUDA only).
+
+    Raises:
+        ValueError: an unknown `decode`, or one the model or device cannot run.
     """
 
+    DECODE = ("eager", "static", "graphs")
     CHECK_EVERY = 16
     """Decoding steps between two looks at the sampled tokens on the host (stops, max_tokens)."""
 
-    def __init__(self, model: Any, stop_token_ids: Iterable[int], pad_token_id: int, seed: int = 0) -> None:
+    def __init__(
+        self, model: Any, stop_token_ids: Iterable[int], pad_token_id: int, seed: int = 0, decode: str = "eager"
+    ) -> None:
+        if decode not in self.DECODE:
+            raise ValueError(f"decode must be one of {self.DECODE}, not {decode!r}")
         self.model = model.eval()
         self.device = next(model.parameters()).device
         self.stop_token_ids = frozenset(int(t) for t in stop_token_ids)
         self.pad_token_id = int(pad_token_id)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
+        self.decode = decode
+        self._static = None if decode == "eager" else StaticDecoder(model, self.pad_token_id, graphs=decode == "graphs")
+
+    def release(self) -> None:
+        """Free the static decode's cache and graphs, if any (the next batch makes them again)."""
+        if self._static is not None:
+            self._static.release()
 
     @classmethod
     def from_pretrained(
@@ -106,6 +129,7 @@ class HFEngine:
         random_weights: bool = False,
         attn_implementation: str = "sdpa",
         seed: int = 0,
+        decode: str = "eager",
     ) -> HFEngine:
         """Load the model and its stop ids from a Hugging Face folder.
 
@@ -117,6 +141,7 @@ class HFEngine:
                 arrive with the first sync).
             attn_implementation: transformers attention backend (flash-attn is not assumed).
             seed: sampling seed.
+            decode: how a batch decodes (see the class).
         """
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
@@ -140,7 +165,7 @@ class HFEngine:
         vocab = model.get_input_embeddings().num_embeddings
         stops = {t for t in stops if 0 <= t < vocab}
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(stops, default=0)
-        return cls(model.to(device), stops, pad, seed=seed)
+        return cls(model.to(device), stops, pad, seed=seed, decode=decode)
 
     @torch.no_grad()
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> int:
@@ -157,7 +182,7 @@ class HFEngine:
             target = params.get(name)
             if target is None:
                 raise KeyError(f"the rollout model has no parameter {name!r}; actor and rollout models differ")
-            target.copy_(tensor.to(device=target.device, dtype=target.dtype))
+            target.copy_(tensor.to(device=target.device, dtype=target.dtype))  # in place: graphs read this storage
             loaded += 1
         return loaded
 
@@ -191,23 +216,13 @@ class HFEngine:
         filters = (any(r.top_k > 0 for r in requests), any(r.top_p < 1 for r in requests))
         results = [GenResult() for _ in requests]
         done = [False] * n
-        past, step_ids, step_positions = None, ids, positions
         steps = max(r.max_tokens for r in requests)
         limit = steps if max_steps is None else min(steps, max_steps)
+        decoder = self._static if self._static is not None else _DynamicDecode(self.model)
+        logits = decoder.prefill(ids, mask, positions, limit)
         sampled: list[tuple[torch.Tensor, torch.Tensor]] = []
         for step in range(limit):
-            out = self.model(
-                input_ids=step_ids,
-                attention_mask=mask,
-                position_ids=step_positions,
-                past_key_values=past,
-                use_cache=True,
-                # Only the last position's logits are sampled from: the prefill's full [rows, context, vocab] logits
-                # (25 GB for 16 rows of 8k tokens in fp32 with SmolLM2's 49k vocabulary) would crowd out training.
-                logits_to_keep=1,
-            )
-            past = out.past_key_values
-            tokens, logprobs = self._sample(out.logits[:, -1, :].float(), temperature, top_p, top_k, filters)
+            tokens, logprobs = self._sample(logits, temperature, top_p, top_k, filters)
             sampled.append((tokens, logprobs))
             # The tokens come to the host every CHECK_EVERY steps, not every step: a sync per token would leave the
             # GPU idle while the next step's launches are made (a small model's decode is launch-bound).
@@ -215,9 +230,8 @@ class HFEngine:
                 if self._take(sampled, results, done, requests):
                     break
                 sampled = []
-            step_ids = tokens[:, None]
-            mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype, device=device)], dim=1)
-            step_positions = step_positions[:, -1:] + 1
+            if step < limit - 1:
+                logits = decoder.step(tokens)
         return results
 
     def _take(
@@ -274,3 +288,35 @@ def _ids(value: Any) -> list[int]:
     if value is None:
         return []
     return [int(v) for v in value] if isinstance(value, list | tuple) else [int(value)]
+
+
+class _DynamicDecode:
+    """The eager decode: transformers' `DynamicCache`, the mask one column longer each step (`StaticDecoder`'s
+    contract: `prefill` then `step`, each giving the next logits of every row)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.past: Any = None
+
+    def prefill(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, steps: int) -> torch.Tensor:
+        self.mask, self.positions = mask, positions
+        return self._forward(ids)
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)
+        self.positions = self.positions[:, -1:] + 1
+        return self._forward(tokens[:, None])
+
+    def _forward(self, ids: torch.Tensor) -> torch.Tensor:
+        out = self.model(
+            input_ids=ids,
+            attention_mask=self.mask,
+            position_ids=self.positions,
+            past_key_values=self.past,
+            use_cache=True,
+            # Only the last position's logits are sampled from: the prefill's full [rows, context, vocab] logits
+            # (25 GB for 16 rows of 8k tokens in fp32 with SmolLM2's 49k vocabulary) would crowd out training.
+            logits_to_keep=1,
+        )
+        self.past = out.past_key_values
+        return out.logits[:, -1, :].float()

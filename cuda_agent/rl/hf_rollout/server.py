@@ -15,8 +15,13 @@ The actor holds its own copy of the policy on the GPU of the trainer worker it s
 CPU). The worker's `HFServerAdapter.update_weights` pushes the actor's tensors here after each
 update (`update_weights`), so every rollout after a sync samples from the new policy.
 
-verl's sleep/wake-up/kv-cache calls exist to free a vLLM engine's memory for training; this
-server keeps no cache between batches, so they only record state.
+How a batch decodes is `actor_rollout_ref.rollout.engine_kwargs.hf.decode` (`HFEngine.DECODE`): "eager" (the
+default), "static" or "graphs" (a static KV cache, its decode step replayed as CUDA graphs: `static_decode.py`).
+From the command line: `+actor_rollout_ref.rollout.engine_kwargs.hf.decode=graphs`.
+
+verl's sleep and wake-up exist to free a vLLM engine's memory for training, and verl calls them around every
+step: this server keeps its static cache and graphs through them (capturing again each step would cost seconds),
+and frees them on `release_kv_cache`. The eager decode keeps no cache between batches.
 """
 
 from __future__ import annotations
@@ -94,6 +99,10 @@ class HFRolloutServer:
         self.response_length = int(config.response_length)
         self.max_model_len = int(config.max_model_len or self.prompt_length + self.response_length)
         self.max_batch = int(config.max_num_seqs)
+        options = dict((getattr(config, "engine_kwargs", None) or {}).get("hf") or {})
+        unknown = set(options) - {"decode"}
+        if unknown:
+            raise ValueError(f"engine_kwargs.hf takes only 'decode', not {sorted(unknown)}")
         self.engine = HFEngine.from_pretrained(
             _local_path(str(model_config.path)),
             device=device,
@@ -101,6 +110,7 @@ class HFRolloutServer:
             random_weights=str(config.load_format) == "dummy",
             attn_implementation=override.get("attn_implementation", "sdpa"),
             seed=int(config.seed) + replica_rank,
+            decode=str(options.get("decode", "eager")),
         )
         self.seed = int(config.seed) + replica_rank
         self.global_steps: int | None = None
@@ -225,7 +235,8 @@ class HFRolloutServer:
         return None
 
     async def release_kv_cache(self) -> None:
-        return None
+        async with self._lock:
+            self.engine.release()
 
     async def resume_kv_cache(self) -> None:
         return None

@@ -156,3 +156,16 @@ def test_graphs_give_the_eager_tokens_on_cuda_and_follow_a_weight_sync() -> None
     assert graphs._static.captures == 1
     for prompt, (tokens, logprobs, _) in zip(PROMPTS, synced, strict=True):
         assert logprobs == pytest.approx(actor_logprobs(model, prompt, tokens), abs=1e-4)
+
+
+@pytest.mark.slow
+def test_the_decode_benchmark_runs_on_the_cpu() -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    command = [sys.executable, "bench/hf_decode.py", "--device", "cpu", "--layers", "1", "--rows", "1", "3"]
+    command += ["--contexts", "20", "--steps", "3", "--repeats", "1", "--modes", "eager", "static"]
+    out = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "# OK: greedy tokens equal" in out.stdout and out.stdout.count(" | 20 | ") == 2

@@ -258,7 +258,8 @@ class StaticDecoder:
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         # One memory pool for every graph: they never run at once, and each output is read before another replays.
-        with torch.cuda.graph(graph, pool=self._pool):
+        # thread_local: the server's other threads may touch CUDA meanwhile, which a global capture would refuse.
+        with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
             bucket.logits = self._forward(bucket)
         bucket.graph = graph
         self.captures += 1

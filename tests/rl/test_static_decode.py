@@ -67,6 +67,29 @@ def test_static_decode_gives_the_eager_tokens_and_log_probs_for_a_mixed_length_b
         assert logprobs == pytest.approx(actor_logprobs(model, prompt, tokens), abs=1e-4)
 
 
+def test_the_steps_run_before_a_capture_leave_no_trace_in_the_batch() -> None:
+    """A graph's capture first runs its step eagerly on the new bucket (writing the cache, the mask, the slot and
+    positions); the batch that follows must not see any of it. Emulated on the CPU: a new bucket's step runs a few
+    times before its first prefill."""
+    model = tiny_model()
+    greedy = [GenRequest(prompt_ids=p, max_tokens=12, temperature=0.0) for p in PROMPTS]
+    expected = replies(HFEngine(model, set(), pad_token_id=0), greedy)
+    engine = HFEngine(model, set(), pad_token_id=0, decode="static")
+    decoder: StaticDecoder = engine._static
+    get = decoder._get
+
+    def get_after_warm_up(rows: int, length: int):
+        new = (rows, length) not in decoder.buckets
+        bucket = get(rows, length)
+        for _ in range(5 if new else 0):
+            decoder._forward(bucket)
+        return bucket
+
+    decoder._get = get_after_warm_up
+    assert_same(expected, replies(engine, greedy), atol=1e-5)
+    assert_same(expected[:2], replies(engine, greedy[:2]), atol=1e-5)  # a new bucket, its rows warmed over the old
+
+
 def test_buckets_round_rows_to_powers_of_two_and_lengths_to_the_cache_step() -> None:
     assert [rows_bucket(n) for n in (1, 2, 3, 4, 5, 8, 9, 16, 17)] == [1, 2, 4, 4, 8, 8, 16, 16, 32]
     assert [length_bucket(n, 512) for n in (0, 1, 512, 513, 5000)] == [512, 512, 512, 1024, 5120]

@@ -154,9 +154,15 @@ class StaticDecoder:
 
     def release(self) -> None:
         """Free the cache, the buffers and the graphs (the next batch makes them again)."""
+        self._drop_buckets()
+        self.storage.grow(0, 0)
+
+    def _drop_buckets(self) -> None:
+        """Forget every bucket (their views and graphs hold the storage); later graphs take a fresh memory pool."""
         self.buckets.clear()
         self._bucket = None
-        self.storage.grow(0, 0)
+        if self.graphs:
+            self._pool = torch.cuda.graph_pool_handle()
 
     def prefill(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, steps: int) -> torch.Tensor:
         """Run the prompts (left-padded `ids`, `mask` 1 on real tokens, `positions`) for a batch that samples at most
@@ -230,7 +236,7 @@ class StaticDecoder:
         if bucket is not None:
             return bucket
         if not self.storage.fits(rows, length):
-            self.buckets.clear()  # their views and graphs hold the old buffers
+            self._drop_buckets()
             self.storage.grow(rows, length)
         device = self.storage.device
         keys, values = self.storage.views(rows, length)

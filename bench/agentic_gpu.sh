@@ -44,6 +44,8 @@
 # a handful of steps to see) PPO_EPOCHS=2 (actor and critic, in PPO and in the warm-up).
 # SFT_LR=1e-4: the SFT's peak learning rate (the recipe's 2e-5 left SmolLM2 at 0.15 nats a token on the first reply
 # that all 48 episodes share after 60 steps, its greedy reply not the trained one: bench/results/h100-2026-12-07-d/).
+# DECODE=eager: how the hf rollout decodes (actor_rollout_ref.rollout.engine_kwargs.hf.decode): eager, static, or graphs
+# (a static KV cache, each decode step replayed as a CUDA graph: cuda_agent/rl/hf_rollout/static_decode.py).
 # TEMPERATURE=0.7: the rollout's and validation's sampling temperature (verl's actor recomputes log-probs at it);
 # SmolLM2 after SFT sampled at 1.0 wrote free text in two turns of three and no kernel (bench/results/h100-2026-12-07-c/).
 # PROBE_OTHER=TAR: after SFT, bench/sft_probe.py also runs the SFT'd model on that data's prompts (another tool
@@ -210,6 +212,7 @@ else  # verl on our CPU platform (bench/agentic_ppo_cpu.sh's settings): short re
     --set actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2 --set actor_rollout_ref.rollout.agent.num_workers=1
     --set actor_rollout_ref.model.enable_gradient_checkpointing=false --set critic.model.enable_gradient_checkpointing=false)
 fi
+PPO_KNOBS+=(--set "+actor_rollout_ref.rollout.engine_kwargs.hf.decode=${DECODE:-eager}")
 if [ "$PHASE" = train ]; then
   if [ -z "$MODEL" ] && [ "$DEVICE" = cuda ]; then
     for k in .stage/[0-9]*; do bash scripts/stage_smollm2.sh put "$k" || exit 1; done  # the chunks this call carries

@@ -6,7 +6,8 @@ context, a batch of left-padded prompts (lengths context, context - 7, context -
 decodes greedily with no stop token; a step's cost (the fastest of --repeats runs) is (time for 1 + STEPS tokens - time for 1 token) / STEPS, so the
 prefill cancels out and the step includes sampling and the engine's looks at the tokens (every 16 steps), as in
 the rollout. Each configuration runs once untimed first (the graphs' capture is reported apart). The two paths'
-tokens and log-probs are compared on the same batches: greedy tokens equal, log-probs within 1e-4.
+tokens and log-probs are compared on the same batches (`compare`): log-probs within 1e-4, greedy tokens equal but
+for ties to float rounding.
 
 Usage (repository root):
     python bench/hf_decode.py                      # CUDA: rows 1 4 8 16 at contexts 2048 and 5120, fp32
@@ -78,12 +79,17 @@ def measure(engine: HFEngine, rows: int, context: int, steps: int, repeats: int)
     return 1000 * (seconds_long - seconds_short) / steps, first, results
 
 
-def compare(expected: list, got: list) -> tuple[bool, float]:
-    same = all(a.token_ids == b.token_ids for a, b in zip(expected, got, strict=True))
-    gap = max(
-        (abs(x - y) for a, b in zip(expected, got, strict=True) for x, y in zip(a.log_probs, b.log_probs, strict=True)),
-        default=0.0,
-    )
+def compare(expected: list, got: list) -> tuple[int, float]:
+    """(rows with the same tokens, largest log-prob gap), the gap taken up to and including a row's first differing
+    token: greedy picks the same token unless two are tied to float rounding, and then the two paths' picks have
+    log-probs within that rounding (a larger gap there is a real difference)."""
+    same, gap = 0, 0.0
+    for a, b in zip(expected, got, strict=True):
+        same += a.token_ids == b.token_ids
+        for x, y, tx, ty in zip(a.log_probs, b.log_probs, a.token_ids, b.token_ids, strict=True):
+            gap = max(gap, abs(x - y))
+            if tx != ty:
+                break
     return same, gap
 
 
@@ -107,9 +113,9 @@ def main() -> int:
     )
     base = args.modes[0]
     header = ["rows", "context"] + [f"{m} ms/step" for m in args.modes] + [f"{m} first s" for m in args.modes[1:]]
-    header += [f"x vs {base}", "same tokens", "max |dlogp|"]
+    header += [f"x vs {base}", "rows same tokens", "max |dlogp|"]
     print(" | ".join(header))
-    worst, all_same = 0.0, True
+    worst, differing = 0.0, 0
     for context in args.contexts:
         for rows in args.rows:
             runs = {mode: measure(engine, rows, context, args.steps, args.repeats) for mode, engine in engines.items()}
@@ -117,8 +123,8 @@ def main() -> int:
             cells += [f"{runs[m][1]:.2f}" for m in args.modes[1:]]
             last = args.modes[-1]
             same, gap = compare(runs[base][2], runs[last][2])
-            worst, all_same = max(worst, gap), all_same and same
-            cells += [f"{runs[base][0] / runs[last][0]:.1f}", str(same), f"{gap:.1e}"]
+            worst, differing = max(worst, gap), differing + rows - same
+            cells += [f"{runs[base][0] / runs[last][0]:.1f}", f"{same}/{rows}", f"{gap:.1e}"]
             print(" | ".join(cells), flush=True)
     static = next((e._static for e in engines.values() if e._static is not None), None)
     if static is not None:
@@ -126,10 +132,10 @@ def main() -> int:
             f"# {static.captures} graphs captured, {len(static.buckets)} buckets, cache storage for "
             f"{static.storage.capacity} row-columns"
         )
-    ok = all_same and worst <= 1e-4
+    ok = worst <= 1e-4
     print(
-        f"# {'OK' if ok else 'MISMATCH'}: greedy tokens {'equal' if all_same else 'differ'}, log-probs within "
-        f"{worst:.1e}"
+        f"# {'OK' if ok else 'MISMATCH'}: log-probs within {worst:.1e}; {differing} rows took another greedy token "
+        "somewhere (a tie to float rounding when the log-probs agree there)"
     )
     return 0 if ok else 1
 

@@ -18,6 +18,9 @@ in our pyproject (loaded by `import verl` when cuda-agent is pip-installed) or t
 external-library hook, `actor_rollout_ref.model.external_lib=cuda_agent.rl.hf_rollout`, which
 `cuda_agent.rl.launch` sets whenever the rollout is `hf` (this also works from a source checkout
 on PYTHONPATH, where entry points do not exist).
+
+Without verl installed there is nothing to register into, and `engine.py` (no Ray, no verl) still
+imports: `bench/hf_decode.py` times its decode on a bare GPU image.
 """
 
 from __future__ import annotations
@@ -32,7 +35,11 @@ def _load_replica() -> type:
 
 
 def register() -> None:
-    """Add the `hf` rollout to verl's registries (idempotent; `verl_compat.register_rollout`)."""
+    """Add the `hf` rollout to verl's registries (idempotent; `verl_compat.register_rollout`); nothing without verl."""
+    import importlib.util
+
+    if importlib.util.find_spec("verl") is None:
+        return
     from cuda_agent.rl.verl_compat import register_rollout
 
     register_rollout(NAME, "cuda_agent.rl.hf_rollout.adapter.HFServerAdapter", _load_replica)

@@ -54,10 +54,13 @@ def actor_logprobs(model, prompt: list[int], response: list[int]) -> list[float]
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
 def test_static_decode_gives_the_eager_tokens_and_log_probs_for_a_mixed_length_batch(attention: str) -> None:
     model = tiny_model(attention)
-    eager = HFEngine(model, {7}, pad_token_id=0, seed=3)
-    static = HFEngine(model, {7}, pad_token_id=0, seed=3, decode="static")
     greedy = [GenRequest(prompt_ids=p, max_tokens=16, temperature=0.0) for p in PROMPTS]
+    first = replies(HFEngine(model, set(), pad_token_id=0), greedy)[0][0]
+    stop = next(t for i, t in enumerate(first) if i >= 3 and t not in first[:i])  # ends reply 0 mid-way
+    eager = HFEngine(model, {stop}, pad_token_id=0, seed=3)
+    static = HFEngine(model, {stop}, pad_token_id=0, seed=3, decode="static")
     expected = replies(eager, greedy)
+    assert expected[0][2] and len(expected[0][0]) < 16
     assert_same(expected, replies(static, greedy), atol=1e-5)
     assert_same(replies(eager, greedy, max_steps=5), replies(static, greedy, max_steps=5), atol=1e-5)
     # Sampling draws from the same generator on the same rows (padding rows of the bucket sample nothing).

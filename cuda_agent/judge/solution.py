@@ -124,9 +124,16 @@ def read_solution(path: Path) -> SolutionSource:
     if not model_new.is_file():
         raise SolutionError(f"{path}: a workspace solution needs model_new.py at its top level")
     kernels = path / "kernels"
+    # A link would let whoever writes the workspace (an agent, as an unprivileged user) choose a file of the
+    # machine for the judge to read as its source, and see it back in compile and syntax errors.
+    for link in (model_new, kernels):
+        if link.is_symlink():
+            raise SolutionError(f"{link}: a symbolic link; a solution's files and kernels/ must be plain")
     sources = {}
     if kernels.is_dir():
         for file in sorted(kernels.rglob("*")):
+            if file.suffix in KERNEL_SUFFIXES and file.is_symlink():
+                raise SolutionError(f"{file}: a symbolic link; a solution's files and kernels/ must be plain")
             if file.is_file() and file.suffix in KERNEL_SUFFIXES:
                 sources[file.relative_to(path).as_posix()] = _read(file)
     return SolutionSource(python=_read(model_new), python_name="model_new.py", sources=sources, root=path)

@@ -22,8 +22,8 @@ unknown task, a bad config field, a path outside the root, a missing token) gets
 With a token, every endpoint but /health needs `Authorization: Bearer TOKEN`.
 
 What this does not protect against: a workspace below the root is read by path, so anyone who can
-write there (or place a symlink inside a workspace) decides what the judge reads; the root only keeps
-requests from naming other folders of the machine.
+write there decides what the judge reads there; the root only keeps requests from naming other folders of the
+machine, and the solution's files are never read through a symbolic link (judge/solution.py refuses one).
 """
 
 from __future__ import annotations

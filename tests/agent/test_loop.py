@@ -216,6 +216,8 @@ def test_the_episode_runner_gives_the_shell_its_python_without_changing_ours(tmp
         ("rm model_new.py", "model_new.py is missing"),
         ("rm model_new.py && mkdir model_new.py", "model_new.py is missing"),
         ("printf '\\xff\\xfe' > kernels/relu.cpp", "kernels/relu.cpp is not a text file"),
+        ("rm model_new.py && ln -s model.py model_new.py", "model_new.py is a symbolic link"),
+        ("ln -s /etc/hostname kernels/host.cpp", "kernels/host.cpp is a symbolic link"),
     ],
 )
 def test_a_workspace_left_with_nothing_to_read_is_the_agents_failure_not_ours(

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from cuda_agent.errors import SolutionError
 from cuda_agent.judge import JudgeConfig, build, fast_build, judge
 from cuda_agent.judge.build import OK_MARKER, build_solution, trim_compile_log
 from cuda_agent.judge.fast_build import LoadInlineCall, fast_load_inline, load_inline_calls, pch_usable, prepare
@@ -65,6 +66,24 @@ def test_workspace_kernel_files_count_in_the_key(tmp_path: Path) -> None:
     first = read_solution(tmp_path).build_hash
     (tmp_path / "kernels" / "k.cu").write_text("__global__ void k() { }")
     assert read_solution(tmp_path).build_hash != first
+
+
+@pytest.mark.parametrize("linked", ["model_new.py", "kernels", "kernels/sub/k.cu"])
+def test_a_workspace_solution_read_through_a_symbolic_link_is_refused(tmp_path: Path, linked: str) -> None:
+    """Whoever writes a workspace must not choose a file elsewhere on the machine for the judge to read."""
+    root, outside = tmp_path / "ws", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "k.cu").write_text("__global__ void k() {}")
+    (root / "kernels" / "sub").mkdir(parents=True)
+    (root / "model_new.py").write_text(RELU)
+    target = root / linked
+    if linked == "kernels":
+        (root / "kernels" / "sub").rmdir()
+        target.rmdir()
+    target.unlink(missing_ok=True)
+    target.symlink_to(outside if linked == "kernels" else outside / "k.cu")
+    with pytest.raises(SolutionError, match="a symbolic link"):
+        read_solution(root)
 
 
 def test_trim_keeps_first_error_with_location_and_context() -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import signal
 import subprocess
@@ -89,11 +90,17 @@ class _IoVec(ctypes.Structure):
     _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.process_vm_readv.restype = ctypes.c_ssize_t
+    return libc
+
+
 def read_process(pid: int, pieces: list[tuple[int, int, int]]) -> int:
     """Copy `pieces` ((their address in process `pid`, ours, bytes)) from that process's memory into ours; the bytes
     copied, fewer where one of its addresses is not mapped there."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.process_vm_readv.restype = ctypes.c_ssize_t
+    libc = _libc()
     total = 0
     for first in range(0, len(pieces), IOV_MAX):
         chunk = pieces[first : first + IOV_MAX]

@@ -385,6 +385,23 @@ def warm_up() -> None:
             env.describe_device("cuda")
 
 
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+"""glibc's `mallopt` parameters (malloc.h)."""
+
+
+def settle_allocator() -> None:
+    """Keep the C heap's freed memory and its large blocks in the heap (glibc): a request's K outputs are alive at
+    once until the grader reads them, and with glibc's own thresholds (which move as blocks are freed) each call's
+    output was at times a fresh `mmap`, its page faults inside forward's clock (a 256 KiB relu 7 times slower, kept
+    64 at a time), at times reused heap. Both sides' processes run this, before any candidate code."""
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    if hasattr(libc, "mallopt"):  # not glibc: its allocator's own ways
+        libc.mallopt(M_MMAP_THRESHOLD, 32 << 20)  # glibc's most: larger blocks are mmapped whatever is set
+        libc.mallopt(M_TRIM_THRESHOLD, 1 << 30)
+
+
 def main(argv: list[str]) -> int:
     import faulthandler
     import signal
@@ -392,6 +409,7 @@ def main(argv: list[str]) -> int:
     from cuda_agent.judge.standby import serve_once
 
     faulthandler.register(signal.SIGTERM, all_threads=True)  # the grader's kill shows where a call hung
+    settle_allocator()
     if argv[:1] == ["--standby"]:
         serve_once(warm_up)
     channel = Channel.from_fd(int(os.environ[SOCKET_FD_ENV]))

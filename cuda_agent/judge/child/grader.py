@@ -15,9 +15,9 @@ itself, and on its request hands that process its confinement (mount namespace, 
    them with the reference on the grader's own copy of the inputs (input mutation shows against the buffers it was
    handed);
 4. the timed phase: the grader flushes the cache, hands over the request and times it from outside (request to
-   answer, until every process of the candidate's is stopped); the sum of the times the candidate's process reports for its calls is taken unless it is
-   below what was seen from outside (timing.external_bound); a random share of outputs, decided after each request,
-   is judged like a trial's;
+   answer, until every process of the candidate's is stopped); the sum of the times the candidate's process reports
+   for its calls is taken unless it is below what was seen from outside (timing.external_bound); a random share of
+   outputs, decided after each request, is judged like a trial's;
 5. one more correctness trial, the share of time in the candidate's own kernels, and the result, written here.
 
 A request (of as many calls as every other) is a trial, a timed request, or one whose outputs will be judged: the

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 from cuda_agent.judge.child.exchange import DevicePointer, cuda_driver, dtype_of
 from cuda_agent.judge.child.stop import stop
 from cuda_agent.judge.protocol import CallAnswer, CudaShare, OutputPlace, OutputShape
-from cuda_agent.types import Violation
 
 if TYPE_CHECKING:
     from cuda_agent.judge.child.grader import Grader
@@ -39,7 +38,7 @@ IOV_MAX = 1024
 """The most pieces one `process_vm_readv` takes."""
 STOP_WAIT_S = 5.0
 """How long the grader waits for the answering process's threads to stop (a thread in a system call stops as it
-returns from it) before it calls the candidate's threads still running its `rejected`."""
+returns from it) before it calls the candidate's threads still running its `runtime_error`."""
 OPEN_HANDLES = 64
 """CUDA allocations of the candidate's kept open in the grader (an open costs more than most kernels); the oldest is
 closed beyond."""
@@ -152,8 +151,11 @@ def _threads_running(pid: int, deadline: float) -> int:
 def _members(sender: int) -> list[int] | None:
     """Every process of the sender's PID namespace but its PID 1 (ours: jail.py), found by the namespace of each (a
     readlink a process, 0.25 ms for 75 on the VM, where reading every thread's status took 5 ms); None where the
-    sender shares our namespace."""
-    own = os.readlink(f"/proc/{sender}/ns/pid")
+    sender shares our namespace; none where the sender is gone (its outputs then cannot be read: its verdict)."""
+    try:
+        own = os.readlink(f"/proc/{sender}/ns/pid")
+    except OSError:
+        return []
     if own == os.readlink("/proc/self/ns/pid"):
         return None
     found = []
@@ -171,7 +173,7 @@ def _status(pid: int, tid: int | None = None) -> dict[str, list[str]]:
         return {key: value.split() for key, _, value in (line.partition(":") for line in status)}
 
 
-def _snapshot(pids: list[int]) -> dict[tuple[int, int], tuple[str, ...]] | None:
+def switches_if_stopped(pids: list[int]) -> dict[tuple[int, int], tuple[str, ...]] | None:
     """Each thread's context switches, where every thread of `pids` is stopped (or dead); else None."""
     seen = {}
     for pid in pids:
@@ -202,7 +204,7 @@ def _all_stopped(sender: int, uid: int, deadline: float) -> int:
             if not running_threads(uid):
                 return 0
             continue
-        now = _snapshot(members)
+        now = switches_if_stopped(members)
         if now is not None and now == before:
             return 0
         before = now
@@ -216,7 +218,7 @@ def stopped(g: Grader, sender: int, stage: str) -> Iterator[None]:
     alone, its threads seen stopped). Confined: every process of its user, by `Signaller`, then on the CPU all of
     them seen stopped at once (`_all_stopped`), on CUDA the answering one's threads; unconfined: every process below
     the grader but ours (`uids.stopped_below`). A stop that fails, or threads still running after STOP_WAIT_S, are the
-    candidate's verdict."""
+    candidate's runtime_error."""
     from cuda_agent.judge.uids import stopped_below
 
     uid = g.req.confine_user
@@ -248,8 +250,11 @@ def stopped(g: Grader, sender: int, stage: str) -> Iterator[None]:
 
 def _refuse_running(running: int, stage: str) -> None:
     if running:
-        message = f"{running} threads of your process kept running while it was stopped for its outputs to be read"
-        raise stop("rejected", stage, message, [Violation(check="work_while_stopped", message=message)])
+        message = (
+            f"threads of your processes kept running for {STOP_WAIT_S:.0f} s after they were stopped for their "
+            "outputs to be read (in a system call the kernel works on, or let go again)"
+        )
+        raise stop("runtime_error", stage, message)
 
 
 class Outputs:

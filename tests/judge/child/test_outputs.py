@@ -4,6 +4,7 @@ outputs from another process's memory."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,7 @@ import pytest
 import torch
 
 from cuda_agent.judge.child.exchange import Channel
-from cuda_agent.judge.child.outputs import Signaller, read_process, span
+from cuda_agent.judge.child.outputs import Signaller, read_process, span, switches_if_stopped
 from cuda_agent.judge.protocol import Done
 from cuda_agent.judge.uids import threads_not_stopped
 
@@ -96,3 +97,28 @@ def test_the_signaller_stops_and_lets_go_every_process_of_the_user(tmp_path: Pat
             proc.kill()
             proc.wait()
     assert not signaller.send(b"S")  # a signaller that is gone says so: the candidate's verdict where it killed it
+
+
+def test_two_looks_at_stopped_threads_differ_where_one_ran_between_them() -> None:
+    code = (
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(60,)).start()\nwhile True: time.sleep(0.001)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(0.3)
+        assert switches_if_stopped([child.pid]) is None  # sleeping in a system call is not stopped
+        os.kill(child.pid, signal.SIGSTOP)
+        while threads_not_stopped([child.pid]):
+            time.sleep(0.001)
+        first = switches_if_stopped([child.pid])
+        assert first is not None and len(first) == 2
+        assert switches_if_stopped([child.pid]) == first  # nothing ran: the same switches
+        os.kill(child.pid, signal.SIGCONT)  # let go, as another process of the candidate's could, then stopped again
+        time.sleep(0.02)
+        os.kill(child.pid, signal.SIGSTOP)
+        while threads_not_stopped([child.pid]):
+            time.sleep(0.001)
+        assert switches_if_stopped([child.pid]) != first
+    finally:
+        child.kill()
+        child.wait()

@@ -148,20 +148,23 @@ def _threads_running(pid: int, deadline: float) -> int:
     return running
 
 
-def _members(sender: int) -> list[int] | None:
-    """Every process of the sender's PID namespace but its PID 1 (ours: jail.py), found by the namespace of each (a
-    readlink a process, 0.25 ms for 75 on the VM, where reading every thread's status took 5 ms); None where the
-    sender shares our namespace; none where the sender is gone (its outputs then cannot be read: its verdict)."""
+def _namespace(sender: int) -> str | None:
+    """The sender's PID namespace where it is not ours; None where it is ours; '' where the sender is gone (its
+    outputs then cannot be read: its verdict)."""
     try:
         own = os.readlink(f"/proc/{sender}/ns/pid")
     except OSError:
-        return []
-    if own == os.readlink("/proc/self/ns/pid"):
-        return None
+        return ""
+    return None if own == os.readlink("/proc/self/ns/pid") else own
+
+
+def _members(own: str) -> list[int]:
+    """Every process of the PID namespace `own` but its PID 1 (ours: jail.py), found by the namespace of each (a
+    readlink a process, 0.25 ms for 75 on the VM, where reading every thread's status took 5 ms)."""
     found = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, KeyError):  # gone, or a kernel without NSpid: not one of its
                 if os.readlink(f"/proc/{entry.name}/ns/pid") == own and _status(int(entry.name))["NSpid"][-1] != "1":
                     found.append(int(entry.name))
     return found
@@ -190,21 +193,20 @@ def switches_if_stopped(pids: list[int]) -> dict[tuple[int, int], tuple[str, ...
     return seen
 
 
-def _all_stopped(sender: int, uid: int, deadline: float) -> int:
-    """0 once every process of the candidate's is seen stopped twice, with no thread switched in between, so that
-    all were stopped at once (a process still running when the stop came could have let another go on, SIGCONT,
-    and stopped itself after the first look); else, at `deadline`, 1 (threads still running). Its namespace's
-    processes where it has one (the CPU's), else every process of `uid`."""
-    from cuda_agent.judge.uids import running_threads
-
+def _stop_members(own: str, stopped: list[int], deadline: float) -> int:
+    """SIGSTOP every process of the PID namespace `own` (`_members`; each stopped goes into `stopped`), listed
+    again until a listing finds none new; 0 once all are seen stopped twice, with no thread switched in between, so
+    that all were stopped at once (a process still running as its stop came could let another go on, SIGCONT, and
+    stop itself after the first look); else, at `deadline`, 1 (threads still running)."""
     before = None
     while time.monotonic() < deadline:
-        members = _members(sender)
-        if members is None:
-            if not running_threads(uid):
-                return 0
-            continue
-        now = switches_if_stopped(members)
+        members = _members(own) if own else []
+        new = [pid for pid in members if pid not in stopped]
+        for pid in new:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+        now = None if new else switches_if_stopped(members)
         if now is not None and now == before:
             return 0
         before = now
@@ -212,40 +214,55 @@ def _all_stopped(sender: int, uid: int, deadline: float) -> int:
     return 1
 
 
+def _user_stopped(sender: int, uid: int, deadline: float, cpu: bool) -> int:
+    """After the signaller's stop: threads of the answering process not stopped by `deadline`; on the CPU (whose view
+    ends at the stop, so that nothing may run on as the grader reads) of every process of `uid`."""
+    from cuda_agent.judge.uids import running_threads
+
+    running = _threads_running(sender, deadline)
+    while cpu and (running := running_threads(uid)) and time.monotonic() < deadline:
+        time.sleep(0)
+    return running
+
+
 @contextlib.contextmanager
 def stopped(g: Grader, sender: int, stage: str) -> Iterator[None]:
     """Every process of the candidate's stopped while the block runs (`Grader.trusted`, a process of ours: that one
-    alone, its threads seen stopped). Confined: every process of its user, by `Signaller`, then on the CPU all of
-    them seen stopped at once (`_all_stopped`), on CUDA the answering one's threads; unconfined: every process below
-    the grader but ours (`uids.stopped_below`). A stop that fails, or threads still running after STOP_WAIT_S, are the
+    alone, its threads seen stopped). Confined in a PID namespace (the CPU): every process of it, by us
+    (`_stop_members`); confined without one (CUDA): every process of its user, by `Signaller`, and the answering
+    one's threads seen stopped (the view ends after the grader's copy there); unconfined: every process below the
+    grader but ours (`uids.stopped_below`). A stop that fails, or threads still running after STOP_WAIT_S, are the
     candidate's runtime_error."""
     from cuda_agent.judge.uids import stopped_below
 
     uid = g.req.confine_user
-    if g.trusted or uid is None:
-        with contextlib.ExitStack() as resume:
-            if g.trusted:
-                os.kill(sender, signal.SIGSTOP)
-                resume.callback(os.kill, sender, signal.SIGCONT)
-                running = _threads_running(sender, time.monotonic() + STOP_WAIT_S)
-            else:
-                running = resume.enter_context(stopped_below(os.getpid(), g.ours_pids))
-            _refuse_running(running, stage)
-            yield
-        return
-    if g.signaller is None:
-        g.signaller = Signaller(uid)
-    if not g.signaller.send(b"S"):
-        raise stop("runtime_error", stage, "the judge could not stop your processes to read their outputs")
-    try:
-        deadline = time.monotonic() + STOP_WAIT_S
-        # CUDA: the outside view ends after the grader's copy, so whatever wrote what it copied ran inside the view;
-        # the CPU's ends here, and a process left running could write outputs as the grader reads them.
-        running = _threads_running(sender, deadline) if g.device == "cuda" else _all_stopped(sender, uid, deadline)
+    deadline = time.monotonic() + STOP_WAIT_S
+    with contextlib.ExitStack() as resume:
+        if g.trusted:
+            os.kill(sender, signal.SIGSTOP)
+            resume.callback(os.kill, sender, signal.SIGCONT)
+            running = _threads_running(sender, deadline)
+        elif uid is None:
+            running = resume.enter_context(stopped_below(os.getpid(), g.ours_pids))
+        elif (own := _namespace(sender)) is not None:
+            held: list[int] = []
+            resume.callback(_resume, held)
+            running = _stop_members(own, held, deadline)
+        else:
+            if g.signaller is None:
+                g.signaller = Signaller(uid)
+            if not g.signaller.send(b"S"):
+                raise stop("runtime_error", stage, "the judge could not stop your processes to read their outputs")
+            resume.callback(g.signaller.send, b"C")
+            running = _user_stopped(sender, uid, deadline, g.device == "cpu")
         _refuse_running(running, stage)
         yield
-    finally:
-        g.signaller.send(b"C")
+
+
+def _resume(held: list[int]) -> None:
+    for pid in reversed(held):  # the last stopped goes on first, as uids.stopped_below
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGCONT)
 
 
 def _refuse_running(running: int, stage: str) -> None:

@@ -1,7 +1,6 @@
 """One correctness trial, after the candidate's call answered: compare with the reference.
 
-Called by the grader (grader.py) on the outputs the candidate's process copied into the grader's buffers; the
-reference runs here, in the grader, on the grader's own copy of the inputs.
+Called by the grader (grader.py) on its own copies of the candidate's outputs (outputs.py); the reference runs here, in the grader, on the grader's own copy of the inputs.
 """
 
 from __future__ import annotations

@@ -37,8 +37,8 @@ candidate's runtime_error: the grader reads the whole span."""
 IOV_MAX = 1024
 """The most pieces one `process_vm_readv` takes."""
 STOP_WAIT_S = 5.0
-"""How long the grader waits for the answering process's threads to stop (a thread in a system call stops as it
-returns from it) before it calls the candidate's threads still running its `runtime_error`."""
+"""How long the grader waits for the candidate's threads to stop (a thread in a system call stops as it returns from
+it) before it calls those still running its `runtime_error`."""
 OPEN_HANDLES = 64
 """CUDA allocations of the candidate's kept open in the grader (an open costs more than most kernels); the oldest is
 closed beyond."""

@@ -9,8 +9,9 @@ moves it (the attacks and their figures: bench/results/cpu-2026-12-07-redteam-14
   side: the grader stops every process of the candidate's as the answer arrives (the outside view ends there) and
   reads the outputs where forward left them (child/outputs.py). The same attack now leaves the stub where the grader
   reads (incorrect); its spellings against this design (the shim's account of where the outputs lie replaced by one
-  that writes relu into them first, a thread that writes them after forward returned) either leave a stub or put
-  the work inside the outside view, which no calibration grants any more: the verdict's time is not the stub's.
+  that writes relu into them first, a thread that writes them after forward returned, a child forked at init that
+  reads the input from its parent's memory and writes relu into memory they share) either leave a stub or put the
+  work inside the outside view, which no calibration grants any more: the verdict's time is not the stub's.
 - A process of the candidate's outside the stopped set loads the machine only while the gauge measures, and the
   gauge's drift, added to the calibration, widens the bound by as much. Confined, every process of its user stops
   (uids.frozen); unconfined (a judge not run as root), only its process group stopped, and a process in a session of
@@ -149,6 +150,40 @@ while itself running (outside the stopped set, where a process could load the ga
 strings give it a build of its own (they count in the build key)."""
 
 
+WORK_IN_A_CHILD = model_new(
+    "slot = self.slot\nself.slot = (slot + 1) % 256\nself.order(x.data_ptr(), slot)\nreturn self.outs[slot]",
+    init="""
+import ctypes
+import mmap
+import os
+import struct
+libc = ctypes.CDLL(None)
+libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: its child may read its memory
+n = 128 * 1024
+self.region = mmap.mmap(-1, 256 * n * 4)  # shared with the child
+self.outs = [torch.frombuffer(self.region, dtype=torch.float32, count=n, offset=i * n * 4).view(128, 1024) for i in range(256)]
+read, orders = os.pipe()
+parent = os.getpid()
+if os.fork() == 0:
+    class IoVec(ctypes.Structure):
+        _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+    local = torch.empty(128, 1024)
+    while True:
+        order = os.read(read, 16)
+        if len(order) < 16:
+            os._exit(0)
+        address, slot = struct.unpack("QQ", order)
+        mine, theirs = IoVec(local.data_ptr(), n * 4), IoVec(address, n * 4)
+        libc.process_vm_readv(parent, ctypes.byref(mine), 1, ctypes.byref(theirs), 1, 0)
+        ext.relu_out(local, self.outs[slot])
+self.slot = 0
+self.order = lambda address, slot: os.write(orders, struct.pack("QQ", address, slot))
+""",
+)
+"""Forward hands its input's address to a child forked at init and returns an unwritten block of memory shared with
+it; the child reads the input from its parent's memory and writes relu there, after forward's clock."""
+
+
 @pytest.mark.slow
 def test_work_moved_into_the_shims_copy_of_the_outputs_is_charged(tmp_path: Path) -> None:
     verdict = judge_hack(
@@ -162,7 +197,9 @@ def test_work_moved_into_the_shims_copy_of_the_outputs_is_charged(tmp_path: Path
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("attack", [WORK_IN_THE_ACCOUNT, WORK_IN_A_THREAD], ids=["account", "thread"])
+@pytest.mark.parametrize(
+    "attack", [WORK_IN_THE_ACCOUNT, WORK_IN_A_THREAD, WORK_IN_A_CHILD], ids=["account", "thread", "child"]
+)
 def test_work_after_the_clock_is_inside_the_outside_view(tmp_path: Path, attack: str) -> None:
     verdict = judge_hack(tmp_path, "examples/relu", attack, HEADER, static_policy=False, verdict_cache=False, **GROUPED)
     timing = verdict.env.get("timing", {}).get("solution", {})

@@ -305,8 +305,9 @@ class Outputs:
             views.append([])
             for i, (where, spec) in enumerate(zip(call, specs, strict=True)):
                 dtype = dtype_of(torch, spec.dtype)
-                count, dense = span(spec.shape, where.strides), _numel(spec.shape)
-                if len(where.strides) != len(spec.shape) or count > SPAN_FACTOR * dense:
+                ranked = len(where.strides) == len(spec.shape)  # before `span`, which zips them
+                count = span(spec.shape, where.strides) if ranked else 0
+                if not ranked or count > SPAN_FACTOR * _numel(spec.shape):
                     raise stop("runtime_error", stage, f"the candidate's process answered strides {where.strides} "
                                f"that no {list(spec.shape)} output it returned can have")  # fmt: skip
                 raw = self.mine((k, i), count * dtype.itemsize)

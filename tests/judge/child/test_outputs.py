@@ -10,13 +10,15 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from cuda_agent.judge.child.exchange import Channel
-from cuda_agent.judge.child.outputs import Signaller, read_process, span, switches_if_stopped
-from cuda_agent.judge.protocol import Done
+from cuda_agent.judge.child.outputs import Outputs, Signaller, read_process, span, switches_if_stopped
+from cuda_agent.judge.child.stop import Stop
+from cuda_agent.judge.protocol import CallAnswer, CudaShare, Done, OutputPlace, OutputShape
 from cuda_agent.judge.uids import threads_not_stopped
 
 HOLDER = textwrap.dedent(
@@ -120,5 +122,66 @@ def test_two_looks_at_stopped_threads_differ_where_one_ran_between_them() -> Non
             time.sleep(0.001)
         assert switches_if_stopped([child.pid]) != first
     finally:
+        child.kill()
+        child.wait()
+
+
+def _answer(places: list[OutputPlace], shared: list[CudaShare] | None = None) -> CallAnswer:
+    return CallAnswer(status="ok", ms=[0.0] * len(places), outputs=[[p] for p in places], shared=shared or [])
+
+
+def test_the_grader_reads_outputs_with_their_strides_and_refuses_places_no_output_has() -> None:
+    x = torch.randn(6, 8)
+    t = x.t()  # a transposed output, read with its strides
+    g = SimpleNamespace(channel=SimpleNamespace(sender=os.getpid()))  # this process stands for the candidate's
+    spec = OutputShape(shape=(8, 6), dtype="float32")
+    reader = Outputs(torch, "cpu")
+    got = reader.read(g, _answer([OutputPlace(address=t.data_ptr(), strides=t.stride())]), [spec], "timing")
+    assert torch.equal(got[0][0], t)
+    refused = [
+        OutputPlace(address=t.data_ptr(), strides=(1,)),  # another rank
+        OutputPlace(address=t.data_ptr(), strides=(6, 1000)),  # a span far past the output
+        OutputPlace(address=8, strides=(1, 8)),  # not mapped there
+    ]
+    for where in refused:
+        with pytest.raises(Stop) as ended:
+            reader.read(g, _answer([where]), [spec], "timing")
+        assert ended.value.result.status == "runtime_error"
+
+
+CUDA_HOLDER = textwrap.dedent(
+    """
+    import sys, torch
+    from cuda_agent.judge.child.outputs import place
+    y = torch.arange(4096, dtype=torch.float32, device="cuda").view(64, 64).t()
+    torch.cuda.synchronize()
+    shared = []
+    where = place(y, "cuda", shared, {})
+    print(where.model_dump_json(), flush=True)
+    print(shared[0].model_dump_json(), flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+@pytest.mark.gpu
+def test_the_grader_reads_a_cuda_output_from_the_allocation_it_lies_in() -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", CUDA_HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    reader = Outputs(torch, "cuda")
+    try:
+        where = OutputPlace.model_validate_json(child.stdout.readline())
+        share = CudaShare.model_validate_json(child.stdout.readline())
+        g = SimpleNamespace(channel=SimpleNamespace(sender=child.pid))
+        spec = OutputShape(shape=(64, 64), dtype="float32")
+        got = reader.read(g, _answer([where], [share]), [spec], "timing")
+        expected = torch.arange(4096, dtype=torch.float32, device="cuda").view(64, 64).t()
+        assert torch.equal(got[0][0], expected)
+        past = where.model_copy(update={"address": share.nbytes})  # beyond the allocation as the driver maps it
+        with pytest.raises(Stop):
+            reader.read(g, _answer([past], [share]), [spec], "timing")
+    finally:
+        reader.close()
         child.kill()
         child.wait()

@@ -1,8 +1,9 @@
 """What it costs the grader to stop a candidate's process and read its outputs itself (issue 36, class c).
 
-The planned fix for work hidden in the shim's copy of the outputs: an answer counts once every thread of the
-candidate's process is stopped (the outside view ends there), and the grader reads the output bytes from the stopped
-process (`process_vm_readv`). This measures both on this machine: a child that imports torch (its thread pool
+The judge's answer to work hidden in the shim's copy of the outputs (`cuda_agent/judge/child/outputs.py`): an answer
+counts once every thread of the candidate's process is stopped (the outside view ends there), and the grader reads
+the output bytes from the stopped process (`process_vm_readv`, the judge's own reader). This measures both on this
+machine: a child that imports torch (its thread pool
 started, as the shim's is), waits on a pipe, and holds a float32 output of N bytes; per round the parent sends
 SIGSTOP, polls /proc until every thread is stopped, reads the output, and sends SIGCONT.
 
@@ -24,6 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.summary import write_summary  # noqa: E402
+from cuda_agent.judge.child.outputs import read_process  # noqa: E402
+from cuda_agent.judge.uids import threads_not_stopped  # noqa: E402
 
 CHILD = """
 import sys, torch
@@ -35,18 +38,6 @@ sys.stdin.read()
 """
 
 
-class IoVec(ctypes.Structure):
-    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
-
-
-def threads_stopped(pid: int) -> bool:
-    for task in os.scandir(f"/proc/{pid}/task"):
-        state = Path(task.path, "stat").read_text().rsplit(")", 1)[1].split()[0]
-        if state not in "tT":
-            return False
-    return True
-
-
 def measure(nbytes: int, rounds: int, threads: int) -> dict[str, float]:
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, str(nbytes), str(threads)],
@@ -55,20 +46,19 @@ def measure(nbytes: int, rounds: int, threads: int) -> dict[str, float]:
         text=True,
     )
     address = int(child.stdout.readline())
-    libc = ctypes.CDLL(None, use_errno=True)
-    buffer = ctypes.create_string_buffer(nbytes)
-    local, remote = IoVec(ctypes.addressof(buffer), nbytes), IoVec(address, nbytes)
+    buffer = bytearray(nbytes)
+    ours = ctypes.addressof(ctypes.c_char.from_buffer(buffer))
     stop_us, read_us, cont_us = [], [], []
     try:
         for _ in range(rounds):
             start = time.perf_counter()
             os.kill(child.pid, signal.SIGSTOP)
-            while not threads_stopped(child.pid):
+            while threads_not_stopped([child.pid]):
                 pass
             stopped = time.perf_counter()
-            got = libc.process_vm_readv(child.pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+            got = read_process(child.pid, [(address, ours, nbytes)])
             if got != nbytes:
-                raise OSError(ctypes.get_errno(), f"process_vm_readv read {got} of {nbytes} bytes")
+                raise OSError(f"process_vm_readv read {got} of {nbytes} bytes")
             read = time.perf_counter()
             os.kill(child.pid, signal.SIGCONT)
             cont_us.append((time.perf_counter() - read) * 1e6)

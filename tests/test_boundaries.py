@@ -69,12 +69,8 @@ def test_a_set_up_line_without_a_clock_is_our_protocol_error() -> None:
 def test_a_question_of_the_grader_crosses_as_its_record_and_a_malformed_one_is_refused() -> None:
     # grader -> candidate's process: built as records (the grader cannot build a malformed one)...
     with pytest.raises(ValidationError):
-        CallQuestion(
-            calls=[CallSlots(inputs=[InputRef(tensor=TensorRef(buffer=-1, shape=(2,), dtype="float32"))], outputs=[])]
-        )
-    question = CallQuestion(
-        id=41, calls=[CallSlots(inputs=[InputRef(value=math.inf), InputRef(value=3)], outputs=[])], trace=True
-    )
+        CallQuestion(calls=[CallSlots(inputs=[InputRef(tensor=TensorRef(buffer=-1, shape=(2,), dtype="float32"))])])
+    question = CallQuestion(id=41, calls=[CallSlots(inputs=[InputRef(value=math.inf), InputRef(value=3)])], trace=True)
     ours, theirs = Channel.pair()
     peer = Channel(theirs)
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import platform
 from typing import Any
 
-PROTOCOL_VERSION = "6"
+PROTOCOL_VERSION = "7"
 """Bump when timing or correctness semantics change; it keys the baseline cache."""
 
 

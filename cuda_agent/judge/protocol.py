@@ -239,26 +239,35 @@ class DataflowCheck(BaseModel):
 
 
 class CallSlots(BaseModel):
-    """One call of forward within a request: its inputs, and the buffers its outputs are copied into."""
+    """One call of forward within a request: its inputs."""
 
     model_config = _QUESTION_CONFIG
 
     inputs: list[InputRef]
-    outputs: list[TensorRef]
+
+
+class OutputShape(BaseModel):
+    """What every call of forward must return at one output position: the reference's shape and dtype."""
+
+    model_config = _QUESTION_CONFIG
+
+    shape: tuple[int, ...]
+    dtype: str
 
 
 class CallQuestion(_BringsBuffers):
-    """Calls of forward, one after the other, each on its own input buffers, its outputs copied into its own output
-    buffers (`probe`: of a model returning zeros, the grader's measure of its own overhead; `trace`: under the ATen
-    tracer; `dataflow`: under the kernelbench dataflow check, on a watched request placed among the timed ones, so
-    that its calls are any request's calls). Every request of a run carries the same number of calls
-    (timing.group_size)."""
+    """Calls of forward, one after the other, each on its own input buffers, each call's outputs kept where forward
+    left them until the next question (the grader reads them itself: child/outputs.py) (`probe`: of a model returning
+    zeros, the grader's measure of its own overhead; `trace`: under the ATen tracer; `dataflow`: under the kernelbench
+    dataflow check, on a watched request placed among the timed ones, so that its calls are any request's calls).
+    Every request of a run carries the same number of calls (timing.group_size)."""
 
     model_config = _QUESTION_CONFIG
 
     op: Literal["call"] = "call"
     id: int = Field(default=0, ge=0, description="Fresh for each question; its answer echoes it.")
     calls: list[CallSlots] = Field(min_length=1, max_length=MAX_GROUP)
+    outputs: list[OutputShape] = Field(default_factory=list, description="What each call must return, in order.")
     probe: bool = False
     trace: bool = False
     dataflow: DataflowCheck | None = None
@@ -294,7 +303,7 @@ def read_question(message: bytes) -> Question:
 
 
 class ReturnedSpec(BaseModel):
-    """What forward returned, where it does not fit the buffers the grader gave for its outputs."""
+    """What forward returned, where it is not what the question said each call must return."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -309,6 +318,28 @@ class Done(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     status: Literal["ok"] = "ok"
+
+
+class CudaShare(BaseModel):
+    """A CUDA allocation of the answering process, exported for the grader (`cuIpcGetMemHandle` of its base)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    handle: str = Field(pattern=r"^[0-9a-f]{128}$", description="The 64-byte IPC handle, in hex.")
+    nbytes: int = Field(ge=0, description="The allocation's size from its base.")
+
+
+class OutputPlace(BaseModel):
+    """Where one output of one call lies (its shape and dtype are the question's): its first element's address in
+    the answering process (CPU), or its offset in bytes from the base of an exported allocation (CUDA: the answer's
+    `shared[allocation]`), and its strides in elements. A claim: the grader reads only what these say, within a
+    bound on the span the strides cover (child/outputs.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    address: int = Field(ge=0, lt=1 << 64)
+    strides: tuple[Annotated[int, Field(ge=0, lt=1 << 62)], ...] = Field(max_length=64)
+    allocation: int | None = Field(default=None, ge=0, lt=MAX_GROUP * 64)
 
 
 FlagValue = Annotated[bool | int | float | Annotated[str, Field(max_length=200)] | None, "a precision flag's value"]
@@ -338,11 +369,14 @@ class CallAnswer(BaseModel):
     torch_only_reason: str | None = Field(
         default=None, max_length=2000, description="Under `dataflow`: why its kernels reach no output (None: they do)."
     )
-    output_strides: list[list[Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=64)] | None]] = Field(
+    outputs: list[list[OutputPlace]] = Field(
         default_factory=list,
         max_length=MAX_GROUP,
-        description="Per call, per output: the strides it was copied with into its buffer (a transposed or permuted "
-        "output, copied in its own order: exchange.dense_strides), None where contiguous; empty where all were.",
+        description="Per call, per output: where forward's result lies in the process that answered, kept there "
+        "until the next question (the grader reads it with that process stopped: child/outputs.py).",
+    )
+    shared: list[CudaShare] = Field(
+        default_factory=list, max_length=MAX_GROUP * 64, description="CUDA: the allocations the outputs lie in."
     )
 
 

@@ -243,7 +243,7 @@ def stopped_below(root: int, spared: Collection[int] = ()) -> Iterator[int]:
                     os.kill(pid, signal.SIGSTOP)
                 stopped.append(pid)
         deadline = time.monotonic() + FREEZE_WAIT_S
-        while (running := _threads_not_stopped(stopped)) and time.monotonic() < deadline:
+        while (running := threads_not_stopped(stopped)) and time.monotonic() < deadline:
             time.sleep(0.005)
         yield running
     finally:
@@ -252,7 +252,7 @@ def stopped_below(root: int, spared: Collection[int] = ()) -> Iterator[int]:
                 os.kill(pid, signal.SIGCONT)
 
 
-def _threads_not_stopped(pids: list[int]) -> int:
+def threads_not_stopped(pids: list[int]) -> int:
     count = 0
     for pid in pids:
         with contextlib.suppress(OSError):

@@ -1,5 +1,5 @@
-"""The grader's shared buffers with the candidate's process (`Exchange`): where each call's inputs and outputs lie,
-and when a call's inputs are handed over.
+"""The grader's shared buffers with the candidate's process (`Exchange`): where each call's inputs lie, and when a
+call's inputs are handed over. Outputs are not shared: the grader reads them where forward left them (outputs.py).
 
 An `Exchange` belongs to one grader's state (grader.py's `Grader`), which it asks to map what it allocates.
 """
@@ -26,10 +26,9 @@ if TYPE_CHECKING:
 
 
 class Exchange:
-    """The grader's shared buffers, one per input and output position.
+    """The grader's shared buffers, one per input position.
 
-    Output buffers are reused from call to call (grown and handed over again when a call needs more room): what the
-    candidate's process writes there is its own. On the CPU, a call's input buffers are new for every load and
+    On the CPU, a call's input buffers are new for every load and
     reach the candidate's process with the call itself (`handover`): a buffer it already maps never holds another
     call's inputs, so nothing of its own (a thread, a child) can read a call's inputs before the call starts, while
     the grader flushes the cache. On CUDA an input buffer is reused (an IPC handle per call would cost more than
@@ -100,15 +99,6 @@ class Exchange:
         fds = [fd for _, fd in self.pending if fd is not None]
         self.pending, self.released = [], []
         return fds
-
-    def outputs(self, call: int = 0) -> tuple[list[TensorRef], list[Any]]:
-        """The output buffers of a request's call number `call` (its own, reused from request to request)."""
-        refs, views = [], []
-        for i, (shape, dtype) in enumerate(self.grader.output_specs):
-            ref, view = self.ref(f"out{call}_{i}", shape, dtype)
-            refs.append(ref)
-            views.append(view)
-        return refs, views
 
     def close(self) -> None:
         for _, buffer in self.buffers.values():

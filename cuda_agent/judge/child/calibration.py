@@ -52,7 +52,8 @@ def calibrate(g: Grader) -> None:
         nbytes += sum(math.prod(shape) * dtype.itemsize for shape, dtype in g.output_specs)
         noise = overhead_noise(g.overhead_ms, g.device)
         eager_ms = reference_ms(g, inputs)
-        group = group_size(noise, eager_ms, nbytes, len(tensors), g.device, g.req.max_group_calls)
+        outputs = len(g.output_specs)
+        group = group_size(noise, eager_ms, nbytes, len(tensors), g.device, g.req.max_group_calls, outputs)
         g.env["group_chosen_from"] = {"noise_ms": noise, "eager_ms": eager_ms, "call_bytes": nbytes}
     g.group = group
     if g.gauge is not None:  # the gauge's requests between the candidate's: the drift's zero, at the same load

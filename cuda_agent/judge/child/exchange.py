@@ -13,14 +13,16 @@ sends.
 
 from __future__ import annotations
 
+import array
 import ctypes
 import json
 import mmap
 import os
 import select
 import socket
+import struct
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -49,6 +51,10 @@ DTYPES = (
 """The dtypes a tensor crossing the boundary may have (named as torch names them, without `torch.`)."""
 
 
+_ANCILLARY = socket.CMSG_SPACE(MAX_FDS * 4) + socket.CMSG_SPACE(12)
+"""Room for MAX_FDS descriptors and one `struct ucred` beside a message."""
+
+
 class ChannelClosed(Exception):
     """The other side closed the socket or sent something unreadable."""
 
@@ -58,11 +64,16 @@ class Channel:
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
+        self.sender = 0
+        """The process that sent the last message, as the kernel says (`pair`'s end only; 0 elsewhere): the candidate's
+        process's answer names where its outputs lie in the memory of whichever of its processes sent it."""
 
     @classmethod
     def pair(cls) -> tuple[Channel, socket.socket]:
-        """Our end, and the other end's socket (to pass to the child with `pass_fds`)."""
+        """Our end (every message it receives carries its sender's process id, SO_PASSCRED), and the other end's
+        socket (to pass to the child with `pass_fds`)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         theirs.set_inheritable(True)
         return cls(ours), theirs
 
@@ -126,9 +137,15 @@ class Channel:
             if idle is not None:
                 idle()
         try:
-            data, fds, _, _ = socket.recv_fds(self.sock, MAX_MESSAGE_BYTES + 1, MAX_FDS)
+            data, extra, _, _ = self.sock.recvmsg(MAX_MESSAGE_BYTES + 1, _ANCILLARY)
         except OSError as exc:
             raise ChannelClosed(f"the socket failed ({exc})") from None
+        fds, self.sender = [], 0
+        for level, kind, payload in extra:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds += array.array("i", payload[: len(payload) - len(payload) % 4]).tolist()
+            elif level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+                self.sender = struct.unpack("iII", payload[:12])[0]  # struct ucred: the kernel's, not the sender's word
         if not data:
             raise ChannelClosed("the other side closed the connection")
         if len(data) > MAX_MESSAGE_BYTES:
@@ -137,19 +154,6 @@ class Channel:
 
     def close(self) -> None:
         self.sock.close()
-
-
-def dense_strides(shape: Sequence[int], strides: Sequence[int]) -> bool:
-    """Whether `strides` lay a tensor of `shape` over exactly its elements in some order of its dimensions (a
-    transposed or permuted contiguous tensor): no gap, no overlap, nothing past its size."""
-    if len(shape) != len(strides):
-        return False
-    expected = 1
-    for stride, size in sorted((st, sz) for sz, st in zip(shape, strides, strict=True) if sz != 1):
-        if stride != expected:
-            return False
-        expected *= size
-    return True
 
 
 def dtype_of(torch: Any, name: str) -> Any:
@@ -187,6 +191,12 @@ class _CudaDriver:
     def free(self, ptr: int) -> None:
         self.call("cuMemFree_v2", ctypes.c_uint64(ptr))
 
+    def address_range(self, ptr: int) -> tuple[int, int]:
+        """(base, size) of the allocation that holds `ptr`."""
+        base, size = ctypes.c_uint64(), ctypes.c_size_t()
+        self.call("cuMemGetAddressRange_v2", ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(ptr))
+        return base.value, size.value
+
     def handle(self, ptr: int) -> bytes:
         handle = _IpcHandle()
         self.call("cuIpcGetMemHandle", ctypes.byref(handle), ctypes.c_uint64(ptr))
@@ -205,14 +215,14 @@ class _CudaDriver:
 _driver: _CudaDriver | None = None
 
 
-def _cuda() -> _CudaDriver:
+def cuda_driver() -> _CudaDriver:
     global _driver
     if _driver is None:
         _driver = _CudaDriver()
     return _driver
 
 
-class _DevicePointer:
+class DevicePointer:
     """A device allocation as `__cuda_array_interface__` bytes, so torch can view it without owning it."""
 
     def __init__(self, ptr: int, nbytes: int) -> None:
@@ -248,11 +258,11 @@ def allocate(torch: Any, device: str, nbytes: int) -> tuple[Buffer, BufferHow, i
     or None)."""
     size = max(nbytes, 1)
     if device == "cuda":
-        driver = _cuda()
+        driver = cuda_driver()
         torch.cuda.synchronize()  # the primary context is current on this thread (the driver calls need it)
         torch.cuda.empty_cache()  # memory torch's allocator keeps cached is not ours to allocate otherwise
         ptr = driver.alloc(size)
-        raw = torch.as_tensor(_DevicePointer(ptr, size), device="cuda")
+        raw = torch.as_tensor(DevicePointer(ptr, size), device="cuda")
         return Buffer(torch, raw, nbytes, lambda: driver.free(ptr)), BufferHow(ipc=driver.handle(ptr).hex()), None
     fd = os.memfd_create("cuda-agent-exchange", os.MFD_CLOEXEC)
     os.ftruncate(fd, size)
@@ -265,12 +275,12 @@ def open_buffer(torch: Any, device: str, nbytes: int, how: BufferHow, fd: int | 
     """The candidate's side of a buffer the grader allocated (`allocate`)."""
     size = max(nbytes, 1)
     if device == "cuda":
-        driver = _cuda()
+        driver = cuda_driver()
         torch.cuda.synchronize()  # this thread's context made current (torch makes it lazily)
         if how.ipc is None:
             raise ValueError("a CUDA buffer came without its IPC handle")
         ptr = driver.open(bytes.fromhex(how.ipc))
-        raw = torch.as_tensor(_DevicePointer(ptr, size), device="cuda")
+        raw = torch.as_tensor(DevicePointer(ptr, size), device="cuda")
         return Buffer(torch, raw, nbytes, lambda: driver.close(ptr))
     if fd is None:
         raise ValueError("a CPU buffer came without its descriptor")

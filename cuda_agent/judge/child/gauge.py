@@ -68,6 +68,7 @@ class Ours(Grader):
         shim.go([], Path(self.folder.name), env, None)
         self.compiled = False
         """Whether the process calls the reference under torch.compile now (`use_reference`)."""
+        self.trusted = True
 
     def call(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -94,6 +95,7 @@ class Ours(Grader):
 
     def close(self) -> None:
         self.exchange.close()
+        self.close_reading()
         self.channel.close()
         self.shim.close()
         self.folder.cleanup()

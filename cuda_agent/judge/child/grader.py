@@ -10,13 +10,14 @@ itself, and on its request hands that process its confinement (mount namespace, 
    noise: timing.group_size), then has the candidate's process import the solution and build ModelNew with init
    arguments of its own;
 3. every call draws fresh inputs from a seed taken from the OS's CSPRNG (63 bits), in this process; the candidate's
-   process sees the inputs' values in the shared buffers and nothing else; its outputs are copied into buffers of
-   ours (exchange.py), read here as they arrive and again later (work left running), and compared with the
-   reference on the grader's own copy of the inputs (input mutation shows against the buffers it was handed);
+   process sees the inputs' values in the shared buffers and nothing else; its outputs stay where forward left
+   them, and the grader reads them itself with every process of the candidate's stopped (outputs.py), then compares
+   them with the reference on the grader's own copy of the inputs (input mutation shows against the buffers it was
+   handed);
 4. the timed phase: the grader flushes the cache, hands over the request and times it from outside (request to
-   answer, its outputs read); the sum of the times the candidate's process reports for its calls is taken unless it is
-   below what was seen from outside (timing.external_bound); a random share of outputs, decided after each request,
-   is judged like a trial's;
+   answer, until every process of the candidate's is stopped); the sum of the times the candidate's process reports
+   for its calls is taken unless it is below what was seen from outside (timing.external_bound); a random share of
+   outputs, decided after each request, is judged like a trial's;
 5. one more correctness trial, the share of time in the candidate's own kernels, and the result, written here.
 
 A request (of as many calls as every other) is a trial, a timed request, or one whose outputs will be judged: the
@@ -45,8 +46,9 @@ from cuda_agent.errors import ProtocolError, TaskError
 from cuda_agent.judge.child import watched_calls
 from cuda_agent.judge.child.buffers import Exchange
 from cuda_agent.judge.child.calibration import calibrate, time_reference
-from cuda_agent.judge.child.exchange import Channel, ChannelClosed, dense_strides, dtype_name, dtype_of
+from cuda_agent.judge.child.exchange import Channel, ChannelClosed, dtype_name, dtype_of
 from cuda_agent.judge.child.kernel_time import bound_claim
+from cuda_agent.judge.child.outputs import Outputs
 from cuda_agent.judge.child.stop import CANDIDATE_STATUSES, Stop, out_of_memory, stop
 from cuda_agent.judge.protocol import (
     CallAnswer,
@@ -57,6 +59,7 @@ from cuda_agent.judge.protocol import (
     LoadAnswer,
     LoadQuestion,
     LockQuestion,
+    OutputShape,
     ProfileAnswer,
     ProfileQuestion,
     Question,
@@ -77,6 +80,7 @@ from cuda_agent.types import Violation
 
 if TYPE_CHECKING:
     from cuda_agent.judge.child.gauge import Gauge
+    from cuda_agent.judge.child.outputs import Signaller
 
 SHIM_STARTUP_S = 300.0
 
@@ -115,10 +119,16 @@ class Grader:
         self.shim_l2_bytes = 0
         """The persisting-L2 set-aside the candidate's process held before candidate code (some machines set one)."""
         self.candidate_started = False
+        self.copies = Outputs(torch, self.device)
         self.outputs: list[list[Any]] = []
-        """Our views of the output buffers, per call, as the last request left them."""
+        """Our copies of the last request's outputs, per call (`Outputs.read`)."""
         self.sample: list[Any] = []
-        """The last call's outputs read at random positions as its answer arrived (`trial.sample_outputs`)."""
+        """CUDA: the last request's outputs in the candidate's memory, read at random positions after our copy
+        (`trial.sample_outputs`): a kernel left running shows when they are read again."""
+        self.trusted = False
+        """Whether the process answering is ours (gauge.Ours): stopped alone to read its outputs."""
+        self.signaller: Signaller | None = None
+        """Stops a confined candidate's processes (outputs.Signaller), from the first request on."""
         self.watch_at = -1
         """The first watched request's place (child/watched_calls.py); the dataflow check's finding, refused later:"""
         self.torch_only_reason: str | None = None
@@ -198,6 +208,13 @@ class Grader:
         folder = req.candidate_dir
         env = {"TORCH_EXTENSIONS_DIR": req.ext_dir, "HOME": folder, "TMPDIR": folder, DEVICE_ENV: self.device}
         self.shim.go([], Path(folder), env, confine)
+
+    def close_reading(self) -> None:
+        """Close what reading the outputs held: the candidate's allocations opened here, the signaller."""
+        self.copies.close()
+        if self.signaller is not None:
+            self.signaller.close()
+            self.signaller = None
 
     # --- set-up, before candidate code ---
     def load_reference(self) -> None:
@@ -284,32 +301,26 @@ class Grader:
         dataflow: bool = False,
     ) -> tuple[CallAnswer, float]:
         """One request: forward on each call's inputs (`refs`, one list per call), under the tracer or the dataflow
-        check; its answer, checked, and our measure of it (ms from request to answer, outputs read as they arrived)."""
-        from cuda_agent.judge.child.trial import SAMPLED_CALLS, sample_outputs
-
-        calls, self.outputs = [], []
-        for k, inputs in enumerate(refs):
-            out_refs, views = self.exchange.outputs(k)
-            calls.append(CallSlots(inputs=inputs, outputs=out_refs))
-            self.outputs.append(views)
+        check; its answer, checked, and our measure of it (ms from request to answer, every process of the
+        candidate's stopped: `collect`)."""
+        calls = [CallSlots(inputs=inputs) for inputs in refs]
+        shapes = [OutputShape(shape=shape, dtype=dtype_name(dtype)) for shape, dtype in self.output_specs]
         check = watched_calls.dataflow_check(self.req) if dataflow else None
-        message = CallQuestion(calls=calls, probe=probe, trace=trace, dataflow=check)
+        message = CallQuestion(calls=calls, outputs=shapes, probe=probe, trace=trace, dataflow=check)
         fds = self.exchange.handover(message)
         self.sync()
         start = time.perf_counter()
         answer: CallAnswer = self.answer_of(CallAnswer, self.ask(message, fds, stage), stage)
-        if answer.output_strides:
-            self.strided_outputs(answer, stage)
-        read = secrets.SystemRandom().sample(self.outputs, min(SAMPLED_CALLS, len(self.outputs)))
-        read = [view for views in read for view in views]
-        self.sample = sample_outputs(self, read, fresh_seed()) if answer.status == "ok" else []
         external_ms = (time.perf_counter() - start) * 1e3
-        self.tick()
+        self.outputs, self.sample = [], []
         if answer.status == "ok" and len(answer.ms) != len(calls):
             if not self.candidate_started:
                 raise ProtocolError(f"the candidate's process timed {len(answer.ms)} of {len(calls)} calls")
             message_text = f"the candidate's process answered {len(answer.ms)} times for {len(calls)} calls"
             raise stop("runtime_error", stage, message_text)
+        if answer.status == "ok":
+            external_ms = self.collect(answer, shapes, stage, start)
+        self.tick()
         if probe:
             self.shim_l2_bytes = max(self.shim_l2_bytes, answer.l2_limit_bytes)
         self.check_answer(answer, stage)
@@ -317,21 +328,22 @@ class Grader:
             self.torch_only_reason = self.torch_only_reason or answer.torch_only_reason
         return answer, external_ms
 
-    def strided_outputs(self, answer: CallAnswer, stage: str) -> None:
-        """Our views of the outputs the candidate's process copied in their own order (`Shim.copy_out`), read with
-        the strides it says; strides that are no such order are its runtime_error."""
-        if len(answer.output_strides) != len(self.outputs):
-            raise stop("runtime_error", stage, "the candidate's process answered with strides for other calls")
-        for views, strides in zip(self.outputs, answer.output_strides, strict=True):
-            if len(strides) != len(views):
-                raise stop("runtime_error", stage, "the candidate's process answered with strides for other outputs")
-            for i, (view, stride) in enumerate(zip(views, strides, strict=True)):
-                if stride is None:
-                    continue
-                if not dense_strides(view.shape, stride):
-                    raise stop("runtime_error", stage, f"the candidate's process answered strides {stride} that no "
-                               f"{list(view.shape)} output can have in its buffer")  # fmt: skip
-                views[i] = view.as_strided(view.shape, stride)
+    def collect(self, answer: CallAnswer, shapes: list[OutputShape], stage: str, start: float) -> float:
+        """Stop every process of the candidate's, read its outputs into ours (outputs.py), let them go on; the outside
+        view in ms: until all are stopped (CPU: nothing of the candidate's runs after that), on CUDA until our copy
+        is done (a kernel it launched before the stop may still run, and what we copied ran before that)."""
+        from cuda_agent.judge.child.outputs import stopped
+        from cuda_agent.judge.child.trial import SAMPLED_CALLS, sample_outputs
+
+        with stopped(self, self.channel.sender, stage):
+            external_ms = (time.perf_counter() - start) * 1e3
+            self.outputs = self.copies.read(self, answer, shapes, stage)
+            if self.device == "cuda":
+                external_ms = (time.perf_counter() - start) * 1e3
+                remote = self.copies.remote
+                read = secrets.SystemRandom().sample(remote, min(SAMPLED_CALLS * len(shapes), len(remote)))
+                self.sample = sample_outputs(self, read, fresh_seed())
+        return external_ms
 
     def check_answer(self, answer: CallAnswer, stage: str) -> None:
         """What the candidate's process reported that ends the run: its exception, outputs of the wrong kind, torch
@@ -517,6 +529,7 @@ def run(request: RunRequest, shim: Standby, channel: Channel) -> RunResult:
                 unused[0].close()
         if grader is not None:
             grader.exchange.close()
+            grader.close_reading()
             if grader.gauge is not None:
                 grader.gauge.close()
 

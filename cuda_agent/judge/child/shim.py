@@ -9,7 +9,9 @@ claim the grader checks or may only refuse on; the candidate's code can change a
 Every request is alike: the grader fills the input buffers of its calls (one or more, as many in every request of a
 run), flushes the cache and sends `call` (on the CPU with the input buffers themselves, new for the request: no
 buffer this process already maps holds them); this process times each call of forward with the clock it holds,
-copies what it returned into that call's output buffers, and answers with each call's time. A process of ours runs
+keeps what it returned where it lies, and answers with each call's time and where its outputs are (outputs.py): the
+grader stops this process and reads them itself, and the next question lets them go. Nothing runs here after a call's
+clock but that account. A process of ours runs
 the same loop on the task's reference (`reference`): the baselines are timed through it. Whether a call
 is a trial, a timed call, or a timed call whose output the grader will judge is decided in the grader, after the
 answer. Calls with `trace` run under the ATen tracer, which the candidate can see (its report can only refuse); under
@@ -26,15 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.judge.child.exchange import (
-    Buffer,
-    Channel,
-    ChannelClosed,
-    dense_strides,
-    dtype_name,
-    dtype_of,
-    open_buffer,
-)
+from cuda_agent.judge.child.exchange import Buffer, Channel, ChannelClosed, dtype_name, dtype_of, open_buffer
 from cuda_agent.judge.protocol import (
     BuffersQuestion,
     CallAnswer,
@@ -45,6 +39,7 @@ from cuda_agent.judge.protocol import (
     LoadAnswer,
     LoadQuestion,
     LockQuestion,
+    OutputShape,
     ProfileAnswer,
     ProfileQuestion,
     ReferenceQuestion,
@@ -78,6 +73,8 @@ class Shim:
         self.buffers: dict[int, Buffer] = {}
         self.letting_go: list[Buffer | None] = []
         """Buffers a question released, held until its answer is sent (`serve`)."""
+        self.kept: list[Any] = []
+        """The last request's outputs, where forward left them, until the next question (the grader reads them)."""
         self.model: Any = None
         self.eager: Any = None
         """The task's reference, in a process of ours that times it (`reference`); None in the candidate's."""
@@ -107,6 +104,7 @@ class Shim:
             except ChannelClosed:
                 return
             question = read_question(data)
+            self.kept = []  # read by the grader before it asked again
             self.channel.send(handlers[question.op](question, fds), ident=question.id)
             self.letting_go.clear()  # unmapped after the answer: outside the grader's view of the next request
 
@@ -199,9 +197,9 @@ class Shim:
 
     def call(self, message: CallQuestion, fds: list[int]) -> CallAnswer:
         """The request's calls of forward in order (or, with `probe`, of a model that returns zeros: the grader's
-        measure of its own overhead, before candidate code is loaded), each timed, its outputs copied into its own
-        output buffers; with `trace`, all under one ATen tracer (the copies and views are allowed operators). The
-        first call that fails answers for the request."""
+        measure of its own overhead, before candidate code is loaded), each timed, its outputs kept where they lie;
+        with `trace`, all under one ATen tracer (the views are allowed operators). The first call that fails answers
+        for the request."""
         from cuda_agent.judge.child import guards
 
         self.open_buffers(message, fds)
@@ -218,21 +216,19 @@ class Shim:
         from cuda_agent.judge.child.stop import out_of_memory
         from cuda_agent.judge.child.trial import plain_outputs
 
-        times, launches, flow, strides = [], [], [], []
+        times, launches, flow = [], [], []
         for slots in message.calls:
             inputs = [self.argument(ref) for ref in slots.inputs]
-            outputs = [self.tensor(ref) for ref in slots.outputs]
-            model = self.probe(outputs) if message.probe else self.model
+            model = self.probe(message.outputs) if message.probe else self.model
             if message.dataflow is not None:
                 model = self.dataflow(model, inputs, message.dataflow, flow)
             try:
                 ms, returned = self.timed(model, inputs)
                 flat = plain_outputs(self.torch, returned)
-                if flat is None or not _fits(flat, outputs):
+                if flat is None or not _fits(flat, message.outputs, self.device):
                     return self.mismatch(returned, flat)
-                strides.append([self.copy_out(out, value) for out, value in zip(outputs, flat, strict=True)])
-                self.sync()
-                returned = flat = None  # let go before the next call, as the baselines' groups do
+                self.kept.append(flat)
+                returned = flat = None
             except Exception as exc:
                 status, text = _failure(exc, f"ModelNew.forward raised {type(exc).__name__}: {exc}")
                 raised = "compile_error" if status == "compile_error" else "raised"
@@ -244,19 +240,20 @@ class Shim:
         if self.triton is not None and not message.probe:
             answer.launches = min(launches)
         answer.torch_only_reason = next((reason for reason in flow if reason is not None), None)
-        if any(s is not None for call in strides for s in call):
-            answer.output_strides = strides
-        return answer
+        return self.places(answer)
 
-    def copy_out(self, out: Any, value: Any) -> list[int] | None:
-        """Copy an output into its buffer; a transposed or permuted one in its own order (its strides, returned), so
-        that an honest strided result costs the copy a contiguous one does (a strided copy is outside the clock but
-        in the grader's outside view, which its calibration's contiguous zeros never paid)."""
-        if value.is_contiguous() or not dense_strides(value.shape, value.stride()):
-            out.copy_(value)
-            return None
-        out.as_strided(value.shape, value.stride()).copy_(value)
-        return list(value.stride())
+    def places(self, answer: CallAnswer) -> CallAnswer:
+        """`answer` with where each kept output lies (outputs.place); memory the grader cannot open (CUDA memory no
+        IPC handle exports) answers as forward's failure."""
+        from cuda_agent.judge.child.outputs import place
+
+        bases: dict[int, int] = {}
+        try:
+            answer.outputs = [[place(v, self.device, answer.shared, bases) for v in flat] for flat in self.kept]
+        except RuntimeError as exc:
+            text = f"forward returned an output in memory the judge cannot read: {exc}"
+            return CallAnswer(status="raised", message=text[:MAX_TEXT])
+        return answer
 
     def dataflow(self, model: Any, inputs: list[Any], check: DataflowCheck, found: list[str | None]) -> Any:
         """`model` for one call under the kernelbench dataflow check (policy/runtime.py): whether its kernels reach
@@ -299,12 +296,12 @@ class Shim:
             returned = model(*inputs)
             return (time.perf_counter() - began) * 1e3, returned
 
-    def probe(self, outputs: list[Any]) -> Any:
+    def probe(self, outputs: list[OutputShape]) -> Any:
         """A model that does the least work: it returns new tensors of zeros shaped as the outputs (a fill kernel on
-        CUDA), so that what an honest forward's results cost besides its clock (their release after the copy) is in
-        the calibration too."""
-        zeros_like = self.torch.zeros_like
-        return lambda *inputs: [zeros_like(o) for o in outputs]
+        CUDA), kept and read as an honest forward's results are."""
+        torch, device = self.torch, self.device
+        specs = [(tuple(o.shape), dtype_of(torch, o.dtype)) for o in outputs]
+        return lambda *inputs: [torch.zeros(shape, dtype=dtype, device=device) for shape, dtype in specs]
 
     def mismatch(self, returned: Any, flat: list[Any] | None) -> CallAnswer:
         if flat is None:
@@ -351,9 +348,9 @@ class Shim:
         return answer
 
 
-def _fits(flat: list[Any], outputs: list[Any]) -> bool:
+def _fits(flat: list[Any], outputs: list[OutputShape], device: str) -> bool:
     return len(flat) == len(outputs) and all(
-        v.shape == o.shape and v.dtype == o.dtype and v.device.type == o.device.type
+        tuple(v.shape) == tuple(o.shape) and dtype_name(v.dtype) == o.dtype and v.device.type == device
         for v, o in zip(flat, outputs, strict=True)
     )
 
@@ -388,6 +385,23 @@ def warm_up() -> None:
             env.describe_device("cuda")
 
 
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+"""glibc's `mallopt` parameters (malloc.h)."""
+
+
+def settle_allocator() -> None:
+    """Keep the C heap's freed memory and its large blocks in the heap (glibc): a request's K outputs are alive at
+    once until the grader reads them, and with glibc's own thresholds (which move as blocks are freed) each call's
+    output was at times a fresh `mmap`, its page faults inside forward's clock (a 256 KiB relu 7 times slower, kept
+    64 at a time), at times reused heap. Both sides' processes run this, before any candidate code."""
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    if hasattr(libc, "mallopt"):  # not glibc: its allocator's own ways
+        libc.mallopt(M_MMAP_THRESHOLD, 32 << 20)  # glibc's most: larger blocks are mmapped whatever is set
+        libc.mallopt(M_TRIM_THRESHOLD, 1 << 30)
+
+
 def main(argv: list[str]) -> int:
     import faulthandler
     import signal
@@ -395,6 +409,7 @@ def main(argv: list[str]) -> int:
     from cuda_agent.judge.standby import serve_once
 
     faulthandler.register(signal.SIGTERM, all_threads=True)  # the grader's kill shows where a call hung
+    settle_allocator()
     if argv[:1] == ["--standby"]:
         serve_once(warm_up)
     channel = Channel.from_fd(int(os.environ[SOCKET_FD_ENV]))

@@ -3,15 +3,15 @@
 A request carries the run's number of calls (`Grader.group`, `timing.group_size`: one where a call dwarfs the
 outside view's noise, more where it does not), each on inputs of its own, drawn from a fresh CSPRNG seed before the
 cache flush (a stored result is then wrong, a memo never hits). The grader times each request from outside (request
-to answer, the outputs read as they arrived) beside the sum of the times the candidate's process reports for its
+to answer, until every process of the candidate's is stopped to read its outputs: outputs.py) beside the sum of the times the candidate's process reports for its
 calls (`timing.external_bound`), so the outside view's resolution per call is its noise over the calls. Outputs are
 judged like a trial's: one of the last request's on every element, others drawn at random after they returned
 (`TIMED_CHECKS`, `timing.late_check_chance`, and with several calls `grader.GROUP_CHECKS` more per request), screened at random positions first (`trial.screen_trial`: a call whose work was
 skipped is wrong almost everywhere) and then, on any doubt, in full against the float64 reference as a trial is.
 Nothing the candidate's process sees tells it which call is judged: the decision is made here, after it answered,
 independently for each call, and the inputs to judge it on are drawn again from their seed (so in-place writes show
-against the buffers it was handed). An output changed after its call answered (work left running) shows when the
-positions read as it arrived are read again, before the next call overwrites it.
+against the buffers it was handed). On CUDA, an output changed after the grader copied it (a kernel left running)
+shows when the positions read after the copy are read again in the candidate's memory, before the next request.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class TimedCalls:
         g = self.grader
         if index == self.warmup:
             self.started = time.perf_counter()
-        self.still_written()  # the request before's outputs, read once more before the next one's overwrite them
+        self.still_written()  # the request before's outputs (CUDA), read once more before the next question
         if index >= self.warmup and self.random.random() < PHASE_PROBE_CHANCE:
             self.probe()
         # A watched request first, at its place (untimed, under the tracer or the dataflow check), then this one's
@@ -159,8 +159,8 @@ class TimedCalls:
 
     def probe(self) -> None:
         """A request of the zero model before a timed one, at a place drawn here (`timing.drift_corrected`): before
-        the next request's draw, never between a request and the judging of its outputs (they are in the buffers a
-        probe overwrites, and the last request's are judged after the phase)."""
+        the next request's draw, never between a request and the judging of its outputs (they are in the grader's
+        copies a probe's read overwrites, and the last request's are judged after the phase)."""
         from cuda_agent.judge.child.calibration import probe_among_timed
         from cuda_agent.judge.child.inputs import make_inputs
 
@@ -219,8 +219,8 @@ class ReferenceCalls(TimedCalls):
     baselines (child/baseline.py) and eager now (calibration.time_reference): the candidate's requests, draws, flush,
     calibration, probes and reading of its claims against the outside view, without what is there to catch a
     candidate (watched requests, judged outputs; both come between requests, outside every time). So the baselines'
-    times hold what the candidate's hold: a call in its shim's loop, between its outputs' copies and the next call's
-    views."""
+    times hold what the candidate's hold: a call in its shim's loop, after the call before's outputs were kept and
+    this call's views made."""
 
     def watched(self, index: int) -> bool:
         return False

@@ -329,6 +329,9 @@ GROUP_BYTES = {"cpu": 64 * 2**20, "cuda": 2**30}
 """The most bytes a request's inputs and outputs may take together (`group_size`)."""
 GROUP_FDS = 240
 """CPU: the most input tensors a request may carry (each a descriptor of its own; exchange.MAX_FDS per message)."""
+GROUP_PLACES = 1024
+"""The most outputs a request's calls may return together: the answer says where each lies (protocol.OutputPlace,
+up to about 120 bytes of JSON), within exchange.MAX_MESSAGE_BYTES."""
 GROUP_CHECKS = 4
 """Outputs of a request of several calls judged besides the ones its kind always judges, on average (each with a
 chance of GROUP_CHECKS over its calls, drawn after the answer): a request's time is its calls' mean, so a solution
@@ -339,11 +342,14 @@ MIN_GROUPS = 6
 median an interval (`median_interval`)."""
 
 
-def group_size(noise_ms: float, eager_ms: float, call_bytes: int, tensor_inputs: int, device: str, most: int) -> int:
+def group_size(
+    noise_ms: float, eager_ms: float, call_bytes: int, tensor_inputs: int, device: str, most: int, outputs: int = 1
+) -> int:
     """How many calls each request carries, so that the outside view's per-call resolution (the per-request
     overhead's noise over the calls) is RESOLUTION_SHARE of eager's call: 1 where eager's calls already dwarf the
     noise, else a power of two (the same for a range of noise, so a task's baselines are rarely timed again), at most
-    `most`, GROUP_BYTES of inputs and outputs (`call_bytes` a call) and, on the CPU, GROUP_FDS input tensors.
+    `most`, GROUP_BYTES of inputs and outputs (`call_bytes` a call), GROUP_PLACES outputs (`outputs` a call) and, on
+    the CPU, GROUP_FDS input tensors.
 
     It is chosen from the reference and the grader's own overhead, before candidate code loads: nothing the candidate
     does moves it."""
@@ -351,6 +357,7 @@ def group_size(noise_ms: float, eager_ms: float, call_bytes: int, tensor_inputs:
     if wanted <= 1:
         return 1
     size = min(1 << (wanted - 1).bit_length(), most, GROUP_BYTES[device] // max(call_bytes, 1))
+    size = min(size, GROUP_PLACES // max(outputs, 1))
     if device == "cpu":
         size = min(size, GROUP_FDS // max(tensor_inputs, 1))
     return max(1, size)

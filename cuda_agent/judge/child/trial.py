@@ -1,7 +1,6 @@
 """One correctness trial, after the candidate's call answered: compare with the reference.
 
-Called by the grader (grader.py) on the outputs the candidate's process copied into the grader's buffers; the
-reference runs here, in the grader, on the grader's own copy of the inputs.
+Called by the grader (grader.py) on its own copies of the candidate's outputs (outputs.py); the reference runs here, in the grader, on the grader's own copy of the inputs.
 """
 
 from __future__ import annotations
@@ -70,19 +69,20 @@ def plain_outputs(torch: Any, value: Any) -> list[Any] | None:
 
 
 SAMPLED_POSITIONS = 2048
-"""Positions of each output read as a timed call returns (`sample_outputs`)."""
+"""Positions of each CUDA output read in the candidate's memory after the grader's copy (`sample_outputs`)."""
 SAMPLED_CALLS = 8
-"""Calls of a request whose outputs are read as it returns, drawn after the answer (each output's read costs the
-outside view tens of microseconds: all of a request's would widen its noise). Work left running on a share f of the
-calls escapes a request's reads with a chance of about (1 - f) ** SAMPLED_CALLS, and every judged output is read
-before and after its reference ran as well."""
+"""Calls of a request whose outputs are so read on CUDA, drawn after the answer, and read again before the next
+request: a kernel left running on a share f of the calls escapes a request's reads with a chance of about
+(1 - f) ** SAMPLED_CALLS. On the CPU nothing of the candidate's runs while the grader reads its outputs, and nothing
+of its writes the grader's copies after (child/outputs.py)."""
 
 
 def sample_outputs(run: Any, out: Any, seed: int) -> list[tuple[Any, tuple[Any, ...], Any]]:
-    """What a timed call's outputs hold at `SAMPLED_POSITIONS` positions drawn from `seed`, read as it returns.
+    """What a timed call's outputs hold at `SAMPLED_POSITIONS` positions drawn from `seed`, read after the grader
+    copied them (CUDA: in the candidate's memory).
 
     Read again later (`changed_since`), a position that changed shows work the candidate's process left running on
-    the buffers after it answered. The positions are chosen after the call answered; the read is synchronised.
+    its outputs after it answered. The positions are chosen after the call answered; the read is synchronised.
     """
     generator = run.torch.Generator().manual_seed(seed)
     samples = []
@@ -241,8 +241,7 @@ def judge_trial(
     torch = run.torch
     req = run.req
     trial: dict[str, Any] = {"label": label, "seed": seed, "transform": transform, "ok": True, "reason": ""}
-    outputs = flatten_outputs(out)  # plain tensors only: the worker's gate (`plain_outputs`) made this list
-    snapshot = [o.detach().clone() for o in outputs]
+    outputs = flatten_outputs(out)  # the grader's own copies (outputs.py): nothing of the candidate's writes them
     for original, handed in zip(inputs, given, strict=True):
         if isinstance(original, torch.Tensor) and original is not handed and not same_values(original, handed):
             return _fail(trial, "the solution modified its input tensors in place", "mutated_inputs")
@@ -257,13 +256,10 @@ def judge_trial(
     reference64 = _reference64(run, inputs) if wants64 else None
     run.sync()
     run.tick()
-    for late, early in zip(outputs, snapshot, strict=True):
-        if not same_values(late, early):
-            return _fail(trial, "the output changed after forward returned (work left running)", "late_output_write")
     if len(outputs) != len(reference):
         return _fail(trial, f"forward returned {len(outputs)} outputs, the reference returns {len(reference)}")
     checks = []
-    for i, (cand, ref) in enumerate(zip(snapshot, reference, strict=True)):
+    for i, (cand, ref) in enumerate(zip(outputs, reference, strict=True)):
         ref64 = reference64[i] if reference64 is not None and i < len(reference64) else None
         check = _output_check(run, i, cand, ref, ref64, bounded=not precision)
         checks.append(check.as_dict())

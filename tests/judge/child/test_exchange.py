@@ -84,21 +84,3 @@ def test_a_view_never_reaches_past_its_buffer() -> None:
     reopened = open_buffer(torch, "cpu", 8, BufferHow(fd=True), fd2)
     other.view((2,), torch.float32).fill_(3.0)
     assert reopened.view((2,), torch.float32).tolist() == [3.0, 3.0]
-
-
-def test_dense_strides_are_the_orders_of_a_contiguous_tensor_and_nothing_else() -> None:
-    import torch
-
-    from cuda_agent.judge.child.exchange import dense_strides
-
-    x = torch.empty(3, 4, 5)
-    for dense in (x, x.permute(2, 0, 1), x.transpose(0, 1), x[:1]):
-        assert dense_strides(dense.shape, dense.stride())
-    assert not dense_strides(x[:, :1].shape, x[:, :1].stride())  # a slice: gaps between its rows
-    assert not dense_strides(x[..., ::2].shape, x[..., ::2].stride())
-    assert dense_strides((4, 3), (1, 4))  # a transposed (3, 4)
-    assert not dense_strides((3, 4), (4, 2))  # gaps
-    assert not dense_strides((3, 4), (1, 1))  # overlap
-    assert not dense_strides((3, 4), (0, 1))  # broadcast
-    assert not dense_strides((3, 4), (4,))
-    assert dense_strides((1, 5), (99, 1))  # a dimension of one may have any stride

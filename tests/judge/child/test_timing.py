@@ -226,6 +226,7 @@ def test_calls_per_request_aim_at_a_resolution_of_a_share_of_eagers_call_within_
     assert group_size(0.26, 0.045, 1 << 20, 1, "cpu", 256) == 64  # 64 MiB of inputs and outputs a request
     assert group_size(0.26, 0.045, 1 << 10, 3, "cpu", 256) == 80  # 3 tensors a call, 240 descriptors a request
     assert group_size(0.26, 0.045, 1 << 10, 3, "cuda", 256) == 256  # CUDA's buffers are reused: no descriptors
+    assert group_size(0.26, 0.045, 1 << 10, 1, "cuda", 256, outputs=8) == 128  # where 1024 outputs lie, an answer
     assert (group_reps(10, 1), group_reps(10, 64), group_reps(3, 64), group_reps(1000, 64)) == (10, 6, 3, 16)
 
 

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
-from cuda_agent.judge.child.trial import judge_trial
 from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.solution import SolutionSource
 from tests.judge.threats import _hacks, _static
@@ -87,9 +85,9 @@ def test_accepts_openmp() -> None:
 @pytest.mark.slow
 def test_runtime_work_left_to_a_thread_after_the_call_gains_nothing(tmp_path: Path, function: str) -> None:
     """A c10::ThreadPool thread writes the output after forward returned (the static policy refuses the pool; it is
-    off). The candidate's process copies what forward returned into the grader's buffers as soon as it returns: an
-    output written later is wrong there; one the thread finished while the copy ran was finished inside the
-    grader's view from outside, which then bounds the time reported (timing.external_bound)."""
+    off). The grader stops the candidate's process as its answer arrives and reads the outputs itself: an output
+    written later is wrong there; one the thread finished before the stop was finished inside the grader's view from
+    outside, which then bounds the time reported (timing.external_bound)."""
     verdict = judge_pool_hack(tmp_path, "examples/relu", model_new(f"return ext.{function}(x.contiguous())"), time=True)
     if verdict.verdict == "pass":
         solution = verdict.env["timing"]["solution"]
@@ -110,9 +108,10 @@ def test_runtime_accepts_a_thread_the_call_waits_for_and_openmp(tmp_path: Path) 
 @pytest.mark.slow
 def test_runtime_work_set_off_when_the_previous_output_goes_is_done_inside_the_call(tmp_path: Path) -> None:
     """The kernel runs in a generator's `finally`, hung on the previous output: it runs when that output is let go.
-    Nothing of the judge's holds an output in the candidate's process (the grader reads copies in its own buffers),
-    so the candidate's own code lets it go, inside forward: the work is done and timed in the call that set it
-    off, and the solution is an honest, slower one. The static policy is off, so that the runtime is what decides."""
+    The shim keeps every output of a request until the grader has read them (child/outputs.py), so the work runs as
+    the next question lets them go, after the read: the outputs read were never written (incorrect). Were they let
+    go inside forward, the work would be done and timed in the call that set it off (an honest, slower solution).
+    The static policy is off, so that the runtime is what decides."""
     forward = """def job(x, out):
     try:
         yield
@@ -145,30 +144,3 @@ def test_runtime_a_python_thread_that_writes_the_output_late_gains_nothing(tmp_p
     )
     verdict = judge_hack(tmp_path, "examples/relu", model_new(forward), static_policy=False)
     assert (verdict.verdict, verdict.reward) == ("incorrect", -1), verdict.message
-
-
-def test_late_write_check_sees_output_changed_after_the_call() -> None:
-    """The late-write check itself, deterministically: the output changes while the reference runs."""
-    import torch
-
-    x = torch.randn(4, 8)
-    out = torch.relu(x)
-
-    def reference(inputs: torch.Tensor) -> torch.Tensor:
-        out.add_(1.0)  # work the candidate left running lands now, after its call returned
-        return torch.relu(inputs)
-
-    req = SimpleNamespace(
-        strict_precision=False, atol=1e-2, rtol=1e-2, norm_rtol=1e-2, precision_factor=16.0, precision_floor=5e-5
-    )
-    run = SimpleNamespace(
-        torch=torch,
-        req=req,
-        reference=reference,
-        reference64=None,
-        reduction_length=1,
-        sync=lambda: None,
-        tick=lambda: None,
-    )
-    trial = judge_trial(run, [x], [x.clone()], out, 1, "identity", "trial")
-    assert (trial["ok"], trial.get("violation")) == (False, "late_output_write")

@@ -126,8 +126,8 @@ def test_kernels_on_first_calls_and_on_calls_after_an_instruments_pause_are_refu
 
 @pytest.mark.slow
 def test_an_honest_output_returned_as_a_transposed_view_keeps_its_claimed_time(tmp_path: Path) -> None:
-    # Copied into its buffer in its own order (Shim.copy_out): the copy costs what a contiguous one does, which the
-    # calibration paid; copied into a contiguous view it was a strided copy, read as hidden work (+72 %, round 13).
+    # Read by the grader where it lies, with its strides, after the outside view ended (child/outputs.py): no copy of
+    # its own; a strided copy into a contiguous buffer was once read as hidden work (+72 %, round 13).
     if _static.POLICY == "kernelbench":
         pytest.skip("honest under either policy alike: judged under cuda-agent")
     verdict = judge_hack(tmp_path, "examples/relu", HONEST_TRANSPOSED, **GROUPED)

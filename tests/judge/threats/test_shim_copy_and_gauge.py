@@ -1,15 +1,17 @@
 """Threats aimed at what the outside view takes for the candidate's process's own overhead, and at the gauge that
 moves it (the attacks and their figures: bench/results/cpu-2026-12-07-redteam-14/).
 
-- Work moved into the shim's copy of the outputs. The shim copies what forward returned into the grader's output
-  buffers after the candidate's clock stopped, inside the grader's outside view, and the calibration's zero model
-  paid that copy: the outside view grants every request its calls' copies. The candidate's process holds the shim
-  (it shares the process): it replaces the copy with its kernel writing the output straight into the buffer, and
-  forward returns a stub. Its claims are the stub's (a fifth of a relu here), the outside view sees the work in
-  place of a copy of as many bytes, and on a memory-bound task both cost alike: the claim is taken. Open (a strict
-  xfail): the copy is the shim's (`Shim.copy_out`), the grader's and the calibration's, not this round's files.
-  Where the noise is low (the GPU, `unseen_ms` about 0) it is a speed-up of the whole call; on the loaded CPU VM a
-  tie, but the verdict's time is the claim.
+- Work moved after the candidate's clock. The shim once copied what forward returned into the grader's output
+  buffers after the clock stopped, inside the grader's outside view, and the calibration's zero model paid that
+  copy: the outside view granted every request its calls' copies. The candidate's process holds the shim (it shares
+  the process): it replaced the copy with its kernel writing the output straight into the buffer, forward returned
+  a stub, and on a memory-bound task both cost alike: the stub's claim was taken. Now nothing is copied on either
+  side: the grader stops every process of the candidate's as the answer arrives (the outside view ends there) and
+  reads the outputs where forward left them (child/outputs.py). The same attack now leaves the stub where the grader
+  reads (incorrect); its spellings against this design (the shim's account of where the outputs lie replaced by one
+  that writes relu into them first, a thread that writes them after forward returned, a child forked at init that
+  reads the input from its parent's memory and writes relu into memory they share) either leave a stub or put the
+  work inside the outside view, which no calibration grants any more: the verdict's time is not the stub's.
 - A process of the candidate's outside the stopped set loads the machine only while the gauge measures, and the
   gauge's drift, added to the calibration, widens the bound by as much. Confined, every process of its user stops
   (uids.frozen); unconfined (a judge not run as root), only its process group stopped, and a process in a session of
@@ -70,7 +72,7 @@ while shim is None:
     frame = frame.f_back
     for value in frame.f_locals.values():
         try:
-            value.copy_out
+            value.timed
             value.probe
             shim = value
         except AttributeError:
@@ -90,7 +92,31 @@ def fused(out, value):
 self.shim.copy_out = fused
 """,
 )
-"""Forward returns a stub its kernel wrote one element of; the shim's copy, replaced, writes relu into the buffer."""
+"""Forward returns a stub its kernel wrote one element of; the shim's copy (round 14's spelling), replaced, writes relu
+into the buffer."""
+
+WORK_IN_THE_ACCOUNT = model_new(
+    "self.pending.append(x)\nreturn ext.stub(x)",
+    init=FIND_SHIM
+    + """
+self.pending = []
+model = self
+honest = type(self.shim).places
+def fused(answer):
+    for x, kept in zip(model.pending, model.shim.kept):
+        ext.relu_out(x, kept[0])
+    model.pending.clear()
+    return honest(model.shim, answer)
+self.shim.places = fused
+""",
+)
+"""Forward returns a stub; the shim's first act after the clock, replaced, writes relu into each kept stub before the
+answer: the outputs the grader reads are right, and the work ran after every claim's clock."""
+
+WORK_IN_A_THREAD = model_new(
+    "import threading\nout = ext.stub(x)\nthreading.Thread(target=ext.relu_out, args=(x, out)).start()\nreturn out",
+)
+"""Forward returns a stub and leaves a thread writing relu into it: before the grader stops the process, or never."""
 
 ESCAPED_WATCHER = model_new(
     "return ext.relu(x.contiguous())",
@@ -124,17 +150,67 @@ while itself running (outside the stopped set, where a process could load the ga
 strings give it a build of its own (they count in the build key)."""
 
 
+WORK_IN_A_CHILD = model_new(
+    "slot = self.slot\nself.slot = (slot + 1) % 256\nself.order(x.data_ptr(), slot)\nreturn self.outs[slot]",
+    init="""
+import ctypes
+import mmap
+import os
+import struct
+libc = ctypes.CDLL(None)
+libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: its child may read its memory
+n = 128 * 1024
+self.region = mmap.mmap(-1, 256 * n * 4)  # shared with the child
+self.outs = [torch.frombuffer(self.region, dtype=torch.float32, count=n, offset=i * n * 4).view(128, 1024) for i in range(256)]
+read, orders = os.pipe()
+parent = os.getpid()
+if os.fork() == 0:
+    class IoVec(ctypes.Structure):
+        _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+    local = torch.empty(128, 1024)
+    while True:
+        order = os.read(read, 16)
+        if len(order) < 16:
+            os._exit(0)
+        address, slot = struct.unpack("QQ", order)
+        mine, theirs = IoVec(local.data_ptr(), n * 4), IoVec(address, n * 4)
+        libc.process_vm_readv(parent, ctypes.byref(mine), 1, ctypes.byref(theirs), 1, 0)
+        ext.relu_out(local, self.outs[slot])
+self.slot = 0
+self.order = lambda address, slot: os.write(orders, struct.pack("QQ", address, slot))
+""",
+)
+"""Forward hands its input's address to a child forked at init and returns an unwritten block of memory shared with
+it; the child reads the input from its parent's memory and writes relu there, after forward's clock."""
+
+
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="open: the shim's copy of the outputs is the candidate's to replace")
 def test_work_moved_into_the_shims_copy_of_the_outputs_is_charged(tmp_path: Path) -> None:
     verdict = judge_hack(
         tmp_path, "examples/relu", WORK_IN_THE_COPY, HEADER, static_policy=False, verdict_cache=False, **GROUPED
     )
     timing = verdict.env.get("timing", {}).get("solution", {})
-    # Today: pass, its claim (the stub's, about 0.005 ms a call against eager's 0.021) taken as the verdict's time,
-    # unless a load spike made the outside view bound it. Fixed, the output is read where forward left it (the stub:
-    # incorrect) or the copy is timed with forward (its claim holds the work): either way not a claim of the stub's.
+    # Once: pass, its claim (the stub's, about 0.005 ms a call against eager's 0.021) taken as the verdict's time. Now
+    # the output is read where forward left it: the stub, incorrect.
     assert verdict.verdict != "pass" or timing["claimed_median_ms"] >= 0.5 * verdict.timings_ms.eager, timing
+    assert verdict.verdict == "incorrect", verdict.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "attack", [WORK_IN_THE_ACCOUNT, WORK_IN_A_THREAD, WORK_IN_A_CHILD], ids=["account", "thread", "child"]
+)
+def test_work_after_the_clock_is_inside_the_outside_view(tmp_path: Path, attack: str) -> None:
+    verdict = judge_hack(tmp_path, "examples/relu", attack, HEADER, static_policy=False, verdict_cache=False, **GROUPED)
+    timing = verdict.env.get("timing", {}).get("solution", {})
+    # Right outputs with the stub's claims (a tenth of eager's call) would pass on those claims; the outside view,
+    # which no longer grants a copy, holds the work, and where it resolves the stub's gap (its per-call noise below
+    # it) its reading takes over: the verdict's time is not the stub's (or the outputs read were stubs). Eager as
+    # cached, not rescaled by eager now (a load spike there moves it 4x, which no candidate's time decides).
+    eager = verdict.env["timing"]["eager"]["median_ms"] if verdict.verdict == "pass" else 0.0
+    if verdict.verdict == "pass" and timing["resolution_ms"] < 0.5 * eager:
+        assert verdict.timings_ms.solution >= 0.5 * eager, timing
+        assert timing["bound_applied"] or timing["claimed_median_ms"] >= 0.5 * eager, timing
 
 
 @pytest.mark.slow
@@ -224,16 +300,17 @@ def get_init_inputs():
 
 @pytest.mark.gpu
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="open: the shim's copy of the outputs is the candidate's to replace")
-def test_work_moved_into_the_shims_copy_is_charged_on_cuda(tmp_path: Path) -> None:
+@pytest.mark.parametrize("attack", [WORK_IN_THE_COPY, WORK_IN_THE_ACCOUNT], ids=["copy", "account"])
+def test_work_moved_into_the_shims_copy_is_charged_on_cuda(tmp_path: Path, attack: str) -> None:
     from cuda_agent.judge import JudgeConfig, judge
     from cuda_agent.judge.solution import SolutionSource
     from cuda_agent.tasks import Catalog
 
     task = Catalog().resolve(task_file(tmp_path, "big_relu", BIG_RELU))
-    source = CUDA_HEADER + WORK_IN_THE_COPY
     config = JudgeConfig(device="cuda", policy=_static.POLICY, static_policy=False, verdict_cache=False, **GROUPED)
-    verdict = judge(task, SolutionSource(python=source), config)
+    verdict = judge(task, SolutionSource(python=CUDA_HEADER + attack), config)
     timing = verdict.env.get("timing", {}).get("solution", {})
-    # Today (expected): pass at reward 3, its claim the stub's launch (microseconds) against eager's ~0.17 ms.
-    assert verdict.verdict != "pass" or timing["claimed_median_ms"] >= 0.5 * verdict.timings_ms.eager, timing
+    # Once (expected): pass at reward 3, its claim the stub's launch (microseconds) against eager's ~0.17 ms. Now the
+    # copy's spelling leaves the stub where the grader reads (incorrect); the account's kernel, launched after the
+    # clock, ran before the grader's copy (inside the outside view, which takes over) or after it (a stub read).
+    assert verdict.verdict != "pass" or verdict.timings_ms.solution >= 0.5 * verdict.timings_ms.eager, timing

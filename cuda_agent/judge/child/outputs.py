@@ -1,0 +1,379 @@
+"""Outputs read where forward left them: the candidate's process copies nothing after its clock stops.
+
+The shim keeps what each call of a request returned and says where it lies (`place`: an address in its memory on
+the CPU, an offset in an exported allocation on CUDA). As the answer arrives, the grader stops every process of the
+candidate's (`stopped`), and only then ends its outside view of the request: whatever the candidate's process ran
+after its clock (a replaced method of the shim's, a thread, a child) ran inside that view, which no calibration
+grants it, since the zero model's outputs are read the same way and nothing is copied on either side. With every
+thread stopped the grader reads the outputs into memory of its own (`Outputs.read`: `process_vm_readv` on the CPU;
+on CUDA the allocation opened over IPC and copied on the grader's stream), then lets the processes go on. The next
+question lets the kept outputs go (`Shim.serve`). The baselines' process of ours runs the same shim loop and is read
+the same way (`Grader.trusted`: its process alone is stopped).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from cuda_agent.judge.child.exchange import DevicePointer, cuda_driver, dtype_of
+from cuda_agent.judge.child.stop import stop
+from cuda_agent.judge.protocol import CallAnswer, CudaShare, OutputPlace, OutputShape
+
+if TYPE_CHECKING:
+    from cuda_agent.judge.child.grader import Grader
+
+SPAN_FACTOR = 4
+"""How many times its dense size an output's strides may span (a gapped slice of a larger result); beyond, the
+candidate's runtime_error: the grader reads the whole span."""
+IOV_MAX = 1024
+"""The most pieces one `process_vm_readv` takes."""
+STOP_WAIT_S = 5.0
+"""How long the grader waits for the candidate's threads to stop (a thread in a system call stops as it returns from
+it) before it calls those still running its `runtime_error`."""
+OPEN_HANDLES = 64
+"""CUDA allocations of the candidate's kept open in the grader (an open costs more than most kernels); the oldest is
+closed beyond."""
+
+SIGNALLER = r"""
+import ctypes, os, signal, sys
+uid, parent = int(sys.argv[1]), os.getppid()
+os.setgroups([])
+os.setresgid(uid, uid, uid)
+os.setresuid(uid, uid, uid)
+if ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != parent:
+    os._exit(1)
+for order in iter(lambda: os.read(0, 1), b""):
+    try:
+        os.kill(-1, signal.SIGSTOP if order == b"S" else signal.SIGCONT)
+    except ProcessLookupError:
+        pass
+    os.write(1, order)
+"""
+"""A process of ours that drops to the candidate's user id and sends `kill(-1)` as it on each order: every process of
+that id, wherever it went (the kernel finds them), at the cost of a pipe's round trip. `uids.frozen` forks the grader
+for each signal and scans /proc for threads, 14 ms a stop on the loaded 2-core VM: more than a request."""
+
+
+def span(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
+    """Elements from an output's first to its last, as its strides lay it out (0 for an empty one)."""
+    if any(size == 0 for size in shape):
+        return 0
+    return 1 + sum((size - 1) * stride for size, stride in zip(shape, strides, strict=True))
+
+
+def place(value: Any, device: str, shared: list[CudaShare], bases: dict[int, int]) -> OutputPlace:
+    """In the shim: where `value` (a plain tensor forward returned) lies. On CUDA its allocation is exported once a
+    request (`shared`, indexed by base in `bases`); a handle is never kept across requests, as an allocation freed and
+    made again at the same address is another."""
+    strides = tuple(value.stride())
+    if device != "cuda" or value.numel() == 0:
+        return OutputPlace(address=value.data_ptr(), strides=strides)
+    driver = cuda_driver()
+    base, nbytes = driver.address_range(value.data_ptr())
+    if base not in bases:
+        bases[base] = len(shared)
+        shared.append(CudaShare(handle=driver.handle(base).hex(), nbytes=nbytes))
+    return OutputPlace(address=value.data_ptr() - base, strides=strides, allocation=bases[base])
+
+
+class _IoVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.process_vm_readv.restype = ctypes.c_ssize_t
+    return libc
+
+
+def read_process(pid: int, pieces: list[tuple[int, int, int]]) -> int:
+    """Copy `pieces` ((their address in process `pid`, ours, bytes)) from that process's memory into ours; the bytes
+    copied, fewer where one of its addresses is not mapped there."""
+    libc = _libc()
+    total = 0
+    for first in range(0, len(pieces), IOV_MAX):
+        chunk = pieces[first : first + IOV_MAX]
+        local = (_IoVec * len(chunk))(*[_IoVec(ours, n) for _, ours, n in chunk])
+        remote = (_IoVec * len(chunk))(*[_IoVec(theirs, n) for theirs, _, n in chunk])
+        got = libc.process_vm_readv(pid, local, len(chunk), remote, len(chunk), 0)
+        if got < 0:
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+        total += got
+        if got < sum(n for _, _, n in chunk):
+            break
+    return total
+
+
+class Signaller:
+    """`SIGNALLER`, started at the first stop of a confined candidate's processes."""
+
+    def __init__(self, uid: int) -> None:
+        from cuda_agent.subproc import start_child
+
+        argv = [sys.executable, "-I", "-S", "-c", SIGNALLER, str(uid)]
+        self.proc = start_child(argv, None, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def send(self, order: bytes) -> bool:
+        """Whether the order was carried out: the candidate's processes may see this one (no PID namespace, CUDA) and
+        kill or stop it; nothing of ours does."""
+        try:
+            os.write(self.proc.stdin.fileno(), order)
+            return os.read(self.proc.stdout.fileno(), 1) == order
+        except (OSError, ValueError):  # ValueError: closed
+            return False
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+
+
+def _threads_running(pid: int, deadline: float) -> int:
+    """Threads of `pid` not stopped yet once all are, or `deadline` passed."""
+    from cuda_agent.judge.uids import threads_not_stopped
+
+    while (running := threads_not_stopped([pid])) and time.monotonic() < deadline:
+        time.sleep(0)
+    return running
+
+
+def _namespace(sender: int) -> str | None:
+    """The sender's PID namespace where it is not ours; None where it is ours; '' where the sender is gone (its
+    outputs then cannot be read: its verdict)."""
+    try:
+        own = os.readlink(f"/proc/{sender}/ns/pid")
+    except OSError:
+        return ""
+    return None if own == os.readlink("/proc/self/ns/pid") else own
+
+
+def _members(own: str) -> list[int]:
+    """Every process of the PID namespace `own` but its PID 1 (ours: jail.py), found by the namespace of each (a
+    readlink a process, 0.25 ms for 75 on the VM, where reading every thread's status took 5 ms)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, KeyError):  # gone, or a kernel without NSpid: not one of its
+                if os.readlink(f"/proc/{entry.name}/ns/pid") == own and _status(int(entry.name))["NSpid"][-1] != "1":
+                    found.append(int(entry.name))
+    return found
+
+
+def _status(pid: int, tid: int | None = None) -> dict[str, list[str]]:
+    path = f"/proc/{pid}/status" if tid is None else f"/proc/{pid}/task/{tid}/status"
+    with open(path) as status:
+        return {key: value.split() for key, _, value in (line.partition(":") for line in status)}
+
+
+def switches_if_stopped(pids: list[int]) -> dict[tuple[int, int], tuple[str, ...]] | None:
+    """Each thread's context switches, where every thread of `pids` is stopped (or dead); else None."""
+    seen = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for task in os.scandir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError, KeyError):
+                    fields = _status(pid, int(task.name))
+                    if fields["State"][0] not in "TtZX":
+                        return None
+                    seen[pid, int(task.name)] = (
+                        *fields["voluntary_ctxt_switches"],
+                        *fields["nonvoluntary_ctxt_switches"],
+                    )
+    return seen
+
+
+def _stop_members(own: str, stopped: list[int], deadline: float) -> int:
+    """SIGSTOP every process of the PID namespace `own` (`_members`; each stopped goes into `stopped`), listed
+    again until a listing finds none new; 0 once all are seen stopped twice, with no thread switched in between, so
+    that all were stopped at once (a process still running as its stop came could let another go on, SIGCONT, and
+    stop itself after the first look); else, at `deadline`, 1 (threads still running)."""
+    before = None
+    while time.monotonic() < deadline:
+        members = _members(own) if own else []
+        new = [pid for pid in members if pid not in stopped]
+        for pid in new:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+        now = None if new else switches_if_stopped(members)
+        if now is not None and now == before:
+            return 0
+        before = now
+        time.sleep(0)
+    return 1
+
+
+def _user_stopped(sender: int, uid: int, deadline: float, cpu: bool) -> int:
+    """After the signaller's stop: threads of the answering process not stopped by `deadline`; on the CPU (whose view
+    ends at the stop, so that nothing may run on as the grader reads) of every process of `uid`."""
+    from cuda_agent.judge.uids import running_threads
+
+    running = _threads_running(sender, deadline)
+    while cpu and (running := running_threads(uid)) and time.monotonic() < deadline:
+        time.sleep(0)
+    return running
+
+
+@contextlib.contextmanager
+def stopped(g: Grader, sender: int, stage: str) -> Iterator[None]:
+    """Every process of the candidate's stopped while the block runs (`Grader.trusted`, a process of ours: that one
+    alone, its threads seen stopped). Confined in a PID namespace (the CPU): every process of it, by us
+    (`_stop_members`); confined without one (CUDA): every process of its user, by `Signaller`, and the answering
+    one's threads seen stopped (the view ends after the grader's copy there); unconfined: every process below the
+    grader but ours (`uids.stopped_below`). A stop that fails, or threads still running after STOP_WAIT_S, are the
+    candidate's runtime_error."""
+    from cuda_agent.judge.uids import stopped_below
+
+    uid = g.req.confine_user
+    deadline = time.monotonic() + STOP_WAIT_S
+    with contextlib.ExitStack() as resume:
+        if g.trusted:
+            os.kill(sender, signal.SIGSTOP)
+            resume.callback(os.kill, sender, signal.SIGCONT)
+            running = _threads_running(sender, deadline)
+        elif uid is None:
+            running = resume.enter_context(stopped_below(os.getpid(), g.ours_pids))
+        elif (own := _namespace(sender)) is not None:
+            held: list[int] = []
+            resume.callback(_resume, held)
+            running = _stop_members(own, held, deadline)
+        else:
+            if g.signaller is None:
+                g.signaller = Signaller(uid)
+            if not g.signaller.send(b"S"):
+                raise stop("runtime_error", stage, "the judge could not stop your processes to read their outputs")
+            resume.callback(g.signaller.send, b"C")
+            running = _user_stopped(sender, uid, deadline, g.device == "cpu")
+        _refuse_running(running, stage)
+        yield
+
+
+def _resume(held: list[int]) -> None:
+    for pid in reversed(held):  # the last stopped goes on first, as uids.stopped_below
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGCONT)
+
+
+def _refuse_running(running: int, stage: str) -> None:
+    if running:
+        message = (
+            f"threads of your processes kept running for {STOP_WAIT_S:.0f} s after they were stopped for their "
+            "outputs to be read (in a system call the kernel works on, or let go again)"
+        )
+        raise stop("runtime_error", stage, message)
+
+
+class Outputs:
+    """The grader's own copies of each call's outputs (one buffer per call and output position, reused from request
+    to request and grown as needed), and the CUDA allocations of the candidate's it has opened."""
+
+    def __init__(self, torch: Any, device: str) -> None:
+        self.torch, self.device = torch, device
+        self.room: dict[tuple[int, int], Any] = {}
+        self.opened: dict[str, tuple[int, int]] = {}
+        """CUDA: an exported allocation's handle -> (its base in our context, its size as mapped here)."""
+        self.remote: list[Any] = []
+        """CUDA: the last request's outputs in the candidate's allocations, as bytes (read again for late writes)."""
+
+    def mine(self, slot: tuple[int, int], nbytes: int) -> Any:
+        held = self.room.get(slot)
+        if held is None or held.numel() < nbytes:
+            held = self.room[slot] = self.torch.empty(max(nbytes, 1), dtype=self.torch.uint8, device=self.device)
+        return held
+
+    def read(self, g: Grader, answer: CallAnswer, specs: list[OutputShape], stage: str) -> list[list[Any]]:
+        """Our copies of each call's outputs (views with the strides they had), from the process that answered (its
+        processes stopped). A place the candidate's process gave that is none (strides of another rank, a span past
+        `SPAN_FACTOR` times the output, memory not mapped there) is its runtime_error."""
+        torch = self.torch
+        self.remote = []
+        if len(answer.outputs) != len(answer.ms) or any(len(call) != len(specs) for call in answer.outputs):
+            raise stop("runtime_error", stage, "the candidate's process answered with places for other outputs")
+        views, pieces = [], []
+        for k, call in enumerate(answer.outputs):
+            views.append([])
+            for i, (where, spec) in enumerate(zip(call, specs, strict=True)):
+                dtype = dtype_of(torch, spec.dtype)
+                ranked = len(where.strides) == len(spec.shape)  # before `span`, which zips them
+                count = span(spec.shape, where.strides) if ranked else 0
+                if not ranked or count > SPAN_FACTOR * _numel(spec.shape):
+                    raise stop("runtime_error", stage, f"the candidate's process answered strides {where.strides} "
+                               f"that no {list(spec.shape)} output it returned can have")  # fmt: skip
+                raw = self.mine((k, i), count * dtype.itemsize)
+                if count:
+                    pieces.append((where, raw, count * dtype.itemsize))
+                views[-1].append(raw[: count * dtype.itemsize].view(dtype).as_strided(spec.shape, where.strides))
+        if self.device == "cuda":
+            self.copy_shared(answer, pieces, stage)
+        else:
+            self.copy_process(g.channel.sender, pieces, stage)
+        return views
+
+    def copy_process(self, pid: int, pieces: list[tuple[OutputPlace, Any, int]], stage: str) -> None:
+        wanted = sum(n for _, _, n in pieces)
+        try:
+            got = read_process(pid, [(where.address, raw.data_ptr(), n) for where, raw, n in pieces])
+        except OSError as exc:
+            got, why = 0, str(exc)
+        else:
+            why = "an address it gave is not mapped there"
+        if got != wanted:
+            raise stop("runtime_error", stage, f"the judge could not read the outputs your process answered with: "
+                       f"{got} of {wanted} bytes ({why})")  # fmt: skip
+
+    def copy_shared(self, answer: CallAnswer, pieces: list[tuple[OutputPlace, Any, int]], stage: str) -> None:
+        """Each output copied from the candidate's allocation (opened over IPC) on our stream, then synchronised."""
+        bases = []
+        for share in answer.shared:
+            try:
+                bases.append(self.open(share))
+            except RuntimeError as exc:
+                raise stop("runtime_error", stage, f"the judge could not open your output's memory: {exc}") from None
+        for where, raw, n in pieces:
+            if where.allocation is None or where.allocation >= len(bases):
+                raise stop("runtime_error", stage, "the candidate's process answered a CUDA output with no allocation")
+            base, size = bases[where.allocation]
+            if where.address + n > size:
+                raise stop("runtime_error", stage, "the candidate's process answered an output past its allocation")
+            self.remote.append(self.torch.as_tensor(DevicePointer(base + where.address, n), device="cuda"))
+            raw[:n].copy_(self.remote[-1])
+        self.torch.cuda.synchronize()
+
+    def open(self, share: CudaShare) -> tuple[int, int]:
+        """(base, size) of an exported allocation in our context, opened once while it stays among OPEN_HANDLES; its
+        size is the driver's, never the claim's."""
+        if share.handle in self.opened:
+            return self.opened[share.handle]
+        driver = cuda_driver()
+        if len(self.opened) >= OPEN_HANDLES:
+            self.torch.cuda.synchronize()
+            driver.close(self.opened.pop(next(iter(self.opened)))[0])
+        base = driver.open(bytes.fromhex(share.handle))
+        self.opened[share.handle] = (base, driver.address_range(base)[1])
+        return self.opened[share.handle]
+
+    def close(self) -> None:
+        if self.opened:
+            self.torch.cuda.synchronize()
+        for base, _ in self.opened.values():
+            with contextlib.suppress(RuntimeError):
+                cuda_driver().close(base)
+        self.opened = {}
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count

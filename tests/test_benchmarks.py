@@ -27,6 +27,8 @@ def test_the_benchmarks_page_lists_every_benchmark_script() -> None:
         "curriculum_probe",
         "chain_state",
         "tiny_llama",
+        "sft_probe",
+        "agentic_data_retool",
     }
     scripts = {f"bench/{path.name}" for path in (ROOT / "bench").glob("*.py") if path.stem not in training}
     assert scripts - helpers == set(LISTED)

@@ -227,29 +227,60 @@ def adopt_orphans() -> None:
 
 @contextlib.contextmanager
 def stopped_below(root: int, spared: Collection[int] = ()) -> Iterator[int]:
-    """SIGSTOP every process below `root` but those in `spared` and what is below them, listed again until a
-    listing finds none new (a fork under way when its parent stopped shows in the next), then wait, up to
-    FREEZE_WAIT_S, for their threads to stop (a thread in a system call stops as it returns); the block gets those still not stopped. SIGCONT
-    to each after the block."""
+    """SIGSTOP every process below `root` but those in `spared` and what is below them, listed again at each look (a
+    fork under way when its parent stopped shows in the next); the block starts once a look finds none new and every
+    thread stopped, with no thread switched since the look before (so all were stopped at once: one still running as
+    its stop came could let another go on, SIGCONT, and stop itself after a single look), or after FREEZE_WAIT_S
+    (a thread in a system call stops as it returns); the block gets the threads still not stopped (0 once all were
+    seen still). SIGCONT to each after the block."""
     stopped: list[int] = []
     try:
+        deadline, before = time.monotonic() + FREEZE_WAIT_S, None
         while True:
             keep = {*spared, *(pid for ours in spared for pid, _ in descendants(ours))}
             new = [pid for pid, _ in descendants(root) if pid not in keep and pid not in stopped]
-            if not new:
-                break
             for pid in new:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGSTOP)
                 stopped.append(pid)
-        deadline = time.monotonic() + FREEZE_WAIT_S
-        while (running := threads_not_stopped(stopped)) and time.monotonic() < deadline:
-            time.sleep(0.005)
+            now = None if new else switches_if_stopped(stopped)
+            if now is not None and now == before:
+                running = 0
+                break
+            if time.monotonic() >= deadline:
+                running = threads_not_stopped(stopped)
+                break
+            before = now
+            time.sleep(0.001 if now is None else 0)
         yield running
     finally:
         for pid in reversed(stopped):  # the last stopped goes on first: none sees one stopped before it longer
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGCONT)
+
+
+def proc_status(pid: int, tid: int | None = None) -> dict[str, list[str]]:
+    """/proc's status of a process (or one of its threads), each field's words."""
+    path = f"/proc/{pid}/status" if tid is None else f"/proc/{pid}/task/{tid}/status"
+    with open(path) as status:
+        return {key: value.split() for key, _, value in (line.partition(":") for line in status)}
+
+
+def switches_if_stopped(pids: list[int]) -> dict[tuple[int, int], tuple[str, ...]] | None:
+    """Each thread's context switches, where every thread of `pids` is stopped (or dead); else None."""
+    seen = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for task in os.scandir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError, KeyError):
+                    fields = proc_status(pid, int(task.name))
+                    if fields["State"][0] not in "TtZX":
+                        return None
+                    seen[pid, int(task.name)] = (
+                        *fields["voluntary_ctxt_switches"],
+                        *fields["nonvoluntary_ctxt_switches"],
+                    )
+    return seen
 
 
 def threads_not_stopped(pids: list[int]) -> int:

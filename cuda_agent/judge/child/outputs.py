@@ -161,36 +161,18 @@ def _namespace(sender: int) -> str | None:
 def _members(own: str) -> list[int]:
     """Every process of the PID namespace `own` but its PID 1 (ours: jail.py), found by the namespace of each (a
     readlink a process, 0.25 ms for 75 on the VM, where reading every thread's status took 5 ms)."""
+    from cuda_agent.judge.uids import proc_status
+
     found = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             with contextlib.suppress(OSError, KeyError):  # gone, or a kernel without NSpid: not one of its
-                if os.readlink(f"/proc/{entry.name}/ns/pid") == own and _status(int(entry.name))["NSpid"][-1] != "1":
+                if (
+                    os.readlink(f"/proc/{entry.name}/ns/pid") == own
+                    and proc_status(int(entry.name))["NSpid"][-1] != "1"
+                ):
                     found.append(int(entry.name))
     return found
-
-
-def _status(pid: int, tid: int | None = None) -> dict[str, list[str]]:
-    path = f"/proc/{pid}/status" if tid is None else f"/proc/{pid}/task/{tid}/status"
-    with open(path) as status:
-        return {key: value.split() for key, _, value in (line.partition(":") for line in status)}
-
-
-def switches_if_stopped(pids: list[int]) -> dict[tuple[int, int], tuple[str, ...]] | None:
-    """Each thread's context switches, where every thread of `pids` is stopped (or dead); else None."""
-    seen = {}
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            for task in os.scandir(f"/proc/{pid}/task"):
-                with contextlib.suppress(OSError, KeyError):
-                    fields = _status(pid, int(task.name))
-                    if fields["State"][0] not in "TtZX":
-                        return None
-                    seen[pid, int(task.name)] = (
-                        *fields["voluntary_ctxt_switches"],
-                        *fields["nonvoluntary_ctxt_switches"],
-                    )
-    return seen
 
 
 def _stop_members(own: str, stopped: list[int], deadline: float) -> int:
@@ -198,6 +180,8 @@ def _stop_members(own: str, stopped: list[int], deadline: float) -> int:
     again until a listing finds none new; 0 once all are seen stopped twice, with no thread switched in between, so
     that all were stopped at once (a process still running as its stop came could let another go on, SIGCONT, and
     stop itself after the first look); else, at `deadline`, 1 (threads still running)."""
+    from cuda_agent.judge.uids import switches_if_stopped
+
     before = None
     while time.monotonic() < deadline:
         members = _members(own) if own else []

@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from cuda_agent.judge.child.exchange import Channel
-from cuda_agent.judge.child.outputs import Outputs, Signaller, read_process, span, switches_if_stopped
+from cuda_agent.judge.child.outputs import Outputs, Signaller, read_process, span
 from cuda_agent.judge.child.stop import Stop
 from cuda_agent.judge.protocol import CallAnswer, CudaShare, Done, OutputPlace, OutputShape
-from cuda_agent.judge.uids import threads_not_stopped
+from cuda_agent.judge.uids import switches_if_stopped, threads_not_stopped
 
 HOLDER = textwrap.dedent(
     """

@@ -227,36 +227,43 @@ def adopt_orphans() -> None:
 
 @contextlib.contextmanager
 def stopped_below(root: int, spared: Collection[int] = ()) -> Iterator[int]:
-    """SIGSTOP every process below `root` but those in `spared` and what is below them, listed again at each look (a
-    fork under way when its parent stopped shows in the next); the block starts once a look finds none new and every
-    thread stopped, with no thread switched since the look before (so all were stopped at once: one still running as
-    its stop came could let another go on, SIGCONT, and stop itself after a single look), or after FREEZE_WAIT_S
-    (a thread in a system call stops as it returns); the block gets the threads still not stopped (0 once all were
-    seen still). SIGCONT to each after the block."""
+    """SIGSTOP every process below `root` but those in `spared` and what is below them, until they are seen still
+    (`stop_until_still`) or for FREEZE_WAIT_S (a thread in a system call stops as it returns); the block gets the
+    threads still not stopped (0 once all were seen still). SIGCONT to each after the block."""
     stopped: list[int] = []
+
+    def below() -> list[int]:
+        keep = {*spared, *(pid for ours in spared for pid, _ in descendants(ours))}
+        return [pid for pid, _ in descendants(root) if pid not in keep]
+
     try:
-        deadline, before = time.monotonic() + FREEZE_WAIT_S, None
-        while True:
-            keep = {*spared, *(pid for ours in spared for pid, _ in descendants(ours))}
-            new = [pid for pid, _ in descendants(root) if pid not in keep and pid not in stopped]
-            for pid in new:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGSTOP)
-                stopped.append(pid)
-            now = None if new else switches_if_stopped(stopped)
-            if now is not None and now == before:
-                running = 0
-                break
-            if time.monotonic() >= deadline:
-                running = threads_not_stopped(stopped)
-                break
-            before = now
-            time.sleep(0.001 if now is None else 0)
-        yield running
+        still = stop_until_still(below, stopped, time.monotonic() + FREEZE_WAIT_S)
+        yield 0 if still else threads_not_stopped(stopped)
     finally:
         for pid in reversed(stopped):  # the last stopped goes on first: none sees one stopped before it longer
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGCONT)
+
+
+def stop_until_still(listing: Callable[[], list[int]], stopped: list[int], deadline: float) -> bool:
+    """SIGSTOP each process `listing` gives (each goes into `stopped`), listed again at each look (a fork under way
+    when its parent stopped shows in the next); True once a look finds none new and every thread stopped, with none
+    switched since the look before: all were stopped at once (a scan of /proc is not atomic, and a process still
+    running as its stop came could let another go on, SIGCONT, and stop itself between two reads). False at
+    `deadline`."""
+    before = None
+    while time.monotonic() < deadline:
+        new = [pid for pid in listing() if pid not in stopped]
+        for pid in new:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+        now = None if new else switches_if_stopped(stopped)
+        if now is not None and now == before:
+            return True
+        before = now
+        time.sleep(0 if now is not None else 0.001)  # a look to confirm at once; a thread still running: a moment
+    return False
 
 
 def proc_status(pid: int, tid: int | None = None) -> dict[str, list[str]]:

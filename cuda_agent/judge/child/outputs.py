@@ -175,29 +175,6 @@ def _members(own: str) -> list[int]:
     return found
 
 
-def _stop_members(own: str, stopped: list[int], deadline: float) -> int:
-    """SIGSTOP every process of the PID namespace `own` (`_members`; each stopped goes into `stopped`), listed
-    again until a listing finds none new; 0 once all are seen stopped twice, with no thread switched in between, so
-    that all were stopped at once (a process still running as its stop came could let another go on, SIGCONT, and
-    stop itself after the first look); else, at `deadline`, 1 (threads still running)."""
-    from cuda_agent.judge.uids import switches_if_stopped
-
-    before = None
-    while time.monotonic() < deadline:
-        members = _members(own) if own else []
-        new = [pid for pid in members if pid not in stopped]
-        for pid in new:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGSTOP)
-            stopped.append(pid)
-        now = None if new else switches_if_stopped(members)
-        if now is not None and now == before:
-            return 0
-        before = now
-        time.sleep(0)
-    return 1
-
-
 def _user_stopped(sender: int, uid: int, deadline: float, cpu: bool) -> int:
     """After the signaller's stop: threads of the answering process not stopped by `deadline`; on the CPU (whose view
     ends at the stop, so that nothing may run on as the grader reads) of every process of `uid`."""
@@ -213,11 +190,11 @@ def _user_stopped(sender: int, uid: int, deadline: float, cpu: bool) -> int:
 def stopped(g: Grader, sender: int, stage: str) -> Iterator[None]:
     """Every process of the candidate's stopped while the block runs (`Grader.trusted`, a process of ours: that one
     alone, its threads seen stopped). Confined in a PID namespace (the CPU): every process of it, by us
-    (`_stop_members`); confined without one (CUDA): every process of its user, by `Signaller`, and the answering
+    (`uids.stop_until_still`); confined without one (CUDA): every process of its user, by `Signaller`, and the answering
     one's threads seen stopped (the view ends after the grader's copy there); unconfined: every process below the
     grader but ours (`uids.stopped_below`). A stop that fails, or threads still running after STOP_WAIT_S, are the
     candidate's runtime_error."""
-    from cuda_agent.judge.uids import stopped_below
+    from cuda_agent.judge.uids import stop_until_still, stopped_below
 
     uid = g.req.confine_user
     deadline = time.monotonic() + STOP_WAIT_S
@@ -231,7 +208,8 @@ def stopped(g: Grader, sender: int, stage: str) -> Iterator[None]:
         elif (own := _namespace(sender)) is not None:
             held: list[int] = []
             resume.callback(_resume, held)
-            running = _stop_members(own, held, deadline)
+            listing = functools.partial(_members, own) if own else list  # gone: nothing to stop, its read fails
+            running = 0 if stop_until_still(listing, held, deadline) else 1
         else:
             if g.signaller is None:
                 g.signaller = Signaller(uid)

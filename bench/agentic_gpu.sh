@@ -238,8 +238,9 @@ if [ "$PHASE" = train ]; then
   if [ -n "$PROBE_OTHER" ]; then
     mkdir -p "$WORK/probe_other" && tar -xf "$PROBE_OTHER" -C "$WORK/probe_other" sft.parquet && OTHER=(--other "$WORK/probe_other/sft.parquet")
   fi
-  python3 bench/sft_probe.py "$SFT_HF" "$WORK/data/sft.parquet" "${OTHER[@]}" --device "$DEVICE" --out "$RES/sft/probe.json" 2>&1 \
-    | grep '^== SFT probe'
+  python3 bench/sft_probe.py "$SFT_HF" "$WORK/data/sft.parquet" "${OTHER[@]}" --device "$DEVICE" --out "$RES/sft/probe.json" \
+    > "$RES/sft/probe.log" 2>&1 || { echo "== SFT probe failed (the run goes on):"; tail -n 5 "$RES/sft/probe.log"; }
+  grep '^== SFT probe' "$RES/sft/probe.log"
   python3 -m cuda_agent.rl.critic_model "$SFT_HF" "$WORK/critic" || exit 1
   echo "$SFT_HF" > "$WORK/sft_model"
   echo "$WORK/critic" > "$WORK/critic_model"

@@ -100,13 +100,13 @@ def run_task_episode(
 
 
 def unreadable_files(root: Path) -> list[str]:
-    """What the judge would not read of the solution in workspace `root`: model_new.py, kernels/ or a kernel source a
+    """What the judge would not read of the solution in workspace `root`: model_new.py, kernels/ or anything in it a
     symbolic link; model_new.py missing or not a file; it or a kernel source (kernels/, any depth) not UTF-8 text or
     not readable. Empty when it can all be read."""
     model_new, kernels = root / "model_new.py", root / "kernels"
     links = [p for p in (model_new, kernels) if p.is_symlink()]
     if kernels.is_dir() and not kernels.is_symlink():
-        links += [f for f in kernels.rglob("*") if f.suffix in KERNEL_SUFFIXES and f.is_symlink()]
+        links += [f for f in kernels.rglob("*") if f.is_symlink()]
     if links:  # the judge reads none through a link (it could point anywhere on the machine)
         return [f"{p.relative_to(root).as_posix()} is a symbolic link" for p in sorted(links)]
     if not model_new.is_file():

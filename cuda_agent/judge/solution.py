@@ -132,7 +132,7 @@ def read_solution(path: Path) -> SolutionSource:
     sources = {}
     if kernels.is_dir():
         for file in sorted(kernels.rglob("*")):
-            if file.suffix in KERNEL_SUFFIXES and file.is_symlink():
+            if file.is_symlink():
                 raise SolutionError(f"{file}: a symbolic link; a solution's files and kernels/ must be plain")
             if file.is_file() and file.suffix in KERNEL_SUFFIXES:
                 sources[file.relative_to(path).as_posix()] = _read(file)

@@ -224,8 +224,7 @@ def test_a_workspace_left_with_nothing_to_read_is_the_agents_failure_not_ours(
     tmp_path: Path, command: str, said: str
 ) -> None:
     """The judge raises for a solution folder it cannot read (a user's mistake there); at an episode's end the agent
-    made it so, and the episode ends rejected at reward -1 instead of being lost as our failure (an RL step crashed
-    on it, bench/results/h100-2026-12-07-d/)."""
+    made it so, and the episode ends rejected at reward -1 instead of being lost as our failure."""
 
     class Judge:
         def judge_workspace(self, task: Task, workspace: Path, config: dict | None = None) -> Verdict:

@@ -80,9 +80,9 @@ class HFRolloutServer:
     GATHER_MAX_S = 0.5  # ... or after this long at most: small next to a batch's seconds of decoding
     ROUND_STEPS = 64
     """Tokens a batch decodes at most before unfinished replies rejoin the queue (module doc). A finished reply waits
-    for its batch's longest, so a Bash call's 30 tokens beside a kernel's 400 waited 256 steps (~7 s on an H100 at
-    ~28 ms a step); going on costs the rows that continue a new prefill, ~0.3 s for 16 rows of 5k tokens of a 135M
-    model there, against ~1.8 s for 64 decoding steps."""
+    for its batch's longest: a Bash call's 30 tokens beside a kernel's 400 would wait 400 steps (~10 s at ~25 ms a
+    step on an H100) without a bound; going on costs the rows that continue a new prefill, ~0.3 s for 16 rows of 5k
+    tokens of a 135M model there, against ~1.6 s for 64 decoding steps."""
 
     def __init__(
         self,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cuda_agent.errors import SolutionError
 from cuda_agent.types import Language
-from cuda_agent.workspace.layout import KERNEL_SUFFIXES
+from cuda_agent.workspace.layout import KERNEL_SUFFIXES, source_name
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,8 @@ def read_solution(path: Path) -> SolutionSource:
     """Read a single-file solution or a workspace folder.
 
     Raises:
-        SolutionError: the path does not exist, is not text, or a folder has no model_new.py.
+        SolutionError: the path does not exist, is not text (its content, or a kernel source's name), or a folder has
+            no model_new.py.
     """
     path = Path(path)
     if not path.exists():
@@ -135,7 +136,7 @@ def read_solution(path: Path) -> SolutionSource:
             if file.is_symlink():
                 raise SolutionError(f"{file}: a symbolic link; a solution's files and kernels/ must be plain")
             if file.is_file() and file.suffix in KERNEL_SUFFIXES:
-                sources[file.relative_to(path).as_posix()] = _read(file)
+                sources[source_name(file, path)] = _read(file)
     return SolutionSource(python=_read(model_new), python_name="model_new.py", sources=sources, root=path)
 
 

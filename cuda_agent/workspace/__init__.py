@@ -2,7 +2,14 @@
 
 from cuda_agent.workspace.build import BuildOutcome, build_tree
 from cuda_agent.workspace.create import create_workspace, read_task_record, workspace_language
-from cuda_agent.workspace.layout import EDITABLE, EXTENSION_NAME, KERNEL_SUFFIXES, is_editable, tampered_files
+from cuda_agent.workspace.layout import (
+    EDITABLE,
+    EXTENSION_NAME,
+    KERNEL_SUFFIXES,
+    is_editable,
+    source_name,
+    tampered_files,
+)
 
 __all__ = [
     "EDITABLE",
@@ -13,6 +20,7 @@ __all__ = [
     "create_workspace",
     "is_editable",
     "read_task_record",
+    "source_name",
     "tampered_files",
     "workspace_language",
 ]

@@ -48,7 +48,7 @@ def editable_digest(root: Path) -> str:
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).as_posix()
         if path.is_file() and is_editable(rel):
-            digest.update(rel.encode() + b"\0" + path.read_bytes())
+            digest.update(rel.encode(errors="surrogateescape") + b"\0" + path.read_bytes())  # a name's own bytes
     return digest.hexdigest()
 
 

@@ -23,6 +23,7 @@ import hashlib
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
+from cuda_agent.errors import SolutionError
 from cuda_agent.types import LANGUAGES, Language, Task
 
 EXTENSION_NAME = "cuda_extension"
@@ -117,3 +118,19 @@ def tampered_files(root: Path, task: Task) -> list[str]:
 
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def source_name(file: Path, root: Path) -> str:
+    """A kernel source's name in the solution (its path below `root`), which must be text as its content must: a name
+    whose bytes are not UTF-8 (Python's surrogate escapes stand for them) cannot be hashed, written to a job's spec or
+    compiled by name, so its failure would be ours, a name the agent chose.
+
+    Raises:
+        SolutionError: the name is not text.
+    """
+    name = file.relative_to(root).as_posix()
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        raise SolutionError(f"{ascii(str(file))}: a file name that is not UTF-8 text") from None
+    return name

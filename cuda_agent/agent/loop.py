@@ -16,6 +16,7 @@ check passed on the kernels it holds now (same editable digest).
 from __future__ import annotations
 
 import shutil
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -84,8 +85,27 @@ def _checked_score(checks: CheckReader | None, root: Path) -> tuple[int, str] | 
     return (max(scores), digest) if scores else None
 
 
+SNAPSHOT_SKIPS = ("build", "__pycache__")
+
+
 def _snapshot(root: Path, dest: Path) -> None:
-    shutil.copytree(root, dest, ignore=shutil.ignore_patterns("build", "__pycache__"), dirs_exist_ok=True)
+    """Copy the workspace as the agent left it: its links as links (the judge refuses them there as in the
+    workspace; copied through, a link's target, any file this process may read, became the snapshot's source), and
+    no special file (a FIFO, a socket: nothing to judge, and the copy raised on one, ending the episode as ours)."""
+
+    def skipped(folder: str, names: list[str]) -> set[str]:
+        return {name for name in names if name in SNAPSHOT_SKIPS or _special(Path(folder, name))}
+
+    shutil.copytree(root, dest, symlinks=True, ignore=skipped, dirs_exist_ok=True)
+
+
+def _special(path: Path) -> bool:
+    """Neither a file, a folder nor a link (unreadable, or gone since it was listed: left out too)."""
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return True
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode))
 
 
 def run_episode(

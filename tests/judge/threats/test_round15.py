@@ -282,3 +282,27 @@ def test_a_workspace_changed_after_its_check_is_the_agents_verdict(tmp_path: Pat
     # Once: SolutionError out of the episode (neither a verdict nor our InfraError).
     assert verdict.verdict == "rejected" and verdict.reward == -1, verdict.message
     assert "symbolic link" in verdict.message, verdict.message
+
+
+def test_a_snapshot_keeps_the_agents_links_and_leaves_special_files_out(tmp_path: Path) -> None:
+    if _static.POLICY == "kernelbench":
+        pytest.skip("the workspace is read alike under either policy")
+
+    class Judge:
+        def judge_workspace(self, task: Task, workspace: Path, config: dict | None = None) -> Verdict:
+            raise AssertionError("a workspace with a link was judged")
+
+    record = (
+        "from pathlib import Path; from cuda_agent.workspace.checks import WorkspaceCheck, editable_digest, "
+        "record_check; record_check(WorkspaceCheck(tool='verification', verdict='pass', correct=True, reward=1, "
+        "digest=editable_digest(Path.cwd())))"
+    )
+    command = f'mkfifo kernels/pipe.cu && ln -s /etc/hostname kernels/host.h && python -c "{record}"'
+    verdict = _episode(tmp_path, Judge(), command)
+    # Once: the snapshot of the checked workspace copied the link's target in as a plain file (a file of the
+    # machine's, read as the trainer's user, then judged as the agent's source) and raised on the FIFO (shutil.Error
+    # out of the episode: neither a verdict nor ours).
+    assert verdict.verdict == "rejected" and verdict.reward == -1, verdict.message
+    snapshot = next((tmp_path / "ep" / "snapshots").iterdir())
+    assert (snapshot / "kernels" / "host.h").is_symlink()
+    assert not (snapshot / "kernels" / "pipe.cu").exists()

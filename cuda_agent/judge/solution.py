@@ -38,6 +38,11 @@ class SolutionSource:
         return detect_language(self.python)
 
     @property
+    def size_bytes(self) -> int:
+        """The bytes of every file's text, in UTF-8."""
+        return sum(len(text.encode()) for text in (self.python, *self.sources.values()))
+
+    @property
     def content_hash(self) -> str:
         """sha256 over every file's name and bytes; keys the build cache."""
         digest = hashlib.sha256()

@@ -306,3 +306,18 @@ def test_a_snapshot_keeps_the_agents_links_and_leaves_special_files_out(tmp_path
     snapshot = next((tmp_path / "ep" / "snapshots").iterdir())
     assert (snapshot / "kernels" / "host.h").is_symlink()
     assert not (snapshot / "kernels" / "pipe.cu").exists()
+
+
+def test_a_solution_too_large_to_judge_is_rejected_before_any_stage(tmp_path: Path) -> None:
+    from cuda_agent.judge import JudgeConfig, judge
+    from cuda_agent.judge.solution import SolutionSource
+
+    # The judge's work on a solution grows with its text, and no time limit holds the static policy (2.8 s a MiB on
+    # the 2-core VM: a 256 MiB kernel source held a pool's job past 10 minutes). Once: judged in full, whatever its size.
+    padding = ("# " + "x" * 125 + "\n") * (5 * 1024 * 1024 // 128)
+    source = SolutionSource(python=HONEST_HEADER + model_new("return ext.prefix_rows(x.contiguous())") + padding)
+    verdict = judge(
+        Catalog().resolve("examples/relu"), source, JudgeConfig(device="cpu", policy=_static.POLICY, time=False)
+    )
+    assert verdict.verdict == "rejected" and verdict.reward == -1, verdict.message
+    assert [v.check for v in verdict.violations] == ["solution_too_large"], verdict.message

@@ -15,8 +15,6 @@ check passed on the kernels it holds now (same editable digest).
 
 from __future__ import annotations
 
-import shutil
-import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,7 +29,7 @@ from cuda_agent.agent.trajectory import TrajectoryWriter
 from cuda_agent.errors import ContextLengthError, InfraError
 from cuda_agent.types import EpisodeEnd, Turn, Verdict
 from cuda_agent.workspace import workspace_language
-from cuda_agent.workspace.checks import CheckReader, editable_digest
+from cuda_agent.workspace.checks import CheckReader, editable_digest, snapshot
 
 Score = Callable[[Path], Verdict]
 """Judges a workspace folder through the sandbox. A candidate's failure is a Verdict; ours raises InfraError."""
@@ -83,29 +81,6 @@ def _checked_score(checks: CheckReader | None, root: Path) -> tuple[int, str] | 
     digest = editable_digest(root)
     scores = [c.score for c in found if c.digest == digest and c.score is not None]
     return (max(scores), digest) if scores else None
-
-
-SNAPSHOT_SKIPS = ("build", "__pycache__")
-
-
-def _snapshot(root: Path, dest: Path) -> None:
-    """Copy the workspace as the agent left it: its links as links (the judge refuses them there as in the
-    workspace; copied through, a link's target, any file this process may read, became the snapshot's source), and
-    no special file (a FIFO, a socket: nothing to judge, and the copy raised on one, ending the episode as ours)."""
-
-    def skipped(folder: str, names: list[str]) -> set[str]:
-        return {name for name in names if name in SNAPSHOT_SKIPS or _special(Path(folder, name))}
-
-    shutil.copytree(root, dest, symlinks=True, ignore=skipped, dirs_exist_ok=True)
-
-
-def _special(path: Path) -> bool:
-    """Neither a file, a folder nor a link (unreadable, or gone since it was listed: left out too)."""
-    try:
-        mode = path.lstat().st_mode
-    except OSError:
-        return True
-    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode))
 
 
 def run_episode(
@@ -172,7 +147,7 @@ def run_episode(
             checked = _checked_score(reader, root)
             if checked is not None and (best is None or checked[0] >= best[0]):
                 dest = out_dir / "snapshots" / f"turn_{index:03d}"
-                _snapshot(root, dest)
+                snapshot(root, dest)
                 best = (checked[0], dest, checked[1])
             if not reply.tool_calls:
                 exit_status = EpisodeEnd.FINISHED

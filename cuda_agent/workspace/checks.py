@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import stat
 from pathlib import Path
 from typing import Literal
 
@@ -82,3 +84,26 @@ class CheckReader:
             except ValueError:  # pydantic's ValidationError and json's errors are ValueErrors
                 continue
         return checks
+
+
+SNAPSHOT_SKIPS = ("build", "__pycache__")
+
+
+def snapshot(root: Path, dest: Path) -> None:
+    """Copy the workspace as the agent left it: its links as links (the judge refuses them there as in the
+    workspace; copied through, a link's target, any file this process may read, became the snapshot's source), and
+    no special file (a FIFO, a socket: nothing to judge, and the copy raised on one, ending the episode as ours)."""
+
+    def skipped(folder: str, names: list[str]) -> set[str]:
+        return {name for name in names if name in SNAPSHOT_SKIPS or _special(Path(folder, name))}
+
+    shutil.copytree(root, dest, symlinks=True, ignore=skipped, dirs_exist_ok=True)
+
+
+def _special(path: Path) -> bool:
+    """Neither a file, a folder nor a link (unreadable, or gone since it was listed: left out too)."""
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return True
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode))

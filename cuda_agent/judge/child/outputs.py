@@ -344,7 +344,7 @@ class Outputs:
                                f"that no {list(spec.shape)} output it returned can have")  # fmt: skip
                 if count > SPAN_FACTOR * dense:  # its runs alone, into a dense copy of ours
                     raw = self.mine((k, i), dense * dtype.itemsize)
-                    scattered.append((runs(where, spec.shape, dtype.itemsize, torch), raw))
+                    scattered.append((where, spec.shape, dtype.itemsize, raw))
                     views[-1].append(raw[: dense * dtype.itemsize].view(dtype).view(spec.shape))
                     continue
                 raw = self.mine((k, i), count * dtype.itemsize)
@@ -358,15 +358,20 @@ class Outputs:
         return views
 
     def copy_process(
-        self, pid: int, pieces: list[tuple[OutputPlace, Any, int]], scattered: list[tuple[Any, Any]], stage: str
+        self,
+        pid: int,
+        pieces: list[tuple[OutputPlace, Any, int]],
+        scattered: list[tuple[OutputPlace, tuple[int, ...], int, Any]],
+        stage: str,
     ) -> None:
-        """`pieces` (each output's span) and `scattered` (each sparse output's runs, `runs`, into our dense copy) read
-        from process `pid`; an address not mapped there is the candidate's runtime_error."""
-        wanted = sum(n for _, _, n in pieces) + sum(int(found[:, 1].sum()) for found, _ in scattered)
+        """`pieces` (each output's span) and `scattered` (each sparse output's place, shape and item size, and our
+        dense copy: its runs, `runs`, listed one output at a time) read from process `pid`; an address not mapped there
+        is the candidate's runtime_error."""
+        wanted = sum(n for _, _, n in pieces) + sum(_numel(shape) * size for _, shape, size, _ in scattered)
         try:
             got = read_process(pid, [(where.address, raw.data_ptr(), n) for where, raw, n in pieces])
-            for found, raw in scattered:
-                got += read_runs(pid, found, raw.data_ptr())
+            for where, shape, size, raw in scattered:
+                got += read_runs(pid, runs(where, shape, size, self.torch), raw.data_ptr())
         except OSError as exc:
             got, why = 0, str(exc)
         else:

@@ -26,7 +26,7 @@ from cuda_agent.agent.models.base import Model
 from cuda_agent.agent.tools import CommandRunner, build_toolset
 from cuda_agent.errors import SolutionError
 from cuda_agent.types import Language, Task, Turn, Verdict
-from cuda_agent.workspace import KERNEL_SUFFIXES, create_workspace, is_editable, source_name
+from cuda_agent.workspace import KERNEL_SUFFIXES, create_workspace, is_editable, source_name, walk
 from cuda_agent.workspace.checks import CHECKS_FILE_ENV
 
 
@@ -111,15 +111,17 @@ def unreadable_files(root: Path) -> list[str]:
     content or its name) or not readable. Empty when it can all be read."""
     model_new, kernels = root / "model_new.py", root / "kernels"
     links = [p for p in (model_new, kernels) if p.is_symlink()]
+    listed: list[Path] = []
     if kernels.is_dir() and not kernels.is_symlink():
-        links += [f for f in kernels.rglob("*") if f.is_symlink()]
+        listed, failed = walk(kernels)
+        if failed is not None:
+            return [f"kernels/ cannot be read whole ({failed.strerror})"]
+        links += [f for f in listed if f.is_symlink()]
     if links:  # the judge reads none through a link (it could point anywhere on the machine)
         return [f"{_shown(p, root)} is a symbolic link" for p in sorted(links)]
     if not model_new.is_file():
         return ["model_new.py is missing (or not a file)"]
-    sources = (
-        sorted(f for f in kernels.rglob("*") if f.is_file() and f.suffix in KERNEL_SUFFIXES) if kernels.is_dir() else []
-    )
+    sources = [f for f in listed if f.is_file() and f.suffix in KERNEL_SUFFIXES]
     problems = []
     for path in [model_new, *sources]:
         try:

@@ -145,9 +145,8 @@ def run_episode(
             if on_turn is not None:
                 on_turn(turn)
             checked = _checked_score(reader, root)
-            if checked is not None and (best is None or checked[0] >= best[0]):
-                dest = out_dir / "snapshots" / f"turn_{index:03d}"
-                snapshot(root, dest)
+            dest = out_dir / "snapshots" / f"turn_{index:03d}"
+            if checked is not None and (best is None or checked[0] >= best[0]) and snapshot(root, dest):
                 best = (checked[0], dest, checked[1])
             if not reply.tool_calls:
                 exit_status = EpisodeEnd.FINISHED

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cuda_agent.errors import SolutionError
 from cuda_agent.types import Language
-from cuda_agent.workspace.layout import KERNEL_SUFFIXES, source_name
+from cuda_agent.workspace.layout import KERNEL_SUFFIXES, source_name, walk
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,10 @@ def read_solution(path: Path) -> SolutionSource:
             raise SolutionError(f"{link}: a symbolic link; a solution's files and kernels/ must be plain")
     sources = {}
     if kernels.is_dir():
-        for file in sorted(kernels.rglob("*")):
+        files, failed = walk(kernels)
+        if failed is not None:
+            raise SolutionError(f"{kernels}: cannot be read whole ({failed.strerror})")
+        for file in files:
             if file.is_symlink():
                 raise SolutionError(f"{file}: a symbolic link; a solution's files and kernels/ must be plain")
             if file.is_file() and file.suffix in KERNEL_SUFFIXES:

@@ -9,6 +9,7 @@ from cuda_agent.workspace.layout import (
     is_editable,
     source_name,
     tampered_files,
+    walk,
 )
 
 __all__ = [
@@ -22,5 +23,6 @@ __all__ = [
     "read_task_record",
     "source_name",
     "tampered_files",
+    "walk",
     "workspace_language",
 ]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import os
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
@@ -134,3 +135,16 @@ def source_name(file: Path, root: Path) -> str:
     except UnicodeEncodeError:
         raise SolutionError(f"{ascii(str(file))}: a file name that is not UTF-8 text") from None
     return name
+
+
+def walk(root: Path) -> tuple[list[Path], OSError | None]:
+    """Every path below `root` that a walk reaches, sorted (links listed, never entered, as `Path.rglob` lists them),
+    and the first error that kept part of the tree from it (None: it reached all). A tree made deeper than a path may
+    be long (a loop of `mkdir d && cd d` does it), or changed as it is walked, stops a walk there: every walk of a
+    tree the agent writes goes through here, and its caller decides what that means (once, each raised: a sandbox
+    job, the episode and the judge failed as ours)."""
+    found: list[Path] = []
+    failed: list[OSError] = []
+    for folder, dirs, files in os.walk(root, onerror=failed.append):
+        found += [Path(folder, name) for name in (*dirs, *files)]
+    return sorted(found), (failed[0] if failed else None)

@@ -321,3 +321,38 @@ def test_a_solution_too_large_to_judge_is_rejected_before_any_stage(tmp_path: Pa
     )
     assert verdict.verdict == "rejected" and verdict.reward == -1, verdict.message
     assert [v.check for v in verdict.violations] == ["solution_too_large"], verdict.message
+
+
+DEEP_TREE = "cd kernels && d=$(printf 'd%.0s' $(seq 200)) && for i in $(seq 25); do mkdir $d && cd $d; done"
+"""A tree under kernels/ deeper than a path may be long (25 folders of 200 characters: past PATH_MAX, 4096)."""
+
+
+def test_a_tree_too_deep_to_walk_is_the_agents_verdict(tmp_path: Path) -> None:
+    if _static.POLICY == "kernelbench":
+        pytest.skip("the workspace is read alike under either policy")
+
+    class Judge:
+        def judge_workspace(self, task: Task, workspace: Path, config: dict | None = None) -> Verdict:
+            raise AssertionError("a workspace that cannot be read whole was judged")
+
+    verdict = _episode(tmp_path, Judge(), DEEP_TREE)
+    # Once: OSError (File name too long) out of the episode's own check of the workspace, as from the judge's read.
+    assert verdict.verdict == "rejected" and verdict.reward == -1, verdict.message
+    assert "cannot be read whole" in verdict.message, verdict.message
+
+
+@pytest.mark.slow
+def test_a_tree_too_deep_to_walk_leaves_the_sandboxs_commands_working(tmp_path: Path) -> None:
+    if _static.POLICY == "kernelbench":
+        pytest.skip("the workspace is read alike under either policy")
+    from cuda_agent.sandbox.local import LocalPool
+    from cuda_agent.workspace import create_workspace
+
+    root = create_workspace(Catalog().resolve("examples/relu"), tmp_path / "ws", device="cpu")
+    with LocalPool(build_workers=1, spares=0) as pool:
+        made = pool.run_command(["bash", "-c", DEEP_TREE], str(root), timeout_s=120)
+        after = pool.run_command(["echo", "still here"], str(root), timeout_s=120)
+    # Once: both jobs failed as the sandbox's (SandboxError: its walk of the workspace, to hand it over and back,
+    # raised), and every later command of the episode with them: the episode lost as ours, never scored.
+    assert made.exit_code == 0 and after.exit_code == 0, (made, after)
+    assert "still here" in after.stdout

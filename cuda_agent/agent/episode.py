@@ -24,8 +24,9 @@ from typing import Any, Protocol
 from cuda_agent.agent.loop import EpisodeConfig, EpisodeResult, run_episode
 from cuda_agent.agent.models.base import Model
 from cuda_agent.agent.tools import CommandRunner, build_toolset
+from cuda_agent.errors import SolutionError
 from cuda_agent.types import Language, Task, Turn, Verdict
-from cuda_agent.workspace import KERNEL_SUFFIXES, create_workspace, is_editable
+from cuda_agent.workspace import KERNEL_SUFFIXES, create_workspace, is_editable, source_name, walk
 from cuda_agent.workspace.checks import CHECKS_FILE_ENV
 
 
@@ -87,7 +88,12 @@ def run_task_episode(
         problems = unreadable_files(folder)
         if problems:
             return unreadable_verdict(task, problems, device, language)
-        return judge.judge_workspace(task, folder, settings)
+        try:
+            return judge.judge_workspace(task, folder, settings)
+        except SolutionError as exc:
+            # The judge read it again, and it had changed since (a process the agent left behind can still write in
+            # its workspace): what the judge cannot read there is the agent's, whenever it became so.
+            return unreadable_verdict(task, [str(exc)], device, language)
 
     # Outside the workspace (file tools cannot reach it); writable by the sandbox's unprivileged user.
     checks = out_dir / "checks.jsonl"
@@ -101,22 +107,28 @@ def run_task_episode(
 
 def unreadable_files(root: Path) -> list[str]:
     """What the judge would not read of the solution in workspace `root`: model_new.py, kernels/ or anything in it a
-    symbolic link; model_new.py missing or not a file; it or a kernel source (kernels/, any depth) not UTF-8 text or
-    not readable. Empty when it can all be read."""
+    symbolic link; model_new.py missing or not a file; it or a kernel source (kernels/, any depth) not UTF-8 text (its
+    content or its name) or not readable. Empty when it can all be read."""
     model_new, kernels = root / "model_new.py", root / "kernels"
     links = [p for p in (model_new, kernels) if p.is_symlink()]
+    listed: list[Path] = []
     if kernels.is_dir() and not kernels.is_symlink():
-        links += [f for f in kernels.rglob("*") if f.is_symlink()]
+        listed, failed = walk(kernels)
+        if failed is not None:
+            return [f"kernels/ cannot be read whole ({failed.strerror})"]
+        links += [f for f in listed if f.is_symlink()]
     if links:  # the judge reads none through a link (it could point anywhere on the machine)
-        return [f"{p.relative_to(root).as_posix()} is a symbolic link" for p in sorted(links)]
+        return [f"{_shown(p, root)} is a symbolic link" for p in sorted(links)]
     if not model_new.is_file():
         return ["model_new.py is missing (or not a file)"]
-    sources = (
-        sorted(f for f in kernels.rglob("*") if f.is_file() and f.suffix in KERNEL_SUFFIXES) if kernels.is_dir() else []
-    )
+    sources = [f for f in listed if f.is_file() and f.suffix in KERNEL_SUFFIXES]
     problems = []
     for path in [model_new, *sources]:
-        name = path.relative_to(root).as_posix()
+        try:
+            name = source_name(path, root)
+        except SolutionError:
+            problems.append(f"{_shown(path, root)} has a name that is not UTF-8 text")
+            continue
         try:
             path.read_text()
         except UnicodeDecodeError:
@@ -124,6 +136,16 @@ def unreadable_files(root: Path) -> list[str]:
         except OSError as exc:
             problems.append(f"{name} cannot be read ({exc.strerror})")
     return problems
+
+
+def _shown(path: Path, root: Path) -> str:
+    """`path` below `root` as a verdict's message may hold it: a name that is not UTF-8 in Python's escapes."""
+    name = path.relative_to(root).as_posix()
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return ascii(name)
+    return name
 
 
 def unreadable_verdict(task: Task, problems: list[str], device: str, language: Language) -> Verdict:

@@ -15,7 +15,6 @@ check passed on the kernels it holds now (same editable digest).
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +29,7 @@ from cuda_agent.agent.trajectory import TrajectoryWriter
 from cuda_agent.errors import ContextLengthError, InfraError
 from cuda_agent.types import EpisodeEnd, Turn, Verdict
 from cuda_agent.workspace import workspace_language
-from cuda_agent.workspace.checks import CheckReader, editable_digest
+from cuda_agent.workspace.checks import CheckReader, editable_digest, snapshot
 
 Score = Callable[[Path], Verdict]
 """Judges a workspace folder through the sandbox. A candidate's failure is a Verdict; ours raises InfraError."""
@@ -82,10 +81,6 @@ def _checked_score(checks: CheckReader | None, root: Path) -> tuple[int, str] | 
     digest = editable_digest(root)
     scores = [c.score for c in found if c.digest == digest and c.score is not None]
     return (max(scores), digest) if scores else None
-
-
-def _snapshot(root: Path, dest: Path) -> None:
-    shutil.copytree(root, dest, ignore=shutil.ignore_patterns("build", "__pycache__"), dirs_exist_ok=True)
 
 
 def run_episode(
@@ -150,9 +145,8 @@ def run_episode(
             if on_turn is not None:
                 on_turn(turn)
             checked = _checked_score(reader, root)
-            if checked is not None and (best is None or checked[0] >= best[0]):
-                dest = out_dir / "snapshots" / f"turn_{index:03d}"
-                _snapshot(root, dest)
+            dest = out_dir / "snapshots" / f"turn_{index:03d}"
+            if checked is not None and (best is None or checked[0] >= best[0]) and snapshot(root, dest):
                 best = (checked[0], dest, checked[1])
             if not reply.tool_calls:
                 exit_status = EpisodeEnd.FINISHED

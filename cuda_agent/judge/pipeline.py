@@ -193,7 +193,16 @@ class _Judgement:
         return verdict
 
     def policy(self) -> Verdict | None:
+        """The solution's size (whatever the static policy), then the static policy: its rejection, or None."""
         start = time.monotonic()
+        if self.solution.size_bytes > MAX_SOLUTION_BYTES:
+            message = (
+                f"the solution's files hold {self.solution.size_bytes / 2**20:.1f} MiB of text; at most "
+                f"{MAX_SOLUTION_BYTES >> 20} MiB is judged"
+            )
+            return self.verdict(
+                "rejected", message, violations=[Violation(check="solution_too_large", message=message)]
+            )
         if not self.cfg.static_policy:
             self.env["static_policy"] = False
             return None
@@ -517,6 +526,13 @@ class _Judgement:
 def _median(summary: dict[str, Any] | None) -> float | None:
     """A timed phase's median (ms), None where it was not timed."""
     return summary["median_ms"] if summary else None
+
+
+MAX_SOLUTION_BYTES = 4 << 20
+"""The most text a solution's files may hold (model_new.py and every kernel source, in UTF-8). The judge's own work on
+them grows with their size and no time limit holds it (the static policy took about 2.8 s a MiB on the 2-core VM: a
+256 MiB kernel source held a pool's job for over 10 minutes, round 15's n9); a solution written by hand, or by an
+agent within its context, is far smaller."""
 
 
 def prepare(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cuda_agent.errors import SolutionError
 from cuda_agent.types import Language
-from cuda_agent.workspace.layout import KERNEL_SUFFIXES
+from cuda_agent.workspace.layout import KERNEL_SUFFIXES, source_name, walk
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,11 @@ class SolutionSource:
     def language(self) -> Language:
         """'triton' when the Python file imports triton, else 'cuda': the one place the judge decides it (`Language`)."""
         return detect_language(self.python)
+
+    @property
+    def size_bytes(self) -> int:
+        """The bytes of every file's text, in UTF-8."""
+        return sum(len(text.encode()) for text in (self.python, *self.sources.values()))
 
     @property
     def content_hash(self) -> str:
@@ -113,7 +118,8 @@ def read_solution(path: Path) -> SolutionSource:
     """Read a single-file solution or a workspace folder.
 
     Raises:
-        SolutionError: the path does not exist, is not text, or a folder has no model_new.py.
+        SolutionError: the path does not exist, is not text (its content, or a kernel source's name), or a folder has
+            no model_new.py.
     """
     path = Path(path)
     if not path.exists():
@@ -131,11 +137,14 @@ def read_solution(path: Path) -> SolutionSource:
             raise SolutionError(f"{link}: a symbolic link; a solution's files and kernels/ must be plain")
     sources = {}
     if kernels.is_dir():
-        for file in sorted(kernels.rglob("*")):
+        files, failed = walk(kernels)
+        if failed is not None:
+            raise SolutionError(f"{kernels}: cannot be read whole ({failed.strerror})")
+        for file in files:
             if file.is_symlink():
                 raise SolutionError(f"{file}: a symbolic link; a solution's files and kernels/ must be plain")
             if file.is_file() and file.suffix in KERNEL_SUFFIXES:
-                sources[file.relative_to(path).as_posix()] = _read(file)
+                sources[source_name(file, path)] = _read(file)
     return SolutionSource(python=_read(model_new), python_name="model_new.py", sources=sources, root=path)
 
 

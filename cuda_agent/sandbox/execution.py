@@ -27,6 +27,7 @@ from cuda_agent.sandbox.limits import SandboxLimits, create_pids_cgroup, kill_cg
 from cuda_agent.sandbox.runner import Phase, RunnerOutcome, RunnerSpec, command_user
 from cuda_agent.subproc import child_env, head_and_tail, kill_group, read_record
 from cuda_agent.types import Verdict
+from cuda_agent.workspace import walk
 
 if TYPE_CHECKING:
     from cuda_agent.sandbox.spare import SpareRunner, Spares
@@ -202,8 +203,11 @@ def hand_over(
     recorded before it changes hands, so `restore_owners` puts back all that changed even when this raises
     part-way. Links are changed themselves, never what they point to."""
     shielded = {Path(p) for p in protected}
-    for path in [root, *root.rglob("*")]:  # rglob does not enter linked folders
-        info = path.lstat()
+    for path in [root, *walk(root)[0]]:  # never entering linked folders; a path a walk cannot reach is left as it is
+        try:
+            info = path.lstat()
+        except OSError:  # past the longest path there may be, or gone: the command's user made it
+            continue
         owners[path] = (info.st_uid, info.st_gid)
         rel = path.relative_to(root)
         if user is not None and rel not in shielded and shielded.isdisjoint(rel.parents):
@@ -213,8 +217,9 @@ def hand_over(
 def restore_owners(root: Path, owners: dict[Path, tuple[int, int]]) -> None:
     """Give every path under `root` back to its recorded owner; what the command created goes to root's owner."""
     default = owners[root]
-    for path in [root, *root.rglob("*")]:
-        os.chown(path, *owners.get(path, default), follow_symlinks=False)
+    for path in [root, *walk(root)[0]]:
+        with contextlib.suppress(OSError):  # a path no walk reaches (a tree the command made too deep), or gone
+            os.chown(path, *owners.get(path, default), follow_symlinks=False)
 
 
 def _protect(job: CommandJob) -> dict[Path, bytes]:
@@ -228,7 +233,7 @@ def _protect(job: CommandJob) -> dict[Path, bytes]:
         root = cwd / rel
         if root.resolve() != root:  # a link on the way (the job's paths are relative, without '..')
             continue
-        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+        files = [root] if root.is_file() else [p for p in walk(root)[0] if p.is_file() and not p.is_symlink()]
         for path in files:
             snapshot[path] = path.read_bytes()
             path.chmod(path.stat().st_mode & ~0o222)

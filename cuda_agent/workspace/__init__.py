@@ -2,7 +2,15 @@
 
 from cuda_agent.workspace.build import BuildOutcome, build_tree
 from cuda_agent.workspace.create import create_workspace, read_task_record, workspace_language
-from cuda_agent.workspace.layout import EDITABLE, EXTENSION_NAME, KERNEL_SUFFIXES, is_editable, tampered_files
+from cuda_agent.workspace.layout import (
+    EDITABLE,
+    EXTENSION_NAME,
+    KERNEL_SUFFIXES,
+    is_editable,
+    source_name,
+    tampered_files,
+    walk,
+)
 
 __all__ = [
     "EDITABLE",
@@ -13,6 +21,8 @@ __all__ = [
     "create_workspace",
     "is_editable",
     "read_task_record",
+    "source_name",
     "tampered_files",
+    "walk",
     "workspace_language",
 ]

@@ -12,13 +12,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
+import shutil
+import stat
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.types import VerdictName
-from cuda_agent.workspace.layout import is_editable
+from cuda_agent.workspace.layout import is_editable, walk
 
 CHECKS_FILE_ENV = "CUDA_AGENT_CHECKS_FILE"
 
@@ -43,13 +46,18 @@ class WorkspaceCheck(BaseModel):
 
 
 def editable_digest(root: Path) -> str:
-    """sha256 over the editable files of a workspace (names and bytes): equal digests, equal candidates."""
+    """sha256 over the editable files of a workspace (names and bytes): equal digests, equal candidates. A workspace
+    that cannot be read whole (`walk`, or a file gone as it was read) gets a digest of its own that no check holds."""
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        if path.is_file() and is_editable(rel):
-            digest.update(rel.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
+    paths, failed = walk(root)
+    try:
+        for path in paths if failed is None else []:
+            rel = path.relative_to(root).as_posix()
+            if path.is_file() and is_editable(rel):
+                digest.update(rel.encode(errors="surrogateescape") + b"\0" + path.read_bytes())  # a name's own bytes
+    except OSError:
+        failed = OSError()
+    return digest.hexdigest() if failed is None else f"unreadable-{secrets.token_hex(16)}"
 
 
 def record_check(check: WorkspaceCheck, path: str | None = None) -> None:
@@ -82,3 +90,32 @@ class CheckReader:
             except ValueError:  # pydantic's ValidationError and json's errors are ValueErrors
                 continue
         return checks
+
+
+SNAPSHOT_SKIPS = ("build", "__pycache__")
+
+
+def snapshot(root: Path, dest: Path) -> bool:
+    """Copy the workspace as the agent left it: its links as links (the judge refuses them there as in the
+    workspace; copied through, a link's target, any file this process may read, became the snapshot's source), and
+    no special file (a FIFO, a socket: nothing to judge, and the copy raised on one, ending the episode as ours).
+    Whether it was copied whole: a tree it cannot copy (changed as it was copied, too deep) leaves no snapshot."""
+
+    def skipped(folder: str, names: list[str]) -> set[str]:
+        return {name for name in names if name in SNAPSHOT_SKIPS or _special(Path(folder, name))}
+
+    try:
+        shutil.copytree(root, dest, symlinks=True, ignore=skipped, dirs_exist_ok=True)
+    except (OSError, shutil.Error):
+        shutil.rmtree(dest, ignore_errors=True)
+        return False
+    return True
+
+
+def _special(path: Path) -> bool:
+    """Neither a file, a folder nor a link (unreadable, or gone since it was listed: left out too)."""
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return True
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode))

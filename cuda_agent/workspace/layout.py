@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import os
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
+from cuda_agent.errors import SolutionError
 from cuda_agent.types import LANGUAGES, Language, Task
 
 EXTENSION_NAME = "cuda_extension"
@@ -117,3 +119,32 @@ def tampered_files(root: Path, task: Task) -> list[str]:
 
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def source_name(file: Path, root: Path) -> str:
+    """A kernel source's name in the solution (its path below `root`), which must be text as its content must: a name
+    whose bytes are not UTF-8 (Python's surrogate escapes stand for them) cannot be hashed, written to a job's spec or
+    compiled by name, so its failure would be ours, a name the agent chose.
+
+    Raises:
+        SolutionError: the name is not text.
+    """
+    name = file.relative_to(root).as_posix()
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        raise SolutionError(f"{ascii(str(file))}: a file name that is not UTF-8 text") from None
+    return name
+
+
+def walk(root: Path) -> tuple[list[Path], OSError | None]:
+    """Every path below `root` that a walk reaches, sorted (links listed, never entered, as `Path.rglob` lists them),
+    and the first error that kept part of the tree from it (None: it reached all). A tree made deeper than a path may
+    be long (a loop of `mkdir d && cd d` does it), or changed as it is walked, stops a walk there: every walk of a
+    tree the agent writes goes through here, and its caller decides what that means (once, each raised: a sandbox
+    job, the episode and the judge failed as ours)."""
+    found: list[Path] = []
+    failed: list[OSError] = []
+    for folder, dirs, files in os.walk(root, onerror=failed.append):
+        found += [Path(folder, name) for name in (*dirs, *files)]
+    return sorted(found), (failed[0] if failed else None)

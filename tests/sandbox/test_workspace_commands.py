@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.sandbox import CommandJob, LocalPool
+from cuda_agent.sandbox import CommandJob, LocalPool, execution
 from cuda_agent.sandbox.execution import hand_over, restore_owners
 from cuda_agent.subproc import first_blocked_dir
 
@@ -65,8 +65,8 @@ def test_hand_over_records_every_owner_and_gives_all_but_the_protected_paths_in_
     (workspace / "kernels" / "link").symlink_to(outside)
     before = owners(workspace)
     walks = []
-    rglob = Path.rglob
-    monkeypatch.setattr(Path, "rglob", lambda self, pattern: walks.append(self) or rglob(self, pattern))
+    walk = execution.walk
+    monkeypatch.setattr(execution, "walk", lambda root: walks.append(root) or walk(root))
     try:
         recorded: dict[Path, tuple[int, int]] = {}
         hand_over(workspace, ["utils", "model.py"], nobody, recorded)

@@ -65,8 +65,11 @@ class Channel:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.sender = 0
-        """The process that sent the last message, as the kernel says (`pair`'s end only; 0 elsewhere): the candidate's
-        process's answer names where its outputs lie in the memory of whichever of its processes sent it."""
+        """The process that sent the last message, as the kernel says (`pair`'s end only; 0 elsewhere)."""
+        self.peer = 0
+        """The process that sent the first message (`pair`'s end only): the one the grader started, answering before
+        any candidate code ran (the lock, a calibration's request). Outputs are read from it alone (outputs.py): any
+        process holding the other end can send, and one that the stop did not cover would run on as the grader read."""
 
     @classmethod
     def pair(cls) -> tuple[Channel, socket.socket]:
@@ -146,6 +149,7 @@ class Channel:
                 fds += array.array("i", payload[: len(payload) - len(payload) % 4]).tolist()
             elif level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
                 self.sender = struct.unpack("iII", payload[:12])[0]  # struct ucred: the kernel's, not the sender's word
+        self.peer = self.peer or self.sender
         if not data:
             raise ChannelClosed("the other side closed the connection")
         if len(data) > MAX_MESSAGE_BYTES:

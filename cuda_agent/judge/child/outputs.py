@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import functools
 import os
 import signal
@@ -32,8 +33,9 @@ if TYPE_CHECKING:
     from cuda_agent.judge.child.grader import Grader
 
 SPAN_FACTOR = 4
-"""How many times its dense size an output's strides may span (a gapped slice of a larger result); beyond, the
-candidate's runtime_error: the grader reads the whole span."""
+"""How many times its dense size an output's strides may span for the grader to read the whole span at once (a gapped
+slice of a larger result); beyond, on the CPU, it reads each run of adjacent elements alone (`runs`: a column, a
+diagonal, one chunk of a fused result are honest outputs); on CUDA, the candidate's runtime_error."""
 IOV_MAX = 1024
 """The most pieces one `process_vm_readv` takes."""
 STOP_WAIT_S = 5.0
@@ -114,6 +116,41 @@ def read_process(pid: int, pieces: list[tuple[int, int, int]]) -> int:
     return total
 
 
+def runs(where: OutputPlace, shape: tuple[int, ...], itemsize: int, torch: Any) -> Any:
+    """The runs of adjacent elements an output's strides lay out, in its elements' order: an int64 tensor of (address
+    in the answering process, bytes) rows, as `struct iovec`s lie in memory (`read_runs`). The innermost dimensions
+    whose strides make them adjacent are one run; the others' offsets are computed, not listed by Python."""
+    run, depth = 1, len(shape)
+    while depth and (shape[depth - 1] == 1 or where.strides[depth - 1] == run):
+        run *= shape[depth - 1]
+        depth -= 1
+    offsets = torch.zeros(1, dtype=torch.int64)
+    for size, stride in zip(shape[:depth], where.strides[:depth], strict=True):
+        offsets = (offsets[:, None] + torch.arange(size, dtype=torch.int64) * stride).reshape(-1)
+    found = torch.empty(offsets.numel(), 2, dtype=torch.int64)
+    found[:, 0] = where.address + offsets * itemsize
+    found[:, 1] = run * itemsize
+    return found
+
+
+def read_runs(pid: int, found: Any, ours: int) -> int:
+    """Copy each run of `found` (`runs`) from process `pid`'s memory into ours from address `ours` on, one after the
+    other; the bytes copied, fewer where one of its addresses is not mapped there."""
+    libc, total = _libc(), 0
+    size = int(found[0, 1]) if found.numel() else 0
+    for first in range(0, found.shape[0], IOV_MAX):
+        count = min(IOV_MAX, found.shape[0] - first)
+        local = _IoVec(ours + first * size, count * size)
+        remote = ctypes.c_void_p(found.data_ptr() + first * found.stride(0) * found.element_size())
+        got = libc.process_vm_readv(pid, ctypes.byref(local), 1, remote, count, 0)
+        if got < 0:
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+        total += got
+        if got < count * size:
+            break
+    return total
+
+
 class Signaller:
     """`SIGNALLER`, started at the first stop of a confined candidate's processes."""
 
@@ -158,21 +195,48 @@ def _namespace(sender: int) -> str | None:
     return None if own == os.readlink("/proc/self/ns/pid") else own
 
 
+NS_GET_PARENT = 0xB702
+"""ioctl on a namespace's descriptor: a descriptor of its parent namespace (`_IO(0xb7, 0x2)`, linux/nsfs.h)."""
+
+
 def _members(own: str) -> list[int]:
-    """Every process of the PID namespace `own` but its PID 1 (ours: jail.py), found by the namespace of each (a
-    readlink a process, 0.25 ms for 75 on the VM, where reading every thread's status took 5 ms)."""
+    """Every process of the PID namespace `own`, or of one made inside it, but own's PID 1 (ours: jail.py), found by
+    the namespace of each (a readlink a process, 0.25 ms for 75 on the VM, where reading every thread's status took
+    5 ms). Any user may make a PID namespace inside its own (with a user namespace of its own, `unshare`), and a
+    process there, sharing the candidate's memory or not, is the candidate's as much as one in `own` (round 15's n1:
+    left out, it wrote the outputs on while the grader read them)."""
     from cuda_agent.judge.uids import proc_status
 
-    found = []
+    ours, found = os.readlink("/proc/self/ns/pid"), []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             with contextlib.suppress(OSError, KeyError):  # gone, or a kernel without NSpid: not one of its
-                if (
-                    os.readlink(f"/proc/{entry.name}/ns/pid") == own
-                    and proc_status(int(entry.name))["NSpid"][-1] != "1"
-                ):
-                    found.append(int(entry.name))
+                pid = int(entry.name)
+                space = os.readlink(f"/proc/{pid}/ns/pid")
+                if space == own:
+                    if proc_status(pid)["NSpid"][-1] != "1":
+                        found.append(pid)
+                elif space != ours and _inside(pid, own):
+                    found.append(pid)
     return found
+
+
+def _inside(pid: int, own: str) -> bool:
+    """Whether the PID namespace of process `pid` was made inside `own` (at any depth): its parents, up to the first
+    one we may not see (above ours), looked up through the kernel (NS_GET_PARENT), never by number alone."""
+    fd = os.open(f"/proc/{pid}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        while True:
+            try:
+                parent = fcntl.ioctl(fd, NS_GET_PARENT)
+            except OSError:  # the machine's namespace, or one above ours: own is not among its parents
+                return False
+            os.close(fd)
+            fd = parent
+            if f"pid:[{os.fstat(fd).st_ino}]" == own:
+                return True
+    finally:
+        os.close(fd)
 
 
 def _user_stopped(sender: int, uid: int, deadline: float, cpu: bool) -> int:
@@ -189,13 +253,19 @@ def _user_stopped(sender: int, uid: int, deadline: float, cpu: bool) -> int:
 @contextlib.contextmanager
 def stopped(g: Grader, sender: int, stage: str) -> Iterator[None]:
     """Every process of the candidate's stopped while the block runs (`Grader.trusted`, a process of ours: that one
-    alone, its threads seen stopped). Confined in a PID namespace (the CPU): every process of it, by us
-    (`uids.stop_until_still`); confined without one (CUDA): every process of its user, by `Signaller`, and the answering
-    one's threads seen stopped (the view ends after the grader's copy there); unconfined: every process below the
-    grader but ours (`uids.stopped_below`). A stop that fails, or threads still running after STOP_WAIT_S, are the
-    candidate's runtime_error."""
+    alone, its threads seen stopped). Confined in a PID namespace (the CPU): every process of it and of the namespaces
+    made inside it, by us (`uids.stop_until_still`, `_members`); confined without one (CUDA): every process of its user,
+    by `Signaller`, and the answering one's threads seen stopped (the view ends after the grader's copy there);
+    unconfined: every process below the grader but ours (`uids.stopped_below`). The answer must come from the process
+    the grader started (`Channel.peer`; the namespace it started in is the one stopped): the outputs are read there,
+    and any process holding the socket's other end could send one (a process outside what the stop covers, running as
+    the grader reads). A stop that fails, an answer from another process, or threads still running after STOP_WAIT_S,
+    are the candidate's runtime_error."""
     from cuda_agent.judge.uids import stop_until_still, stopped_below
 
+    if sender != g.channel.peer:
+        message = "the answer came from a process other than the one the judge started for your code (it reads there)"
+        raise stop("runtime_error", stage, message)
     uid = g.req.confine_user
     deadline = time.monotonic() + STOP_WAIT_S
     with contextlib.ExitStack() as resume:
@@ -262,16 +332,21 @@ class Outputs:
         self.remote = []
         if len(answer.outputs) != len(answer.ms) or any(len(call) != len(specs) for call in answer.outputs):
             raise stop("runtime_error", stage, "the candidate's process answered with places for other outputs")
-        views, pieces = [], []
+        views, pieces, scattered = [], [], []
         for k, call in enumerate(answer.outputs):
             views.append([])
             for i, (where, spec) in enumerate(zip(call, specs, strict=True)):
                 dtype = dtype_of(torch, spec.dtype)
                 ranked = len(where.strides) == len(spec.shape)  # before `span`, which zips them
-                count = span(spec.shape, where.strides) if ranked else 0
-                if not ranked or count > SPAN_FACTOR * _numel(spec.shape):
+                count, dense = span(spec.shape, where.strides) if ranked else 0, _numel(spec.shape)
+                if not ranked or (count > SPAN_FACTOR * dense and self.device == "cuda"):
                     raise stop("runtime_error", stage, f"the candidate's process answered strides {where.strides} "
                                f"that no {list(spec.shape)} output it returned can have")  # fmt: skip
+                if count > SPAN_FACTOR * dense:  # its runs alone, into a dense copy of ours
+                    raw = self.mine((k, i), dense * dtype.itemsize)
+                    scattered.append((where, spec.shape, dtype.itemsize, raw))
+                    views[-1].append(raw[: dense * dtype.itemsize].view(dtype).view(spec.shape))
+                    continue
                 raw = self.mine((k, i), count * dtype.itemsize)
                 if count:
                     pieces.append((where, raw, count * dtype.itemsize))
@@ -279,13 +354,24 @@ class Outputs:
         if self.device == "cuda":
             self.copy_shared(answer, pieces, stage)
         else:
-            self.copy_process(g.channel.sender, pieces, stage)
+            self.copy_process(g.channel.sender, pieces, scattered, stage)
         return views
 
-    def copy_process(self, pid: int, pieces: list[tuple[OutputPlace, Any, int]], stage: str) -> None:
-        wanted = sum(n for _, _, n in pieces)
+    def copy_process(
+        self,
+        pid: int,
+        pieces: list[tuple[OutputPlace, Any, int]],
+        scattered: list[tuple[OutputPlace, tuple[int, ...], int, Any]],
+        stage: str,
+    ) -> None:
+        """`pieces` (each output's span) and `scattered` (each sparse output's place, shape and item size, and our
+        dense copy: its runs, `runs`, listed one output at a time) read from process `pid`; an address not mapped there
+        is the candidate's runtime_error."""
+        wanted = sum(n for _, _, n in pieces) + sum(_numel(shape) * size for _, shape, size, _ in scattered)
         try:
             got = read_process(pid, [(where.address, raw.data_ptr(), n) for where, raw, n in pieces])
+            for where, shape, size, raw in scattered:
+                got += read_runs(pid, runs(where, shape, size, self.torch), raw.data_ptr())
         except OSError as exc:
             got, why = 0, str(exc)
         else:

@@ -138,10 +138,15 @@ def test_the_grader_reads_outputs_with_their_strides_and_refuses_places_no_outpu
     reader = Outputs(torch, "cpu")
     got = reader.read(g, _answer([OutputPlace(address=t.data_ptr(), strides=t.stride())]), [spec], "timing")
     assert torch.equal(got[0][0], t)
+    wide = torch.randn(8, 6 * 1000)  # a sparse output (its span 1000 times its size): each run read alone
+    sparse = wide[:, ::1000]
+    where = OutputPlace(address=sparse.data_ptr(), strides=sparse.stride())
+    assert torch.equal(reader.read(g, _answer([where]), [OutputShape(shape=(8, 6), dtype="float32")], "timing")[0][0],
+                       sparse)  # fmt: skip
     refused = [
         OutputPlace(address=t.data_ptr(), strides=(1,)),  # another rank
-        OutputPlace(address=t.data_ptr(), strides=(6, 1000)),  # a span far past the output
         OutputPlace(address=8, strides=(1, 8)),  # not mapped there
+        OutputPlace(address=8, strides=(6000, 1000)),  # sparse, not mapped there
     ]
     for where in refused:
         with pytest.raises(Stop) as ended:

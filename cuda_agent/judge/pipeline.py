@@ -376,6 +376,7 @@ class _Judgement:
             paired_eager=self.device in cfg.paired_eager,
             group_calls=self.baseline_before.group_calls if self.baseline_before else None,
             max_group_calls=cfg.max_group_calls,
+            release_per_call=cfg.release_per_call and self.device == "cpu",
             screen_min_elems=cfg.screen_min_elems,
             policy=cfg.policy,
             language=self.solution.language,

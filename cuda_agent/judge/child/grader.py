@@ -63,6 +63,7 @@ from cuda_agent.judge.protocol import (
     ProfileAnswer,
     ProfileQuestion,
     Question,
+    Release,
     RunRequest,
     RunResult,
 )
@@ -80,7 +81,8 @@ from cuda_agent.types import Violation
 
 if TYPE_CHECKING:
     from cuda_agent.judge.child.gauge import Gauge
-    from cuda_agent.judge.child.outputs import Signaller
+    from cuda_agent.judge.child.outputs import Released, Signaller
+    from cuda_agent.judge.child.release import Control
 
 SHIM_STARTUP_S = 300.0
 
@@ -139,6 +141,13 @@ class Grader:
         with the candidate's (`gauge.held_still`)."""
         self.kernel_claim: list[float] | None = None
         """The kernel times the candidate's process reported from its profiler (`custom_work`), bounded in `run`."""
+        self.unreleased: list[list[tuple[Any, Any]]] = []
+        """Each later call's inputs of the request loaded last, (our view of its buffer, the values), written as the
+        call before returns (`release_calls`)."""
+        self.control: tuple[int, Control] | None = None
+        """The control block's buffer and our view of it (release.py), made at the first request that releases."""
+        self.released = 0
+        """Our count of calls released, the run's (the candidate's process cannot move it)."""
 
     def sync(self) -> None:
         if self.device == "cuda":
@@ -149,21 +158,32 @@ class Grader:
         """Send a message (and the descriptors `sent`, closed here) to the candidate's process and return its answer
         (unvalidated). Each message carries a fresh random id that its answer must echo: an answer sent ahead of the
         question cannot be one."""
+        return self.answer(self.send(message, sent, stage), message.op, stage)
+
+    def send(self, message: Question, sent: list[int] | None = None, stage: str = "") -> int:
+        """The first half of `ask`: send the message with a fresh id (returned)."""
         ident = message.id = fresh_seed()
         try:
             self.channel.send(message, sent or None)
-            answer, fds = self.channel.receive()
         except ChannelClosed as exc:
             raise self.died(stage or message.op, exc) from None
         finally:
             for fd in sent or []:
                 os.close(fd)
+        return ident
+
+    def answer(self, ident: int, op: str, stage: str = "") -> dict[str, Any]:
+        """The second half of `ask`: the answer to the question of id `ident` (unvalidated)."""
+        try:
+            answer, fds = self.channel.receive()
+        except ChannelClosed as exc:
+            raise self.died(stage or op, exc) from None
         for extra in fds:  # the candidate's process sends none; one it sent is closed, never used
             os.close(extra)
         if answer.pop("id", None) != ident:
             if not self.candidate_started:
-                raise RuntimeError(f"the candidate's process answered {message.op!r} out of turn")
-            raise stop("runtime_error", stage or message.op, "the candidate's process answered out of turn")
+                raise RuntimeError(f"the candidate's process answered {op!r} out of turn")
+            raise stop("runtime_error", stage or op, "the candidate's process answered out of turn")
         return answer
 
     def died(self, stage: str, cause: Exception) -> Exception:
@@ -212,6 +232,9 @@ class Grader:
     def close_reading(self) -> None:
         """Close what reading the outputs held: the candidate's allocations opened here, the signaller."""
         self.copies.close()
+        if self.control is not None:
+            self.control[1].close()
+            self.control = None
         if self.signaller is not None:
             self.signaller.close()
             self.signaller = None
@@ -288,9 +311,46 @@ class Grader:
 
     # --- calls ---
     def load_calls(self, calls: list[list[Any]]) -> tuple[list[list[InputRef]], list[list[Any]]]:
-        """Each call's inputs in buffers of its own (`Exchange.load`), per call."""
-        loaded = [self.exchange.load(inputs, f"in{k}_") for k, inputs in enumerate(calls)]
+        """Each call's inputs in buffers of its own (`Exchange.load`), per call. Where calls are released one at a
+        time (release.py), only the first call's are written now; each later call's are held (`unreleased`) until
+        the call before has returned (`release_calls`)."""
+        release = self.req.release_per_call and len(calls) > 1
+        loaded = [self.exchange.load(inputs, f"in{k}_", fill=not (release and k)) for k, inputs in enumerate(calls)]
+        tensor = self.torch.Tensor
+        self.unreleased = [
+            [(view, value) for view, value in zip(views, inputs, strict=True) if isinstance(value, tensor)]
+            for (_, views), inputs in zip(loaded[1:], calls[1:], strict=True)
+            if release
+        ]
         return [refs for refs, _ in loaded], [views for _, views in loaded]
+
+    def release_of(self, shapes: list[OutputShape]) -> Release:
+        """The release of the request loaded last (`load_calls`); the control block made and sent at the first."""
+        from cuda_agent.judge.child.release import Control, block_bytes
+
+        if self.control is None:
+            ref, _ = self.exchange.ref("control", (block_bytes(shapes),), self.torch.uint8)  # sent now, once
+            self.control = (ref.buffer, Control(self.exchange.buffers["control"][1].region))
+        return Release(control=self.control[0], first=self.released)
+
+    def release_calls(self, release: Release, shapes: list[OutputShape], stage: str) -> list[Released]:
+        """Release each later call's inputs once the call before has returned (release.py): read a sample of that
+        call's outputs where it says they lie (its processes run on; the request's final read must find the same
+        there), write the next call's inputs into their buffers, raise our count. What was read, per call released;
+        fewer where the candidate's process answered before (`Channel.readable`: its answer says why)."""
+        _, control = self.control
+        marked, unreleased, self.unreleased = [], self.unreleased, []
+        draw = self.torch.Generator().manual_seed(fresh_seed())
+        self.copies.drawn = {}
+        for k, copies in enumerate(unreleased, start=1):
+            if not control.returned(release.first + k, self.channel.readable):
+                break
+            marked.append(self.copies.mark(self.channel.sender, control.places(shapes), shapes, stage, draw))
+            for view, value in copies:
+                view.copy_(value)
+            self.released = release.first + k
+            control.release(self.released)
+        return marked
 
     def call(
         self,
@@ -306,11 +366,14 @@ class Grader:
         calls = [CallSlots(inputs=inputs) for inputs in refs]
         shapes = [OutputShape(shape=shape, dtype=dtype_name(dtype)) for shape, dtype in self.output_specs]
         check = watched_calls.dataflow_check(self.req) if dataflow else None
-        message = CallQuestion(calls=calls, outputs=shapes, probe=probe, trace=trace, dataflow=check)
+        release = self.release_of(shapes) if self.unreleased else None
+        message = CallQuestion(calls=calls, outputs=shapes, probe=probe, trace=trace, dataflow=check, release=release)
         fds = self.exchange.handover(message)
         self.sync()
         start = time.perf_counter()
-        answer: CallAnswer = self.answer_of(CallAnswer, self.ask(message, fds, stage), stage)
+        ident = self.send(message, fds, stage)
+        marked = self.release_calls(release, shapes, stage) if release is not None else []
+        answer: CallAnswer = self.answer_of(CallAnswer, self.answer(ident, message.op, stage), stage)
         external_ms = (time.perf_counter() - start) * 1e3
         self.outputs, self.sample = [], []
         if answer.status == "ok" and len(answer.ms) != len(calls):
@@ -318,8 +381,13 @@ class Grader:
                 raise ProtocolError(f"the candidate's process timed {len(answer.ms)} of {len(calls)} calls")
             message_text = f"the candidate's process answered {len(answer.ms)} times for {len(calls)} calls"
             raise stop("runtime_error", stage, message_text)
+        if answer.status == "ok" and release is not None and len(marked) < len(calls) - 1:
+            message_text = "the candidate's process answered before its request's calls had all been released"
+            if not self.candidate_started:
+                raise ProtocolError(message_text)
+            raise stop("runtime_error", stage, message_text)
         if answer.status == "ok":
-            external_ms = self.collect(answer, shapes, stage, start)
+            external_ms = self.collect(answer, shapes, stage, start, marked)
         self.tick()
         if probe:
             self.shim_l2_bytes = max(self.shim_l2_bytes, answer.l2_limit_bytes)
@@ -328,7 +396,9 @@ class Grader:
             self.torch_only_reason = self.torch_only_reason or answer.torch_only_reason
         return answer, external_ms
 
-    def collect(self, answer: CallAnswer, shapes: list[OutputShape], stage: str, start: float) -> float:
+    def collect(
+        self, answer: CallAnswer, shapes: list[OutputShape], stage: str, start: float, marked: list[Released]
+    ) -> float:
         """Stop every process of the candidate's, read its outputs into ours (outputs.py), let them go on; the outside
         view in ms: until all are stopped (CPU: nothing of the candidate's runs after that), on CUDA until our copy
         is done (a kernel it launched before the stop may still run, and what we copied ran before that)."""
@@ -337,7 +407,7 @@ class Grader:
 
         with stopped(self, self.channel.sender, stage):
             external_ms = (time.perf_counter() - start) * 1e3
-            self.outputs = self.copies.read(self, answer, shapes, stage)
+            self.outputs = self.copies.read(self, answer, shapes, stage, marked)
             if self.device == "cuda":
                 external_ms = (time.perf_counter() - start) * 1e3
                 remote = self.copies.remote

@@ -26,7 +26,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cuda_agent.judge.child.exchange import Buffer, Channel, ChannelClosed, dtype_name, dtype_of, open_buffer
 from cuda_agent.judge.protocol import (
@@ -47,6 +47,9 @@ from cuda_agent.judge.protocol import (
     TensorRef,
     read_question,
 )
+
+if TYPE_CHECKING:
+    from cuda_agent.judge.child.release import Control
 
 SOCKET_FD_ENV = "CUDA_AGENT_SHIM_FD"
 """The shim finds its end of the grader's socket pair in this variable."""
@@ -75,6 +78,8 @@ class Shim:
         """Buffers a question released, held until its answer is sent (`serve`)."""
         self.kept: list[Any] = []
         """The last request's outputs, where forward left them, until the next question (the grader reads them)."""
+        self.controls: dict[int, Control] = {}
+        """The control block of requests whose calls are released one at a time (release.py), by its buffer."""
         self.model: Any = None
         self.eager: Any = None
         """The task's reference, in a process of ours that times it (`reference`); None in the candidate's."""
@@ -217,7 +222,9 @@ class Shim:
         from cuda_agent.judge.child.trial import plain_outputs
 
         times, launches, flow = [], [], []
-        for slots in message.calls:
+        release, last = message.release, len(message.calls) - 1
+        control = self.control(release.control) if release is not None else None
+        for k, slots in enumerate(message.calls):
             inputs = [self.argument(ref) for ref in slots.inputs]
             model = self.probe(message.outputs) if message.probe else self.model
             if message.dataflow is not None:
@@ -236,11 +243,22 @@ class Shim:
             times.append(ms)
             if self.triton is not None:
                 launches.append(self.triton.take())
+            if control is not None and k < last:
+                # No message, no mapping: the same few lines between any two calls of forward (release.py).
+                control.call_returned(self.kept[-1], release.first + k + 1)
         answer = self.answer(times)
         if self.triton is not None and not message.probe:
             answer.launches = min(launches)
         answer.torch_only_reason = next((reason for reason in flow if reason is not None), None)
         return self.places(answer)
+
+    def control(self, buffer: int) -> Control:
+        """Our view of the control block (release.py), made at the first request that releases its calls."""
+        from cuda_agent.judge.child.release import Control
+
+        if buffer not in self.controls:
+            self.controls[buffer] = Control(self.buffers[buffer].region)
+        return self.controls[buffer]
 
     def places(self, answer: CallAnswer) -> CallAnswer:
         """`answer` with where each kept output lies (outputs.place); memory the grader cannot open (CUDA memory no

@@ -1,16 +1,20 @@
-"""The control block of calls released one at a time (child/release.py): each side waits for the other's count,
-spinning or asleep on a futex, and the grader finds where the shim said a call's outputs lie."""
+"""Calls released one at a time (child/release.py): each side waits for the other's count, spinning or asleep on a
+futex; the grader finds where the shim said a call's outputs lie, and an output changed after its release is seen."""
 
 from __future__ import annotations
 
 import mmap
 import os
 import time
+from types import SimpleNamespace
 
+import pytest
 import torch
 
+from cuda_agent.judge.child.outputs import Outputs
 from cuda_agent.judge.child.release import GRADER_ASLEEP, RETURNED, Control, block_bytes
-from cuda_agent.judge.protocol import OutputShape
+from cuda_agent.judge.child.stop import Stop
+from cuda_agent.judge.protocol import CallAnswer, OutputPlace, OutputShape
 
 SHAPES = [OutputShape(shape=(3, 2), dtype="float32"), OutputShape(shape=(), dtype="float32")]
 
@@ -41,3 +45,28 @@ def test_the_graders_wait_gives_up_when_told() -> None:
     start = time.perf_counter()
     assert not control.returned(1, lambda: True)  # the candidate's process answered instead of returning a call
     assert time.perf_counter() - start < 0.5
+
+
+def _two_calls(first: torch.Tensor, last: torch.Tensor) -> CallAnswer:
+    places = [OutputPlace(address=v.data_ptr(), strides=v.stride()) for v in (first, last)]
+    return CallAnswer(status="ok", ms=[0.0, 0.0], outputs=[[p] for p in places])
+
+
+def test_an_output_changed_after_its_call_was_released_is_incorrect() -> None:
+    # The first call's outputs are sampled where the control block says they lie as the second call is released,
+    # and the request's final read must find the same there; the final answer's place for that call is not read.
+    spec = [OutputShape(shape=(64, 32), dtype="float32")]
+    first, last, elsewhere = torch.randn(64, 32).t().contiguous().t(), torch.randn(64, 32), torch.randn(64, 32)
+    g = SimpleNamespace(channel=SimpleNamespace(sender=os.getpid()), trials=[])  # this process: the candidate's
+    reader = Outputs(torch, "cpu")
+    draw = torch.Generator().manual_seed(1)
+    marked = reader.mark(os.getpid(), [(first.data_ptr(), first.stride())], spec, "timing", draw)
+    got = reader.read(g, _two_calls(elsewhere, last), spec, "timing", [marked])
+    assert torch.equal(got[0][0], first) and torch.equal(got[1][0], last)  # read where it said as it returned
+    first.add_(1.0)  # written after it returned
+    with pytest.raises(Stop) as ended:
+        reader.read(g, _two_calls(first, last), spec, "timing", [marked])
+    assert ended.value.result.status == "incorrect" and g.trials and not g.trials[-1]["ok"]
+    with pytest.raises(Stop) as ended:  # a place no output has, as it returned
+        reader.mark(os.getpid(), [(8, (1, 64))], spec, "timing", draw)
+    assert ended.value.result.status == "runtime_error"

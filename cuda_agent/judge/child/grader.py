@@ -49,6 +49,7 @@ from cuda_agent.judge.child.calibration import calibrate, time_reference
 from cuda_agent.judge.child.exchange import Channel, ChannelClosed, dtype_name, dtype_of
 from cuda_agent.judge.child.kernel_time import bound_claim
 from cuda_agent.judge.child.outputs import Outputs
+from cuda_agent.judge.child.release import Releases
 from cuda_agent.judge.child.stop import CANDIDATE_STATUSES, Stop, out_of_memory, stop
 from cuda_agent.judge.protocol import (
     CallAnswer,
@@ -63,7 +64,6 @@ from cuda_agent.judge.protocol import (
     ProfileAnswer,
     ProfileQuestion,
     Question,
-    Release,
     RunRequest,
     RunResult,
 )
@@ -82,7 +82,6 @@ from cuda_agent.types import Violation
 if TYPE_CHECKING:
     from cuda_agent.judge.child.gauge import Gauge
     from cuda_agent.judge.child.outputs import Released, Signaller
-    from cuda_agent.judge.child.release import Control
 
 SHIM_STARTUP_S = 300.0
 
@@ -141,13 +140,8 @@ class Grader:
         with the candidate's (`gauge.held_still`)."""
         self.kernel_claim: list[float] | None = None
         """The kernel times the candidate's process reported from its profiler (`custom_work`), bounded in `run`."""
-        self.unreleased: list[list[tuple[Any, Any]]] = []
-        """Each later call's inputs of the request loaded last, (our view of its buffer, the values), written as the
-        call before returns (`release_calls`)."""
-        self.control: tuple[int, Control] | None = None
-        """The control block's buffer and our view of it (release.py), made at the first request that releases."""
-        self.released = 0
-        """Our count of calls released, the run's (the candidate's process cannot move it)."""
+        self.releases = Releases()
+        """A request's later calls' inputs, held until each is released (release.py; `RunRequest.release_per_call`)."""
 
     def sync(self) -> None:
         if self.device == "cuda":
@@ -232,9 +226,7 @@ class Grader:
     def close_reading(self) -> None:
         """Close what reading the outputs held: the candidate's allocations opened here, the signaller."""
         self.copies.close()
-        if self.control is not None:
-            self.control[1].close()
-            self.control = None
+        self.releases.close()
         if self.signaller is not None:
             self.signaller.close()
             self.signaller = None
@@ -312,45 +304,12 @@ class Grader:
     # --- calls ---
     def load_calls(self, calls: list[list[Any]]) -> tuple[list[list[InputRef]], list[list[Any]]]:
         """Each call's inputs in buffers of its own (`Exchange.load`), per call. Where calls are released one at a
-        time (release.py), only the first call's are written now; each later call's are held (`unreleased`) until
-        the call before has returned (`release_calls`)."""
+        time (release.py), only the first call's are written now, the others held until the call before returns."""
         release = self.req.release_per_call and len(calls) > 1
         loaded = [self.exchange.load(inputs, f"in{k}_", fill=not (release and k)) for k, inputs in enumerate(calls)]
-        tensor = self.torch.Tensor
-        self.unreleased = [
-            [(view, value) for view, value in zip(views, inputs, strict=True) if isinstance(value, tensor)]
-            for (_, views), inputs in zip(loaded[1:], calls[1:], strict=True)
-            if release
-        ]
+        if release:
+            self.releases.hold(self.torch, [views for _, views in loaded], calls)
         return [refs for refs, _ in loaded], [views for _, views in loaded]
-
-    def release_of(self, shapes: list[OutputShape]) -> Release:
-        """The release of the request loaded last (`load_calls`); the control block made and sent at the first."""
-        from cuda_agent.judge.child.release import Control, block_bytes
-
-        if self.control is None:
-            ref, _ = self.exchange.ref("control", (block_bytes(shapes),), self.torch.uint8)  # sent now, once
-            self.control = (ref.buffer, Control(self.exchange.buffers["control"][1].region))
-        return Release(control=self.control[0], first=self.released)
-
-    def release_calls(self, release: Release, shapes: list[OutputShape], stage: str) -> list[Released]:
-        """Release each later call's inputs once the call before has returned (release.py): read a sample of that
-        call's outputs where it says they lie (its processes run on; the request's final read must find the same
-        there), write the next call's inputs into their buffers, raise our count. What was read, per call released;
-        fewer where the candidate's process answered before (`Channel.readable`: its answer says why)."""
-        _, control = self.control
-        marked, unreleased, self.unreleased = [], self.unreleased, []
-        draw = self.torch.Generator().manual_seed(fresh_seed())
-        self.copies.drawn = {}
-        for k, copies in enumerate(unreleased, start=1):
-            if not control.returned(release.first + k, self.channel.readable):
-                break
-            marked.append(self.copies.mark(self.channel.sender, control.places(shapes), shapes, stage, draw))
-            for view, value in copies:
-                view.copy_(value)
-            self.released = release.first + k
-            control.release(self.released)
-        return marked
 
     def call(
         self,
@@ -366,13 +325,13 @@ class Grader:
         calls = [CallSlots(inputs=inputs) for inputs in refs]
         shapes = [OutputShape(shape=shape, dtype=dtype_name(dtype)) for shape, dtype in self.output_specs]
         check = watched_calls.dataflow_check(self.req) if dataflow else None
-        release = self.release_of(shapes) if self.unreleased else None
+        release = self.releases.question(self, shapes)
         message = CallQuestion(calls=calls, outputs=shapes, probe=probe, trace=trace, dataflow=check, release=release)
         fds = self.exchange.handover(message)
         self.sync()
         start = time.perf_counter()
         ident = self.send(message, fds, stage)
-        marked = self.release_calls(release, shapes, stage) if release is not None else []
+        marked = self.releases.run(self, release, shapes, stage) if release is not None else []
         answer: CallAnswer = self.answer_of(CallAnswer, self.answer(ident, message.op, stage), stage)
         external_ms = (time.perf_counter() - start) * 1e3
         self.outputs, self.sample = [], []

@@ -31,8 +31,13 @@ import mmap
 import platform
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from cuda_agent.judge.protocol import OutputShape
+from cuda_agent.judge.protocol import OutputShape, Release
+
+if TYPE_CHECKING:
+    from cuda_agent.judge.child.grader import Grader
+    from cuda_agent.judge.child.outputs import Released
 
 RETURNED, RELEASED, GRADER_ASLEEP, SHIM_ASLEEP = 0, 16, 32, 48
 """The control block's 32-bit words, a cache line apart: the shim's count of calls returned, the grader's of calls
@@ -149,3 +154,59 @@ class Control:
     def close(self) -> None:
         self.words.release()
         self.wide.release()
+
+
+class Releases:
+    """The grader's side: the later calls' inputs of the request loaded last, held until each is released, the
+    control block, and our count of calls released (the run's; the candidate's process cannot move it)."""
+
+    def __init__(self) -> None:
+        self.held: list[list[tuple[Any, Any]]] = []
+        """Per later call, (our view of an input buffer, the values to write there) for each tensor input."""
+        self.control: tuple[int, Control] | None = None
+        """The control block's buffer and our view of it, made at the first request that releases."""
+        self.count = 0
+
+    def hold(self, torch: Any, views: list[list[Any]], calls: list[list[Any]]) -> None:
+        """Hold each later call's inputs (`calls[1:]`), to be written into their buffers (`views[1:]`) at release."""
+        self.held = [
+            [(view, value) for view, value in zip(ours, inputs, strict=True) if isinstance(value, torch.Tensor)]
+            for ours, inputs in zip(views[1:], calls[1:], strict=True)
+        ]
+
+    def question(self, g: Grader, shapes: list[OutputShape]) -> Release | None:
+        """The release of the request loaded last (None: nothing held); the control block made and sent at the
+        first, as any buffer is."""
+        if not self.held:
+            return None
+        if self.control is None:
+            ref, _ = g.exchange.ref("control", (block_bytes(shapes),), g.torch.uint8)
+            self.control = (ref.buffer, Control(g.exchange.buffers["control"][1].region))
+        return Release(control=self.control[0], first=self.count)
+
+    def run(self, g: Grader, release: Release, shapes: list[OutputShape], stage: str) -> list[Released]:
+        """Release each later call's inputs once the call before has returned: read a sample of that call's outputs
+        where it says they lie (its processes run on; the request's final read must find the same there:
+        outputs.Outputs.mark), write the next call's inputs into their buffers, raise our count. What was read, per
+        call released; fewer where the candidate's process answered first (`Channel.readable`: its answer says why).
+        """
+        from cuda_agent.judge.child.grader import fresh_seed
+
+        _, control = self.control
+        marked, held, self.held = [], self.held, []
+        draw = g.torch.Generator().manual_seed(fresh_seed())
+        g.copies.drawn = {}
+        for k, copies in enumerate(held, start=1):
+            if not control.returned(release.first + k, g.channel.readable):
+                break
+            marked.append(g.copies.mark(g.channel.sender, control.places(shapes), shapes, stage, draw))
+            for view, value in copies:
+                view.copy_(value)
+            self.count = release.first + k
+            control.release(self.count)
+        return marked
+
+    def close(self) -> None:
+        if self.control is not None:
+            self.control[1].close()
+            self.control = None

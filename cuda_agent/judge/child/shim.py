@@ -11,7 +11,9 @@ run), flushes the cache and sends `call` (on the CPU with the input buffers them
 buffer this process already maps holds them); this process times each call of forward with the clock it holds,
 keeps what it returned where it lies, and answers with each call's time and where its outputs are (outputs.py): the
 grader stops this process and reads them itself, and the next question lets them go. Nothing runs here after a call's
-clock but that account. A process of ours runs
+clock but that account, and where the request's calls are released one at a time (`CallQuestion.release`, CPU:
+release.py) a store and a spin between two calls: the later calls' buffers come empty, each filled by the grader once
+the call before has returned. A process of ours runs
 the same loop on the task's reference (`reference`): the baselines are timed through it. Whether a call
 is a trial, a timed call, or a timed call whose output the grader will judge is decided in the grader, after the
 answer. Calls with `trace` run under the ATen tracer, which the candidate can see (its report can only refuse); under

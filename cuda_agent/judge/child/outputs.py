@@ -340,6 +340,10 @@ class Outputs:
                 raise stop("incorrect", stage, message)
         return views
 
+    def new_request(self) -> None:
+        """Elements to `mark` drawn anew from here on (once a request)."""
+        self.drawn = {}
+
     def mark(
         self, pid: int, places: list[tuple[int, tuple[int, ...]]], specs: list[OutputShape], stage: str, draw: Any
     ) -> Released:

@@ -168,11 +168,16 @@ class Releases:
         self.count = 0
 
     def hold(self, torch: Any, views: list[list[Any]], calls: list[list[Any]]) -> None:
-        """Hold each later call's inputs (`calls[1:]`), to be written into their buffers (`views[1:]`) at release."""
-        self.held = [
-            [(view, value) for view, value in zip(ours, inputs, strict=True) if isinstance(value, torch.Tensor)]
-            for ours, inputs in zip(views[1:], calls[1:], strict=True)
-        ]
+        """Hold each later call's inputs (`calls[1:]`), to be written into their buffers (`views[1:]`) at release;
+        `calls` empty: none held (the request's inputs are all in their buffers)."""
+        self.held = (
+            [
+                [(view, value) for view, value in zip(ours, inputs, strict=True) if isinstance(value, torch.Tensor)]
+                for ours, inputs in zip(views[1:], calls[1:], strict=True)
+            ]
+            if calls
+            else []
+        )
 
     def question(self, g: Grader, shapes: list[OutputShape]) -> Release | None:
         """The release of the request loaded last (None: nothing held); the control block made and sent at the
@@ -195,7 +200,7 @@ class Releases:
         _, control = self.control
         marked, held, self.held = [], self.held, []
         draw = g.torch.Generator().manual_seed(fresh_seed())
-        g.copies.drawn = {}
+        g.copies.new_request()
         for k, copies in enumerate(held, start=1):
             if not control.returned(release.first + k, g.channel.readable):
                 break

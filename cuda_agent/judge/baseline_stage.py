@@ -55,6 +55,7 @@ def measure_baselines(j: _Judgement, workdir: Path, group_calls: int | None = No
         gpu_turns=str(turns_for(cfg.cache_dir).folder) if own_turns else None,
         group_calls=group_calls,
         max_group_calls=cfg.max_group_calls,
+        release_per_call=cfg.release_per_call and j.device == "cpu",
     )
     # With its own turns, its waits for them count in baseline_timeout_s (900 s; others' turns last seconds, a
     # hung candidate's at most about a minute); a timeout is our failure, never the candidate's.
@@ -100,6 +101,7 @@ def baseline_key_env(device: str, config: JudgeConfig) -> tuple[str, dict[str, A
         "protocol_version": PROTOCOL_VERSION,
         "cpu_threads": config.cpu_threads if device != "cuda" else None,
         "max_group_calls": config.max_group_calls,
+        "release_per_call": config.release_per_call and device != "cuda",
     }
     return (gpu_name() if device == "cuda" else "cpu"), key_env
 

@@ -102,6 +102,13 @@ class JudgeConfig(BaseModel):
     chooses how many, from eager's time and the grader's overhead noise, before candidate code; every request of a
     run, trials included, carries as many, and the baselines are timed in groups of as many). 1: a call per
     request, and the outside view's resolution per call is the per-request overhead's noise."""
+    release_per_call: bool = False
+    """CPU device only: a request's calls get their inputs one at a time, each call's written into its buffer once
+    the call before has returned (child/release.py), so that no call sees a later call's inputs (its first call
+    could compute them all in one batch); the baselines' requests are released alike. Off by default: on the loaded
+    2-core VM it made the outside view's per-call resolution 2.5 to 3.7 times coarser (a hand-off between two
+    processes per call; bench/results/cpu-2026-12-07-release2/). Off: every call's inputs are in the candidate's
+    process when its request starts. On CUDA they always are (DESIGN.md)."""
     warmup_reps: int = Field(default=3, ge=0)
     """Untimed calls before timing (after the first call's build and autotune)."""
     cpu_threads: int = Field(default=1, ge=1)

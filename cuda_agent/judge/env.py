@@ -9,7 +9,7 @@ from __future__ import annotations
 import platform
 from typing import Any
 
-PROTOCOL_VERSION = "7"
+PROTOCOL_VERSION = "8"
 """Bump when timing or correctness semantics change; it keys the baseline cache."""
 
 

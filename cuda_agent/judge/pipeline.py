@@ -58,11 +58,6 @@ log = logging.getLogger(__name__)
 Result = TypeVar("Result", bound=BaseModel)  # what a child of the judgement writes: RunResult, BaselineResult
 
 
-def _builds_inline(python: str) -> bool:
-    """Whether a workspace's model_new.py also compiles code itself (load_inline/load), so its import builds."""
-    return re.search(r"\bload(_inline)?\s*\(", python) is not None
-
-
 def require_gpu(device: str) -> None:
     """Raise at once when `device` is 'cuda' and no GPU is visible, rather than fail every stage later.
 
@@ -195,14 +190,8 @@ class _Judgement:
     def policy(self) -> Verdict | None:
         """The solution's size (whatever the static policy), then the static policy: its rejection, or None."""
         start = time.monotonic()
-        if self.solution.size_bytes > MAX_SOLUTION_BYTES:
-            message = (
-                f"the solution's files hold {self.solution.size_bytes / 2**20:.1f} MiB of text; at most "
-                f"{MAX_SOLUTION_BYTES >> 20} MiB is judged"
-            )
-            return self.verdict(
-                "rejected", message, violations=[Violation(check="solution_too_large", message=message)]
-            )
+        if (too_large := self.solution.too_large()) is not None:
+            return self.verdict("rejected", too_large.message, violations=[too_large])
         if not self.cfg.static_policy:
             self.env["static_policy"] = False
             return None
@@ -241,7 +230,7 @@ class _Judgement:
             kernels=self.build_workspace_kernels if self.builds_workspace else None,
             # A Triton file compiles its kernels at their first launch (the run stage's first, untimed call).
             import_needed=(self.solution.root is None and self.solution.language == "cuda")
-            or _builds_inline(self.solution.python),
+            or self.solution.builds_inline,
             python_path=self.module_path(ext_dir_for(build_hash, self.device, self.cfg.cache_dir)),
             user=self.candidate(),
             standby=spare,
@@ -385,6 +374,7 @@ class _Judgement:
             paired_eager=self.device in cfg.paired_eager,
             group_calls=self.baseline_before.group_calls if self.baseline_before else None,
             max_group_calls=cfg.max_group_calls,
+            release_per_call=cfg.release_per_call and self.device == "cpu",
             screen_min_elems=cfg.screen_min_elems,
             policy=cfg.policy,
             language=self.solution.language,
@@ -526,13 +516,6 @@ class _Judgement:
 def _median(summary: dict[str, Any] | None) -> float | None:
     """A timed phase's median (ms), None where it was not timed."""
     return summary["median_ms"] if summary else None
-
-
-MAX_SOLUTION_BYTES = 4 << 20
-"""The most text a solution's files may hold (model_new.py and every kernel source, in UTF-8). The judge's own work on
-them grows with their size and no time limit holds it (the static policy took about 2.8 s a MiB on the 2-core VM: a
-256 MiB kernel source held a pool's job for over 10 minutes, round 15's n9); a solution written by hand, or by an
-agent within its context, is far smaller."""
 
 
 def prepare(

@@ -69,6 +69,8 @@ class RunRequest(BaseModel):
     chooses them before candidate code (timing.group_size), and the baselines are then timed alike."""
     max_group_calls: int = Field(default=MAX_GROUP, ge=1, le=MAX_GROUP)
     """The most calls per request the grader may choose (JudgeConfig.max_group_calls)."""
+    release_per_call: bool = False
+    """A request's later calls' inputs released one at a time (child/release.py; JudgeConfig.release_per_call)."""
     screen_min_elems: int
     """Timed outputs this large are screened at sampled positions first (JudgeConfig.screen_min_elems)."""
     candidate_dir: str = Field(description="The candidate's process's own folder (its cwd, HOME and TMPDIR).")
@@ -255,6 +257,16 @@ class OutputShape(BaseModel):
     dtype: str
 
 
+class Release(BaseModel):
+    """How a request's later calls get their inputs (child/release.py): each written into its buffer (new with the
+    request, empty until then) once the call before has returned, the counts in the control block."""
+
+    model_config = _QUESTION_CONFIG
+
+    control: int = Field(ge=0, description="The control block's buffer (sent once, as any buffer).")
+    first: int = Field(ge=0, lt=1 << 31, description="The grader's count of released calls before this request.")
+
+
 class CallQuestion(_BringsBuffers):
     """Calls of forward, one after the other, each on its own input buffers, each call's outputs kept where forward
     left them until the next question (the grader reads them itself: child/outputs.py) (`probe`: of a model returning
@@ -271,6 +283,8 @@ class CallQuestion(_BringsBuffers):
     probe: bool = False
     trace: bool = False
     dataflow: DataflowCheck | None = None
+    release: Release | None = None
+    """None: every call's inputs are in their buffers before the request."""
 
 
 class ProfileQuestion(_BringsBuffers):
@@ -450,6 +464,8 @@ class BaselineRequest(BaseModel):
     (calibration.calibrate)."""
     max_group_calls: int = Field(default=MAX_GROUP, ge=1, le=MAX_GROUP)
     """As RunRequest's."""
+    release_per_call: bool = False
+    """As RunRequest's: the baselines' requests are released as the candidate's are."""
 
 
 class BaselineResult(BaseModel):

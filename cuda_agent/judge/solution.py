@@ -15,8 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cuda_agent.errors import SolutionError
-from cuda_agent.types import Language
+from cuda_agent.types import Language, Violation
 from cuda_agent.workspace.layout import KERNEL_SUFFIXES, source_name, walk
+
+MAX_SOLUTION_BYTES = 4 << 20
+"""The most text a solution's files may hold (model_new.py and every kernel source, in UTF-8). The judge's own work on
+them grows with their size and no time limit holds it (the static policy took about 2.8 s a MiB on the 2-core VM: a
+256 MiB kernel source held a pool's job for over 10 minutes, round 15's n9); a solution written by hand, or by an
+agent within its context, is far smaller."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,21 @@ class SolutionSource:
     def size_bytes(self) -> int:
         """The bytes of every file's text, in UTF-8."""
         return sum(len(text.encode()) for text in (self.python, *self.sources.values()))
+
+    def too_large(self) -> Violation | None:
+        """Why the solution is too large to judge (past `MAX_SOLUTION_BYTES`), or None."""
+        if self.size_bytes <= MAX_SOLUTION_BYTES:
+            return None
+        message = (
+            f"the solution's files hold {self.size_bytes / 2**20:.1f} MiB of text; at most "
+            f"{MAX_SOLUTION_BYTES >> 20} MiB is judged"
+        )
+        return Violation(check="solution_too_large", message=message)
+
+    @property
+    def builds_inline(self) -> bool:
+        """Whether model_new.py also compiles code itself (load_inline/load), so that its import builds."""
+        return re.search(r"\bload(_inline)?\s*\(", self.python) is not None
 
     @property
     def content_hash(self) -> str:

@@ -1,6 +1,7 @@
 """Requests of several calls (child/timing.py's `group_size`): on a task whose call is below the outside view's
-per-call noise, a clock that runs slow in the candidate's process gains nothing, and an honest solution as fast as
-eager is judged as fast as eager.
+per-call noise, a clock that runs slow in the candidate's process gains nothing, an honest solution as fast as
+eager is judged as fast as eager, and no call of a request can compute a later call's output ahead or leave its own
+for later (its inputs come as the call before returns, whose outputs are read then: child/release.py).
 
 One extension for the module (its build is shared: every ModelNew below holds no string constant, so the build key
 is the same), judged on the CPU with the static policy off (the spellings it refuses are not the defence here).
@@ -46,10 +47,12 @@ SLOW_CLOCK = model_new(
 EAGER = model_new("return ext.relu_aten(x)")
 
 
-def _judge(tmp_path: Path, model: str) -> Verdict:
+def _judge(tmp_path: Path, model: str, release: bool | None = None) -> Verdict:
     source = HEADER + "\n" + model.strip() + "\n"
     (tmp_path / "solution.py").write_text(source)
     config = JudgeConfig(device="cpu", static_policy=False, verdict_cache=False)
+    if release is not None:  # else the default
+        config = config.model_copy(update={"release_per_call": release})
     return judge(Catalog().resolve("examples/relu"), SolutionSource(python=source), config)
 
 
@@ -92,7 +95,9 @@ LOOK_AHEAD = model_new(
     FIND_REQUEST + "if k == 0:\n"
     "    self.blind = False\n"
     "    try:  # the later calls' inputs, to compute them all now (one batch, where a kernel allows it)\n"
-    "        self.ahead = [ext.relu_aten(shim.tensor(c.inputs[0].tensor)) for c in message.calls[1:]]\n"
+    "        later = [c.inputs[0].tensor for c in message.calls[1:]]\n"
+    "        self.blind = not all(any(shim.buffers[t.buffer].region[:4096]) for t in later)  # not written yet\n"
+    "        self.ahead = [ext.relu_aten(shim.tensor(t)) for t in later]\n"
     "    except KeyError:  # not in this process yet\n"
     "        self.blind = True\n"
     "    return torch.zeros_like(x) if self.blind else ext.relu_aten(x)\n"
@@ -100,18 +105,56 @@ LOOK_AHEAD = model_new(
     init="self.blind, self.ahead = False, []",
 )
 """Reads the later calls' inputs of its request during its first call and computes them there; where it cannot (they
-are not yet in its process), it answers zeros for the whole request, so that its verdict says which it met."""
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a request's K inputs are all in the candidate's process at its start (DESIGN.md, 'What this does "
-    "not protect against'); releasing each as the call before returns closes it at a cost not shipped "
-    "(bench/results/cpu-2026-12-07-alike/)",
+are not in its process, or their buffers are still empty), it answers zeros for the whole request, so that its
+verdict says which it met."""
+DRIVE_AHEAD = model_new(
+    FIND_REQUEST + "release = message.release\n"
+    "if k == 0 and release is not None:\n"
+    "    control = shim.control(release.control)\n"
+    "    self.stubs = [torch.zeros_like(x) for _ in message.calls]\n"
+    "    for j in range(1, len(message.calls)):  # each next call's inputs asked for itself, before any output\n"
+    "        control.put_places([self.stubs[j - 1]])  # where the grader is to read call j - 1's outputs\n"
+    "        control.bump(0, release.first + j, 32)\n"
+    "        control.wait(16, release.first + j, 1.0, 48, None)\n"
+    "    control.call_returned = lambda outputs, count: None  # its own loop no longer asks\n"
+    "    self.ahead = [ext.relu_aten(shim.argument(c.inputs[0])) for c in message.calls]  # one batch, in effect\n"
+    "    for stub, out in zip(self.stubs, self.ahead):\n"
+    "        stub.copy_(out)  # the outputs written where it said they lie: after the grader's copies\n"
+    "if release is None:\n"
+    "    return ext.relu_aten(x)\n"
+    "return self.stubs[k]",
+    init="self.stubs, self.ahead = [], []",
 )
+"""Drives the release of its request's inputs itself from its first call (the control block is its process's too):
+it says each call has returned, with its outputs in stubs it writes only once it has every call's inputs."""
+LATE_WRITE = model_new(
+    "if self.late is not None:  # the call before's output, written after that call returned\n"
+    "    self.late[1].copy_(ext.relu_aten(self.late[0]))\n"
+    "out = torch.zeros_like(x)\n"
+    "self.late = (x, out)\n"
+    "return out",
+    init="self.late = None",
+)
+"""Returns each call's output unwritten and writes it during the next call (work of call k done in call k + 1's time,
+as a pipeline across the calls would)."""
+
+
 def test_no_call_of_a_request_sees_a_later_calls_inputs(tmp_path: Path) -> None:
     # A request's later inputs in the process during its first call could be batched into one launch, which the
-    # baselines' calls cannot (a gain of K - 1 launches on a tiny task, the outputs all correct).
-    verdict = _judge(tmp_path, LOOK_AHEAD)
+    # baselines' calls cannot (a gain of K - 1 launches on a tiny task, the outputs all correct): each is written
+    # into its buffer only once the call before has returned (child/release.py).
+    verdict = _judge(tmp_path, LOOK_AHEAD, release=True)
     assert verdict.verdict == "incorrect", verdict.message  # blind: it answered zeros
     assert verdict.checks and not any(c["ok"] for c in verdict.checks), verdict.checks  # from its first request on
+
+
+def test_driving_the_release_itself_gets_the_inputs_only_after_the_outputs_were_read(tmp_path: Path) -> None:
+    verdict = _judge(tmp_path, DRIVE_AHEAD, release=True)
+    assert verdict.verdict == "incorrect", verdict.message  # the grader copied the stubs as it released
+    assert verdict.checks and not verdict.checks[-1]["ok"], verdict.checks  # (a request's last call is right)
+
+
+def test_an_output_written_after_its_call_returned_is_wrong(tmp_path: Path) -> None:
+    verdict = _judge(tmp_path, LATE_WRITE, release=True)
+    assert verdict.verdict == "incorrect", verdict.message
+    assert verdict.checks and not any(c["ok"] for c in verdict.checks), verdict.checks

@@ -45,6 +45,8 @@ def cache_key(task_code: str, device_name: str, env: dict[str, Any], flags: dict
     }
     if env.get("max_group_calls") is not None:  # a cap on the calls per group changes what a time holds
         facts["max_group_calls"] = env["max_group_calls"]
+    if env.get("release_per_call"):  # calls released one at a time: what lies between two calls changes
+        facts["release_per_call"] = True
     if env.get("cpu_threads") is not None:  # a CPU timing depends on its threads; GPU keys stay as they were
         facts["cpu_threads"] = env["cpu_threads"]
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:32]
@@ -90,6 +92,7 @@ def _run_request(req: BaselineRequest) -> RunRequest:
         max_phase_s=req.max_phase_s,
         group_calls=req.group_calls,
         max_group_calls=req.max_group_calls,
+        release_per_call=req.release_per_call,
         screen_min_elems=0,
         candidate_dir="",
     )

@@ -73,16 +73,19 @@ class Exchange:
             ref = self.refs[slot] = TensorRef(buffer=ident, shape=shape, dtype=name)
         return ref, buffer.view(shape, dtype)
 
-    def load(self, inputs: list[Any], slots: str = "in") -> tuple[list[InputRef], list[Any]]:
+    def load(self, inputs: list[Any], slots: str = "in", fill: bool = True) -> tuple[list[InputRef], list[Any]]:
         """`inputs` copied into the input buffers of `slots` (call k of a request: `in{k}_`): (what the candidate's
-        process is told, our views of them). Every request's call k takes the same slots, whatever the request."""
+        process is told, our views of them). Every request's call k takes the same slots, whatever the request.
+        `fill` False: the buffers are made and left empty (the grader writes them at the call's release:
+        release.py)."""
         torch = self.grader.torch
         fresh = self.grader.device == "cpu"
         refs, views = [], []
         for i, value in enumerate(inputs):
             if isinstance(value, torch.Tensor):
                 ref, view = self.ref(f"{slots}{i}", tuple(value.shape), value.dtype, fresh)
-                view.copy_(value)
+                if fill:
+                    view.copy_(value)
                 refs.append(InputRef(tensor=ref))
                 views.append(view)
             elif value is None or isinstance(value, bool | int | float | str):

@@ -156,6 +156,10 @@ class Channel:
             raise ChannelClosed(f"a message over {MAX_MESSAGE_BYTES} bytes")
         return data, fds
 
+    def readable(self) -> bool:
+        """Whether a message (or the other side's close) waits to be received."""
+        return bool(select.select([self.sock], [], [], 0)[0])
+
     def close(self) -> None:
         self.sock.close()
 
@@ -252,6 +256,13 @@ class Buffer:
             raise ValueError(f"a {list(shape)} {dtype} tensor does not fit a buffer of {self.nbytes} bytes")
         return self.raw[:size].view(dtype).view(tuple(shape))
 
+    @property
+    def region(self) -> mmap.mmap:
+        """A CPU buffer's mapping (the control block's words are read and written through it: release.py)."""
+        if not isinstance(self._keep, mmap.mmap):
+            raise ValueError("only a CPU buffer has a mapping of its own")
+        return self._keep
+
     def close(self) -> None:
         self.raw = None
         self._release()
@@ -270,7 +281,8 @@ def allocate(torch: Any, device: str, nbytes: int) -> tuple[Buffer, BufferHow, i
         return Buffer(torch, raw, nbytes, lambda: driver.free(ptr)), BufferHow(ipc=driver.handle(ptr).hex()), None
     fd = os.memfd_create("cuda-agent-exchange", os.MFD_CLOEXEC)
     os.ftruncate(fd, size)
-    region = mmap.mmap(fd, size)
+    # Its pages mapped now: a later call's inputs are written between two calls of forward (release.py).
+    region = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
     raw = torch.frombuffer(region, dtype=torch.uint8)
     return Buffer(torch, raw, nbytes, lambda: _close_region(region), keep=region), BufferHow(fd=True), fd
 

@@ -49,6 +49,7 @@ from cuda_agent.judge.child.calibration import calibrate, time_reference
 from cuda_agent.judge.child.exchange import Channel, ChannelClosed, dtype_name, dtype_of
 from cuda_agent.judge.child.kernel_time import bound_claim
 from cuda_agent.judge.child.outputs import Outputs
+from cuda_agent.judge.child.release import Releases
 from cuda_agent.judge.child.stop import CANDIDATE_STATUSES, Stop, out_of_memory, stop
 from cuda_agent.judge.protocol import (
     CallAnswer,
@@ -80,7 +81,7 @@ from cuda_agent.types import Violation
 
 if TYPE_CHECKING:
     from cuda_agent.judge.child.gauge import Gauge
-    from cuda_agent.judge.child.outputs import Signaller
+    from cuda_agent.judge.child.outputs import Released, Signaller
 
 SHIM_STARTUP_S = 300.0
 
@@ -139,6 +140,8 @@ class Grader:
         with the candidate's (`gauge.held_still`)."""
         self.kernel_claim: list[float] | None = None
         """The kernel times the candidate's process reported from its profiler (`custom_work`), bounded in `run`."""
+        self.releases = Releases()
+        """A request's later calls' inputs, held until each is released (release.py; `RunRequest.release_per_call`)."""
 
     def sync(self) -> None:
         if self.device == "cuda":
@@ -149,21 +152,32 @@ class Grader:
         """Send a message (and the descriptors `sent`, closed here) to the candidate's process and return its answer
         (unvalidated). Each message carries a fresh random id that its answer must echo: an answer sent ahead of the
         question cannot be one."""
+        return self.answer(self.send(message, sent, stage), message.op, stage)
+
+    def send(self, message: Question, sent: list[int] | None = None, stage: str = "") -> int:
+        """The first half of `ask`: send the message with a fresh id (returned)."""
         ident = message.id = fresh_seed()
         try:
             self.channel.send(message, sent or None)
-            answer, fds = self.channel.receive()
         except ChannelClosed as exc:
             raise self.died(stage or message.op, exc) from None
         finally:
             for fd in sent or []:
                 os.close(fd)
+        return ident
+
+    def answer(self, ident: int, op: str, stage: str = "") -> dict[str, Any]:
+        """The second half of `ask`: the answer to the question of id `ident` (unvalidated)."""
+        try:
+            answer, fds = self.channel.receive()
+        except ChannelClosed as exc:
+            raise self.died(stage or op, exc) from None
         for extra in fds:  # the candidate's process sends none; one it sent is closed, never used
             os.close(extra)
         if answer.pop("id", None) != ident:
             if not self.candidate_started:
-                raise RuntimeError(f"the candidate's process answered {message.op!r} out of turn")
-            raise stop("runtime_error", stage or message.op, "the candidate's process answered out of turn")
+                raise RuntimeError(f"the candidate's process answered {op!r} out of turn")
+            raise stop("runtime_error", stage or op, "the candidate's process answered out of turn")
         return answer
 
     def died(self, stage: str, cause: Exception) -> Exception:
@@ -212,6 +226,7 @@ class Grader:
     def close_reading(self) -> None:
         """Close what reading the outputs held: the candidate's allocations opened here, the signaller."""
         self.copies.close()
+        self.releases.close()
         if self.signaller is not None:
             self.signaller.close()
             self.signaller = None
@@ -288,8 +303,11 @@ class Grader:
 
     # --- calls ---
     def load_calls(self, calls: list[list[Any]]) -> tuple[list[list[InputRef]], list[list[Any]]]:
-        """Each call's inputs in buffers of its own (`Exchange.load`), per call."""
-        loaded = [self.exchange.load(inputs, f"in{k}_") for k, inputs in enumerate(calls)]
+        """Each call's inputs in buffers of its own (`Exchange.load`), per call. Where calls are released one at a
+        time (release.py), only the first call's are written now, the others held until the call before returns."""
+        release = self.req.release_per_call and len(calls) > 1
+        loaded = [self.exchange.load(inputs, f"in{k}_", fill=not (release and k)) for k, inputs in enumerate(calls)]
+        self.releases.hold(self.torch, [views for _, views in loaded], calls if release else [])
         return [refs for refs, _ in loaded], [views for _, views in loaded]
 
     def call(
@@ -306,11 +324,14 @@ class Grader:
         calls = [CallSlots(inputs=inputs) for inputs in refs]
         shapes = [OutputShape(shape=shape, dtype=dtype_name(dtype)) for shape, dtype in self.output_specs]
         check = watched_calls.dataflow_check(self.req) if dataflow else None
-        message = CallQuestion(calls=calls, outputs=shapes, probe=probe, trace=trace, dataflow=check)
+        release = self.releases.question(self, shapes)
+        message = CallQuestion(calls=calls, outputs=shapes, probe=probe, trace=trace, dataflow=check, release=release)
         fds = self.exchange.handover(message)
         self.sync()
         start = time.perf_counter()
-        answer: CallAnswer = self.answer_of(CallAnswer, self.ask(message, fds, stage), stage)
+        ident = self.send(message, fds, stage)
+        marked = self.releases.run(self, release, shapes, stage) if release is not None else []
+        answer: CallAnswer = self.answer_of(CallAnswer, self.answer(ident, message.op, stage), stage)
         external_ms = (time.perf_counter() - start) * 1e3
         self.outputs, self.sample = [], []
         if answer.status == "ok" and len(answer.ms) != len(calls):
@@ -318,8 +339,13 @@ class Grader:
                 raise ProtocolError(f"the candidate's process timed {len(answer.ms)} of {len(calls)} calls")
             message_text = f"the candidate's process answered {len(answer.ms)} times for {len(calls)} calls"
             raise stop("runtime_error", stage, message_text)
+        if answer.status == "ok" and release is not None and len(marked) < len(calls) - 1:
+            message_text = "the candidate's process answered before its request's calls had all been released"
+            if not self.candidate_started:
+                raise ProtocolError(message_text)
+            raise stop("runtime_error", stage, message_text)
         if answer.status == "ok":
-            external_ms = self.collect(answer, shapes, stage, start)
+            external_ms = self.collect(answer, shapes, stage, start, marked)
         self.tick()
         if probe:
             self.shim_l2_bytes = max(self.shim_l2_bytes, answer.l2_limit_bytes)
@@ -328,7 +354,9 @@ class Grader:
             self.torch_only_reason = self.torch_only_reason or answer.torch_only_reason
         return answer, external_ms
 
-    def collect(self, answer: CallAnswer, shapes: list[OutputShape], stage: str, start: float) -> float:
+    def collect(
+        self, answer: CallAnswer, shapes: list[OutputShape], stage: str, start: float, marked: list[Released]
+    ) -> float:
         """Stop every process of the candidate's, read its outputs into ours (outputs.py), let them go on; the outside
         view in ms: until all are stopped (CPU: nothing of the candidate's runs after that), on CUDA until our copy
         is done (a kernel it launched before the stop may still run, and what we copied ran before that)."""
@@ -337,7 +365,7 @@ class Grader:
 
         with stopped(self, self.channel.sender, stage):
             external_ms = (time.perf_counter() - start) * 1e3
-            self.outputs = self.copies.read(self, answer, shapes, stage)
+            self.outputs = self.copies.read(self, answer, shapes, stage, marked)
             if self.device == "cuda":
                 external_ms = (time.perf_counter() - start) * 1e3
                 remote = self.copies.remote

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cuda_agent.judge.child.exchange import DevicePointer, cuda_driver, dtype_of
@@ -44,6 +45,13 @@ it) before it calls those still running its `runtime_error`."""
 OPEN_HANDLES = 64
 """CUDA allocations of the candidate's kept open in the grader (an open costs more than most kernels); the oldest is
 closed beyond."""
+RELEASE_SAMPLES = 16
+"""Elements of each output read as its call is released (release.py), and compared with the request's final read: an
+output a share f of which was written after its call returned differs at one of them with a chance of
+1 - (1 - f) ** 16 a call (a request of 64 calls: at least one for f = 1 %, two in three), and always where all of it
+was. Few, as the kernel pins a page of the candidate's for each: 64 elements took about 0.17 ms a call on the loaded
+VM, a copy of a whole 512 KiB output 0.15-0.25 ms, where the call takes 0.03-0.08, and both sides pay it."""
+
 
 SIGNALLER = r"""
 import ctypes, os, signal, sys
@@ -116,19 +124,19 @@ def read_process(pid: int, pieces: list[tuple[int, int, int]]) -> int:
     return total
 
 
-def runs(where: OutputPlace, shape: tuple[int, ...], itemsize: int, torch: Any) -> Any:
+def runs(address: int, strides: tuple[int, ...], shape: tuple[int, ...], itemsize: int, torch: Any) -> Any:
     """The runs of adjacent elements an output's strides lay out, in its elements' order: an int64 tensor of (address
     in the answering process, bytes) rows, as `struct iovec`s lie in memory (`read_runs`). The innermost dimensions
     whose strides make them adjacent are one run; the others' offsets are computed, not listed by Python."""
     run, depth = 1, len(shape)
-    while depth and (shape[depth - 1] == 1 or where.strides[depth - 1] == run):
+    while depth and (shape[depth - 1] == 1 or strides[depth - 1] == run):
         run *= shape[depth - 1]
         depth -= 1
     offsets = torch.zeros(1, dtype=torch.int64)
-    for size, stride in zip(shape[:depth], where.strides[:depth], strict=True):
+    for size, stride in zip(shape[:depth], strides[:depth], strict=True):
         offsets = (offsets[:, None] + torch.arange(size, dtype=torch.int64) * stride).reshape(-1)
     found = torch.empty(offsets.numel(), 2, dtype=torch.int64)
-    found[:, 0] = where.address + offsets * itemsize
+    found[:, 0] = address + offsets * itemsize
     found[:, 1] = run * itemsize
     return found
 
@@ -306,6 +314,55 @@ def _refuse_running(running: int, stage: str) -> None:
         raise stop("runtime_error", stage, message)
 
 
+@dataclass(frozen=True)
+class Released:
+    """A call's outputs as its next call was released (release.py): where it said they lie, and a sample of them."""
+
+    places: list[tuple[int, tuple[int, ...]]]
+    """(address, strides) of each output, as the shim wrote them in the control block (a claim, checked)."""
+    offsets: list[Any]
+    """Per output, the elements read (offsets in elements from its address, a tensor); None for an empty one."""
+    indices: list[Any]
+    """The same elements' places in the output's own order (row-major), where a dense copy of ours holds them."""
+    seen: Any
+    """Those elements' bytes as read then, one output's after another's (a uint8 tensor)."""
+
+    def unchanged(self, outputs: Outputs, call: int, specs: list[OutputShape]) -> bool:
+        """Whether our final read of the call (`Outputs.read`, into `outputs.room`) holds the same bytes there."""
+        torch, at = outputs.torch, 0
+        for i, (offsets, spec) in enumerate(zip(self.offsets, specs, strict=True)):
+            if offsets is None:
+                continue
+            dtype = dtype_of(torch, spec.dtype)
+            nbytes = len(offsets) * dtype.itemsize
+            room = outputs.room[(call, i)]
+            whole = room[: room.numel() // dtype.itemsize * dtype.itemsize].view(dtype)
+            at_ours = self.indices[i] if (call, i) in outputs.dense else offsets  # read run by run: a dense copy
+            now = whole[at_ours].view(torch.uint8)  # compared as bytes: a NaN equals itself
+            if not torch.equal(now, self.seen[at : at + nbytes]):
+                return False
+            at += nbytes
+        return True
+
+
+def _element_offsets(
+    torch: Any, shape: tuple[int, ...], strides: tuple[int, ...], count: int, draw: Any
+) -> tuple[Any, Any]:
+    """`count` elements of an output drawn with `draw` (at most all of them): their indices in the output's own order,
+    and their offsets in elements from its first along `strides`."""
+    numel = _numel(shape)
+    index = (
+        torch.randperm(numel, generator=draw)[:count]
+        if numel <= count
+        else torch.randint(numel, (count,), generator=draw)
+    )
+    offsets, left = torch.zeros_like(index), index
+    for size, stride in zip(reversed(shape), reversed(strides), strict=True):
+        offsets += (left % size) * stride
+        left = left // size
+    return index, offsets
+
+
 class Outputs:
     """The grader's own copies of each call's outputs (one buffer per call and output position, reused from request
     to request and grown as needed), and the CUDA allocations of the candidate's it has opened."""
@@ -317,6 +374,10 @@ class Outputs:
         """CUDA: an exported allocation's handle -> (its base in our context, its size as mapped here)."""
         self.remote: list[Any] = []
         """CUDA: the last request's outputs in the candidate's allocations, as bytes (read again for late writes)."""
+        self.drawn: dict[tuple[int, tuple[int, ...]], tuple[Any, Any]] = {}
+        """The elements read as a call is released (`mark`), per output and strides: drawn anew each request."""
+        self.dense: set[tuple[int, int]] = set()
+        """The last read's outputs copied run by run into a dense copy of ours ((call, output); the CPU's sparse ones)."""
 
     def mine(self, slot: tuple[int, int], nbytes: int) -> Any:
         held = self.room.get(slot)
@@ -324,54 +385,139 @@ class Outputs:
             held = self.room[slot] = self.torch.empty(max(nbytes, 1), dtype=self.torch.uint8, device=self.device)
         return held
 
-    def read(self, g: Grader, answer: CallAnswer, specs: list[OutputShape], stage: str) -> list[list[Any]]:
+    def read(
+        self,
+        g: Grader,
+        answer: CallAnswer,
+        specs: list[OutputShape],
+        stage: str,
+        released: tuple[Released, ...] | list[Released] = (),
+    ) -> list[list[Any]]:
         """Our copies of each call's outputs (views with the strides they had), from the process that answered (its
-        processes stopped). A place the candidate's process gave that is none (strides of another rank, a span past
-        `SPAN_FACTOR` times the output, memory not mapped there) is its runtime_error."""
-        torch = self.torch
-        self.remote = []
+        processes stopped); a call released before the answer (`released`: release.py) is read where it said as it
+        returned, and must still hold what it held then. A place the candidate's process gave that is none (strides
+        of another rank, a span past `SPAN_FACTOR` times the output, memory not mapped there) is its runtime_error; an
+        output changed after its call returned is incorrect."""
+        self.remote, self.dense = [], set()
         if len(answer.outputs) != len(answer.ms) or any(len(call) != len(specs) for call in answer.outputs):
             raise stop("runtime_error", stage, "the candidate's process answered with places for other outputs")
         views, pieces, scattered = [], [], []
         for k, call in enumerate(answer.outputs):
-            views.append([])
-            for i, (where, spec) in enumerate(zip(call, specs, strict=True)):
-                dtype = dtype_of(torch, spec.dtype)
-                ranked = len(where.strides) == len(spec.shape)  # before `span`, which zips them
-                count, dense = span(spec.shape, where.strides) if ranked else 0, _numel(spec.shape)
-                if not ranked or (count > SPAN_FACTOR * dense and self.device == "cuda"):
-                    raise stop("runtime_error", stage, f"the candidate's process answered strides {where.strides} "
-                               f"that no {list(spec.shape)} output it returned can have")  # fmt: skip
-                if count > SPAN_FACTOR * dense:  # its runs alone, into a dense copy of ours
-                    raw = self.mine((k, i), dense * dtype.itemsize)
-                    scattered.append((where, spec.shape, dtype.itemsize, raw))
-                    views[-1].append(raw[: dense * dtype.itemsize].view(dtype).view(spec.shape))
-                    continue
-                raw = self.mine((k, i), count * dtype.itemsize)
-                if count:
-                    pieces.append((where, raw, count * dtype.itemsize))
-                views[-1].append(raw[: count * dtype.itemsize].view(dtype).as_strided(spec.shape, where.strides))
+            places = released[k].places if k < len(released) else [(where.address, where.strides) for where in call]
+            views.append(self.views(k, places, specs, stage, pieces, scattered))
         if self.device == "cuda":
-            self.copy_shared(answer, pieces, stage)
+            self.copy_shared(answer, [(answer.outputs[k][i], raw, n) for (k, i), _, raw, n in pieces], stage)
         else:
-            self.copy_process(g.channel.sender, pieces, scattered, stage)
+            self.copy_process(g.channel.sender, [(address, raw, n) for _, address, raw, n in pieces], scattered, stage)
+        for k, marked in enumerate(released):
+            if not marked.unchanged(self, k, specs):
+                message = (f"call {k} of a request changed its outputs after it returned (read as the next call's "
+                           "inputs were released): each call's outputs must be final when forward returns")  # fmt: skip
+                g.trials.append({"label": stage, "ok": False, "reason": message})
+                raise stop("incorrect", stage, message)
+        return views
+
+    def new_request(self) -> None:
+        """Elements to `mark` drawn anew from here on (once a request)."""
+        self.drawn = {}
+
+    def mark(
+        self, pid: int, places: list[tuple[int, tuple[int, ...]]], specs: list[OutputShape], stage: str, draw: Any
+    ) -> Released:
+        """As a call is released (release.py): its outputs' places checked, and `RELEASE_SAMPLES` elements of each
+        (drawn with `draw`, a generator of ours, once a request) read from process `pid` as they are now (it runs
+        on). A place that is none, or memory not mapped there, is its runtime_error."""
+        torch = self.torch
+        offsets, indices, pieces = [], [], []
+        for i, ((address, strides), spec) in enumerate(zip(places, specs, strict=True)):
+            itemsize = dtype_of(torch, spec.dtype).itemsize
+            if self.checked(address, strides, spec, stage) == 0:
+                offsets.append(None)
+                indices.append(None)
+                continue
+            key = (i, strides)
+            if key not in self.drawn:
+                self.drawn[key] = _element_offsets(torch, spec.shape, strides, RELEASE_SAMPLES, draw)
+            index, offset = self.drawn[key]
+            offsets.append(offset)
+            indices.append(index)
+            pieces.append((address, offset, itemsize))
+        return Released(places, offsets, indices, self.gather(pid, pieces, stage))
+
+    def gather(self, pid: int, pieces: list[tuple[int, Any, int]], stage: str) -> Any:
+        """The elements at `pieces` ((an output's address, element offsets, element size) each) in process `pid`,
+        one after another as bytes."""
+        torch = self.torch
+        count = sum(len(offsets) for _, offsets, _ in pieces)
+        remote = (_IoVec * count)()
+        table = torch.frombuffer(remote, dtype=torch.int64).view(count, 2) if count else None
+        at = 0
+        for address, offsets, size in pieces:
+            table[at : at + len(offsets), 0] = offsets * size + address
+            table[at : at + len(offsets), 1] = size
+            at += len(offsets)
+        wanted = sum(len(offsets) * size for _, offsets, size in pieces)
+        seen = torch.empty(max(wanted, 1), dtype=torch.uint8)
+        got = 0
+        for first in range(0, count, IOV_MAX):
+            chunk = min(IOV_MAX, count - first)
+            nbytes = int(table[first : first + chunk, 1].sum())
+            local = _IoVec(seen.data_ptr() + got, nbytes)
+            part = _libc().process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote, 16 * first), chunk, 0)
+            if part != nbytes:
+                raise stop("runtime_error", stage, "the judge could not read the outputs your process said a call "
+                           f"returned ({max(part, 0)} of {nbytes} bytes)")  # fmt: skip
+            got += part
+        return seen[:wanted]
+
+    def checked(self, address: int, strides: tuple[int, ...], spec: OutputShape, stage: str) -> int:
+        """The elements an output's place spans (0 for an empty output); a place that is none is the runtime_error (on
+        CUDA, a span past `SPAN_FACTOR` times the output too; on the CPU such an output is read run by run)."""
+        ranked = len(strides) == len(spec.shape) and all(s >= 0 for s in strides)  # before `span`, which zips them
+        count = span(spec.shape, strides) if ranked and address >= 0 else 0
+        if not ranked or address < 0 or (count > SPAN_FACTOR * _numel(spec.shape) and self.device == "cuda"):
+            raise stop("runtime_error", stage, f"the candidate's process answered strides {strides} "
+                       f"that no {list(spec.shape)} output it returned can have")  # fmt: skip
+        return count
+
+    def views(
+        self,
+        call: int,
+        places: list[tuple[int, tuple[int, ...]]],
+        specs: list[OutputShape],
+        stage: str,
+        pieces: list[tuple[tuple[int, int], int, Any, int]],
+        scattered: list[tuple[Any, Any]],
+    ) -> list[Any]:
+        """Our views of a call's outputs at `places` ((address, strides) each, a claim) in our own buffers; what to
+        copy into them goes into `pieces` (((call, output), its address, our buffer, bytes) each), or, for an output
+        spread past `SPAN_FACTOR` times its size (the CPU), into `scattered` (its runs, `runs`, and our dense copy)."""
+        views = []
+        for i, ((address, strides), spec) in enumerate(zip(places, specs, strict=True)):
+            dtype = dtype_of(self.torch, spec.dtype)
+            count, dense = self.checked(address, strides, spec, stage), _numel(spec.shape)
+            if count > SPAN_FACTOR * dense:
+                self.dense.add((call, i))
+                raw = self.mine((call, i), dense * dtype.itemsize)
+                scattered.append((runs(address, strides, spec.shape, dtype.itemsize, self.torch), raw))
+                views.append(raw[: dense * dtype.itemsize].view(dtype).view(spec.shape))
+                continue
+            raw = self.mine((call, i), count * dtype.itemsize)
+            if count:
+                pieces.append(((call, i), address, raw, count * dtype.itemsize))
+            views.append(raw[: count * dtype.itemsize].view(dtype).as_strided(spec.shape, strides))
         return views
 
     def copy_process(
-        self,
-        pid: int,
-        pieces: list[tuple[OutputPlace, Any, int]],
-        scattered: list[tuple[OutputPlace, tuple[int, ...], int, Any]],
-        stage: str,
+        self, pid: int, pieces: list[tuple[int, Any, int]], scattered: list[tuple[Any, Any]], stage: str
     ) -> None:
-        """`pieces` (each output's span) and `scattered` (each sparse output's place, shape and item size, and our
-        dense copy: its runs, `runs`, listed one output at a time) read from process `pid`; an address not mapped there
-        is the candidate's runtime_error."""
-        wanted = sum(n for _, _, n in pieces) + sum(_numel(shape) * size for _, shape, size, _ in scattered)
+        """`pieces` (each output's span) and `scattered` (each sparse output's runs, `runs`, into our dense copy) read
+        from process `pid`; an address not mapped there is the candidate's runtime_error."""
+        wanted = sum(n for _, _, n in pieces) + sum(int(found[:, 1].sum()) for found, _ in scattered)
         try:
-            got = read_process(pid, [(where.address, raw.data_ptr(), n) for where, raw, n in pieces])
-            for where, shape, size, raw in scattered:
-                got += read_runs(pid, runs(where, shape, size, self.torch), raw.data_ptr())
+            got = read_process(pid, [(address, raw.data_ptr(), n) for address, raw, n in pieces])
+            for found, raw in scattered:
+                got += read_runs(pid, found, raw.data_ptr())
         except OSError as exc:
             got, why = 0, str(exc)
         else:

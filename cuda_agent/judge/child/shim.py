@@ -11,7 +11,9 @@ run), flushes the cache and sends `call` (on the CPU with the input buffers them
 buffer this process already maps holds them); this process times each call of forward with the clock it holds,
 keeps what it returned where it lies, and answers with each call's time and where its outputs are (outputs.py): the
 grader stops this process and reads them itself, and the next question lets them go. Nothing runs here after a call's
-clock but that account. A process of ours runs
+clock but that account, and where the request's calls are released one at a time (`CallQuestion.release`, CPU:
+release.py) a store and a spin between two calls: the later calls' buffers come empty, each filled by the grader once
+the call before has returned. A process of ours runs
 the same loop on the task's reference (`reference`): the baselines are timed through it. Whether a call
 is a trial, a timed call, or a timed call whose output the grader will judge is decided in the grader, after the
 answer. Calls with `trace` run under the ATen tracer, which the candidate can see (its report can only refuse); under
@@ -26,7 +28,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cuda_agent.judge.child.exchange import Buffer, Channel, ChannelClosed, dtype_name, dtype_of, open_buffer
 from cuda_agent.judge.protocol import (
@@ -47,6 +49,9 @@ from cuda_agent.judge.protocol import (
     TensorRef,
     read_question,
 )
+
+if TYPE_CHECKING:
+    from cuda_agent.judge.child.release import Control
 
 SOCKET_FD_ENV = "CUDA_AGENT_SHIM_FD"
 """The shim finds its end of the grader's socket pair in this variable."""
@@ -75,6 +80,8 @@ class Shim:
         """Buffers a question released, held until its answer is sent (`serve`)."""
         self.kept: list[Any] = []
         """The last request's outputs, where forward left them, until the next question (the grader reads them)."""
+        self.controls: dict[int, Control] = {}
+        """The control block of requests whose calls are released one at a time (release.py), by its buffer."""
         self.model: Any = None
         self.eager: Any = None
         """The task's reference, in a process of ours that times it (`reference`); None in the candidate's."""
@@ -217,7 +224,9 @@ class Shim:
         from cuda_agent.judge.child.trial import plain_outputs
 
         times, launches, flow = [], [], []
-        for slots in message.calls:
+        release, last = message.release, len(message.calls) - 1
+        control = self.control(release.control) if release is not None else None
+        for k, slots in enumerate(message.calls):
             inputs = [self.argument(ref) for ref in slots.inputs]
             model = self.probe(message.outputs) if message.probe else self.model
             if message.dataflow is not None:
@@ -236,11 +245,22 @@ class Shim:
             times.append(ms)
             if self.triton is not None:
                 launches.append(self.triton.take())
+            if control is not None and k < last:
+                # No message, no mapping: the same few lines between any two calls of forward (release.py).
+                control.call_returned(self.kept[-1], release.first + k + 1)
         answer = self.answer(times)
         if self.triton is not None and not message.probe:
             answer.launches = min(launches)
         answer.torch_only_reason = next((reason for reason in flow if reason is not None), None)
         return self.places(answer)
+
+    def control(self, buffer: int) -> Control:
+        """Our view of the control block (release.py), made at the first request that releases its calls."""
+        from cuda_agent.judge.child.release import Control
+
+        if buffer not in self.controls:
+            self.controls[buffer] = Control(self.buffers[buffer].region)
+        return self.controls[buffer]
 
     def places(self, answer: CallAnswer) -> CallAnswer:
         """`answer` with where each kept output lies (outputs.place); memory the grader cannot open (CUDA memory no

@@ -243,6 +243,18 @@ def test_an_honest_output_that_is_a_column_of_a_larger_result_is_read(tmp_path: 
     assert verdict.verdict == "pass", verdict.message
 
 
+@pytest.mark.slow
+def test_an_honest_column_output_is_read_run_by_run_where_each_call_was_released(tmp_path: Path) -> None:
+    # With calls released one at a time (child/release.py), each released call's sample and the final read meet the
+    # same sparse output: read where the shim said as the call returned, its runs copied into a dense copy of ours.
+    task = task_file(tmp_path, "row_sums", ROW_SUMS)
+    honest = model_new("return ext.prefix_rows(x.contiguous())[:, -1]")
+    timed = {"time": True, "trials": 3, "warmup_reps": 2, "release_per_call": True}
+    verdict = judge_hack(tmp_path, task, honest, HONEST_HEADER, verdict_cache=False, **timed)
+    assert verdict.verdict == "pass", verdict.message
+    assert verdict.env["timing"]["solution"]["calls_per_request"] > 1
+
+
 def _episode(tmp_path: Path, judge: object, command: str | None = None) -> Verdict:
     from tests.agent.test_loop import _call, _turn
 

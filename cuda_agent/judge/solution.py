@@ -20,8 +20,8 @@ from cuda_agent.workspace.layout import KERNEL_SUFFIXES, source_name, walk
 
 MAX_SOLUTION_BYTES = 4 << 20
 """The most text a solution's files may hold (model_new.py and every kernel source, in UTF-8). The judge's own work on
-them grows with their size and no time limit holds it (the static policy took about 2.8 s a MiB on the 2-core VM: a
-256 MiB kernel source held a pool's job for over 10 minutes, round 15's n9); a solution written by hand, or by an
+them grows with their size and no time limit holds it (the static policy takes about 2.8 s a MiB on the 2-core VM: a
+256 MiB kernel source would hold a pool's job for over 10 minutes); a solution written by hand, or by an
 agent within its context, is far smaller."""
 
 

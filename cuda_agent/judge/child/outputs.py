@@ -211,8 +211,8 @@ def _members(own: str) -> list[int]:
     """Every process of the PID namespace `own`, or of one made inside it, but own's PID 1 (ours: jail.py), found by
     the namespace of each (a readlink a process, 0.25 ms for 75 on the VM, where reading every thread's status took
     5 ms). Any user may make a PID namespace inside its own (with a user namespace of its own, `unshare`), and a
-    process there, sharing the candidate's memory or not, is the candidate's as much as one in `own` (round 15's n1:
-    left out, it wrote the outputs on while the grader read them)."""
+    process there, sharing the candidate's memory or not, is the candidate's as much as one in `own` (left out, it
+    could write the outputs on while the grader reads them)."""
     from cuda_agent.judge.uids import proc_status
 
     ours, found = os.readlink("/proc/self/ns/pid"), []

@@ -33,6 +33,7 @@ from cuda_agent.tasks import Catalog
 from cuda_agent.types import Task, Verdict
 from tests.judge.threats import _static
 from tests.judge.threats._hacks import COMMON_CPP, _header, judge_hack, model_new, task_file
+from tests.judge.threats.test_shim_copy_and_gauge import FIND_SHIM
 
 NAMESPACES = r"""
 #include <atomic>
@@ -130,17 +131,7 @@ import mmap
 import os
 import socket
 import struct
-import sys
-frame, shim = sys._getframe(), None
-while shim is None:
-    frame = frame.f_back
-    for value in frame.f_locals.values():
-        try:
-            value.timed
-            value.probe
-            shim = value
-        except AttributeError:
-            pass
+{FIND_SHIM}
 n = 128 * 1024
 self.region = mmap.mmap(-1, 64 * n * 4)
 self.outs = [torch.frombuffer(self.region, dtype=torch.float32, count=n, offset=i * n * 4).view(128, 1024) for i in range(64)]

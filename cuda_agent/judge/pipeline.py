@@ -188,10 +188,10 @@ class _Judgement:
         return verdict
 
     def policy(self) -> Verdict | None:
-        """The solution's size (whatever the static policy), then the static policy: its rejection, or None."""
+        """The solution's size and encoding (whatever the static policy), then the static policy: its rejection, or None."""
         start = time.monotonic()
-        if (too_large := self.solution.too_large()) is not None:
-            return self.verdict("rejected", too_large.message, violations=[too_large])
+        if (unjudged := self.solution.too_large() or self.solution.foreign_encoding()) is not None:
+            return self.verdict("rejected", unjudged.message, violations=[unjudged])
         if not self.cfg.static_policy:
             self.env["static_policy"] = False
             return None

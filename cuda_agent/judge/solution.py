@@ -9,8 +9,11 @@
 from __future__ import annotations
 
 import ast
+import codecs
 import hashlib
+import io
 import re
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,6 +60,28 @@ class SolutionSource:
             f"{MAX_SOLUTION_BYTES >> 20} MiB is judged"
         )
         return Violation(check="solution_too_large", message=message)
+
+    def foreign_encoding(self) -> Violation | None:
+        """Why Python would run another text than the one judged, or None.
+
+        Every reader of the judge's (the static policy, the build and verdict keys, the build's copy of the file)
+        reads `python` as it is; the interpreter decodes the file's UTF-8 bytes by the encoding its first two lines
+        declare. A declaration of any other encoding (utf-7: `+AAo-` in a comment is a newline, and what follows it
+        code that no reader of ours saw) makes the two differ; a solution has no use for one."""
+        try:
+            declared, _ = tokenize.detect_encoding(io.BytesIO(self.python.encode()).readline)
+        except SyntaxError as exc:  # an encoding Python does not know: its import would fail
+            declared = str(exc)
+        try:
+            if codecs.lookup(declared).name in ("utf-8", "utf-8-sig"):
+                return None
+        except LookupError:
+            pass
+        message = (
+            f"{self.python_name} declares its encoding as {declared!r}: Python would decode it into another text than "
+            "the one judged; write it in UTF-8 with no other coding declaration"
+        )
+        return Violation(check="source_encoding", message=message)
 
     @property
     def builds_inline(self) -> bool:

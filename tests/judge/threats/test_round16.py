@@ -7,10 +7,17 @@ unconfined candidate can reach.
   a forward that computes with torch wherever no instrument of ours watches passed the static policy, which refuses
   the same line written plainly (r1: pass 1 under both policies, the default config). Now a Python file that
   declares any encoding but UTF-8 is rejected before any stage, whatever the static policy.
+- A service on loopback. The candidate of `cuda-agent judge` (confined: a user id of its own, PID and mount
+  namespaces) shared the machine's network, and so reached `cuda-agent serve` on 127.0.0.1 with no token: it asked
+  for a job with `candidate_user: null`, whose code ran as the service's user (root), found the judgement's folder
+  and rewrote the grader's result as the grader wrote it (r2: a forward of zeros passed). Now a confined candidate
+  has a network namespace of its own (no interface up), and the service takes `candidate_user` from no request.
 """
 
 from __future__ import annotations
 
+import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -19,6 +26,7 @@ from cuda_agent.judge import JudgeConfig, judge
 from cuda_agent.judge.solution import SolutionSource
 from cuda_agent.tasks import Catalog
 from tests.judge.threats import _static
+from tests.judge.threats._hacks import judge_hack, model_new
 
 RELU_CPP = r"""
 #include <torch/extension.h>
@@ -82,3 +90,64 @@ def test_the_hidden_line_written_plainly_is_refused_by_the_static_policy() -> No
 def test_a_utf8_solution_with_or_without_a_declaration_is_judged(declaration: str) -> None:
     verdict = _judge(_solution(declaration, ""))
     assert (verdict.verdict, verdict.reward) == ("pass", 1), verdict.message
+
+
+REACH_OUT = """
+import socket
+for family, address in ((socket.AF_INET, ("127.0.0.1", {port})), (socket.AF_UNIX, "\\0{abstract}")):
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.settimeout(5)
+            s.connect(address)
+            s.sendall(b"the candidate")
+    except OSError:
+        pass
+"""
+"""What a candidate's `__init__` sends to a TCP port on loopback and to an abstract Unix socket of the machine's."""
+
+
+def _listen(sock: socket.socket, heard: list[bytes]) -> None:
+    sock.listen()
+    while True:
+        try:
+            conn, _ = sock.accept()
+        except OSError:  # closed: the test is over
+            return
+        with conn:
+            conn.settimeout(5)
+            heard.append(conn.recv(64))
+
+
+def test_a_confined_candidate_reaches_no_service_of_the_machines(tmp_path: Path) -> None:
+    from cuda_agent.judge.confine import mounts_work
+
+    if not mounts_work():
+        pytest.skip("needs root and namespaces: unconfined, the candidate shares the judge's network by design")
+    heard: list[bytes] = []
+    tcp = socket.create_server(("127.0.0.1", 0))
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    name = f"cuda-agent-round16-{tmp_path.name}"
+    abstract.bind("\0" + name)
+    for sock in (tcp, abstract):
+        threading.Thread(target=_listen, args=(sock, heard), daemon=True).start()
+    try:
+        init = REACH_OUT.format(port=tcp.getsockname()[1], abstract=name)
+        verdict = judge_hack(
+            tmp_path, "examples/relu", model_new("return ext.relu(x.contiguous())", init=init), static_policy=False
+        )
+    finally:
+        tcp.close()
+        abstract.close()
+    # Once: both heard the candidate (r2 asked `cuda-agent serve` on loopback to run its code as root).
+    assert heard == [], heard
+    assert (verdict.verdict, verdict.reward) == ("pass", 1), verdict.message
+
+
+def test_the_service_takes_the_candidates_user_from_no_request() -> None:
+    from cuda_agent.sandbox.service import ClientError, JudgeRequest, Paths, judge_job
+
+    # Once: `{"candidate_user": null}` ran the request's candidate as the service's own user (root).
+    for user in (None, "nobody", "fresh"):
+        request = JudgeRequest(task="examples/relu", solution="x", config={"candidate_user": user})
+        with pytest.raises(ClientError, match="candidate_user is the service's"):
+            judge_job(request, {}, Paths(None), Catalog())

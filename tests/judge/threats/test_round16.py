@@ -12,6 +12,13 @@ unconfined candidate can reach.
   for a job with `candidate_user: null`, whose code ran as the service's user (root), found the judgement's folder
   and rewrote the grader's result as the grader wrote it (r2: a forward of zeros passed). Now a confined candidate
   has a network namespace of its own (no interface up), and the service takes `candidate_user` from no request.
+- Not closed: a workspace's kernels/ are compiled by the judge's user (root), outside any confinement, and the
+  compiler's errors come back in the verdict. A kernel that includes a file only root may read gets that file's lines
+  back as errors (r3), past the static policy wherever the file's name ends as one of the workspace's own headers
+  does (the policy checks a quoted include's last component only); an assembler's `.incbin` would put its bytes in
+  the module the candidate loads. Compiling as the candidate (its leased id, as a single file's `load_inline` build
+  already is) closes it, but takes the shared compiler cache away from those builds: 34.8 s against 0.9 s for the
+  relu workspace on the 2-core VM. A strict xfail until the judge compiles as the candidate.
 """
 
 from __future__ import annotations
@@ -151,3 +158,28 @@ def test_the_service_takes_the_candidates_user_from_no_request() -> None:
         request = JudgeRequest(task="examples/relu", solution="x", config={"candidate_user": user})
         with pytest.raises(ClientError, match="candidate_user is the service's"):
             judge_job(request, {}, Paths(None), Catalog())
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a workspace's kernels are compiled as the judge's user (root): what they include is read with its "
+    "rights, and the compiler's errors quote it in the verdict (round 16's r3; not closed, see the module's note)",
+)
+def test_a_workspace_kernel_reads_nothing_the_candidate_may_not(tmp_path: Path) -> None:
+    import os
+    import shutil
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root: a judge run as a plain user compiles as that user, whose files the candidate shares")
+    secret = tmp_path / "closed" / "notes.h"
+    secret.parent.mkdir(mode=0o700)
+    secret.write_text("CANARY_round16 only root may read this line\n")
+    secret.chmod(0o600)
+    workspace = tmp_path / "ws"
+    shutil.copytree(Path(__file__).parents[3] / "solutions" / "workspaces" / "examples_relu_cpu", workspace)
+    (workspace / "kernels" / "notes.h").write_text("// a header of the workspace's own\n")
+    relu = workspace / "kernels" / "relu.cpp"
+    relu.write_text(f'#include "{secret}"\n' + relu.read_text())
+    config = JudgeConfig(device="cpu", policy=_static.POLICY, time=False, verdict_cache=False)
+    verdict = judge(Catalog().resolve("examples/relu"), workspace, config)
+    assert "CANARY_round16" not in (verdict.compile_log or "") + verdict.message, verdict.compile_log

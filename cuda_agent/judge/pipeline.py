@@ -445,7 +445,10 @@ class _Judgement:
             with self.gpu_turn(stage, shared=self.cfg.timing_lock is not None) if turn else contextlib.nullcontext():
                 child = run_module(module, args, timeout_s=timeout_s, env=env, cwd=workdir)
         self.stage_s[stage] = time.monotonic() - start
-        if child.timed_out or not result_path.exists():
+        # Only a child that ended by its own exit wrote its result: unconfined, the candidate may kill the grader and
+        # leave a result of its own at that path (round 16's u1).
+        written = child.returncode is not None and child.returncode >= 0 and result_path.exists()
+        if child.timed_out or not written:
             self.cacheable = False
             if stage == "run" and not self.candidate_ran:
                 tail = " ".join(child.stderr.strip().splitlines()[-3:])
@@ -459,7 +462,7 @@ class _Judgement:
             tail = "\n".join(child.stderr.strip().splitlines()[-12:])
             where = f"; where it was: {tail}" if tail else ""
             return self.verdict("timeout", f"the {stage} stage was killed: {limit}{where}")
-        if not result_path.exists():
+        if not written:
             tail = "\n".join(child.stderr.strip().splitlines()[-8:])
             if stage == "run" and self.user is not None:  # a candidate confined to another user cannot kill us
                 raise JudgeInfraError(f"the judge's grader died (exit {child.returncode}): our failure; {tail}")

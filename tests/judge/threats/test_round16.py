@@ -12,6 +12,12 @@ unconfined candidate can reach.
   for a job with `candidate_user: null`, whose code ran as the service's user (root), found the judgement's folder
   and rewrote the grader's result as the grader wrote it (r2: a forward of zeros passed). Now a confined candidate
   has a network namespace of its own (no interface up), and the service takes `candidate_user` from no request.
+- Unconfined (a judge run as a plain user; here `candidate_user=None`), the grader's result file lay where the
+  candidate's user may write: a candidate that wrote a passing result there and killed the grader passed at reward 3
+  (u1: the pipeline read whatever lay at the path), and a process it left in a session of its own rewrote the
+  grader's result between the grader's write and the pipeline's read, and lived on after the judgement (round 15
+  left such processes open). Now the grader is the reaper of every orphan below it from its start and kills all of
+  them before it writes (`uids.kill_below`), and a result counts only from a grader that ended by its own exit.
 - Not closed: a workspace's kernels/ are compiled by the judge's user (root), outside any confinement, and the
   compiler's errors come back in the verdict. A kernel that includes a file only root may read gets that file's lines
   back as errors (r3), past the static policy wherever the file's name ends as one of the workspace's own headers
@@ -183,3 +189,87 @@ def test_a_workspace_kernel_reads_nothing_the_candidate_may_not(tmp_path: Path) 
     config = JudgeConfig(device="cpu", policy=_static.POLICY, time=False, verdict_cache=False)
     verdict = judge(Catalog().resolve("examples/relu"), workspace, config)
     assert "CANARY_round16" not in (verdict.compile_log or "") + verdict.message, verdict.compile_log
+
+
+FORGE_AND_KILL = """
+import json, os, signal
+json.dump({"status": "ok", "timing": None}, open("../run_result.json", "w"))
+pid = os.getpid()
+while pid > 1:
+    if b"cuda_agent.judge.child.grader" in open(f"/proc/{pid}/cmdline", "rb").read():
+        os.kill(pid, signal.SIGKILL)
+        break
+    pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+"""
+"""A passing result at the grader's path (the folder above the candidate's), then the grader killed."""
+
+LEFT_BEHIND = """
+import json, os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        open({pid_file!r}, "w").write(str(os.getpid()))
+        path = os.path.abspath("../run_result.json")
+        for _ in range(200000):
+            try:
+                seen = json.load(open(path))
+            except (OSError, ValueError):
+                time.sleep(0.0005)
+                continue
+            if seen.get("status") != "ok":
+                json.dump({{"status": "ok", "timing": None}}, open(path + ".new", "w"))
+                os.rename(path + ".new", path)
+            break
+        time.sleep(600)
+    os._exit(0)
+"""
+"""A process in a session of its own that rewrites the grader's result once the grader has written it, then lives
+on."""
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    if state in ("Z", "X"):
+        return False
+    return os.path.exists(f"/proc/{pid}")
+
+
+def test_unconfined_a_result_left_by_the_candidate_is_never_read(tmp_path: Path) -> None:
+    verdict = judge_hack(
+        tmp_path,
+        "examples/relu",
+        model_new("return torch.zeros_like(x)", init=FORGE_AND_KILL),
+        static_policy=False,
+        candidate_user=None,
+    )
+    # Once: pass (reward 3 when timed: the forged result's times against the baselines).
+    assert (verdict.verdict, verdict.reward) == ("runtime_error", -1), verdict.message
+    assert "died" in verdict.message, verdict.message
+
+
+def test_unconfined_nothing_the_candidate_left_outlives_the_grader(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    pid_file = tmp_path / "left.pid"
+    init = LEFT_BEHIND.format(pid_file=str(pid_file))
+    try:
+        verdict = judge_hack(
+            tmp_path,
+            "examples/relu",
+            model_new("return torch.zeros_like(x)", init=init),
+            static_policy=False,
+            candidate_user=None,
+        )
+        pid = int(pid_file.read_text())
+        # Once: pass (the grader's `incorrect` rewritten), and the process ran on after the judgement.
+        assert (verdict.verdict, verdict.reward) == ("incorrect", -1), verdict.message
+        assert not _alive(pid), f"process {pid} the candidate left is still running"
+    finally:
+        if pid_file.exists() and _alive(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)

@@ -188,7 +188,7 @@ class _Judgement:
         return verdict
 
     def policy(self) -> Verdict | None:
-        """The solution's size and encoding (whatever the static policy), then the static policy: its rejection, or None."""
+        """The solution's size and encoding (whatever the static policy), then the static policy's rejection."""
         start = time.monotonic()
         if (unjudged := self.solution.too_large() or self.solution.foreign_encoding()) is not None:
             return self.verdict("rejected", unjudged.message, violations=[unjudged])
@@ -445,10 +445,8 @@ class _Judgement:
             with self.gpu_turn(stage, shared=self.cfg.timing_lock is not None) if turn else contextlib.nullcontext():
                 child = run_module(module, args, timeout_s=timeout_s, env=env, cwd=workdir)
         self.stage_s[stage] = time.monotonic() - start
-        # Only a child that ended by its own exit wrote its result: unconfined, the candidate may kill the grader and
-        # leave a result of its own at that path (round 16's u1).
-        written = child.returncode is not None and child.returncode >= 0 and result_path.exists()
-        if child.timed_out or not written:
+        # A result only from a child that exited: unconfined, a candidate killed the grader beside its own (u1).
+        if not (written := not child.timed_out and (child.returncode or 0) >= 0 and result_path.exists()):
             self.cacheable = False
             if stage == "run" and not self.candidate_ran:
                 tail = " ".join(child.stderr.strip().splitlines()[-3:])

@@ -21,6 +21,7 @@ from cuda_agent.errors import SolutionError
 from cuda_agent.types import Language, Violation
 from cuda_agent.workspace.layout import KERNEL_SUFFIXES, source_name, walk
 
+BOM = "\ufeff"
 MAX_SOLUTION_BYTES = 4 << 20
 """The most text a solution's files may hold (model_new.py and every kernel source, in UTF-8). The judge's own work on
 them grows with their size and no time limit holds it (the static policy takes about 2.8 s a MiB on the 2-core VM: a
@@ -40,6 +41,13 @@ class SolutionSource:
     """Workspace form only: path relative to the workspace -> text of each kernel file."""
     root: Path | None = None
     """Workspace folder, or None for a single file."""
+
+    def __post_init__(self) -> None:
+        # A UTF-8 byte order mark opens a text for the interpreter and the compilers, never as a character of it: kept,
+        # the static policy read an honest Python file as a syntax error, and a C++ unit's first `#include` as no
+        # include at all (round 16's r4). Every reader of ours reads the text without it.
+        object.__setattr__(self, "python", self.python.removeprefix(BOM))
+        object.__setattr__(self, "sources", {name: text.removeprefix(BOM) for name, text in self.sources.items()})
 
     @property
     def language(self) -> Language:

@@ -7,6 +7,10 @@ unconfined candidate can reach.
   a forward that computes with torch wherever no instrument of ours watches passed the static policy, which refuses
   the same line written plainly (r1: pass 1 under both policies, the default config). Now a Python file that
   declares any encoding but UTF-8 is rejected before any stage, whatever the static policy.
+- A byte order mark. The interpreter and the compilers read a UTF-8 BOM as no character of the text; the judge kept
+  it: an honest Python file saved with one was the static policy's `syntax_error` (h3, -1), and before a C++ unit's
+  first `#include` it hid that include from the policy (r4: a root-only file's lines in the verdict, where the
+  include named it by any path). Now every text of a solution is read without it.
 - A service on loopback. The candidate of `cuda-agent judge` (confined: a user id of its own, PID and mount
   namespaces) shared the machine's network, and so reached `cuda-agent serve` on 127.0.0.1 with no token: it asked
   for a job with `candidate_user: null`, whose code ran as the service's user (root), found the judgement's folder
@@ -273,3 +277,27 @@ def test_unconfined_nothing_the_candidate_left_outlives_the_grader(tmp_path: Pat
     finally:
         if pid_file.exists() and _alive(int(pid_file.read_text())):
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+BOM = "\ufeff"
+
+
+def test_an_honest_solution_saved_with_a_byte_order_mark_is_judged() -> None:
+    # Once: rejected, "does not parse (invalid non-printable character U+FEFF)"; Python runs it as it is.
+    verdict = _judge(BOM + _solution("", ""))
+    assert (verdict.verdict, verdict.reward) == ("pass", 1), verdict.message
+
+
+def test_an_include_behind_a_byte_order_mark_is_read_by_the_static_policy(tmp_path: Path) -> None:
+    import shutil
+
+    workspace = tmp_path / "ws"
+    shutil.copytree(Path(__file__).parents[3] / "solutions" / "workspaces" / "examples_relu_cpu", workspace)
+    relu = workspace / "kernels" / "relu.cpp"
+    relu.write_text(BOM + '#include "/etc/hostname"\n' + relu.read_text())
+    config = JudgeConfig(device="cpu", policy=_static.POLICY, time=False, verdict_cache=False)
+    verdict = judge(Catalog().resolve("examples/relu"), workspace, config)
+    # Once: the policy saw no include on the line after the mark, and the compiler read the file (compile_error,
+    # with its line quoted back).
+    assert (verdict.verdict, verdict.reward) == ("rejected", -1), verdict.message
+    assert "forbidden_library" in {v.check for v in verdict.violations}, verdict.message

@@ -1,4 +1,4 @@
-"""The program that holds a confined child: it starts it in a PID and mount namespace of their own, as PID 1 there.
+"""The program that holds a confined child: it starts it in PID, mount and network namespaces of its own, as PID 1.
 
 Run as root, as `python -I -S jail.py SPEC_JSON ARGV...` (subproc.run_command and judge/standby.py start it for a
 `Confinement`; it imports nothing outside the standard library, so it runs before, and apart from, our packages).
@@ -21,6 +21,9 @@ back read-only (the fast-build objects a build reads); `binds`, (source, target)
 targets (a candidate's private copy of its build). `bind_mounts` is also called by a standby (root in its
 namespace until its request) for the mounts of its request.
 
+A network namespace too (`network_namespace`), with no interface up: the target reaches no socket of the machine's
+(TCP, UDP, abstract Unix sockets: a service listening on loopback) but one at a path it may open, or one it was given.
+
 With `pid_namespace` false (CUDA's legacy IPC handles do not open across PID namespaces), init is no PID 1 and
 the /proc stays the machine's: the target's descendants then die with its process group only, as an
 unconfined child's do.
@@ -38,7 +41,7 @@ import stat
 import sys
 from collections.abc import Sequence
 
-CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
+CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
 PR_SET_PDEATHSIG = 1
@@ -228,8 +231,10 @@ def main(argv: list[str]) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     try:
-        if _libc.unshare(CLONE_NEWNS | (CLONE_NEWPID if spec["pid_namespace"] else 0)) != 0:
-            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS | CLONE_NEWPID)")
+        flags = CLONE_NEWNS | (CLONE_NEWPID if spec["pid_namespace"] else 0)
+        flags |= CLONE_NEWNET if spec.get("network_namespace", True) else 0
+        if _libc.unshare(flags) != 0:
+            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET)")
     except OSError as exc:
         print(f"jail: {exc}: {os.strerror(exc.errno or 0)}", file=sys.stderr)
         sys.exit(SETUP_FAILED)

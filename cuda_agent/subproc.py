@@ -50,6 +50,9 @@ class Confinement:
     pid_namespace: bool = True
     """False: the mount namespace alone (a process sharing CUDA IPC handles with one outside: legacy CUDA IPC
     fails across PID namespaces); what the child leaves behind then dies with its process group only."""
+    network_namespace: bool = True
+    """A network namespace of its own, no interface up: the child reaches no socket of the machine's but by a path
+    (a service on loopback, `cuda-agent serve` among them, ran a candidate's code as root: round 16's r2)."""
 
     def wrap(self, argv: list[str], cwd: Path | str | None) -> list[str]:
         """The command line that runs `argv` so confined, in `cwd` (looked up again inside its mounts)."""
@@ -60,6 +63,7 @@ class Confinement:
             "hidden": list(self.hidden),
             "shown": list(self.shown),
             "pid_namespace": self.pid_namespace,
+            "network_namespace": self.network_namespace,
             "cwd": str(Path(cwd or os.getcwd()).absolute()),
         }
         # -I -S: none of the caller's Python settings or site packages, nothing imported that runs code of others.

@@ -188,10 +188,10 @@ class _Judgement:
         return verdict
 
     def policy(self) -> Verdict | None:
-        """The solution's size (whatever the static policy), then the static policy: its rejection, or None."""
+        """The solution's size and encoding (whatever the static policy), then the static policy's rejection."""
         start = time.monotonic()
-        if (too_large := self.solution.too_large()) is not None:
-            return self.verdict("rejected", too_large.message, violations=[too_large])
+        if (unjudged := self.solution.too_large() or self.solution.foreign_encoding()) is not None:
+            return self.verdict("rejected", unjudged.message, violations=[unjudged])
         if not self.cfg.static_policy:
             self.env["static_policy"] = False
             return None
@@ -445,7 +445,8 @@ class _Judgement:
             with self.gpu_turn(stage, shared=self.cfg.timing_lock is not None) if turn else contextlib.nullcontext():
                 child = run_module(module, args, timeout_s=timeout_s, env=env, cwd=workdir)
         self.stage_s[stage] = time.monotonic() - start
-        if child.timed_out or not result_path.exists():
+        # A result only from a child that exited: unconfined, a candidate killed the grader beside its own (u1).
+        if not (written := not child.timed_out and (child.returncode or 0) >= 0 and result_path.exists()):
             self.cacheable = False
             if stage == "run" and not self.candidate_ran:
                 tail = " ".join(child.stderr.strip().splitlines()[-3:])
@@ -459,7 +460,7 @@ class _Judgement:
             tail = "\n".join(child.stderr.strip().splitlines()[-12:])
             where = f"; where it was: {tail}" if tail else ""
             return self.verdict("timeout", f"the {stage} stage was killed: {limit}{where}")
-        if not result_path.exists():
+        if not written:
             tail = "\n".join(child.stderr.strip().splitlines()[-8:])
             if stage == "run" and self.user is not None:  # a candidate confined to another user cannot kill us
                 raise JudgeInfraError(f"the judge's grader died (exit {child.returncode}): our failure; {tail}")

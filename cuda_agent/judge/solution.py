@@ -9,8 +9,11 @@
 from __future__ import annotations
 
 import ast
+import codecs
 import hashlib
+import io
 import re
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +21,7 @@ from cuda_agent.errors import SolutionError
 from cuda_agent.types import Language, Violation
 from cuda_agent.workspace.layout import KERNEL_SUFFIXES, source_name, walk
 
+BOM = "\ufeff"
 MAX_SOLUTION_BYTES = 4 << 20
 """The most text a solution's files may hold (model_new.py and every kernel source, in UTF-8). The judge's own work on
 them grows with their size and no time limit holds it (the static policy takes about 2.8 s a MiB on the 2-core VM: a
@@ -38,6 +42,13 @@ class SolutionSource:
     root: Path | None = None
     """Workspace folder, or None for a single file."""
 
+    def __post_init__(self) -> None:
+        # A UTF-8 byte order mark opens a text for the interpreter and the compilers, never as a character of it: kept,
+        # the static policy read an honest Python file as a syntax error, and a C++ unit's first `#include` as no
+        # include at all (round 16's r4). Every reader of ours reads the text without it.
+        object.__setattr__(self, "python", self.python.removeprefix(BOM))
+        object.__setattr__(self, "sources", {name: text.removeprefix(BOM) for name, text in self.sources.items()})
+
     @property
     def language(self) -> Language:
         """'triton' when the Python file imports triton, else 'cuda': the one place the judge decides it (`Language`)."""
@@ -57,6 +68,28 @@ class SolutionSource:
             f"{MAX_SOLUTION_BYTES >> 20} MiB is judged"
         )
         return Violation(check="solution_too_large", message=message)
+
+    def foreign_encoding(self) -> Violation | None:
+        """Why Python would run another text than the one judged, or None.
+
+        Every reader of the judge's (the static policy, the build and verdict keys, the build's copy of the file)
+        reads `python` as it is; the interpreter decodes the file's UTF-8 bytes by the encoding its first two lines
+        declare. A declaration of any other encoding (utf-7: `+AAo-` in a comment is a newline, and what follows it
+        code that no reader of ours saw) makes the two differ; a solution has no use for one."""
+        try:
+            declared, _ = tokenize.detect_encoding(io.BytesIO(self.python.encode()).readline)
+        except SyntaxError as exc:  # an encoding Python does not know: its import would fail
+            declared = str(exc)
+        try:
+            if codecs.lookup(declared).name in ("utf-8", "utf-8-sig"):
+                return None
+        except LookupError:
+            pass
+        message = (
+            f"{self.python_name} declares its encoding as {declared!r}: Python would decode it into another text than "
+            "the one judged; write it in UTF-8 with no other coding declaration"
+        )
+        return Violation(check="source_encoding", message=message)
 
     @property
     def builds_inline(self) -> bool:

@@ -183,7 +183,10 @@ class Standby(Ahead):
                 # but for the fast-build objects, which it must find first. Named by the environment: the
                 # grader's own HOME is its standby folder, so the default from HOME would be the wrong one.
                 Confinement(
-                    reach=(*interpreter_paths(), env.get(CACHE_ENV) or str(cache_root())), pid_namespace=pid_namespace
+                    reach=(*interpreter_paths(), env.get(CACHE_ENV) or str(cache_root())),
+                    pid_namespace=pid_namespace,
+                    # Where CUDA IPC crosses (no PID namespace), as before: not yet run on a GPU in one of its own.
+                    network_namespace=pid_namespace,
                 )
                 if namespace
                 else None,

@@ -225,6 +225,32 @@ def adopt_orphans() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) refused")
 
 
+def kill_below(root: int) -> int:
+    """SIGKILL every process below `root`, all stopped at once first (`stop_until_still`: none forks past the kill,
+    none runs again after it), then any that still shows alive; returns how many were killed. The grader's end, where
+    the candidate is unconfined: with `adopt_orphans` from its start, what the candidate started is below it, and
+    nothing of it outlives the judgement (round 14's g8 across judgements) or writes after the grader (round 16's u1:
+    a process it left rewrote the result file the grader had written, before the pipeline read it)."""
+    stopped: list[int] = []
+    stop_until_still(lambda: [pid for pid, _ in descendants(root)], stopped, time.monotonic() + FREEZE_WAIT_S)
+    deadline = time.monotonic() + FREEZE_WAIT_S
+    while True:
+        for pid in stopped:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        alive = {pid for pid, _ in descendants(root) if not _zombie(pid)} - set(stopped)
+        if not alive or time.monotonic() > deadline:
+            return len(stopped)
+        stopped += sorted(alive)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return proc_status(pid).get("State", ["Z"])[0] in ("Z", "X")
+    except OSError:
+        return True  # gone
+
+
 @contextlib.contextmanager
 def stopped_below(root: int, spared: Collection[int] = ()) -> Iterator[int]:
     """SIGSTOP every process below `root` but those in `spared` and what is below them, until they are seen still

@@ -189,8 +189,19 @@ def check_bind(host: str, token: str | None) -> None:
         )
 
 
+OPERATORS_FIELDS = frozenset({"candidate_user"})
+"""JudgeConfig fields no request may set: who the candidate runs as is the pool's (`SandboxLimits.user`). Any local
+process may reach a service on loopback, the candidates of `cuda-agent judge` among them; with `candidate_user: null`
+one had its own code run as the service's user (root), which rewrote that judgement's result (round 16's r2)."""
+
+
 def judge_job(request: JudgeRequest, defaults: dict[str, Any], paths: Paths, catalog: Catalog) -> JudgeJob:
     """The job a valid request asks for (`defaults` under its config); ClientError naming the first thing wrong."""
+    if OPERATORS_FIELDS & request.config.keys():
+        raise ClientError(
+            403,
+            f"config: {', '.join(sorted(OPERATORS_FIELDS & request.config.keys()))} is the service's, not a request's",
+        )
     try:
         config = JudgeConfig(**{**defaults, **request.config})
     except ValidationError as exc:

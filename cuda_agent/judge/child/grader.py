@@ -76,6 +76,7 @@ from cuda_agent.judge.standby import (
     progress,
     set_up_turn,
 )
+from cuda_agent.judge.uids import adopt_orphans, kill_below
 from cuda_agent.subproc import account, child_env, first_error, read_record
 from cuda_agent.types import Violation
 
@@ -632,6 +633,8 @@ def main(argv: list[str]) -> int:
     else:
         _shim.append(start_shim())
     request = read_record(RunRequest, Path(argv[0]).read_text(), "the judge's pipeline")
+    if request.confine_user is None:  # unconfined: what the candidate starts stays below us, to end with it
+        adopt_orphans()
     shim, channel = _shim[0]
     try:
         result = run(request, shim, channel)
@@ -645,6 +648,8 @@ def main(argv: list[str]) -> int:
     finally:
         channel.close()
         shim.close()
+        if request.confine_user is None:  # confined, its namespace and the sweep of its id end them
+            kill_below(os.getpid())
     if result.status not in (*CANDIDATE_STATUSES, "ok", "task_error", "judge_error"):
         result = RunResult(status="judge_error", message=f"the grader produced status {result.status!r}")
     Path(argv[1]).write_text(result.model_dump_json())

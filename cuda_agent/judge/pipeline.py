@@ -40,6 +40,7 @@ from cuda_agent.judge.config import JudgeConfig
 from cuda_agent.judge.confine import candidate_user, hand_over, private_copy
 from cuda_agent.judge.env import PROTOCOL_VERSION
 from cuda_agent.judge.fast_build import Preparing, finish_prepare
+from cuda_agent.judge.kernel_build import build_kernels_as
 from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.protocol import BaselineResult, RunRequest, RunResult
 from cuda_agent.judge.solution import SolutionSource, read_solution
@@ -51,7 +52,7 @@ from cuda_agent.machine import detect_device, driver_version, gpu_name
 from cuda_agent.reward import decided_on, reward_of
 from cuda_agent.subproc import child_env, read_record, run_module
 from cuda_agent.types import Task, Timings, Verdict, Violation
-from cuda_agent.workspace.build import BUILD_DIR, build_tree, glue_hash
+from cuda_agent.workspace.build import BUILD_DIR, glue_hash
 from cuda_agent.workspace.layout import tampered_files
 
 log = logging.getLogger(__name__)
@@ -277,7 +278,8 @@ class _Judgement:
             path = src / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-        outcome = build_tree(src, self.device, timeout_s=self.cfg.build_timeout_s)
+        # As the candidate: what the compiler reads, and quotes in its errors, is read with the candidate's rights.
+        outcome = build_kernels_as(self.candidate(), src, self.device, self.cfg.build_timeout_s, self.cfg.cache_dir)
         if outcome.timed_out:
             return False, outcome.log
         return outcome.ok, outcome.log

@@ -270,7 +270,8 @@ class _Judgement:
         return [str(ext_dir / "src" / BUILD_DIR)] if self.builds_workspace else []
 
     def build_workspace_kernels(self, ext_dir: Path) -> tuple[bool, str]:
-        """Compile a workspace's kernels/ (the judged bytes, copied) with the package's fixed glue."""
+        """Compile a workspace's kernels/ (the judged bytes, copied) with the package's fixed glue, as the candidate:
+        what the compiler reads, and quotes in its errors, it reads with the candidate's rights (kernel_build.py)."""
         src = ext_dir / "src"
         kernels = src / "kernels"
         kernels.mkdir(parents=True, exist_ok=True)
@@ -278,7 +279,6 @@ class _Judgement:
             path = src / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-        # As the candidate: what the compiler reads, and quotes in its errors, is read with the candidate's rights.
         outcome = build_kernels_as(self.candidate(), src, self.device, self.cfg.build_timeout_s, self.cfg.cache_dir)
         if outcome.timed_out:
             return False, outcome.log

@@ -271,7 +271,7 @@ class _Judgement:
 
     def build_workspace_kernels(self, ext_dir: Path) -> tuple[bool, str]:
         """Compile a workspace's kernels/ (the judged bytes, copied) with the package's fixed glue, as the candidate:
-        what the compiler reads, and quotes in its errors, it reads with the candidate's rights (kernel_build.py)."""
+        whatever the compiler reads, and quotes in its errors, it reads with the candidate's rights (kernel_build)."""
         src = ext_dir / "src"
         kernels = src / "kernels"
         kernels.mkdir(parents=True, exist_ok=True)
@@ -280,9 +280,7 @@ class _Judgement:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
         outcome = build_kernels_as(self.candidate(), src, self.device, self.cfg.build_timeout_s, self.cfg.cache_dir)
-        if outcome.timed_out:
-            return False, outcome.log
-        return outcome.ok, outcome.log
+        return outcome.ok, outcome.log  # not ok when timed out; its log says so ("build exceeded")
 
     def standby_spec(self) -> StandbySpec:
         """What this judgement starts its candidate's process with (a spare must match it: `take_standby`)."""

@@ -210,6 +210,35 @@ def test_a_workspace_kernel_reads_nothing_the_candidate_may_not(tmp_path: Path, 
     assert "CANARY_round16" not in (verdict.compile_log or "") + verdict.message, verdict.compile_log
 
 
+def test_the_compile_tool_as_root_reads_nothing_the_candidate_may_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+    import shutil
+
+    from cuda_agent.sandbox.workspace_commands import compile_command
+    from cuda_agent.workspace import create_workspace
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root: run as a plain user, the tool compiles as that user, whose files the agent shares")
+    secret = tmp_path / "closed" / "notes.h"
+    secret.parent.mkdir(mode=0o700)
+    secret.write_text(SECRET_LINE + "\n")
+    secret.chmod(0o600)
+    root = create_workspace(Catalog().resolve("examples/relu"), tmp_path / "ws", device="cpu")
+    for kernel in (_relu_workspace(tmp_path / "solution") / "kernels").iterdir():
+        shutil.copyfile(kernel, root / "kernels" / kernel.name)
+    assert compile_command([], root) == 0  # honest: built, as a user id leased for the build
+    relu = root / "kernels" / "relu.cpp"
+    honest = relu.read_text()
+    relu.write_text(READ_BY_INCLUDE.format(secret=secret) + honest)
+    assert compile_command([], root) == 1
+    shown = capsys.readouterr().out
+    assert str(secret) in shown and "CANARY_round16" not in shown, shown  # tried as the candidate, and refused
+    relu.write_text(honest + "// edited\n")
+    assert compile_command([], root) == 0  # its own cache kept in the workspace: the other units come from it
+
+
 def test_a_workspace_build_writes_no_shared_compiler_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import os
     import uuid

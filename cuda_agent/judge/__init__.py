@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from cuda_agent.judge.child.timing import Clock, make_flusher, rotate, time_phase
     from cuda_agent.judge.config import JudgeConfig
     from cuda_agent.judge.env import PROTOCOL_VERSION, apply_precision_flags, describe_device
+    from cuda_agent.judge.kernel_build import compile_workspace
     from cuda_agent.judge.pipeline import judge, prepare, reference_timings, start_spare
     from cuda_agent.judge.policy import KERNELBENCH_DIFFERENCES, KERNELBENCH_RELAXED
     from cuda_agent.judge.protocol import BaselineResult
@@ -37,6 +38,7 @@ _HOMES = {
     "detect_language": "solution",
     "trim_compile_log": "build",
     "compile_triton": "triton_build",
+    "compile_workspace": "kernel_build",
     "TritonBuildResult": "triton_build",
     "PROTOCOL_VERSION": "env",
     "apply_precision_flags": "env",
@@ -63,6 +65,7 @@ __all__ = [
     "baseline_key",
     "baseline_key_env",
     "compile_triton",
+    "compile_workspace",
     "describe_device",
     "detect_language",
     "judge",

@@ -40,6 +40,7 @@ from cuda_agent.judge.config import JudgeConfig
 from cuda_agent.judge.confine import candidate_user, hand_over, private_copy
 from cuda_agent.judge.env import PROTOCOL_VERSION
 from cuda_agent.judge.fast_build import Preparing, finish_prepare
+from cuda_agent.judge.kernel_build import build_kernels_as
 from cuda_agent.judge.policy import check_policy
 from cuda_agent.judge.protocol import BaselineResult, RunRequest, RunResult
 from cuda_agent.judge.solution import SolutionSource, read_solution
@@ -51,7 +52,7 @@ from cuda_agent.machine import detect_device, driver_version, gpu_name
 from cuda_agent.reward import decided_on, reward_of
 from cuda_agent.subproc import child_env, read_record, run_module
 from cuda_agent.types import Task, Timings, Verdict, Violation
-from cuda_agent.workspace.build import BUILD_DIR, build_tree, glue_hash
+from cuda_agent.workspace.build import BUILD_DIR, glue_hash
 from cuda_agent.workspace.layout import tampered_files
 
 log = logging.getLogger(__name__)
@@ -269,7 +270,8 @@ class _Judgement:
         return [str(ext_dir / "src" / BUILD_DIR)] if self.builds_workspace else []
 
     def build_workspace_kernels(self, ext_dir: Path) -> tuple[bool, str]:
-        """Compile a workspace's kernels/ (the judged bytes, copied) with the package's fixed glue."""
+        """Compile a workspace's kernels/ (the judged bytes, copied) with the package's fixed glue, as the candidate:
+        whatever the compiler reads, and quotes in its errors, it reads with the candidate's rights (kernel_build)."""
         src = ext_dir / "src"
         kernels = src / "kernels"
         kernels.mkdir(parents=True, exist_ok=True)
@@ -277,10 +279,8 @@ class _Judgement:
             path = src / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-        outcome = build_tree(src, self.device, timeout_s=self.cfg.build_timeout_s)
-        if outcome.timed_out:
-            return False, outcome.log
-        return outcome.ok, outcome.log
+        outcome = build_kernels_as(self.candidate(), src, self.device, self.cfg.build_timeout_s, self.cfg.cache_dir)
+        return outcome.ok, outcome.log  # not ok when timed out; its log says so ("build exceeded")
 
     def standby_spec(self) -> StandbySpec:
         """What this judgement starts its candidate's process with (a spare must match it: `take_standby`)."""

@@ -25,9 +25,17 @@ from pathlib import Path
 from typing import Literal
 
 from cuda_agent.errors import Error
-from cuda_agent.judge import JudgeConfig, compile_triton, judge, prepare, reference_timings, trim_compile_log
+from cuda_agent.judge import (
+    JudgeConfig,
+    compile_triton,
+    compile_workspace,
+    judge,
+    prepare,
+    reference_timings,
+    trim_compile_log,
+)
 from cuda_agent.types import Task, Verdict
-from cuda_agent.workspace import build_tree, read_task_record, tampered_files, workspace_language
+from cuda_agent.workspace import read_task_record, tampered_files, workspace_language
 from cuda_agent.workspace.checks import WorkspaceCheck, editable_digest, record_check
 
 SANDBOX_URL_ENV, SANDBOX_TOKEN_ENV = "CUDA_AGENT_SANDBOX_URL", "CUDA_AGENT_SANDBOX_TOKEN"
@@ -79,7 +87,7 @@ def compile_command(argv: list[str], root: Path | None = None) -> int:
     task, device = loaded
     if workspace_language(root) == "triton":
         return _check_triton(task, root, device)
-    outcome = build_tree(root, device)
+    outcome = compile_workspace(root, device)  # as a user id of its own where we are root
     if outcome.ok:
         print(
             f"compile: OK in {outcome.wall_s:.1f} s ({outcome.compiled} of {outcome.units} files recompiled); "

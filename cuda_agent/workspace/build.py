@@ -13,7 +13,9 @@ and it compiles each file against `<torch/extension.h>` (about 28 s per file on 
   no torch header at all;
 - commands use paths relative to the folder being built, so objects are identical (and cached)
   across workspaces; concurrent builds of different folders share only ccache, which is safe
-  for concurrent use.
+  for concurrent use;
+- a build confined as the candidate (judge/kernel_build.py) cannot write that shared cache, and
+  reads the fixed glue's objects from a store of ours instead (`seed_glue`, `glue_store`), read-only.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ import os
 import shutil
 import sys
 import sysconfig
+import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from cuda_agent.machine import cache_root, cuda_arch_list
-from cuda_agent.subproc import run_command
+from cuda_agent.subproc import Confinement, run_command
 from cuda_agent.workspace.layout import EXTENSION_NAME, FIXED_FILES, template_dir
 
 BUILD_DIR = ".cuda_agent/build"
@@ -60,6 +64,12 @@ class BuildOutcome:
 def ccache_dir() -> Path:
     """Shared compiler cache: the machine's cache root's ccache/ (default ~/.cache/cuda-agent/ccache)."""
     return cache_root() / "ccache"
+
+
+def glue_store() -> Path:
+    """The fixed glue's compiled objects, as ccache's file storage (remote layout, which its local cache does not
+    share): written by `seed_glue` alone, read-only to a confined build."""
+    return cache_root() / "ccache-glue"
 
 
 def cuda_arch() -> str:
@@ -188,7 +198,48 @@ def module_filename() -> str:
     return EXTENSION_NAME + (sysconfig.get_config_var("EXT_SUFFIX") or ".so")
 
 
-def build_tree(root: Path, device: str, timeout_s: float = 600.0, cache_dir: Path | None = None) -> BuildOutcome:
+def write_ninja(root: Path, device: str) -> tuple[str, int]:
+    """Write `root`'s build.ninja (where it changed); the module's path relative to `root`, and the units."""
+    build_dir = root / BUILD_DIR
+    build_dir.mkdir(parents=True, exist_ok=True)
+    out_name = f"{BUILD_DIR}/{module_filename()}"
+    text, units = _ninja_file(root, device, out_name)
+    ninja_file = build_dir / "build.ninja"
+    if not ninja_file.exists() or ninja_file.read_text() != text:
+        ninja_file.write_text(text)
+    return out_name, units
+
+
+def seed_glue(device: str, timeout_s: float = 600.0) -> str | None:
+    """Compile the fixed glue, as we are, in a folder of ours with no kernel in it, into `glue_store()` (once per
+    glue and flags); None, or why the glue was not stored (a confined build then compiles it itself).
+
+    Its ccache key is the one a workspace's build of the glue has (commands relative to the folder built), so a
+    confined build finds it there, read-only: the ~30 s of torch's headers, without the shared cache."""
+    with tempfile.TemporaryDirectory(prefix="cuda-agent-glue-") as tmp:
+        tree = Path(tmp) / "tree"
+        (tree / "kernels").mkdir(parents=True)
+        text, _ = _ninja_file(tree.resolve(), device, f"{BUILD_DIR}/{module_filename()}")
+        marker = glue_store() / f"seeded-{hashlib.sha256(text.encode()).hexdigest()[:24]}"
+        if marker.exists():
+            return None
+        # Remote only: the local cache's hits are never copied to the store; a miss is compiled and stored there.
+        env = {"CCACHE_REMOTE_STORAGE": f"file:{glue_store()}", "CCACHE_REMOTE_ONLY": "1"}
+        outcome = build_tree(tree, device, timeout_s, Path(tmp) / "ccache", env=env)
+    if not outcome.ok:
+        return f"the fixed glue did not build: {outcome.log[-300:]}"
+    marker.touch()
+    return None
+
+
+def build_tree(
+    root: Path,
+    device: str,
+    timeout_s: float = 600.0,
+    cache_dir: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    confine: Confinement | None = None,
+) -> BuildOutcome:
     """Build the kernels of the folder `root` (which holds `kernels/`) into `root/.cuda_agent/build/`.
 
     Args:
@@ -197,20 +248,16 @@ def build_tree(root: Path, device: str, timeout_s: float = 600.0, cache_dir: Pat
         device: 'cuda' or 'cpu'.
         timeout_s: the whole build's wall-clock limit; the compilers' process group is killed then.
         cache_dir: ccache's folder (default: `ccache_dir()`), shared by all builds.
+        env: variables set last (a confined build's own cache and the glue store behind it).
+        confine: run the build so (judge/kernel_build.py: as the candidate, on a private copy of `root`).
 
     Returns:
         BuildOutcome; a compiler error is an outcome with ok=False, not an exception.
     """
     start = time.monotonic()
     root = root.resolve()
-    build_dir = root / BUILD_DIR
-    build_dir.mkdir(parents=True, exist_ok=True)
-    out_name = f"{BUILD_DIR}/{module_filename()}"
-    text, units = _ninja_file(root, device, out_name)
-    ninja_file = build_dir / "build.ninja"
-    if not ninja_file.exists() or ninja_file.read_text() != text:
-        ninja_file.write_text(text)
-    env = dict(os.environ)
+    out_name, units = write_ninja(root, device)
+    extra, env = env or {}, dict(os.environ)
     env.update(
         CCACHE_DIR=str(cache_dir or ccache_dir()),
         CCACHE_BASEDIR=str(root),
@@ -220,9 +267,10 @@ def build_tree(root: Path, device: str, timeout_s: float = 600.0, cache_dir: Pat
         CCACHE_DEPEND=env.get("CCACHE_DEPEND", "1"),
         CCACHE_MAXSIZE=env.get("CCACHE_MAXSIZE", "5G"),
     )
+    env.update(extra)
     search = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     ninja = shutil.which("ninja", path=search) or "ninja"
-    child = run_command([ninja, "-f", f"{BUILD_DIR}/build.ninja"], timeout_s, cwd=root, env=env)
+    child = run_command([ninja, "-f", f"{BUILD_DIR}/build.ninja"], timeout_s, cwd=root, env=env, confine=confine)
     wall = time.monotonic() - start
     compiled = sum(1 for line in child.stdout.splitlines() if " compile " in line)
     if child.timed_out:

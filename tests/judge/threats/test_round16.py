@@ -22,13 +22,13 @@ unconfined candidate can reach.
   grader's result between the grader's write and the pipeline's read, and lived on after the judgement (round 15
   left such processes open). Now the grader is the reaper of every orphan below it from its start and kills all of
   them before it writes (`uids.kill_below`), and a result counts only from a grader that ended by its own exit.
-- Not closed: a workspace's kernels/ are compiled by the judge's user (root), outside any confinement, and the
-  compiler's errors come back in the verdict. A kernel that includes a file only root may read gets that file's lines
-  back as errors (r3), past the static policy wherever the file's name ends as one of the workspace's own headers
-  does (the policy checks a quoted include's last component only); an assembler's `.incbin` would put its bytes in
-  the module the candidate loads. Compiling as the candidate (its leased id, as a single file's `load_inline` build
-  already is) closes it, but takes the shared compiler cache away from those builds: 34.8 s against 0.9 s for the
-  relu workspace on the 2-core VM. A strict xfail until the judge compiles as the candidate.
+- r3: a workspace's kernels/ were compiled by the judge's user (root), outside any confinement, and the compiler's
+  errors come back in the verdict: a kernel that included a file only root may read got that file's lines back as
+  errors, past the static policy wherever the file's name ends as one of the workspace's own headers does (the
+  policy checks a quoted include's last component only); an assembler's `.incbin` put a file's bytes in the module
+  the candidate loads. Now the kernels compile as the candidate (its leased id, confined on a private copy, as a
+  single file's `load_inline` build is: judge/kernel_build.py), with a compiler cache of its own and the fixed
+  glue's objects read-only behind it; the machine's shared cache is not the candidate's to write.
 """
 
 from __future__ import annotations
@@ -171,29 +171,92 @@ def test_the_service_takes_the_candidates_user_from_no_request() -> None:
             judge_job(request, {}, Paths(None), Catalog())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a workspace's kernels are compiled as the judge's user (root): what they include is read with its "
-    "rights, and the compiler's errors quote it in the verdict (round 16's r3; not closed, see the module's note)",
-)
-def test_a_workspace_kernel_reads_nothing_the_candidate_may_not(tmp_path: Path) -> None:
-    import os
+SECRET_LINE = "CANARY_round16 only root may read this line"
+
+READ_BY_INCLUDE = '#include "{secret}"\n'
+"""The secret's lines come back as the compiler's errors."""
+
+READ_BY_INCBIN = '__asm__(".pushsection .rodata\\n.incbin \\"{secret}\\"\\n.popsection");\n'
+"""The secret's bytes in the module the candidate's process loads (no error: the build passes as root)."""
+
+
+def _relu_workspace(tmp_path: Path, first_line: str = "") -> Path:
     import shutil
+
+    workspace = tmp_path / "ws"
+    shutil.copytree(Path(__file__).parents[3] / "solutions" / "workspaces" / "examples_relu_cpu", workspace)
+    relu = workspace / "kernels" / "relu.cpp"
+    relu.write_text(first_line + relu.read_text())
+    return workspace
+
+
+@pytest.mark.parametrize("reads", [READ_BY_INCLUDE, READ_BY_INCBIN], ids=["include", "incbin"])
+def test_a_workspace_kernel_reads_nothing_the_candidate_may_not(tmp_path: Path, reads: str) -> None:
+    import os
 
     if os.geteuid() != 0:
         pytest.skip("needs root: a judge run as a plain user compiles as that user, whose files the candidate shares")
     secret = tmp_path / "closed" / "notes.h"
     secret.parent.mkdir(mode=0o700)
-    secret.write_text("CANARY_round16 only root may read this line\n")
+    secret.write_text(SECRET_LINE + "\n")
     secret.chmod(0o600)
-    workspace = tmp_path / "ws"
-    shutil.copytree(Path(__file__).parents[3] / "solutions" / "workspaces" / "examples_relu_cpu", workspace)
+    workspace = _relu_workspace(tmp_path, reads.format(secret=secret))
     (workspace / "kernels" / "notes.h").write_text("// a header of the workspace's own\n")
-    relu = workspace / "kernels" / "relu.cpp"
-    relu.write_text(f'#include "{secret}"\n' + relu.read_text())
     config = JudgeConfig(device="cpu", policy=_static.POLICY, time=False, verdict_cache=False)
     verdict = judge(Catalog().resolve("examples/relu"), workspace, config)
+    # Once: compile_error with the secret's line in compile_log (include), pass with its bytes in the module (incbin).
+    assert (verdict.verdict, verdict.reward) == ("compile_error", -1), verdict.message
+    assert str(secret) in (verdict.compile_log or ""), verdict.compile_log  # the compiler tried, as the candidate
     assert "CANARY_round16" not in (verdict.compile_log or "") + verdict.message, verdict.compile_log
+
+
+def test_the_compile_tool_as_root_reads_nothing_the_candidate_may_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+    import shutil
+
+    from cuda_agent.sandbox.workspace_commands import compile_command
+    from cuda_agent.workspace import create_workspace
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root: run as a plain user, the tool compiles as that user, whose files the agent shares")
+    secret = tmp_path / "closed" / "notes.h"
+    secret.parent.mkdir(mode=0o700)
+    secret.write_text(SECRET_LINE + "\n")
+    secret.chmod(0o600)
+    root = create_workspace(Catalog().resolve("examples/relu"), tmp_path / "ws", device="cpu")
+    for kernel in (_relu_workspace(tmp_path / "solution") / "kernels").iterdir():
+        shutil.copyfile(kernel, root / "kernels" / kernel.name)
+    assert compile_command([], root) == 0  # honest: built, as a user id leased for the build
+    relu = root / "kernels" / "relu.cpp"
+    honest = relu.read_text()
+    relu.write_text(READ_BY_INCLUDE.format(secret=secret) + honest)
+    assert compile_command([], root) == 1
+    shown = capsys.readouterr().out
+    assert str(secret) in shown and "CANARY_round16" not in shown, shown  # tried as the candidate, and refused
+    relu.write_text(honest + "// edited\n")
+    assert compile_command([], root) == 0  # its own cache kept in the workspace: the other units come from it
+
+
+def test_a_workspace_build_writes_no_shared_compiler_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import uuid
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root: unconfined, the build is the judge's own and writes the shared cache")
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path / "cache"))  # a cache of its own: other runs write ours
+    from cuda_agent.workspace.build import ccache_dir, glue_store, seed_glue
+
+    assert seed_glue("cpu") is None
+    seeded = sorted(p.relative_to(glue_store()) for p in glue_store().rglob("*"))
+    workspace = _relu_workspace(tmp_path, f"// {uuid.uuid4()}: a unit no cache has seen\n")
+    config = JudgeConfig(device="cpu", time=False, verdict_cache=False)
+    verdict = judge(Catalog().resolve("examples/relu"), workspace, config)
+    assert (verdict.verdict, verdict.reward) == ("pass", 1), verdict.compile_log or verdict.message
+    # Once: the build, as root, stored every unit's object in the machine's ccache, for every later build to take.
+    assert not ccache_dir().exists() or not any(p.is_file() for p in ccache_dir().rglob("*"))
+    assert sorted(p.relative_to(glue_store()) for p in glue_store().rglob("*")) == seeded
 
 
 FORGE_AND_KILL = """

@@ -350,7 +350,10 @@ ext = load_inline(
 '''
 
 
-HEADER = _header("judge_threat_hacks_cpu", HACK_CPP, FUNCTIONS)
+# Both with the bundled CPU examples' flags (-O3 -fopenmp; HACK_CPP itself needs no OpenMP): the judge makes its
+# precompiled <torch/extension.h> once per flag set, so one serves the examples and both hack builds, and a cold
+# run pays for one such header where another flag set would cost a second (a minute of 2 loaded cores).
+HEADER = _header("judge_threat_hacks_cpu", HACK_CPP, FUNCTIONS, openmp=True)
 POOL_HEADER = _header("judge_threat_pool_hacks_cpu", POOL_CPP, POOL_FUNCTIONS, openmp=True)
 
 # Tasks written next to the solution (the bundled examples have no such input distributions).
